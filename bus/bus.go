@@ -1,0 +1,327 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Config is everything a process needs to join the bus. Zero fields take the
+// defaults documented on each field, applied in one place (withDefaults).
+type Config struct {
+	// URL is the NATS server URL list (comma-separated). Ignored when Server
+	// is set.
+	URL string
+	// Server, when set, is an embedded server to connect to in-process.
+	Server *Server
+	// Name identifies this connection and is the instance part of
+	// CloudEvent sources; default a random id.
+	Name string
+	// Role is the component role in CloudEvent sources ("edge", "worker");
+	// default "node".
+	Role string
+	// Logger receives connection events; default slog.Default().
+	Logger *slog.Logger
+
+	// MemoryStorage keeps streams and buckets in memory (tests); default file.
+	MemoryStorage bool
+	// Replicas is the replica count of every stream and bucket; default 1.
+	Replicas int
+
+	// TaskTTL is how long a task record lives after its last update; default 24h.
+	TaskTTL time.Duration
+	// TaskMaxBytes bounds the task bucket; default 1 GiB.
+	TaskMaxBytes int64
+	// TaskMaxValueSize bounds one task record; default 1 MiB.
+	TaskMaxValueSize int32
+	// HistoryCap bounds the messages kept in a task's history; default 100.
+	HistoryCap int
+	// EventsMaxAge is how long task events are kept; default TaskTTL.
+	EventsMaxAge time.Duration
+	// EventsMaxPerTask bounds the events kept per task; default 10000.
+	EventsMaxPerTask int64
+	// EventsMaxBytes bounds the events stream; default 1 GiB.
+	EventsMaxBytes int64
+	// WorkMaxAge is how long unclaimed work waits; default 24h.
+	WorkMaxAge time.Duration
+	// WorkMaxBytes bounds the work stream; default 256 MiB.
+	WorkMaxBytes int64
+	// Duplicates is the publish de-duplication window; default 2m.
+	Duplicates time.Duration
+	// AckWait is how long a worker may hold work without a heartbeat before
+	// it is redelivered; default 30s.
+	AckWait time.Duration
+	// MaxDeliver bounds deliveries of one work item; default 5.
+	MaxDeliver int
+	// MaxAckPending bounds unacknowledged work per agent; default 1024.
+	MaxAckPending int
+	// AgentTTL is how long an agent registration lives without a heartbeat;
+	// default 30s.
+	AgentTTL time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if c.Name == "" {
+		c.Name = schemas.NewID()[:8]
+	}
+	if c.Role == "" {
+		c.Role = "node"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Replicas <= 0 {
+		c.Replicas = 1
+	}
+	def(&c.TaskTTL, 24*time.Hour)
+	if c.TaskMaxBytes <= 0 {
+		c.TaskMaxBytes = 1 << 30
+	}
+	if c.TaskMaxValueSize <= 0 {
+		c.TaskMaxValueSize = 1 << 20
+	}
+	if c.HistoryCap <= 0 {
+		c.HistoryCap = 100
+	}
+	def(&c.EventsMaxAge, c.TaskTTL)
+	if c.EventsMaxPerTask <= 0 {
+		c.EventsMaxPerTask = 10000
+	}
+	if c.EventsMaxBytes <= 0 {
+		c.EventsMaxBytes = 1 << 30
+	}
+	def(&c.WorkMaxAge, 24*time.Hour)
+	if c.WorkMaxBytes <= 0 {
+		c.WorkMaxBytes = 256 << 20
+	}
+	def(&c.Duplicates, 2*time.Minute)
+	def(&c.AckWait, 30*time.Second)
+	if c.MaxDeliver <= 0 {
+		c.MaxDeliver = 5
+	}
+	if c.MaxAckPending <= 0 {
+		c.MaxAckPending = 1024
+	}
+	def(&c.AgentTTL, 30*time.Second)
+	return c
+}
+
+// Bus is a connection to NATS with JetStream and the handles of the
+// provisioned streams and buckets. It is safe for concurrent use.
+type Bus struct {
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	tasks  jetstream.KeyValue
+	agents jetstream.KeyValue
+	source string
+	log    *slog.Logger
+}
+
+// Connect connects to NATS (the embedded server in-process, or cfg.URL),
+// provisions streams and buckets idempotently, and returns the Bus. The
+// connection reconnects forever; Close drains it.
+func Connect(ctx context.Context, cfg Config) (*Bus, error) {
+	cfg = cfg.withDefaults()
+	log := cfg.Logger.With("component", "bus")
+	opts := []nats.Option{
+		nats.Name("a2abus-" + cfg.Role + "-" + cfg.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectBufSize(8 << 20),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			log.Warn("nats async error", "subject", subj, "err", err)
+		}),
+	}
+	url := cfg.URL
+	if cfg.Server != nil {
+		opts = append(opts, nats.InProcessServer(cfg.Server.s))
+		url = ""
+	} else if url == "" {
+		url = nats.DefaultURL
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("bus: connect to nats %q: %w", url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("bus: jetstream: %w", err)
+	}
+	b := &Bus{cfg: cfg, nc: nc, js: js, source: schemas.Source(cfg.Role, cfg.Name), log: log}
+	if err := b.provision(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Config returns the effective configuration, defaults applied.
+func (b *Bus) Config() Config { return b.cfg }
+
+// Connected reports whether the NATS connection is up (for readiness).
+func (b *Bus) Connected() bool { return b.nc.IsConnected() }
+
+// Close drains the connection: subscriptions finish what they hold,
+// pending publishes are flushed, then the connection closes.
+func (b *Bus) Close() error {
+	if b.nc.IsClosed() {
+		return nil
+	}
+	done := make(chan struct{})
+	b.nc.SetClosedHandler(func(*nats.Conn) { close(done) })
+	if err := b.nc.Drain(); err != nil {
+		b.nc.Close()
+		return nil
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		b.nc.Close()
+	}
+	return nil
+}
+
+// storage returns the configured storage type.
+func (b *Bus) storage() jetstream.StorageType {
+	if b.cfg.MemoryStorage {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
+// provision creates or updates every stream and bucket. It never deletes:
+// running it from every process at start-up is safe, and a changed bound is
+// applied in place.
+func (b *Bus) provision(ctx context.Context) error {
+	c := b.cfg
+	streams := []jetstream.StreamConfig{
+		{
+			Name:        schemas.StreamWork,
+			Description: "a2abus work items, one subject per agent",
+			Subjects:    []string{schemas.SubjectWorkAll},
+			Retention:   jetstream.WorkQueuePolicy,
+			MaxAge:      c.WorkMaxAge,
+			MaxBytes:    c.WorkMaxBytes,
+			Discard:     jetstream.DiscardNew,
+			Duplicates:  c.Duplicates,
+			Storage:     b.storage(),
+			Replicas:    c.Replicas,
+		},
+		{
+			Name:              schemas.StreamEvents,
+			Description:       "a2abus task events, one subject per task",
+			Subjects:          []string{schemas.SubjectEventsAll},
+			Retention:         jetstream.LimitsPolicy,
+			MaxAge:            c.EventsMaxAge,
+			MaxBytes:          c.EventsMaxBytes,
+			MaxMsgsPerSubject: c.EventsMaxPerTask,
+			Discard:           jetstream.DiscardOld,
+			Duplicates:        c.Duplicates,
+			Storage:           b.storage(),
+			Replicas:          c.Replicas,
+		},
+		{
+			Name:        schemas.StreamDLQ,
+			Description: "a2abus work that could not be processed",
+			Subjects:    []string{schemas.SubjectDLQAll},
+			Retention:   jetstream.LimitsPolicy,
+			MaxAge:      7 * 24 * time.Hour,
+			MaxBytes:    c.WorkMaxBytes,
+			Discard:     jetstream.DiscardOld,
+			Storage:     b.storage(),
+			Replicas:    c.Replicas,
+		},
+	}
+	for _, sc := range streams {
+		if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("bus: provision stream %s: %w", sc.Name, err)
+		}
+	}
+	var err error
+	b.tasks, err = b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:       schemas.BucketTasks,
+		Description:  "a2abus task records keyed by task id",
+		TTL:          c.TaskTTL,
+		MaxBytes:     c.TaskMaxBytes,
+		MaxValueSize: c.TaskMaxValueSize,
+		History:      1,
+		Storage:      b.storage(),
+		Replicas:     c.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("bus: provision bucket %s: %w", schemas.BucketTasks, err)
+	}
+	b.agents, err = b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      schemas.BucketAgents,
+		Description: "a2abus live agent registry",
+		TTL:         c.AgentTTL,
+		History:     1,
+		Storage:     b.storage(),
+		Replicas:    c.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("bus: provision bucket %s: %w", schemas.BucketAgents, err)
+	}
+	return nil
+}
+
+// EnsureAgent creates or updates the durable work consumer of an agent. All
+// replicas of the agent bind to this one consumer, so work is shared, and a
+// crashed replica's unacknowledged work goes to another after AckWait.
+func (b *Bus) EnsureAgent(ctx context.Context, agent string) error {
+	if !schemas.ValidAgentName(agent) {
+		return fmt.Errorf("bus: invalid agent name %q", agent)
+	}
+	c := b.cfg
+	_, err := b.js.CreateOrUpdateConsumer(ctx, schemas.StreamWork, jetstream.ConsumerConfig{
+		Durable:       schemas.ConsumerWork(agent),
+		Description:   "a2abus work for agent " + agent,
+		FilterSubject: schemas.SubjectWork(agent),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    c.MaxDeliver,
+		MaxAckPending: c.MaxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Replicas:      c.Replicas,
+		MemoryStorage: c.MemoryStorage,
+	})
+	if err != nil {
+		return fmt.Errorf("bus: provision consumer for agent %s: %w", agent, err)
+	}
+	return nil
+}
+
+// errUnavailable classifies bus failures a caller may retry (stream full,
+// no JetStream reachable, timeouts) as schemas.ErrUnavailable.
+func errUnavailable(op string, err error) error {
+	if errors.Is(err, jetstream.ErrMaxBytesExceeded) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrConnectionClosed) {
+		return fmt.Errorf("%s: %w: %w", op, schemas.Errorf(schemas.ErrUnavailable, "the message bus cannot take this request now; retry shortly"), err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

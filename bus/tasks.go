@@ -1,0 +1,263 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// The task store: TaskRecord values in the A2A_TASKS bucket, keyed by task
+// id. Records are created once (KV create fails if the key exists) and then
+// only changed by compare-and-swap on the revision, so two writers (an edge
+// canceling, a worker completing) can never overwrite each other: the loser
+// re-reads, re-applies its change to the new state, and terminal states
+// absorb whatever comes late.
+
+// casAttempts bounds the retries of one compare-and-swap update.
+const casAttempts = 16
+
+// CreateTask stores a new task record and returns its revision. It fails if
+// a record with the same id exists.
+func (b *Bus) CreateTask(ctx context.Context, rec *schemas.TaskRecord) (uint64, error) {
+	if !schemas.ValidTaskID(rec.Task.ID) {
+		return 0, fmt.Errorf("bus: create task: invalid task id %q", rec.Task.ID)
+	}
+	rec.TrimHistory(b.cfg.HistoryCap)
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return 0, fmt.Errorf("bus: encode task: %w", err)
+	}
+	if len(val) > int(b.cfg.TaskMaxValueSize) {
+		return 0, schemas.Errorf(schemas.ErrInvalidParams, "the task would take %d bytes, more than the limit of %d", len(val), b.cfg.TaskMaxValueSize)
+	}
+	rev, err := b.tasks.Create(ctx, rec.Task.ID, val)
+	if err != nil {
+		return 0, errUnavailable("bus: create task", err)
+	}
+	return rev, nil
+}
+
+// GetTask returns the record of a task and its revision. It returns an
+// error matching schemas.ErrTaskNotFound if there is no such task (never
+// created, or evicted).
+func (b *Bus) GetTask(ctx context.Context, id string) (*schemas.TaskRecord, uint64, error) {
+	if !schemas.ValidTaskID(id) {
+		return nil, 0, schemas.Errorf(schemas.ErrTaskNotFound, "task %q not found", id).With("taskId", id)
+	}
+	e, err := b.tasks.Get(ctx, id)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			return nil, 0, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
+		}
+		return nil, 0, errUnavailable("bus: get task", err)
+	}
+	rec, err := decodeRecord(e.Value())
+	if err != nil {
+		return nil, 0, err
+	}
+	return rec, e.Revision(), nil
+}
+
+func decodeRecord(val []byte) (*schemas.TaskRecord, error) {
+	var rec schemas.TaskRecord
+	if err := json.Unmarshal(val, &rec); err != nil {
+		return nil, fmt.Errorf("bus: decode task record: %w", err)
+	}
+	return &rec, nil
+}
+
+// UpdateTask applies change to the current record and stores the result with
+// compare-and-swap, retrying on conflicts a bounded number of times. If
+// change returns an error the update is abandoned and that error returned
+// (with the record as it was read). It returns the stored record and its
+// revision.
+func (b *Bus) UpdateTask(ctx context.Context, id string, change func(*schemas.TaskRecord) error) (*schemas.TaskRecord, uint64, error) {
+	return b.update(ctx, id, nil, 0, change)
+}
+
+// update is UpdateTask that may start from a record the caller already holds
+// (cached, at revision rev), saving a read when nobody else wrote meanwhile.
+// cached is modified in place and must not be shared.
+func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord, cachedRev uint64, change func(*schemas.TaskRecord) error) (*schemas.TaskRecord, uint64, error) {
+	for attempt := 0; attempt < casAttempts; attempt++ {
+		rec, rev := cached, cachedRev
+		cached = nil
+		if rec == nil {
+			var err error
+			rec, rev, err = b.GetTask(ctx, id)
+			if err != nil {
+				return nil, 0, err
+			}
+		}
+		if err := change(rec); err != nil {
+			return rec, rev, err
+		}
+		rec.TrimHistory(b.cfg.HistoryCap)
+		val, err := json.Marshal(rec)
+		if err != nil {
+			return nil, 0, fmt.Errorf("bus: encode task: %w", err)
+		}
+		if len(val) > int(b.cfg.TaskMaxValueSize) {
+			return nil, 0, schemas.Errorf(schemas.ErrInvalidAgentResponse, "task %s would grow to %d bytes, more than the limit of %d", id, len(val), b.cfg.TaskMaxValueSize)
+		}
+		newRev, err := b.tasks.Update(ctx, id, val, rev)
+		if err == nil {
+			return rec, newRev, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, 0, errUnavailable("bus: update task", err)
+		}
+	}
+	return nil, 0, schemas.Errorf(schemas.ErrUnavailable, "task %s is being changed concurrently; retry", id)
+}
+
+// TaskEvent is one change to a task, as agents and edges produce them:
+// exactly one field is set.
+type TaskEvent struct {
+	Status   *schemas.TaskStatusUpdateEvent
+	Artifact *schemas.TaskArtifactUpdateEvent
+	Reply    *schemas.Message
+}
+
+func (e TaskEvent) apply(rec *schemas.TaskRecord) error {
+	switch {
+	case e.Status != nil:
+		return rec.ApplyStatus(e.Status)
+	case e.Artifact != nil:
+		return rec.ApplyArtifact(e.Artifact)
+	case e.Reply != nil:
+		return rec.ApplyReply(e.Reply)
+	}
+	return errors.New("bus: empty task event")
+}
+
+// Apply folds one event into a task (one CAS write) and publishes it to the
+// task's event subject (one publish), with the new revision as the event
+// sequence. That is the whole cost of a transition on the bus. It returns
+// schemas.ErrTaskTerminal when the task had already ended (the event is
+// absorbed and nothing is published), and the error of a transition the
+// state machine refuses.
+func (b *Bus) Apply(ctx context.Context, taskID string, ev TaskEvent) (*schemas.TaskRecord, uint64, error) {
+	return b.ApplyFrom(ctx, taskID, nil, 0, ev)
+}
+
+// ApplyFrom is Apply starting from a record the caller holds at revision rev
+// (from GetTask or a previous Apply), which saves a KV read per transition
+// for a worker that owns the task. rec is modified in place; a nil rec reads
+// the current one.
+func (b *Bus) ApplyFrom(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, ev TaskEvent) (*schemas.TaskRecord, uint64, error) {
+	rec, rev, err := b.update(ctx, taskID, cached, cachedRev, func(r *schemas.TaskRecord) error {
+		if ev.Status != nil {
+			ev.Status.TaskID, ev.Status.ContextID = r.Task.ID, r.Task.ContextID
+			if ev.Status.Status.Timestamp == nil {
+				ev.Status.Status.Timestamp = schemas.Now()
+			}
+		}
+		if ev.Artifact != nil {
+			ev.Artifact.TaskID, ev.Artifact.ContextID = r.Task.ID, r.Task.ContextID
+		}
+		if ev.Reply != nil {
+			ev.Reply.ContextID = r.Task.ContextID
+		}
+		return ev.apply(r)
+	})
+	if err != nil {
+		return rec, rev, err
+	}
+	return rec, rev, b.publishEvent(ctx, rec, rev, ev)
+}
+
+func (b *Bus) publishEvent(ctx context.Context, rec *schemas.TaskRecord, rev uint64, ev TaskEvent) error {
+	var typ string
+	var data any
+	switch {
+	case ev.Status != nil:
+		typ, data = schemas.TypeTaskStatus, ev.Status
+	case ev.Artifact != nil:
+		typ, data = schemas.TypeTaskArtifact, ev.Artifact
+	default:
+		typ, data = schemas.TypeTaskMessage, ev.Reply
+	}
+	ce, err := b.newEvent(schemas.NewID(), typ, rec.Task.ID, data, map[string]string{
+		schemas.ExtSequence: schemas.SequenceString(rev),
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := b.js.PublishMsg(ctx, encodeMsg(schemas.SubjectEvents(rec.Task.ID), &ce)); err != nil {
+		return errUnavailable("bus: publish task event", err)
+	}
+	return nil
+}
+
+// TaskFilter selects tasks for ListTasks. Zero fields match everything.
+type TaskFilter struct {
+	Agent       string
+	ContextID   string
+	State       schemas.TaskState
+	StatusAfter time.Time // status timestamp >= StatusAfter
+}
+
+func (f TaskFilter) match(r *schemas.TaskRecord) bool {
+	if f.Agent != "" && r.Agent != f.Agent {
+		return false
+	}
+	if f.ContextID != "" && r.Task.ContextID != f.ContextID {
+		return false
+	}
+	if f.State != "" && r.Task.Status.State != f.State {
+		return false
+	}
+	if !f.StatusAfter.IsZero() && r.StatusTime().Before(f.StatusAfter) {
+		return false
+	}
+	return true
+}
+
+// ListTasks returns every task record that matches f, newest status first
+// (ties broken by id, so paging over the result is stable). It reads the
+// bucket in one pass of a KV watcher rather than one Get per key. Direct
+// message replies (no visible task) are left out.
+func (b *Bus) ListTasks(ctx context.Context, f TaskFilter) ([]*schemas.TaskRecord, error) {
+	w, err := b.tasks.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, errUnavailable("bus: list tasks", err)
+	}
+	defer w.Stop()
+	var out []*schemas.TaskRecord
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, schemas.Errorf(schemas.ErrUnavailable, "task listing was interrupted; retry")
+			}
+			if e == nil { // all current values delivered
+				sort.Slice(out, func(i, j int) bool {
+					ti, tj := out[i].StatusTime(), out[j].StatusTime()
+					if !ti.Equal(tj) {
+						return ti.After(tj)
+					}
+					return out[i].Task.ID > out[j].Task.ID
+				})
+				return out, nil
+			}
+			rec, err := decodeRecord(e.Value())
+			if err != nil {
+				b.log.Warn("skipping undecodable task record", "task_id", e.Key(), "err", err)
+				continue
+			}
+			if rec.Reply == nil && f.match(rec) {
+				out = append(out, rec)
+			}
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// TaskWatcher lets many requests of one process wait for task changes
+// through a single KV watcher on the task bucket (one ordered consumer per
+// process, not one per request), fanned out in memory by task id. The
+// watcher is an ordered consumer: it survives reconnects and server restarts
+// without losing its place. A waiter also re-reads the record from KV when
+// it registers (so a change that happened before is seen) and every
+// RecheckEvery (belt and braces against a watcher being recreated).
+type TaskWatcher struct {
+	b            *Bus
+	mu           sync.Mutex
+	waiters      map[string]map[chan []byte]struct{}
+	ready        chan struct{}
+	RecheckEvery time.Duration
+}
+
+// NewTaskWatcher returns a watcher; call Run to start it.
+func (b *Bus) NewTaskWatcher() *TaskWatcher {
+	return &TaskWatcher{b: b, waiters: map[string]map[chan []byte]struct{}{}, ready: make(chan struct{}), RecheckEvery: 5 * time.Second}
+}
+
+// Ready is closed once the watcher is consuming updates.
+func (t *TaskWatcher) Ready() <-chan struct{} { return t.ready }
+
+// Run consumes task updates until ctx ends.
+func (t *TaskWatcher) Run(ctx context.Context) error {
+	w, err := t.b.tasks.WatchAll(ctx, jetstream.UpdatesOnly())
+	if err != nil {
+		return fmt.Errorf("bus: watch tasks: %w", err)
+	}
+	defer w.Stop()
+	close(t.ready)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("bus: task watcher closed")
+			}
+			if e == nil {
+				continue
+			}
+			if e.Operation() == jetstream.KeyValuePut {
+				t.notify(e.Key(), e.Value())
+			}
+		}
+	}
+}
+
+// notify hands the new value to every waiter of the task. Each waiter holds
+// at most one pending value, always the newest: updates arrive in revision
+// order, so an older pending value is replaced, never queued.
+func (t *TaskWatcher) notify(taskID string, val []byte) {
+	t.mu.Lock()
+	for ch := range t.waiters[taskID] {
+		select {
+		case ch <- val:
+		default:
+			select {
+			case <-ch:
+			default:
+			}
+			ch <- val
+		}
+	}
+	t.mu.Unlock()
+}
+
+func (t *TaskWatcher) register(taskID string) chan []byte {
+	ch := make(chan []byte, 1)
+	t.mu.Lock()
+	m := t.waiters[taskID]
+	if m == nil {
+		m = map[chan []byte]struct{}{}
+		t.waiters[taskID] = m
+	}
+	m[ch] = struct{}{}
+	t.mu.Unlock()
+	return ch
+}
+
+func (t *TaskWatcher) unregister(taskID string, ch chan []byte) {
+	t.mu.Lock()
+	if m := t.waiters[taskID]; m != nil {
+		delete(m, ch)
+		if len(m) == 0 {
+			delete(t.waiters, taskID)
+		}
+	}
+	t.mu.Unlock()
+}
+
+// Wait returns the task record as soon as done(record) holds. If ctx ends
+// first it returns the latest record it read together with ctx.Err().
+func (t *TaskWatcher) Wait(ctx context.Context, taskID string, done func(*schemas.TaskRecord) bool) (*schemas.TaskRecord, error) {
+	ch := t.register(taskID)
+	defer t.unregister(taskID, ch)
+	tick := time.NewTicker(t.RecheckEvery)
+	defer tick.Stop()
+	var last *schemas.TaskRecord
+	read := true // read KV now: on registration, and on each recheck tick
+	for {
+		if read {
+			rec, _, err := t.b.GetTask(ctx, taskID)
+			if err != nil {
+				if ctx.Err() != nil && last != nil {
+					return last, ctx.Err()
+				}
+				return nil, err
+			}
+			last = rec
+			if done(rec) {
+				return rec, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case val := <-ch:
+			rec, err := decodeRecord(val)
+			if err != nil {
+				read = true
+				continue
+			}
+			last, read = rec, false
+			if done(rec) {
+				return rec, nil
+			}
+		case <-tick.C:
+			read = true
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Work items: the edge publishes a TypeWorkExecute event to
+// a2a.work.<agent>; the workers of that agent share one durable pull
+// consumer and take items from it with Fetch.
+
+// PublishOptions carries request context into the published event.
+type PublishOptions struct {
+	// ID is the CloudEvent id (and Nats-Msg-Id). Reuse it when retrying a
+	// publish so JetStream drops the duplicate; default a new id.
+	ID string
+	// Traceparent is the W3C trace context of the originating request.
+	Traceparent string
+	// A2AVersion is the protocol version the client spoke.
+	A2AVersion string
+}
+
+// PublishWork queues a work item for its agent. A publish that JetStream
+// reports as a duplicate (same id inside the window) counts as accepted.
+func (b *Bus) PublishWork(ctx context.Context, item *schemas.WorkItem, o PublishOptions) error {
+	if !schemas.ValidAgentName(item.Agent) {
+		return fmt.Errorf("bus: publish work: invalid agent name %q", item.Agent)
+	}
+	if o.ID == "" {
+		o.ID = schemas.NewID()
+	}
+	ce, err := b.newEvent(o.ID, schemas.TypeWorkExecute, item.TaskID, item, map[string]string{
+		schemas.ExtTraceparent: o.Traceparent,
+		schemas.ExtA2AVersion:  o.A2AVersion,
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := b.js.PublishMsg(ctx, encodeMsg(schemas.SubjectWork(item.Agent), &ce)); err != nil {
+		return errUnavailable("bus: publish work", err)
+	}
+	return nil
+}
+
+// WorkConsumer takes work for one agent from its durable consumer.
+type WorkConsumer struct {
+	c     jetstream.Consumer
+	agent string
+}
+
+// WorkConsumer binds to the durable work consumer of agent, creating or
+// updating it first (idempotent).
+func (b *Bus) WorkConsumer(ctx context.Context, agent string) (*WorkConsumer, error) {
+	if err := b.EnsureAgent(ctx, agent); err != nil {
+		return nil, err
+	}
+	c, err := b.js.Consumer(ctx, schemas.StreamWork, schemas.ConsumerWork(agent))
+	if err != nil {
+		return nil, fmt.Errorf("bus: bind work consumer of %s: %w", agent, err)
+	}
+	return &WorkConsumer{c: c, agent: agent}, nil
+}
+
+// Fetch waits until at least one work item is available or maxWait passes,
+// and returns up to n items without waiting for more than the first. It
+// returns ctx.Err() when ctx ends. Items that cannot be decoded are returned
+// with Err set; the caller terminates them.
+func (w *WorkConsumer) Fetch(ctx context.Context, n int, maxWait time.Duration) ([]*Work, error) {
+	fctx, cancel := context.WithTimeout(ctx, maxWait)
+	defer cancel()
+	// A pull request for n items would wait until all n arrive; ask for one
+	// (returns as soon as it exists), then take what else is ready.
+	out, err := w.collect(ctx, func() (jetstream.MessageBatch, error) {
+		return w.c.Fetch(1, jetstream.FetchContext(fctx))
+	})
+	if err != nil || len(out) == 0 || n <= 1 {
+		return out, err
+	}
+	more, err := w.collect(ctx, func() (jetstream.MessageBatch, error) { return w.c.FetchNoWait(n - 1) })
+	return append(out, more...), err
+}
+
+func (w *WorkConsumer) collect(ctx context.Context, fetch func() (jetstream.MessageBatch, error)) ([]*Work, error) {
+	batch, err := fetch()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("bus: fetch work: %w", err)
+	}
+	var out []*Work
+	for m := range batch.Messages() {
+		out = append(out, newWork(m))
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		return out, fmt.Errorf("bus: fetch work: %w", err)
+	}
+	return out, nil
+}
+
+// Work is one delivery of a work item. The holder must end it with exactly
+// one of Ack, Nak or Term, and call InProgress while it works longer than
+// the AckWait.
+type Work struct {
+	// Item is the decoded work item; zero when Err is set.
+	Item schemas.WorkItem
+	// Err is set when the message is not a valid work item (poison input).
+	Err error
+	// Attempt is the delivery count, 1 on first delivery.
+	Attempt uint64
+	// EventID is the CloudEvent id of the work item.
+	EventID string
+	// Traceparent is the trace context the edge attached.
+	Traceparent string
+
+	msg jetstream.Msg
+}
+
+func newWork(m jetstream.Msg) *Work {
+	w := &Work{msg: m, Attempt: 1}
+	if md, err := m.Metadata(); err == nil {
+		w.Attempt = md.NumDelivered
+	}
+	ev, err := decodeMsg(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+	if err != nil {
+		w.Err = err
+		return w
+	}
+	w.EventID = ev.ID()
+	if tp, ok := ev.Extensions()[schemas.ExtTraceparent]; ok {
+		w.Traceparent = fmt.Sprint(tp)
+	}
+	if ev.Type() != schemas.TypeWorkExecute {
+		w.Err = fmt.Errorf("%w: unexpected type %q on a work subject", errMalformedEvent, ev.Type())
+		return w
+	}
+	if err := decodeData(&ev, &w.Item); err != nil {
+		w.Err = err
+		return w
+	}
+	if !schemas.ValidTaskID(w.Item.TaskID) {
+		w.Err = fmt.Errorf("%w: work item has invalid task id %q", errMalformedEvent, w.Item.TaskID)
+	}
+	return w
+}
+
+// Ack reports the work done; it is removed from the queue.
+func (w *Work) Ack() error { return w.msg.Ack() }
+
+// Nak hands the work back for redelivery after delay (0: at once).
+func (w *Work) Nak(delay time.Duration) error {
+	if delay > 0 {
+		return w.msg.NakWithDelay(delay)
+	}
+	return w.msg.Nak()
+}
+
+// InProgress resets the AckWait timer: the holder is alive and working.
+func (w *Work) InProgress() error { return w.msg.InProgress() }
+
+// Term removes poison work from the queue for good, with a reason the server
+// reports in its advisory.
+func (w *Work) Term(reason string) error { return w.msg.TermWithReason(reason) }
+
+// PublishCancel tells the workers of an agent that a task was canceled. It is
+// a core NATS publish: best effort, the KV state is authoritative.
+func (b *Bus) PublishCancel(ctx context.Context, n schemas.CancelNotice) error {
+	ce, err := b.newEvent(schemas.NewID(), schemas.TypeTaskCancel, n.TaskID, n, nil)
+	if err != nil {
+		return err
+	}
+	if err := b.nc.PublishMsg(encodeMsg(schemas.SubjectCancel(n.Agent), &ce)); err != nil {
+		return errUnavailable("bus: publish cancel", err)
+	}
+	return nil
+}
+
+// SubscribeCancels calls fn for every cancel notice of agent until the
+// returned stop function is called.
+func (b *Bus) SubscribeCancels(agent string, fn func(schemas.CancelNotice)) (stop func(), err error) {
+	sub, err := b.nc.Subscribe(schemas.SubjectCancel(agent), func(m *nats.Msg) {
+		ev, err := decodeMsg(m)
+		if err != nil || ev.Type() != schemas.TypeTaskCancel {
+			b.log.Warn("ignoring malformed cancel notice", "subject", m.Subject, "err", err)
+			return
+		}
+		var n schemas.CancelNotice
+		if err := decodeData(&ev, &n); err != nil {
+			b.log.Warn("ignoring malformed cancel notice", "subject", m.Subject, "err", err)
+			return
+		}
+		fn(n)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bus: subscribe cancels of %s: %w", agent, err)
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}

@@ -1,0 +1,158 @@
+package schemas
+
+import (
+	"errors"
+	"time"
+)
+
+// The data of bus messages and KV values. Each has a JSON Schema in
+// jsonschema/ that a worker in another language can be written from; the
+// contract test in this package keeps the two in step.
+
+// TaskRecord is the value stored in BucketTasks under the task id: the A2A
+// task plus what the bus needs to route and answer for it. It is only ever
+// changed by compare-and-swap on the KV revision.
+type TaskRecord struct {
+	Task Task `json:"task"`
+	// Agent is the name of the agent that owns the task.
+	Agent string `json:"agent"`
+	// Reply is set when the agent answered with a Message instead of working
+	// on a task; the edge then answers SendMessage with this message.
+	Reply *Message `json:"reply,omitempty"`
+	// CreatedAt is when the edge accepted the task.
+	CreatedAt Timestamp `json:"createdAt"`
+}
+
+// WorkItem is the data of a TypeWorkExecute event on SubjectWork(agent): run
+// the task with this message. The task's current state, history included,
+// is in BucketTasks; workers read it from there.
+type WorkItem struct {
+	TaskID    string  `json:"taskId"`
+	ContextID string  `json:"contextId"`
+	Agent     string  `json:"agent"`
+	Message   Message `json:"message"`
+}
+
+// CancelNotice is the data of a TypeTaskCancel event on SubjectCancel(agent):
+// the task was canceled and whichever worker runs it should stop. Notices are
+// best-effort (core NATS); workers also see the terminal state in KV.
+type CancelNotice struct {
+	TaskID string `json:"taskId"`
+	Agent  string `json:"agent"`
+}
+
+// AgentRegistration is the value stored in BucketAgents under the agent name
+// by every worker group of that agent, refreshed by heartbeat.
+type AgentRegistration struct {
+	Agent     string    `json:"agent"`
+	Card      AgentCard `json:"card"`
+	Instance  string    `json:"instance"`
+	UpdatedAt Timestamp `json:"updatedAt"`
+}
+
+// ErrTaskTerminal is returned by the Apply methods when the task is already
+// in a terminal state: the event is absorbed and must not be stored.
+var ErrTaskTerminal = errors.New("task is in a terminal state")
+
+// ErrBadTransition is returned by ApplyStatus for a move the state machine
+// does not allow.
+var ErrBadTransition = errors.New("state transition not allowed")
+
+// ApplyStatus folds a status update into the record. A status message is
+// also appended to the history so the conversation stays chronological.
+func (r *TaskRecord) ApplyStatus(ev *TaskStatusUpdateEvent) error {
+	cur := r.Task.Status.State
+	if cur.Terminal() {
+		return ErrTaskTerminal
+	}
+	if !CanTransition(cur, ev.Status.State) {
+		return ErrBadTransition
+	}
+	st := ev.Status
+	if st.Timestamp == nil {
+		st.Timestamp = Now()
+	}
+	r.Task.Status = st
+	if st.Message != nil {
+		r.Task.History = append(r.Task.History, *st.Message)
+	}
+	return nil
+}
+
+// ApplyArtifact folds an artifact update into the record: a new artifact id
+// is added, an existing one is replaced, or with Append its parts are
+// extended.
+func (r *TaskRecord) ApplyArtifact(ev *TaskArtifactUpdateEvent) error {
+	if r.Task.Status.State.Terminal() {
+		return ErrTaskTerminal
+	}
+	for i := range r.Task.Artifacts {
+		a := &r.Task.Artifacts[i]
+		if a.ArtifactID != ev.Artifact.ArtifactID {
+			continue
+		}
+		if ev.Append {
+			a.Parts = append(a.Parts, ev.Artifact.Parts...)
+			if ev.Artifact.Name != "" {
+				a.Name = ev.Artifact.Name
+			}
+			if ev.Artifact.Description != "" {
+				a.Description = ev.Artifact.Description
+			}
+			for k, v := range ev.Artifact.Metadata {
+				if a.Metadata == nil {
+					a.Metadata = map[string]any{}
+				}
+				a.Metadata[k] = v
+			}
+		} else {
+			*a = ev.Artifact
+		}
+		return nil
+	}
+	r.Task.Artifacts = append(r.Task.Artifacts, ev.Artifact)
+	return nil
+}
+
+// ApplyReply records a direct Message reply: the exchange is complete and the
+// caller is answered with the message rather than a task.
+func (r *TaskRecord) ApplyReply(m *Message) error {
+	if r.Task.Status.State.Terminal() {
+		return ErrTaskTerminal
+	}
+	r.Reply = m
+	r.Task.History = append(r.Task.History, *m)
+	r.Task.Status = TaskStatus{State: TaskStateCompleted, Timestamp: Now()}
+	return nil
+}
+
+// TrimHistory keeps at most max most recent messages (max <= 0: no cap).
+func (r *TaskRecord) TrimHistory(max int) {
+	if max > 0 && len(r.Task.History) > max {
+		r.Task.History = append([]Message(nil), r.Task.History[len(r.Task.History)-max:]...)
+	}
+}
+
+// StatusTime returns the task's status timestamp, or the creation time.
+func (r *TaskRecord) StatusTime() time.Time {
+	if r.Task.Status.Timestamp != nil {
+		return r.Task.Status.Timestamp.Time
+	}
+	return r.CreatedAt.Time
+}
+
+// WithHistoryLength returns a shallow copy of t whose history holds at most
+// n most recent messages: n nil = all, 0 = none. Callers validate n >= 0.
+func (t Task) WithHistoryLength(n *int32) Task {
+	if n == nil {
+		return t
+	}
+	if *n == 0 {
+		t.History = nil
+		return t
+	}
+	if l := len(t.History); l > int(*n) {
+		t.History = t.History[l-int(*n):]
+	}
+	return t
+}

@@ -1,0 +1,122 @@
+package schemas
+
+import (
+	"fmt"
+	"regexp"
+
+	"github.com/google/uuid"
+)
+
+// The bus contract's names. Every stream, bucket, consumer, subject and
+// CloudEvent type a2abus uses is named here and nowhere else, so a worker in
+// another language can be written from this file and schemas/jsonschema/.
+const (
+	// StreamWork holds work items, one subject per agent, work-queue retention.
+	StreamWork = "A2A_WORK"
+	// StreamEvents holds every task's status/artifact/message events, one
+	// subject per task, limits retention.
+	StreamEvents = "A2A_EVENTS"
+	// StreamDLQ keeps work that could not be processed, for inspection.
+	StreamDLQ = "A2A_DLQ"
+
+	// BucketTasks holds TaskRecord snapshots keyed by task id; updates are
+	// compare-and-swap on the revision.
+	BucketTasks = "A2A_TASKS"
+	// BucketAgents is the live registry of agents: AgentRegistration keyed by
+	// agent name, refreshed by heartbeats; stale entries expire.
+	BucketAgents = "A2A_AGENTS"
+	// BucketCards caches discovered external agent cards.
+	BucketCards = "A2A_CARDS"
+	// BucketPush holds push-notification configs.
+	BucketPush = "A2A_PUSH"
+
+	subjectWorkPrefix   = "a2a.work."
+	subjectEventsPrefix = "a2a.events."
+	subjectCancelPrefix = "a2a.cancel."
+	subjectDLQPrefix    = "a2a.dlq."
+
+	// SubjectWorkAll, SubjectEventsAll and SubjectDLQAll are the wildcard
+	// subjects of the streams.
+	SubjectWorkAll   = subjectWorkPrefix + ">"
+	SubjectEventsAll = subjectEventsPrefix + ">"
+	SubjectDLQAll    = subjectDLQPrefix + ">"
+	// SubjectCancelAll is the core-NATS (not stored) subject on which cancel
+	// notices for every agent travel.
+	SubjectCancelAll = subjectCancelPrefix + ">"
+)
+
+// CloudEvent types. Versioned: an incompatible change of an event's data gets
+// a new type, and the old one keeps its schema.
+const (
+	// TypeWorkExecute asks a worker of an agent to run a task; data WorkItem.
+	TypeWorkExecute = "dev.a2abus.work.execute.v1"
+	// TypeTaskStatus reports a status change; data TaskStatusUpdateEvent.
+	TypeTaskStatus = "dev.a2abus.task.status.v1"
+	// TypeTaskArtifact reports an artifact or chunk; data TaskArtifactUpdateEvent.
+	TypeTaskArtifact = "dev.a2abus.task.artifact.v1"
+	// TypeTaskMessage carries an agent's direct Message reply; data Message.
+	TypeTaskMessage = "dev.a2abus.task.message.v1"
+	// TypeTaskCancel tells workers to stop a task; data CancelNotice.
+	TypeTaskCancel = "dev.a2abus.task.cancel.v1"
+)
+
+// CloudEvent extension attributes a2abus sets.
+const (
+	// ExtSequence is the task's KV revision after the event was stored,
+	// zero-padded so it sorts as a string (CloudEvents sequence extension).
+	ExtSequence = "sequence"
+	// ExtTraceparent carries the W3C trace context of the originating request.
+	ExtTraceparent = "traceparent"
+	// ExtA2AVersion is the A2A protocol version of the originating request.
+	ExtA2AVersion = "a2aversion"
+)
+
+var agentNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// ValidAgentName reports whether name can name an agent: lowercase letters,
+// digits, '-' and '_', at most 63 characters, so it is safe as a NATS
+// subject token, a consumer name and a URL path segment.
+func ValidAgentName(name string) bool { return agentNameRE.MatchString(name) }
+
+// ValidTaskID reports whether id has the form of a server-generated task id
+// (a UUID). Client strings that fail this never reach a subject or key.
+func ValidTaskID(id string) bool {
+	if len(id) != 36 {
+		return false
+	}
+	_, err := uuid.Parse(id)
+	return err == nil
+}
+
+// NewID returns a new random id for tasks, contexts, messages and events.
+func NewID() string { return uuid.NewString() }
+
+// SubjectWork is the subject of work items for agent.
+func SubjectWork(agent string) string { return subjectWorkPrefix + agent }
+
+// SubjectEvents is the subject of a task's events.
+func SubjectEvents(taskID string) string { return subjectEventsPrefix + taskID }
+
+// SubjectCancel is the core-NATS subject of cancel notices for agent.
+func SubjectCancel(agent string) string { return subjectCancelPrefix + agent }
+
+// SubjectDLQ is the subject of dead-lettered work of agent.
+func SubjectDLQ(agent string) string { return subjectDLQPrefix + agent }
+
+// TaskIDFromEventSubject returns the task id of an events subject.
+func TaskIDFromEventSubject(subject string) (string, bool) {
+	if len(subject) <= len(subjectEventsPrefix) || subject[:len(subjectEventsPrefix)] != subjectEventsPrefix {
+		return "", false
+	}
+	return subject[len(subjectEventsPrefix):], true
+}
+
+// ConsumerWork is the durable pull consumer shared by all workers of agent.
+func ConsumerWork(agent string) string { return "work-" + agent }
+
+// Source returns a CloudEvent source for a component instance, e.g.
+// urn:a2abus:worker:echo-1.
+func Source(role, instance string) string { return fmt.Sprintf("urn:a2abus:%s:%s", role, instance) }
+
+// SequenceString formats a task revision as the CloudEvents sequence value.
+func SequenceString(rev uint64) string { return fmt.Sprintf("%020d", rev) }

@@ -1,0 +1,75 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Echo is the demo agent: it streams the user's text back as an artifact,
+// a few words per chunk (append/lastChunk), and completes. A short message
+// is one chunk. It shows every part of the runtime a real agent uses.
+type Echo struct {
+	// WordsPerChunk is how many words go in one artifact chunk; default 4.
+	WordsPerChunk int
+}
+
+// EchoDefinition returns the definition of the echo agent named name.
+func EchoDefinition(name string) Definition {
+	return Definition{
+		Name: name,
+		Card: schemas.AgentCard{
+			Name:        name,
+			Description: "Echoes your message back as a streamed text artifact.",
+			Version:     "1.0.0",
+			Skills: []schemas.AgentSkill{{
+				ID: "echo", Name: "Echo", Description: "Returns the text it is sent, streamed in chunks.",
+				Tags: []string{"demo", "echo"}, Examples: []string{"hello world"},
+			}},
+		},
+		Agent: Echo{},
+	}
+}
+
+// Execute streams the message text back and completes.
+func (e Echo) Execute(ctx context.Context, req *Request, out *Emitter) error {
+	text := req.Message.Text()
+	if text == "" {
+		return out.Reject(ctx, "echo needs a message with text")
+	}
+	n := e.WordsPerChunk
+	if n <= 0 {
+		n = 4
+	}
+	chunks := chunkWords(text, n)
+	art := schemas.Artifact{ArtifactID: "echo-" + req.Task.ID, Name: "echo"}
+	for i, c := range chunks {
+		art.Parts = []schemas.Part{schemas.TextPart(c)}
+		if err := out.ArtifactChunk(ctx, art, i > 0, i == len(chunks)-1); err != nil {
+			return err
+		}
+	}
+	return out.Complete(ctx, fmt.Sprintf("echoed %d characters in %d chunk(s)", len(text), len(chunks)))
+}
+
+// chunkWords splits s after every n words, keeping the whitespace, so the
+// chunks concatenate back to s.
+func chunkWords(s string, n int) []string {
+	var out []string
+	words, start := 0, 0
+	inWord := false
+	for i, r := range s {
+		space := strings.ContainsRune(" \t\n\r", r)
+		if !space && !inWord {
+			if words == n {
+				out = append(out, s[start:i])
+				start, words = i, 0
+			}
+			words++
+		}
+		inWord = !space
+	}
+	return append(out, s[start:])
+}

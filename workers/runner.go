@@ -1,0 +1,329 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Definition is one agent as a worker group runs it.
+type Definition struct {
+	// Name is the agent name: the routing key on the bus and the path
+	// segment of its endpoints (see schemas.ValidAgentName).
+	Name string
+	// Card is the agent's card; the edge fills in supportedInterfaces and
+	// defaults for empty required fields.
+	Card schemas.AgentCard
+	// Agent runs the tasks.
+	Agent Agent
+}
+
+// Options tune a Runner. Zero fields take the documented defaults.
+type Options struct {
+	// Concurrency bounds the tasks one runner executes at once; default 16.
+	Concurrency int
+	// ShutdownGrace is how long in-flight tasks may finish after Run's ctx
+	// ends before they are stopped and handed back; default 10s.
+	ShutdownGrace time.Duration
+	// FetchWait is how long one fetch waits for work; default 5s.
+	FetchWait time.Duration
+	// Instance names this runner in logs and its registration; default random.
+	Instance string
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Runner takes work for one agent from the bus and runs it: the run loop of
+// a2abus. Any number of runners of the same agent, in any processes, share
+// the agent's durable consumer.
+type Runner struct {
+	b    *bus.Bus
+	def  Definition
+	opt  Options
+	log  *slog.Logger
+	hbEv time.Duration
+
+	mu      sync.Mutex
+	running map[string]context.CancelCauseFunc
+}
+
+// Causes of an agent's context ending.
+var (
+	errCanceled = errors.New("task canceled")
+	errShutdown = errors.New("worker shutting down")
+)
+
+// NewRunner returns a runner for def on b.
+func NewRunner(b *bus.Bus, def Definition, opt Options) *Runner {
+	if opt.Concurrency <= 0 {
+		opt.Concurrency = 16
+	}
+	if opt.ShutdownGrace <= 0 {
+		opt.ShutdownGrace = 10 * time.Second
+	}
+	if opt.FetchWait <= 0 {
+		opt.FetchWait = 5 * time.Second
+	}
+	if opt.Instance == "" {
+		opt.Instance = def.Name + "-" + schemas.NewID()[:8]
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	return &Runner{
+		b: b, def: def, opt: opt,
+		log:     opt.Logger.With("component", "worker", "agent", def.Name, "instance", opt.Instance),
+		hbEv:    b.Config().AckWait / 3,
+		running: map[string]context.CancelCauseFunc{},
+	}
+}
+
+// Run registers the agent, then takes and runs work until ctx ends. On
+// shutdown it stops taking work, lets in-flight tasks finish for
+// ShutdownGrace, then stops them and hands their work back for another
+// replica. It returns nil after a clean shutdown.
+func (r *Runner) Run(ctx context.Context) error {
+	if r.def.Agent == nil {
+		return fmt.Errorf("workers: agent %q has no implementation", r.def.Name)
+	}
+	wc, err := r.b.WorkConsumer(ctx, r.def.Name)
+	if err != nil {
+		return err
+	}
+	if err := r.register(ctx); err != nil {
+		return err
+	}
+	stopCancels, err := r.b.SubscribeCancels(r.def.Name, func(n schemas.CancelNotice) { r.cancelTask(n.TaskID) })
+	if err != nil {
+		return err
+	}
+	defer stopCancels()
+
+	// Agents run under their own context, so that ctx ending stops the
+	// intake but not the work in flight; it ends after the grace period.
+	agentCtx, stopAgents := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopAgents(errShutdown)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { r.heartbeatRegistration(ctx) })
+
+	sem := make(chan struct{}, r.opt.Concurrency)
+	for ctx.Err() == nil {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
+		n := 1
+		for n < r.opt.Concurrency {
+			select {
+			case sem <- struct{}{}:
+				n++
+				continue
+			default:
+			}
+			break
+		}
+		works, err := wc.Fetch(ctx, n, r.opt.FetchWait)
+		for i := len(works); i < n; i++ {
+			<-sem
+		}
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("fetching work failed; retrying", "err", err)
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+		}
+		for _, w := range works {
+			wg.Go(func() {
+				defer func() { <-sem }()
+				r.handle(agentCtx, w)
+			})
+		}
+	}
+
+	// Shutdown: give in-flight work the grace period, then stop it.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(r.opt.ShutdownGrace):
+		stopAgents(errShutdown)
+		<-done
+	}
+	return nil
+}
+
+func (r *Runner) register(ctx context.Context) error {
+	return r.b.RegisterAgent(ctx, schemas.AgentRegistration{Agent: r.def.Name, Card: r.def.Card, Instance: r.opt.Instance})
+}
+
+func (r *Runner) heartbeatRegistration(ctx context.Context) {
+	t := time.NewTicker(r.b.AgentHeartbeat())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := r.register(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("agent registration heartbeat failed", "err", err)
+			}
+		}
+	}
+}
+
+func (r *Runner) cancelTask(taskID string) {
+	r.mu.Lock()
+	cancel := r.running[taskID]
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel(errCanceled)
+	}
+}
+
+// handle runs one delivery of a work item to its end: ack when its effects
+// are stored, nak (with back-off) when the bus failed or the worker is
+// shutting down, term when the input is poison.
+func (r *Runner) handle(base context.Context, w *Work) {
+	log := r.log.With("task_id", w.Item.TaskID, "ce_id", w.EventID, "attempt", w.Attempt)
+	if w.Err != nil {
+		log.Error("terminating malformed work item", "err", w.Err)
+		_ = w.Term("malformed work item: " + w.Err.Error())
+		return
+	}
+	opCtx, opCancel := context.WithTimeout(base, 30*time.Second)
+	defer opCancel()
+	rec, rev, err := r.b.GetTask(opCtx, w.Item.TaskID)
+	switch {
+	case errors.Is(err, schemas.ErrTaskNotFound):
+		log.Warn("work for a task that no longer exists; dropping")
+		_ = w.Term("task not found")
+		return
+	case err != nil:
+		log.Warn("reading task failed; handing work back", "err", err)
+		_ = w.Nak(backoff(w.Attempt))
+		return
+	case rec.Task.Status.State.Terminal():
+		// A redelivery (or a cancel before the work was taken): the task is
+		// already finished, so the work is done.
+		_ = w.Ack()
+		return
+	case rec.Agent != r.def.Name:
+		log.Error("work item routed to the wrong agent", "owner", rec.Agent)
+		_ = w.Term("task belongs to agent " + rec.Agent)
+		return
+	}
+
+	ctx, cancel := context.WithCancelCause(base)
+	defer cancel(nil)
+	r.mu.Lock()
+	r.running[w.Item.TaskID] = cancel
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.running, w.Item.TaskID)
+		r.mu.Unlock()
+	}()
+	hbDone := make(chan struct{})
+	defer close(hbDone)
+	go r.heartbeat(ctx, w, cancel, hbDone)
+
+	em := &Emitter{b: r.b, taskID: w.Item.TaskID, rec: rec, rev: rev}
+	if err := em.Status(opCtx, schemas.TaskStateWorking, nil); err != nil {
+		r.finishOnError(w, log, err)
+		return
+	}
+	req := &Request{Task: em.rec.Task, Message: w.Item.Message, Attempt: w.Attempt}
+	runErr := r.execute(ctx, req, em)
+
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errShutdown):
+		log.Info("handing work back on shutdown")
+		_ = w.Nak(0)
+		return
+	case errors.Is(cause, errCanceled):
+		_ = w.Ack()
+		return
+	}
+	// The agent's run is over; record how it ended.
+	finCtx, finCancel := context.WithTimeout(base, 30*time.Second)
+	defer finCancel()
+	var finErr error
+	switch {
+	case errors.Is(runErr, ErrTaskEnded):
+	case runErr != nil:
+		log.Info("agent failed", "err", runErr)
+		finErr = em.Fail(finCtx, runErr.Error())
+	case !em.settled:
+		finErr = em.Status(finCtx, schemas.TaskStateCompleted, nil)
+	}
+	if finErr != nil && !errors.Is(finErr, ErrTaskEnded) {
+		r.finishOnError(w, log, finErr)
+		return
+	}
+	_ = w.Ack()
+}
+
+// execute runs the agent, turning a panic into an error so one bad task
+// cannot take the worker down.
+func (r *Runner) execute(ctx context.Context, req *Request, em *Emitter) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("agent panicked", "task_id", req.Task.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = fmt.Errorf("agent crashed: %v", p)
+		}
+	}()
+	return r.def.Agent.Execute(ctx, req, em)
+}
+
+// finishOnError settles a delivery whose bookkeeping failed: absorbed events
+// are done; bus trouble is retried after a back-off.
+func (r *Runner) finishOnError(w *Work, log *slog.Logger, err error) {
+	if errors.Is(err, ErrTaskEnded) || errors.Is(err, schemas.ErrTaskTerminal) {
+		_ = w.Ack()
+		return
+	}
+	log.Warn("storing task progress failed; handing work back", "err", err)
+	_ = w.Nak(backoff(w.Attempt))
+}
+
+// heartbeat keeps a long task's work item alive (InProgress every AckWait/3)
+// and, as a safety net for lost cancel notices, stops the agent when the
+// task became terminal in KV.
+func (r *Runner) heartbeat(ctx context.Context, w *Work, cancel context.CancelCauseFunc, done <-chan struct{}) {
+	t := time.NewTicker(r.hbEv)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = w.InProgress()
+			rec, _, err := r.b.GetTask(ctx, w.Item.TaskID)
+			if err == nil && rec.Task.Status.State.Terminal() {
+				cancel(errCanceled)
+				return
+			}
+		}
+	}
+}
+
+// backoff is the redelivery delay after a failed attempt.
+func backoff(attempt uint64) time.Duration {
+	d := time.Second << min(attempt, 6)
+	return min(d, time.Minute)
+}
+
+// Work is the bus's work delivery, named here for the agent runtime.
+type Work = bus.Work

@@ -1,0 +1,83 @@
+package workers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/bus/bustest"
+	"github.com/a2abus/a2abus/schemas"
+	"github.com/a2abus/a2abus/workers"
+)
+
+// submit creates a task for agent with text and queues its work, as the edge
+// does.
+func submit(t *testing.T, b *bus.Bus, agent, text string) string {
+	t.Helper()
+	ctx := context.Background()
+	msg := schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart(text)}}
+	id := schemas.NewID()
+	msg.TaskID, msg.ContextID = id, schemas.NewID()
+	rec := &schemas.TaskRecord{
+		Task:      schemas.Task{ID: id, ContextID: msg.ContextID, Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: schemas.Now()}, History: []schemas.Message{msg}},
+		Agent:     agent,
+		CreatedAt: *schemas.Now(),
+	}
+	if _, err := b.CreateTask(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PublishWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: msg.ContextID, Agent: agent, Message: msg}, bus.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// waitSettled waits (bounded) until the task is terminal or interrupted.
+func waitSettled(t *testing.T, b *bus.Bus, id string) *schemas.TaskRecord {
+	t.Helper()
+	tw := b.NewTaskWatcher()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go tw.Run(ctx)
+	<-tw.Ready()
+	rec, err := tw.Wait(ctx, id, func(r *schemas.TaskRecord) bool { return r.Task.Status.State.Settled() })
+	if err != nil {
+		t.Fatalf("waiting for task %s: %v (last state %v)", id, err, rec)
+	}
+	return rec
+}
+
+// startRunner runs def on b until the test ends.
+func startRunner(t *testing.T, b *bus.Bus, def workers.Definition, opt workers.Options) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- workers.NewRunner(b, def, opt).Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("runner: %v", err)
+		}
+	})
+}
+
+func TestEchoCompletesWithChunkedArtifact(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	startRunner(t, b, workers.EchoDefinition("echo"), workers.Options{})
+	id := submit(t, b, "echo", "one two three four five six seven")
+	rec := waitSettled(t, b, id)
+	if rec.Task.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("state = %s", rec.Task.Status.State)
+	}
+	if len(rec.Task.Artifacts) != 1 {
+		t.Fatalf("artifacts = %+v", rec.Task.Artifacts)
+	}
+	var got string
+	for _, p := range rec.Task.Artifacts[0].Parts {
+		got += *p.Text
+	}
+	if got != "one two three four five six seven" || len(rec.Task.Artifacts[0].Parts) != 2 {
+		t.Fatalf("artifact text %q in %d parts", got, len(rec.Task.Artifacts[0].Parts))
+	}
+}
