@@ -325,3 +325,9 @@ func errUnavailable(op string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
+
+// Abort closes the connection at once, without draining: work in flight
+// stays unacknowledged and is redelivered to another worker after AckWait.
+// That is what a crashed process looks like to the rest of the system; tests
+// use it to simulate one.
+func (b *Bus) Abort() { b.nc.Close() }

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/a2abus/a2abus/workers"
+)
+
+// Config is the whole configuration of one a2abus process. It is filled in
+// layers, each overriding the one before: the defaults below, the JSON
+// config file (--config), the environment (NATS_URL, A2ABUS_*), and flags
+// given on the command line. cmd is the only package that reads any of them.
+//
+// The file format is JSON: the standard library reads it (no dependency
+// beyond the four the product allows), it is the format of everything else
+// a2abus speaks, and an agent's exec settings nest naturally in it.
+type Config struct {
+	// Listen is the edge's HTTP address. Default 127.0.0.1:8080.
+	Listen string `json:"listen"`
+	// PublicURL is the base URL put in agent cards. Default http://<listen>.
+	PublicURL string `json:"publicUrl"`
+	// DataDir holds the embedded NATS server's JetStream store. Default
+	// ./a2abus-data.
+	DataDir string `json:"dataDir"`
+	// NATSListen is the embedded server's client address, so other
+	// processes (edges, workers) can join. Default 127.0.0.1:4222; "off"
+	// accepts in-process connections only.
+	NATSListen string `json:"natsListen"`
+	// NATSURL is the NATS server list that edge and worker connect to.
+	// Default nats://127.0.0.1:4222.
+	NATSURL string `json:"natsUrl"`
+	// Agents are the agents this process runs (serve, worker). The first is
+	// the default agent. Default: one echo agent.
+	Agents []AgentConfig `json:"agents"`
+	// DefaultAgent is the agent served at "/"; default the first agent.
+	DefaultAgent string `json:"defaultAgent"`
+
+	// Replicas is the replica count of streams and buckets (1, or 3 in a
+	// cluster). Default 1.
+	Replicas int `json:"replicas"`
+	// TaskTTL is how long a task is kept after its last change. Default 24h.
+	TaskTTL Duration `json:"taskTtl"`
+	// HistoryCap bounds a task's history. Default 100.
+	HistoryCap int `json:"historyCap"`
+	// AckWait is how long work may go without a heartbeat before another
+	// worker gets it. Default 30s.
+	AckWait Duration `json:"ackWait"`
+	// MaxDeliver bounds the deliveries of one work item. Default 5.
+	MaxDeliver int `json:"maxDeliver"`
+	// BlockingTimeout bounds a blocking SendMessage. Default 60s.
+	BlockingTimeout Duration `json:"blockingTimeout"`
+	// MaxBodyBytes bounds an HTTP request body. Default 4 MiB.
+	MaxBodyBytes int64 `json:"maxBodyBytes"`
+	// ShutdownGrace is how long in-flight work may finish on shutdown.
+	// Default 10s.
+	ShutdownGrace Duration `json:"shutdownGrace"`
+	// LogLevel is debug, info, warn or error. Default info.
+	LogLevel string `json:"logLevel"`
+	// LogFormat is text or json. Default text.
+	LogFormat string `json:"logFormat"`
+}
+
+// AgentConfig is one agent to run.
+type AgentConfig struct {
+	// Name is the agent name (lowercase letters, digits, '-', '_').
+	Name string `json:"name"`
+	// Kind is the built-in kind: echo, exec or tck. Default: the name.
+	Kind string `json:"kind"`
+	// Concurrency bounds the tasks one process runs at once. Default 16.
+	Concurrency int `json:"concurrency"`
+	// Exec configures an exec agent (command, args, env, dir, timeout).
+	Exec *workers.ExecConfig `json:"exec,omitempty"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("30s").
+type Duration time.Duration
+
+// UnmarshalJSON reads "30s" style strings (or a number of nanoseconds).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var n int64
+		if err2 := json.Unmarshal(b, &n); err2 != nil {
+			return fmt.Errorf("duration must be a string like \"30s\": %w", err)
+		}
+		*d = Duration(n)
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func defaultConfig() Config {
+	return Config{
+		Listen:          "127.0.0.1:8080",
+		DataDir:         "a2abus-data",
+		NATSListen:      "127.0.0.1:4222",
+		NATSURL:         "nats://127.0.0.1:4222",
+		Replicas:        1,
+		TaskTTL:         Duration(24 * time.Hour),
+		HistoryCap:      100,
+		AckWait:         Duration(30 * time.Second),
+		MaxDeliver:      5,
+		BlockingTimeout: Duration(60 * time.Second),
+		MaxBodyBytes:    4 << 20,
+		ShutdownGrace:   Duration(10 * time.Second),
+		LogLevel:        "info",
+		LogFormat:       "text",
+	}
+}
+
+// setting is one configurable value: its flag name, environment variable
+// and how to apply a string to the Config.
+type setting struct {
+	flag, env, usage string
+	set              func(c *Config, v string) error
+}
+
+func settings() []setting {
+	str := func(f func(*Config) *string) func(*Config, string) error {
+		return func(c *Config, v string) error { *f(c) = v; return nil }
+	}
+	dur := func(f func(*Config) *Duration) func(*Config, string) error {
+		return func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return err
+			}
+			*f(c) = Duration(d)
+			return nil
+		}
+	}
+	num := func(f func(*Config) *int) func(*Config, string) error {
+		return func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return err
+			}
+			*f(c) = n
+			return nil
+		}
+	}
+	return []setting{
+		{"listen", "A2ABUS_LISTEN", "edge HTTP address HOST:PORT (default 127.0.0.1:8080)", str(func(c *Config) *string { return &c.Listen })},
+		{"public-url", "A2ABUS_PUBLIC_URL", "base URL put in agent cards (default http://<listen>)", str(func(c *Config) *string { return &c.PublicURL })},
+		{"data-dir", "A2ABUS_DATA_DIR", "JetStream store directory of the embedded NATS server (default ./a2abus-data)", str(func(c *Config) *string { return &c.DataDir })},
+		{"nats-listen", "A2ABUS_NATS_LISTEN", `embedded NATS client address HOST:PORT, or "off" (default 127.0.0.1:4222)`, str(func(c *Config) *string { return &c.NATSListen })},
+		{"nats", "NATS_URL", "NATS server URLs, comma-separated, for edge and worker (default nats://127.0.0.1:4222)", str(func(c *Config) *string { return &c.NATSURL })},
+		{"default-agent", "A2ABUS_DEFAULT_AGENT", `agent served at "/" (default the first agent)`, str(func(c *Config) *string { return &c.DefaultAgent })},
+		{"replicas", "A2ABUS_REPLICAS", "replicas of streams and buckets (default 1)", num(func(c *Config) *int { return &c.Replicas })},
+		{"task-ttl", "A2ABUS_TASK_TTL", "how long a task is kept after its last change (default 24h)", dur(func(c *Config) *Duration { return &c.TaskTTL })},
+		{"history-cap", "A2ABUS_HISTORY_CAP", "messages kept in a task's history (default 100)", num(func(c *Config) *int { return &c.HistoryCap })},
+		{"ack-wait", "A2ABUS_ACK_WAIT", "time before unacknowledged work goes to another worker (default 30s)", dur(func(c *Config) *Duration { return &c.AckWait })},
+		{"max-deliver", "A2ABUS_MAX_DELIVER", "deliveries of one work item before it is given up (default 5)", num(func(c *Config) *int { return &c.MaxDeliver })},
+		{"blocking-timeout", "A2ABUS_BLOCKING_TIMEOUT", "longest wait of a blocking SendMessage (default 60s)", dur(func(c *Config) *Duration { return &c.BlockingTimeout })},
+		{"max-body-bytes", "A2ABUS_MAX_BODY_BYTES", "largest HTTP request body (default 4194304)", func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			c.MaxBodyBytes = n
+			return err
+		}},
+		{"shutdown-grace", "A2ABUS_SHUTDOWN_GRACE", "time in-flight work may finish on shutdown (default 10s)", dur(func(c *Config) *Duration { return &c.ShutdownGrace })},
+		{"log-level", "A2ABUS_LOG_LEVEL", "debug, info, warn or error (default info)", str(func(c *Config) *string { return &c.LogLevel })},
+		{"log-format", "A2ABUS_LOG_FORMAT", "text or json (default text)", str(func(c *Config) *string { return &c.LogFormat })},
+	}
+}
+
+// agentList is the repeatable --agent flag.
+type agentList []string
+
+func (a *agentList) String() string     { return strings.Join(*a, ",") }
+func (a *agentList) Set(v string) error { *a = append(*a, v); return nil }
+
+// loadConfig builds the Config of a command from defaults, file, environment
+// and flags (in that order of precedence, last wins).
+func loadConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
+	sets := settings()
+	vals := make([]string, len(sets))
+	for i, s := range sets {
+		fs.StringVar(&vals[i], s.flag, "", s.usage+" [$"+s.env+"]")
+	}
+	var agents agentList
+	fs.Var(&agents, "agent", "agent to run, by built-in kind: echo, tck (repeatable; the first is the default) [$A2ABUS_AGENTS, comma-separated]")
+	configFile := fs.String("config", getenv("A2ABUS_CONFIG"), "JSON config file (see README) [$A2ABUS_CONFIG]")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	cfg := defaultConfig()
+	if *configFile != "" {
+		b, err := os.ReadFile(*configFile)
+		if err != nil {
+			return cfg, fmt.Errorf("config file: %w", err)
+		}
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&cfg); err != nil {
+			return cfg, fmt.Errorf("config file %s: %w", *configFile, err)
+		}
+	}
+	for _, s := range sets {
+		if v := getenv(s.env); v != "" {
+			if err := s.set(&cfg, v); err != nil {
+				return cfg, fmt.Errorf("$%s=%q: %w", s.env, v, err)
+			}
+		}
+	}
+	if v := getenv("A2ABUS_AGENTS"); v != "" && len(agents) == 0 {
+		for _, a := range strings.Split(v, ",") {
+			agents = append(agents, strings.TrimSpace(a))
+		}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for i, s := range sets {
+		if set[s.flag] {
+			if err := s.set(&cfg, vals[i]); err != nil {
+				return cfg, fmt.Errorf("--%s=%q: %w", s.flag, vals[i], err)
+			}
+		}
+	}
+	if len(agents) > 0 {
+		cfg.Agents = nil
+		for _, a := range agents {
+			cfg.Agents = append(cfg.Agents, AgentConfig{Name: a, Kind: a})
+		}
+	}
+	if len(cfg.Agents) == 0 {
+		cfg.Agents = []AgentConfig{{Name: "echo", Kind: "echo"}}
+	}
+	if cfg.DefaultAgent == "" {
+		cfg.DefaultAgent = cfg.Agents[0].Name
+	}
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://" + cfg.Listen
+	}
+	return cfg, cfg.validate()
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	seen := map[string]bool{}
+	for i := range c.Agents {
+		a := &c.Agents[i]
+		if a.Kind == "" {
+			a.Kind = a.Name
+		}
+		if seen[a.Name] {
+			errs = append(errs, fmt.Errorf("agent %q is configured twice", a.Name))
+		}
+		seen[a.Name] = true
+	}
+	if c.Replicas < 1 {
+		errs = append(errs, errors.New("replicas must be at least 1"))
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log format %q is not text or json", c.LogFormat))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,253 @@
+// Command a2abus runs the a2abus A2A system: everything in one process with
+// an embedded NATS server (serve), or an edge or a worker group joining an
+// existing NATS (edge, worker). It is the only place that reads flags,
+// environment and config files, and it wires the packages together.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/edge"
+	"github.com/a2abus/a2abus/workers"
+)
+
+const usage = `a2abus — an A2A server built on NATS JetStream
+
+Usage:
+  a2abus serve  [flags]   embedded NATS + edge + agents, all in one process
+  a2abus edge   [flags]   an A2A HTTP edge joining an existing NATS (--nats)
+  a2abus worker [flags]   agent workers joining an existing NATS (--nats)
+
+Run "a2abus <command> --help" for the flags of a command.
+`
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "a2abus:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	cmd := args[0]
+	switch cmd {
+	case "serve", "edge", "worker":
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+	fs := flag.NewFlagSet("a2abus "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg, err := loadConfig(fs, args[1:], getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return (&process{cfg: cfg, log: log, out: stdout}).run(ctx, cmd)
+}
+
+func newLogger(cfg Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// process is one running a2abus process and the pieces it started, stopped
+// in the order of STYLE.md rule 12.
+type process struct {
+	cfg Config
+	log *slog.Logger
+	out io.Writer
+}
+
+func (p *process) busConfig(role string, srv *bus.Server) bus.Config {
+	c := p.cfg
+	return bus.Config{
+		URL: c.NATSURL, Server: srv, Role: role, Logger: p.log,
+		Replicas:   c.Replicas,
+		TaskTTL:    time.Duration(c.TaskTTL),
+		HistoryCap: c.HistoryCap,
+		AckWait:    time.Duration(c.AckWait),
+		MaxDeliver: c.MaxDeliver,
+	}
+}
+
+func (p *process) run(ctx context.Context, cmd string) error {
+	var srv *bus.Server
+	if cmd == "serve" {
+		listen := p.cfg.NATSListen
+		if listen == "off" {
+			listen = ""
+		}
+		var err error
+		srv, err = bus.StartServer(bus.ServerConfig{DataDir: p.cfg.DataDir, Listen: listen})
+		if err != nil {
+			return err
+		}
+		defer srv.Shutdown() // last: after every client has drained
+	}
+	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	b, err := bus.Connect(startCtx, p.busConfig(cmd, srv))
+	if err != nil {
+		return err
+	}
+	defer b.Close() // drains the connection before the server stops
+
+	var defs []workers.Definition
+	if cmd != "edge" {
+		if defs, err = p.definitions(); err != nil {
+			return err
+		}
+	}
+
+	// Workers first, so the agents are registered when the edge opens.
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	var workWG sync.WaitGroup
+	for i, def := range defs {
+		r := workers.NewRunner(b, def, workers.Options{
+			Concurrency:   p.cfg.Agents[i].Concurrency,
+			ShutdownGrace: time.Duration(p.cfg.ShutdownGrace),
+			Logger:        p.log,
+		})
+		workWG.Go(func() {
+			if err := r.Run(workCtx); err != nil {
+				p.log.Error("worker stopped", "agent", def.Name, "err", err)
+			}
+		})
+	}
+	stopWorkers := func() { stopWork(); workWG.Wait() }
+
+	if cmd == "worker" {
+		p.log.Info("a2abus worker running", "agents", p.agentNames(), "nats", p.cfg.NATSURL)
+		<-ctx.Done()
+		p.log.Info("shutting down")
+		stopWorkers()
+		return nil
+	}
+
+	e := edge.New(b, edge.Config{
+		PublicURL:       p.cfg.PublicURL,
+		DefaultAgent:    p.cfg.DefaultAgent,
+		MaxBodyBytes:    p.cfg.MaxBodyBytes,
+		BlockingTimeout: time.Duration(p.cfg.BlockingTimeout),
+		Logger:          p.log,
+	})
+	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
+	followDone := make(chan error, 1)
+	go func() { followDone <- e.Run(followCtx) }()
+	defer func() { stopFollow(); <-followDone }()
+	if err := e.WaitReady(startCtx); err != nil {
+		stopWorkers()
+		return fmt.Errorf("edge did not become ready: %w", err)
+	}
+
+	ln, err := net.Listen("tcp", p.cfg.Listen)
+	if err != nil {
+		stopWorkers()
+		return fmt.Errorf("edge listen: %w", err)
+	}
+	hs := &http.Server{
+		Handler:           e.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		// No WriteTimeout: blocking calls and streams legitimately last long;
+		// each is bounded by its own timeout instead.
+		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+	}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- hs.Serve(ln) }()
+	p.announce(cmd, ln.Addr().String(), srv)
+
+	select {
+	case <-ctx.Done():
+	case err := <-httpDone:
+		stopWorkers()
+		return fmt.Errorf("edge http: %w", err)
+	}
+	p.log.Info("shutting down")
+	// 1. not ready  2. stop accepting HTTP and finish requests in flight
+	// 3. drain workers  4./5. (deferred) drain the connection, stop the server.
+	e.Drain()
+	sctx, scancel := context.WithTimeout(context.Background(), time.Duration(p.cfg.ShutdownGrace)+5*time.Second)
+	defer scancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		_ = hs.Close()
+	}
+	stopWorkers()
+	return nil
+}
+
+func (p *process) agentNames() string {
+	var names []string
+	for _, a := range p.cfg.Agents {
+		names = append(names, a.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+// announce tells a person where to point a client.
+func (p *process) announce(cmd, addr string, srv *bus.Server) {
+	base := p.cfg.PublicURL
+	fmt.Fprintf(p.out, "a2abus %s ready\n", cmd)
+	fmt.Fprintf(p.out, "  listening on   http://%s\n", addr)
+	fmt.Fprintf(p.out, "  agent card     %s/.well-known/agent-card.json\n", base)
+	fmt.Fprintf(p.out, "  JSON-RPC       %s/  (default agent %q)\n", base, p.cfg.DefaultAgent)
+	fmt.Fprintf(p.out, "  agents         %s/a2a/agents\n", base)
+	if srv != nil && srv.ClientURL() != "" {
+		fmt.Fprintf(p.out, "  NATS           %s  (join with: a2abus worker --nats %s --agent NAME)\n", srv.ClientURL(), srv.ClientURL())
+	}
+}
+
+// definitions builds the agents of the configuration.
+func (p *process) definitions() ([]workers.Definition, error) {
+	var defs []workers.Definition
+	for _, a := range p.cfg.Agents {
+		var def workers.Definition
+		var err error
+		switch a.Kind {
+		case "echo":
+			def = workers.EchoDefinition(a.Name)
+		case "tck":
+			def = workers.TCKDefinition(a.Name)
+		case "exec":
+			if a.Exec == nil {
+				return nil, fmt.Errorf("agent %q of kind exec needs \"exec\": {\"command\": ...} in the config file", a.Name)
+			}
+			def, err = workers.ExecDefinition(a.Name, *a.Exec)
+		default:
+			return nil, fmt.Errorf("agent %q: unknown kind %q (built-in kinds: echo, exec, tck)", a.Name, a.Kind)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("agent %q: %w", a.Name, err)
+		}
+		defs = append(defs, def)
+	}
+	return defs, nil
+}

@@ -1,0 +1,118 @@
+package edge
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Agent cards. Workers register the descriptive part of a card (name,
+// description, skills, version); the edge owns the parts that depend on
+// where and how it is reached (interfaces, capabilities it implements) and
+// fills required fields a worker left empty, so every served card is valid.
+
+// resolveAgent returns the agent a request addresses: the {agent} path
+// segment, or the default agent on the root routes. ok is false when that
+// agent is not in the live registry.
+func (s *Server) resolveAgent(r *http.Request) (string, bool) {
+	name := r.PathValue("agent")
+	if name == "" {
+		name = s.cfg.DefaultAgent
+		if name == "" {
+			if regs := s.agents.List(); len(regs) > 0 {
+				name = regs[0].Agent
+			}
+		}
+	}
+	if !schemas.ValidAgentName(name) {
+		return name, false
+	}
+	_, ok := s.agents.Get(name)
+	return name, ok
+}
+
+// agentURL is the JSON-RPC endpoint of an agent.
+func (s *Server) agentURL(agent string) string { return s.cfg.PublicURL + "/agents/" + agent }
+
+// card returns the card served for a registered agent.
+func (s *Server) card(reg schemas.AgentRegistration) schemas.AgentCard {
+	c := reg.Card
+	if c.Name == "" {
+		c.Name = reg.Agent
+	}
+	if c.Description == "" {
+		c.Description = "a2abus agent " + reg.Agent
+	}
+	if c.Version == "" {
+		c.Version = "1.0.0"
+	}
+	c.SupportedInterfaces = []schemas.AgentInterface{{
+		URL: s.agentURL(reg.Agent), ProtocolBinding: schemas.BindingJSONRPC, ProtocolVersion: schemas.ProtocolVersion,
+	}}
+	c.Capabilities.Streaming = schemas.Bool(false)
+	c.Capabilities.PushNotifications = schemas.Bool(false)
+	c.Capabilities.ExtendedAgentCard = nil
+	if len(c.DefaultInputModes) == 0 {
+		c.DefaultInputModes = []string{"text/plain"}
+	}
+	if len(c.DefaultOutputModes) == 0 {
+		c.DefaultOutputModes = []string{"text/plain"}
+	}
+	if len(c.Skills) == 0 {
+		c.Skills = []schemas.AgentSkill{{ID: reg.Agent, Name: c.Name, Description: c.Description, Tags: []string{reg.Agent}}}
+	}
+	for i := range c.Skills {
+		if c.Skills[i].Tags == nil {
+			c.Skills[i].Tags = []string{reg.Agent}
+		}
+	}
+	return c
+}
+
+func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
+	agent, ok := s.resolveAgent(r)
+	if !ok {
+		http.Error(w, fmt.Sprintf("no agent %q is served here; GET /a2a/agents lists the agents", agent), http.StatusNotFound)
+		return
+	}
+	reg, _ := s.agents.Get(agent)
+	s.writeCacheable(w, r, s.card(reg))
+}
+
+func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
+	regs := s.agents.List()
+	cards := make([]schemas.AgentCard, 0, len(regs))
+	for _, reg := range regs {
+		cards = append(cards, s.card(reg))
+	}
+	s.writeCacheable(w, r, cards)
+}
+
+// writeCacheable writes v as JSON with Cache-Control and a content ETag, and
+// answers a matching If-None-Match with 304.
+func (s *Server) writeCacheable(w http.ResponseWriter, r *http.Request, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encoding the card failed", http.StatusInternalServerError)
+		return
+	}
+	sum := sha256.Sum256(b)
+	etag := `"` + hex.EncodeToString(sum[:12]) + `"`
+	h := w.Header()
+	h.Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(s.cfg.CardMaxAge.Seconds())))
+	h.Set("ETag", etag)
+	for _, m := range strings.Split(r.Header.Get("If-None-Match"), ",") {
+		if m = strings.TrimSpace(m); m == etag || m == "*" {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}

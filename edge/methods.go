@@ -1,0 +1,329 @@
+package edge
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// The A2A 1.0 methods, independent of the binding that carried them: each
+// takes decoded params and returns a result or a *schemas.Error.
+
+func (s *Server) rpcSendMessage(ctx context.Context, c *call) (any, error) {
+	var req schemas.SendMessageRequest
+	if err := decodeParams(c.params, &req); err != nil {
+		return nil, err
+	}
+	return s.sendMessage(ctx, c, &req)
+}
+
+func (s *Server) sendMessage(ctx context.Context, c *call, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	msg := req.Message
+	if msg.Role != schemas.RoleUser {
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "message.role must be ROLE_USER for a client message")
+	}
+	var histLen *int32
+	returnNow := false
+	if cfg := req.Configuration; cfg != nil {
+		histLen, returnNow = cfg.HistoryLength, cfg.ReturnImmediately
+		if cfg.TaskPushNotificationConfig != nil {
+			return nil, schemas.Errorf(schemas.ErrPushNotSupported, "push notifications are not supported by this agent")
+		}
+	}
+
+	var rec *schemas.TaskRecord
+	var err error
+	if msg.TaskID != "" {
+		rec, err = s.continueTask(ctx, c, msg)
+	} else {
+		rec, err = s.createTask(ctx, c, msg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !returnNow {
+		wctx, cancel := context.WithTimeout(ctx, s.cfg.BlockingTimeout)
+		last, err := s.tasks.Wait(wctx, rec.Task.ID, func(r *schemas.TaskRecord) bool { return r.Task.Status.State.Settled() })
+		cancel()
+		switch {
+		case err == nil:
+			rec = last
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && last != nil:
+			// Not settled within the blocking bound: answer with the task as
+			// it is; the client polls GetTask or subscribes.
+			rec = last
+		default:
+			return nil, err
+		}
+	}
+	if rec.Reply != nil {
+		return &schemas.SendMessageResponse{Message: rec.Reply}, nil
+	}
+	t := rec.Task.WithHistoryLength(histLen)
+	return &schemas.SendMessageResponse{Task: &t}, nil
+}
+
+// createTask stores a new task for the message and queues its work. If the
+// work cannot be queued the task is failed at once, so nothing is left
+// waiting for work that will never come.
+func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message) (*schemas.TaskRecord, error) {
+	id := schemas.NewID()
+	if msg.ContextID == "" {
+		msg.ContextID = schemas.NewID()
+	}
+	msg.TaskID = id
+	now := schemas.Now()
+	rec := &schemas.TaskRecord{
+		Task: schemas.Task{
+			ID:        id,
+			ContextID: msg.ContextID,
+			Status:    schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: now},
+			History:   []schemas.Message{*msg},
+		},
+		Agent:     c.agent,
+		CreatedAt: *now,
+	}
+	if _, err := s.b.CreateTask(ctx, rec); err != nil {
+		return nil, err
+	}
+	if err := s.queue(ctx, c, rec, msg); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// continueTask adds a client message to an existing task that is waiting
+// for input and queues it. The move from the interrupted state to SUBMITTED
+// is one compare-and-swap, so of two concurrent answers only one is taken.
+func (s *Server) continueTask(ctx context.Context, c *call, msg *schemas.Message) (*schemas.TaskRecord, error) {
+	var conflict error
+	rec, _, err := s.b.UpdateTask(ctx, msg.TaskID, func(r *schemas.TaskRecord) error {
+		st := r.Task.Status.State
+		switch {
+		case r.Agent != c.agent || r.Reply != nil:
+			return schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", msg.TaskID).With("taskId", msg.TaskID)
+		case msg.ContextID != "" && msg.ContextID != r.Task.ContextID:
+			return schemas.Errorf(schemas.ErrInvalidParams, "message.contextId %q does not match the context of task %s", msg.ContextID, msg.TaskID)
+		case st.Terminal():
+			return schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s and accepts no more messages; start a new task in context %s and list this one in referenceTaskIds", msg.TaskID, st, r.Task.ContextID).With("taskId", msg.TaskID)
+		case !st.Interrupted():
+			conflict = schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s; send the next message when it asks for input", msg.TaskID, st).With("taskId", msg.TaskID)
+			return conflict
+		}
+		msg.ContextID = r.Task.ContextID
+		r.Task.History = append(r.Task.History, *msg)
+		r.Task.Status = schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: schemas.Now()}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.queue(ctx, c, rec, msg); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+func (s *Server) queue(ctx context.Context, c *call, rec *schemas.TaskRecord, msg *schemas.Message) error {
+	item := &schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: rec.Agent, Message: *msg}
+	err := s.b.PublishWork(ctx, item, bus.PublishOptions{Traceparent: c.trace, A2AVersion: c.version})
+	if err == nil {
+		return nil
+	}
+	s.log.Error("queueing work failed; failing the task", "task_id", rec.Task.ID, "agent", rec.Agent, "err", err)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	failMsg := &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleAgent, TaskID: rec.Task.ID,
+		Parts: []schemas.Part{schemas.TextPart("the task could not be queued; retry")}}
+	_, _, _ = s.b.Apply(fctx, rec.Task.ID, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateFailed, Message: failMsg}}})
+	var pe *schemas.Error
+	if errors.As(err, &pe) {
+		return err
+	}
+	return schemas.Errorf(schemas.ErrUnavailable, "the task could not be queued; retry shortly")
+}
+
+// visibleTask reads a task and hides tasks of other agents (and internal
+// message-only exchanges) as not found: an endpoint only sees its agent's
+// tasks, and the error never tells whether the id exists elsewhere.
+func (s *Server) visibleTask(ctx context.Context, agent, id string) (*schemas.TaskRecord, error) {
+	if id == "" {
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "id is required")
+	}
+	rec, _, err := s.b.GetTask(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Agent != agent {
+		return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
+	}
+	return rec, nil
+}
+
+func (s *Server) rpcGetTask(ctx context.Context, c *call) (any, error) {
+	var req schemas.GetTaskRequest
+	if err := decodeParams(c.params, &req); err != nil {
+		return nil, err
+	}
+	if err := schemas.ValidateHistoryLength(req.HistoryLength); err != nil {
+		return nil, err
+	}
+	rec, err := s.visibleTask(ctx, c.agent, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	t := rec.Task.WithHistoryLength(req.HistoryLength)
+	return &t, nil
+}
+
+func (s *Server) rpcCancelTask(ctx context.Context, c *call) (any, error) {
+	var req schemas.CancelTaskRequest
+	if err := decodeParams(c.params, &req); err != nil {
+		return nil, err
+	}
+	rec, err := s.cancelTask(ctx, c.agent, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &rec.Task, nil
+}
+
+// cancelTask moves a task to CANCELED (one CAS, one event) and tells the
+// agent's workers to stop it. Work still queued is skipped when a worker
+// takes it. Canceling a canceled task returns it unchanged.
+func (s *Server) cancelTask(ctx context.Context, agent, id string) (*schemas.TaskRecord, error) {
+	if _, err := s.visibleTask(ctx, agent, id); err != nil {
+		return nil, err
+	}
+	rec, _, err := s.b.Apply(ctx, id, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled}}})
+	if errors.Is(err, schemas.ErrTaskTerminal) {
+		if rec.Task.Status.State == schemas.TaskStateCanceled {
+			return rec, nil
+		}
+		return nil, schemas.Errorf(schemas.ErrTaskNotCancelable, "task %s is already %s and cannot be canceled", id, rec.Task.Status.State).With("taskId", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.b.PublishCancel(ctx, schemas.CancelNotice{TaskID: id, Agent: agent}); err != nil {
+		// The task is canceled in KV; the worker also notices it there.
+		s.log.Warn("cancel notice not sent", "task_id", id, "err", err)
+	}
+	return rec, nil
+}
+
+const (
+	defaultPageSize = 50
+	maxPageSize     = 100
+)
+
+// pageCursor is the position after the last task of a page, in the list
+// order (status time descending, then id descending). A cursor of a
+// position rather than an offset keeps pages stable while tasks are added.
+type pageCursor struct {
+	T  int64  `json:"t"`
+	ID string `json:"i"`
+}
+
+func encodeCursor(r *schemas.TaskRecord) string {
+	b, _ := json.Marshal(pageCursor{T: r.StatusTime().UnixNano(), ID: r.Task.ID})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(tok string) (pageCursor, error) {
+	var c pageCursor
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil || c.ID == "" {
+		return c, schemas.Errorf(schemas.ErrInvalidParams, "pageToken is not a token this server issued")
+	}
+	return c, nil
+}
+
+// after reports whether r comes after the cursor position in list order.
+func (c pageCursor) after(r *schemas.TaskRecord) bool {
+	t := r.StatusTime().UnixNano()
+	return t < c.T || (t == c.T && r.Task.ID < c.ID)
+}
+
+func (s *Server) rpcListTasks(ctx context.Context, c *call) (any, error) {
+	var req schemas.ListTasksRequest
+	if err := decodeParams(c.params, &req); err != nil {
+		return nil, err
+	}
+	return s.listTasks(ctx, c.agent, &req)
+}
+
+func (s *Server) listTasks(ctx context.Context, agent string, req *schemas.ListTasksRequest) (*schemas.ListTasksResponse, error) {
+	size := int32(defaultPageSize)
+	if req.PageSize != nil {
+		size = *req.PageSize
+		if size < 1 || size > maxPageSize {
+			return nil, schemas.Errorf(schemas.ErrInvalidParams, "pageSize must be between 1 and %d, got %d", maxPageSize, size)
+		}
+	}
+	if err := schemas.ValidateHistoryLength(req.HistoryLength); err != nil {
+		return nil, err
+	}
+	if req.Status != "" && !req.Status.Valid() {
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "status %q is not a task state", req.Status)
+	}
+	var cur *pageCursor
+	if req.PageToken != "" {
+		pc, err := decodeCursor(req.PageToken)
+		if err != nil {
+			return nil, err
+		}
+		cur = &pc
+	}
+	f := bus.TaskFilter{Agent: agent, ContextID: req.ContextID, State: req.Status}
+	if req.StatusTimestampAfter != nil {
+		f.StatusAfter = req.StatusTimestampAfter.Time
+	}
+	all, err := s.b.ListTasks(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	start := 0
+	if cur != nil {
+		for start < len(all) && !cur.after(all[start]) {
+			start++
+		}
+	}
+	end := min(start+int(size), len(all))
+	resp := &schemas.ListTasksResponse{Tasks: make([]schemas.Task, 0, end-start), PageSize: size, TotalSize: int32(len(all))}
+	for _, r := range all[start:end] {
+		t := r.Task.WithHistoryLength(req.HistoryLength)
+		if !req.IncludeArtifacts {
+			t.Artifacts = nil
+		}
+		resp.Tasks = append(resp.Tasks, t)
+	}
+	if end < len(all) {
+		resp.NextPageToken = encodeCursor(all[end-1])
+	}
+	return resp, nil
+}
+
+func (s *Server) rpcGetExtendedAgentCard(_ context.Context, _ *call) (any, error) {
+	return nil, schemas.Errorf(schemas.ErrUnsupportedOperation, "this agent does not offer an extended agent card (capabilities.extendedAgentCard is not set)")
+}
+
+func (s *Server) rpcStreamingNotEnabled(_ context.Context, c *call) (any, error) {
+	return nil, schemas.Errorf(schemas.ErrUnsupportedOperation, "%s is not available: this agent does not declare capabilities.streaming", c.method)
+}
+
+func (s *Server) rpcPushNotSupported(_ context.Context, c *call) (any, error) {
+	return nil, schemas.Errorf(schemas.ErrPushNotSupported, "%s is not available: this agent does not support push notifications", c.method)
+}
+

@@ -1,0 +1,160 @@
+package edge
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/a2abus/a2abus/bus"
+)
+
+// Config tunes an edge. Zero fields take the defaults documented on each
+// field (applied in New).
+type Config struct {
+	// PublicURL is the base URL clients reach this edge (and its replicas)
+	// at, used in agent cards; default "http://127.0.0.1:8080".
+	PublicURL string
+	// DefaultAgent is the agent served at "/" and "/.well-known/agent-card.json".
+	DefaultAgent string
+	// MaxBodyBytes bounds a request body; default 4 MiB.
+	MaxBodyBytes int64
+	// MaxJSONDepth bounds JSON nesting of a request; default 64.
+	MaxJSONDepth int
+	// BlockingTimeout bounds how long a blocking SendMessage waits for the
+	// task to settle before answering with its current state; default 60s.
+	BlockingTimeout time.Duration
+	// CardMaxAge is the Cache-Control max-age of agent cards; default 60s.
+	CardMaxAge time.Duration
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.PublicURL == "" {
+		c.PublicURL = "http://127.0.0.1:8080"
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 4 << 20
+	}
+	if c.MaxJSONDepth <= 0 {
+		c.MaxJSONDepth = 64
+	}
+	if c.BlockingTimeout <= 0 {
+		c.BlockingTimeout = 60 * time.Second
+	}
+	if c.CardMaxAge <= 0 {
+		c.CardMaxAge = 60 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Server is a stateless A2A edge: every request is answered from the bus
+// (task state in KV, agents in the registry), so any number of edges can
+// serve the same tasks. It holds only caches that follow the bus (the agent
+// directory) and the waiters of its own in-flight blocking requests.
+type Server struct {
+	cfg      Config
+	b        *bus.Bus
+	log      *slog.Logger
+	tasks    *bus.TaskWatcher
+	agents   *bus.AgentDirectory
+	mux      *http.ServeMux
+	rpc      map[string]methodFunc
+	draining atomic.Bool
+}
+
+// New returns an edge on b. Call Run to start following the bus, and serve
+// Handler over HTTP.
+func New(b *bus.Bus, cfg Config) *Server {
+	cfg = cfg.withDefaults()
+	s := &Server{
+		cfg:    cfg,
+		b:      b,
+		log:    cfg.Logger.With("component", "edge"),
+		tasks:  b.NewTaskWatcher(),
+		agents: b.NewAgentDirectory(),
+		mux:    http.NewServeMux(),
+	}
+	s.rpc = s.methods()
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("POST /{$}", s.handleJSONRPC)
+	s.mux.HandleFunc("POST /agents/{agent}", s.handleJSONRPC)
+	s.mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
+	s.mux.HandleFunc("GET /agents/{agent}/.well-known/agent-card.json", s.handleCard)
+	s.mux.HandleFunc("GET /a2a/agents", s.handleAgentList)
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writePlain(w, http.StatusOK, "ok") })
+	s.mux.HandleFunc("GET /readyz", s.handleReady)
+}
+
+// Handler returns the HTTP handler of the edge.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Run follows the bus (task watcher, agent directory) until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	errc := make(chan error, 2)
+	go func() { errc <- s.tasks.Run(ctx) }()
+	go func() { errc <- s.agents.Run(ctx) }()
+	var first error
+	for range 2 {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+			s.log.Error("edge bus follower stopped", "err", err)
+		}
+	}
+	return first
+}
+
+// WaitReady blocks until the edge follows the bus or ctx ends.
+func (s *Server) WaitReady(ctx context.Context) error {
+	for _, ch := range []<-chan struct{}{s.tasks.Ready(), s.agents.Ready()} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Drain marks the edge not ready, so load balancers stop sending it new
+// requests before the HTTP server shuts down (first step of shutdown).
+func (s *Server) Drain() { s.draining.Store(true) }
+
+func (s *Server) ready() bool {
+	if s.draining.Load() || !s.b.Connected() {
+		return false
+	}
+	for _, ch := range []<-chan struct{}{s.tasks.Ready(), s.agents.Ready()} {
+		select {
+		case <-ch:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
+	if !s.ready() {
+		writePlain(w, http.StatusServiceUnavailable, "not ready")
+		return
+	}
+	writePlain(w, http.StatusOK, "ready")
+}
+
+func writePlain(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body + "\n"))
+}
