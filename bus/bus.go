@@ -331,3 +331,16 @@ func errUnavailable(op string, err error) error {
 // That is what a crashed process looks like to the rest of the system; tests
 // use it to simulate one.
 func (b *Bus) Abort() { b.nc.Close() }
+
+// Stats counts the messages this connection sent and received: every
+// JetStream operation (publish, KV read or write, fetch, ack) is at least one
+// message out, so the counts measure what a task costs on the bus.
+type Stats struct {
+	OutMsgs, InMsgs uint64
+}
+
+// Stats returns the connection's message counts so far.
+func (b *Bus) Stats() Stats {
+	s := b.nc.Stats()
+	return Stats{OutMsgs: s.OutMsgs, InMsgs: s.InMsgs}
+}

@@ -106,36 +106,63 @@ func (t *TaskWatcher) unregister(taskID string, ch chan []byte) {
 // Wait returns the task record as soon as done(record) holds. If ctx ends
 // first it returns the latest record it read together with ctx.Err().
 func (t *TaskWatcher) Wait(ctx context.Context, taskID string, done func(*schemas.TaskRecord) bool) (*schemas.TaskRecord, error) {
-	ch := t.register(taskID)
-	defer t.unregister(taskID, ch)
-	tick := time.NewTicker(t.RecheckEvery)
+	w := t.Watch(taskID, nil)
+	defer w.Close()
+	return w.Until(ctx, done)
+}
+
+// Watch starts following one task before the caller does what will change
+// it (queue its work), so no change can slip between the two. current is the
+// record the caller holds, if any; with nil, Until reads it from KV first.
+// Close the returned TaskWait when done.
+func (t *TaskWatcher) Watch(taskID string, current *schemas.TaskRecord) *TaskWait {
+	return &TaskWait{t: t, id: taskID, ch: t.register(taskID), last: current}
+}
+
+// TaskWait follows one task; see TaskWatcher.Watch.
+type TaskWait struct {
+	t    *TaskWatcher
+	id   string
+	ch   chan []byte
+	last *schemas.TaskRecord
+}
+
+// Close stops following the task.
+func (w *TaskWait) Close() { w.t.unregister(w.id, w.ch) }
+
+// Until returns the task record as soon as done(record) holds. If ctx ends
+// first it returns the latest record seen together with ctx.Err().
+func (w *TaskWait) Until(ctx context.Context, done func(*schemas.TaskRecord) bool) (*schemas.TaskRecord, error) {
+	tick := time.NewTicker(w.t.RecheckEvery)
 	defer tick.Stop()
-	var last *schemas.TaskRecord
-	read := true // read KV now: on registration, and on each recheck tick
+	read := w.last == nil // read KV now if the caller holds nothing
+	if !read && done(w.last) {
+		return w.last, nil
+	}
 	for {
 		if read {
-			rec, _, err := t.b.GetTask(ctx, taskID)
+			rec, _, err := w.t.b.GetTask(ctx, w.id)
 			if err != nil {
-				if ctx.Err() != nil && last != nil {
-					return last, ctx.Err()
+				if ctx.Err() != nil && w.last != nil {
+					return w.last, ctx.Err()
 				}
 				return nil, err
 			}
-			last = rec
+			w.last = rec
 			if done(rec) {
 				return rec, nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return last, ctx.Err()
-		case val := <-ch:
+			return w.last, ctx.Err()
+		case val := <-w.ch:
 			rec, err := decodeRecord(val)
 			if err != nil {
 				read = true
 				continue
 			}
-			last, read = rec, false
+			w.last, read = rec, false
 			if done(rec) {
 				return rec, nil
 			}

@@ -80,7 +80,9 @@ func (w *WorkConsumer) Fetch(ctx context.Context, n int, maxWait time.Duration) 
 	out, err := w.collect(ctx, func() (jetstream.MessageBatch, error) {
 		return w.c.Fetch(1, jetstream.FetchContext(fctx))
 	})
-	if err != nil || len(out) == 0 || n <= 1 {
+	// The delivery says how many more items wait; none means a second
+	// request would only come back empty.
+	if err != nil || len(out) == 0 || n <= 1 || out[0].pending == 0 {
 		return out, err
 	}
 	more, err := w.collect(ctx, func() (jetstream.MessageBatch, error) { return w.c.FetchNoWait(n - 1) })
@@ -123,13 +125,14 @@ type Work struct {
 	// Traceparent is the trace context the edge attached.
 	Traceparent string
 
-	msg jetstream.Msg
+	msg     jetstream.Msg
+	pending uint64 // items waiting behind this one when it was delivered
 }
 
 func newWork(m jetstream.Msg) *Work {
 	w := &Work{msg: m, Attempt: 1}
 	if md, err := m.Metadata(); err == nil {
-		w.Attempt = md.NumDelivered
+		w.Attempt, w.pending = md.NumDelivered, md.NumPending
 	}
 	ev, err := decodeMsg(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
 	if err != nil {

@@ -39,19 +39,32 @@ func (s *Server) sendMessage(ctx context.Context, c *call, req *schemas.SendMess
 		}
 	}
 
+	// A blocking call follows the task from before its work is queued, so
+	// it needs no extra read and cannot miss a fast agent.
+	var wait *bus.TaskWait
+	follow := func(r *schemas.TaskRecord) {
+		if !returnNow {
+			wait = s.tasks.Watch(r.Task.ID, r)
+		}
+	}
+	defer func() {
+		if wait != nil {
+			wait.Close()
+		}
+	}()
 	var rec *schemas.TaskRecord
 	var err error
 	if msg.TaskID != "" {
-		rec, err = s.continueTask(ctx, c, msg)
+		rec, err = s.continueTask(ctx, c, msg, follow)
 	} else {
-		rec, err = s.createTask(ctx, c, msg)
+		rec, err = s.createTask(ctx, c, msg, follow)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if !returnNow {
+	if wait != nil {
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.BlockingTimeout)
-		last, err := s.tasks.Wait(wctx, rec.Task.ID, func(r *schemas.TaskRecord) bool { return r.Task.Status.State.Settled() })
+		last, err := wait.Until(wctx, func(r *schemas.TaskRecord) bool { return r.Task.Status.State.Settled() })
 		cancel()
 		switch {
 		case err == nil:
@@ -74,7 +87,7 @@ func (s *Server) sendMessage(ctx context.Context, c *call, req *schemas.SendMess
 // createTask stores a new task for the message and queues its work. If the
 // work cannot be queued the task is failed at once, so nothing is left
 // waiting for work that will never come.
-func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message) (*schemas.TaskRecord, error) {
+func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, follow func(*schemas.TaskRecord)) (*schemas.TaskRecord, error) {
 	id := schemas.NewID()
 	if msg.ContextID == "" {
 		msg.ContextID = schemas.NewID()
@@ -94,6 +107,7 @@ func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message) 
 	if _, err := s.b.CreateTask(ctx, rec); err != nil {
 		return nil, err
 	}
+	follow(rec)
 	if err := s.queue(ctx, c, rec, msg); err != nil {
 		return nil, err
 	}
@@ -103,8 +117,7 @@ func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message) 
 // continueTask adds a client message to an existing task that is waiting
 // for input and queues it. The move from the interrupted state to SUBMITTED
 // is one compare-and-swap, so of two concurrent answers only one is taken.
-func (s *Server) continueTask(ctx context.Context, c *call, msg *schemas.Message) (*schemas.TaskRecord, error) {
-	var conflict error
+func (s *Server) continueTask(ctx context.Context, c *call, msg *schemas.Message, follow func(*schemas.TaskRecord)) (*schemas.TaskRecord, error) {
 	rec, _, err := s.b.UpdateTask(ctx, msg.TaskID, func(r *schemas.TaskRecord) error {
 		st := r.Task.Status.State
 		switch {
@@ -115,8 +128,7 @@ func (s *Server) continueTask(ctx context.Context, c *call, msg *schemas.Message
 		case st.Terminal():
 			return schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s and accepts no more messages; start a new task in context %s and list this one in referenceTaskIds", msg.TaskID, st, r.Task.ContextID).With("taskId", msg.TaskID)
 		case !st.Interrupted():
-			conflict = schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s; send the next message when it asks for input", msg.TaskID, st).With("taskId", msg.TaskID)
-			return conflict
+			return schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s; send the next message when it asks for input", msg.TaskID, st).With("taskId", msg.TaskID)
 		}
 		msg.ContextID = r.Task.ContextID
 		r.Task.History = append(r.Task.History, *msg)
@@ -126,6 +138,7 @@ func (s *Server) continueTask(ctx context.Context, c *call, msg *schemas.Message
 	if err != nil {
 		return nil, err
 	}
+	follow(rec)
 	if err := s.queue(ctx, c, rec, msg); err != nil {
 		return nil, err
 	}
@@ -326,4 +339,3 @@ func (s *Server) rpcStreamingNotEnabled(_ context.Context, c *call) (any, error)
 func (s *Server) rpcPushNotSupported(_ context.Context, c *call) (any, error) {
 	return nil, schemas.Errorf(schemas.ErrPushNotSupported, "%s is not available: this agent does not support push notifications", c.method)
 }
-

@@ -99,6 +99,15 @@ func (p *process) busConfig(role string, srv *bus.Server) bus.Config {
 }
 
 func (p *process) run(ctx context.Context, cmd string) error {
+	// Build the agents first: a configuration mistake fails before anything
+	// starts.
+	var defs []workers.Definition
+	if cmd != "edge" {
+		var err error
+		if defs, err = p.definitions(); err != nil {
+			return err
+		}
+	}
 	var srv *bus.Server
 	if cmd == "serve" {
 		listen := p.cfg.NATSListen
@@ -119,13 +128,6 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		return err
 	}
 	defer b.Close() // drains the connection before the server stops
-
-	var defs []workers.Definition
-	if cmd != "edge" {
-		if defs, err = p.definitions(); err != nil {
-			return err
-		}
-	}
 
 	// Workers first, so the agents are registered when the edge opens.
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))

@@ -1,0 +1,334 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// The test binary doubles as the a2abus binary: with A2ABUS_TEST_MAIN=1 it
+// runs main, so process tests start real a2abus processes without a
+// separate build (and under the race detector when the tests use it).
+func TestMain(m *testing.M) {
+	if os.Getenv("A2ABUS_TEST_MAIN") == "1" {
+		os.Args = append([]string{"a2abus"}, os.Args[1:]...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// proc is a running a2abus process.
+type proc struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan error
+}
+
+func (p *proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+func startProc(t *testing.T, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "A2ABUS_TEST_MAIN=1")
+	p := &proc{cmd: cmd, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = p, p
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("output of a2abus %s:\n%s", strings.Join(args, " "), p.output())
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and checks the process exits cleanly.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.done <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("a2abus exited with %v after SIGTERM:\n%s", err, p.output())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("a2abus did not exit after SIGTERM:\n%s", p.output())
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// waitReady polls /readyz until the edge at base is ready.
+func waitReady(t *testing.T, p *proc, base string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("a2abus exited early (%v):\n%s", err, p.output())
+		case <-time.After(20 * time.Millisecond): // polling an external process
+		}
+	}
+	t.Fatalf("edge at %s never became ready:\n%s", base, p.output())
+}
+
+func rpc(t *testing.T, url, method string, params any) json.RawMessage {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var r struct {
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil || r.Error != nil {
+		t.Fatalf("%s: %s", method, raw)
+	}
+	return r.Result
+}
+
+// waitAgentCard polls until the edge serves the agent's card.
+func waitAgentCard(t *testing.T, base, agent string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(base + "/agents/" + agent + "/.well-known/agent-card.json"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling an external process
+	}
+	t.Fatalf("agent %s never appeared at %s", agent, base)
+}
+
+// One a2abus serve process, then a separate edge process and a separate
+// worker process joining its embedded NATS: a task sent through the first
+// edge is read and canceled through the second, and a task for the agent
+// that only the worker process runs completes. Every process shuts down
+// cleanly on SIGTERM.
+func TestServeEdgeAndWorkerProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	httpAddr, natsAddr, edgeAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	cfg := filepath.Join(dir, "a2abus.json")
+	writeFile(t, cfg, `{"agents":[{"name":"echo"},{"name":"shout","kind":"exec","exec":{"command":"tr","args":["a-z","A-Z"],"timeout":"10s"}}]}`)
+
+	serve := startProc(t, "serve", "--listen", httpAddr, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", natsAddr, "--config", cfg)
+	base := "http://" + httpAddr
+	waitReady(t, serve, base)
+	if !strings.Contains(serve.output(), "agent card") {
+		t.Fatalf("serve did not say where to find it:\n%s", serve.output())
+	}
+
+	var send struct {
+		Task schemas.Task `json:"task"`
+	}
+	msg := schemas.Message{MessageID: "m1", Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("hello processes")}}
+	if err := json.Unmarshal(rpc(t, base+"/", "SendMessage", map[string]any{"message": msg}), &send); err != nil {
+		t.Fatal(err)
+	}
+	if send.Task.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("echo task: %s", send.Task.Status.State)
+	}
+	msg.MessageID = "m2"
+	if err := json.Unmarshal(rpc(t, base+"/agents/shout", "SendMessage", map[string]any{"message": msg}), &send); err != nil {
+		t.Fatal(err)
+	}
+	if send.Task.Status.State != schemas.TaskStateCompleted || !strings.Contains(artifactText(send.Task), "HELLO PROCESSES") {
+		t.Fatalf("exec task: %+v", send.Task)
+	}
+
+	nats := "nats://" + natsAddr
+	edgeProc := startProc(t, "edge", "--nats", nats, "--listen", edgeAddr, "--default-agent", "echo")
+	worker := startProc(t, "worker", "--nats", nats, "--agent", "tck")
+	base2 := "http://" + edgeAddr
+	waitReady(t, edgeProc, base2)
+	waitAgentCard(t, base2, "tck")
+
+	var got schemas.Task
+	if err := json.Unmarshal(rpc(t, base2+"/agents/shout", "GetTask", map[string]any{"id": send.Task.ID}), &got); err != nil || got.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("second edge reading the exec task: %+v %v", got, err)
+	}
+	msg.MessageID = "tck-complete-task-1"
+	if err := json.Unmarshal(rpc(t, base2+"/agents/tck", "SendMessage", map[string]any{"message": msg}), &send); err != nil {
+		t.Fatal(err)
+	}
+	if send.Task.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("tck task via the second edge and the worker process: %s", send.Task.Status.State)
+	}
+	// The first edge answers for the task the second one created.
+	if err := json.Unmarshal(rpc(t, base+"/agents/tck", "GetTask", map[string]any{"id": send.Task.ID}), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != send.Task.ID || got.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("first edge sees %+v", got)
+	}
+
+	worker.stop(t)
+	edgeProc.stop(t)
+	serve.stop(t)
+}
+
+func artifactText(t schemas.Task) string {
+	var s string
+	for _, a := range t.Artifacts {
+		for _, p := range a.Parts {
+			if p.Text != nil {
+				s += *p.Text
+			}
+		}
+	}
+	return s
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConfigLayers(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.json")
+	writeFile(t, file, `{"listen":"127.0.0.1:9001","ackWait":"7s","historyCap":5,"agents":[{"name":"a1","kind":"echo"},{"name":"a2","kind":"tck"}]}`)
+	env := map[string]string{"A2ABUS_LISTEN": "127.0.0.1:9002", "NATS_URL": "nats://127.0.0.1:5555", "A2ABUS_HISTORY_CAP": "9"}
+	getenv := func(k string) string { return env[k] }
+
+	cfg, err := loadConfig(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--config", file, "--history-cap", "11"}, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:9002" { // env beats file
+		t.Errorf("listen = %s", cfg.Listen)
+	}
+	if cfg.HistoryCap != 11 { // flag beats env and file
+		t.Errorf("historyCap = %d", cfg.HistoryCap)
+	}
+	if time.Duration(cfg.AckWait) != 7*time.Second { // file beats default
+		t.Errorf("ackWait = %v", time.Duration(cfg.AckWait))
+	}
+	if cfg.NATSURL != "nats://127.0.0.1:5555" || cfg.DataDir != "a2abus-data" || cfg.PublicURL != "http://127.0.0.1:9002" {
+		t.Errorf("cfg = %+v", cfg)
+	}
+	if len(cfg.Agents) != 2 || cfg.DefaultAgent != "a1" {
+		t.Errorf("agents = %+v default %s", cfg.Agents, cfg.DefaultAgent)
+	}
+
+	// --agent replaces the file's agents; the first is the default.
+	cfg, err = loadConfig(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--config", file, "--agent", "tck", "--agent", "echo"}, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Agents) != 2 || cfg.Agents[0].Name != "tck" || cfg.DefaultAgent != "tck" {
+		t.Errorf("agents = %+v", cfg.Agents)
+	}
+
+	// No configuration at all: serve works with the defaults.
+	cfg, err = loadConfig(flag.NewFlagSet("t", flag.ContinueOnError), nil, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:8080" || len(cfg.Agents) != 1 || cfg.Agents[0].Kind != "echo" {
+		t.Errorf("defaults = %+v", cfg)
+	}
+
+	for name, args := range map[string][]string{
+		"unknown field": {"--config", writeTemp(t, dir, `{"lisen":"x"}`)},
+		"bad duration":  {"--ack-wait", "soon"},
+		"bad number":    {"--replicas", "three"},
+		"duplicate":     {"--agent", "echo", "--agent", "echo"},
+		"stray arg":     {"extra"},
+		"missing file":  {"--config", filepath.Join(dir, "nope.json")},
+	} {
+		if _, err := loadConfig(flag.NewFlagSet("t", flag.ContinueOnError), args, func(string) string { return "" }); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func writeTemp(t *testing.T, dir, content string) string {
+	t.Helper()
+	f, err := os.CreateTemp(dir, "*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fmt.Fprint(f, content)
+	return f.Name()
+}
+
+func TestHelpListsSettingsAndDefaults(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(t.Context(), []string{"serve", "--help"}, &out, &errOut, func(string) string { return "" })
+	if err == nil {
+		t.Fatal("--help should end the command")
+	}
+	for _, want := range []string{"-listen", "-data-dir", "-nats-listen", "-agent", "-config", "127.0.0.1:8080", "NATS_URL", "A2ABUS_"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+}
+
+func TestUnknownAgentKindFails(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(t.Context(), []string{"serve", "--agent", "nonesuch", "--data-dir", t.TempDir(), "--nats-listen", "off", "--listen", "127.0.0.1:0"}, &out, &errOut, func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "unknown kind") {
+		t.Fatalf("err = %v", err)
+	}
+}
