@@ -159,12 +159,17 @@ func (b *Bus) ApplyFrom(ctx context.Context, taskID string, cached *schemas.Task
 			if ev.Status.Status.Timestamp == nil {
 				ev.Status.Status.Timestamp = schemas.Now()
 			}
+			if m := ev.Status.Status.Message; m != nil {
+				m.TaskID, m.ContextID = r.Task.ID, r.Task.ContextID
+			}
 		}
 		if ev.Artifact != nil {
 			ev.Artifact.TaskID, ev.Artifact.ContextID = r.Task.ID, r.Task.ContextID
 		}
 		if ev.Reply != nil {
-			ev.Reply.ContextID = r.Task.ContextID
+			// A message-only answer belongs to the conversation, not to a
+			// task the client never saw.
+			ev.Reply.ContextID, ev.Reply.TaskID = r.Task.ContextID, ""
 		}
 		return ev.apply(r)
 	})

@@ -235,6 +235,9 @@ func newBlocker() *blocker {
 }
 
 func (bl *blocker) Execute(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
+	if err := out.Working(ctx, "blocking until canceled"); err != nil {
+		return err
+	}
 	bl.started <- req.Task.ID
 	<-ctx.Done()
 	bl.stopped <- context.Cause(ctx)

@@ -261,7 +261,7 @@ func TestTwoEdgesOneTask(t *testing.T) {
 	task := mustResult[schemas.SendMessageResponse](t, h.callAt(h.url, "slow", "SendMessage", send(userMessage("x"), true))).Task
 	recv(t, bl.started, "agent start")
 	got := h.waitState(url2, "slow", task.ID, schemas.TaskStateWorking)
-	if got.ID != task.ID || len(got.History) != 1 {
+	if got.ID != task.ID || len(got.History) != 2 { // the message and the agent's "working" note
 		t.Fatalf("edge 2 sees %+v", got)
 	}
 	canceled := mustResult[schemas.Task](t, h.callAt(url2, "slow", "CancelTask", map[string]any{"id": task.ID}))

@@ -10,8 +10,10 @@ import (
 )
 
 // Agent is what an agent author implements: take a task and its new message,
-// produce events. The runtime has already moved the task to WORKING when
-// Execute is called. Execute returns nil when it is done: if it left the
+// produce events. The first event decides the shape of the answer: Reply
+// answers with a message and no task; any other event makes it a task (the
+// runtime moves it to WORKING before a first artifact; call Working to
+// report progress before that). Execute returns nil when it is done: if it left the
 // task neither terminal nor interrupted, the runtime completes it. A non-nil
 // error fails the task with the error text as the status message (use
 // Fail/Reject for a message of your own). When ctx ends the task was
@@ -61,8 +63,8 @@ func (f AgentFunc) Execute(ctx context.Context, req *Request, out *Emitter) erro
 
 // Request is what an agent works on.
 type Request struct {
-	// Task is the task as stored when work started: status WORKING, history
-	// ending with Message.
+	// Task is the task as stored when work started (SUBMITTED, or WORKING
+	// when this is a redelivery), history ending with Message.
 	Task schemas.Task
 	// Message is the new client message to act on.
 	Message schemas.Message
@@ -181,7 +183,19 @@ func (e *Emitter) ArtifactChunk(ctx context.Context, a schemas.Artifact, appendP
 	if err := a.Validate(); err != nil {
 		return fmt.Errorf("workers: %w", err)
 	}
+	if err := e.ensureWorking(ctx); err != nil {
+		return err
+	}
 	return e.apply(ctx, bus.TaskEvent{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: a, Append: appendParts, LastChunk: lastChunk}})
+}
+
+// ensureWorking moves a task that is not yet WORKING there, so an artifact
+// never arrives on a task a client still sees as queued.
+func (e *Emitter) ensureWorking(ctx context.Context) error {
+	if e.rec != nil && e.rec.Task.Status.State == schemas.TaskStateWorking {
+		return nil
+	}
+	return e.Status(ctx, schemas.TaskStateWorking, nil)
 }
 
 // Reply answers with a Message instead of a task: the client's SendMessage

@@ -237,12 +237,12 @@ func (r *Runner) handle(base context.Context, w *Work) {
 	defer close(hbDone)
 	go r.heartbeat(ctx, w, cancel, hbDone)
 
+	// The agent's first event decides what the client sees first: a Reply
+	// makes a message-only exchange, anything else a task. So the runtime
+	// does not mark the task WORKING up front; the Emitter does it before
+	// the agent's first artifact (see Emitter.ensureWorking).
 	em := &Emitter{b: r.b, taskID: w.Item.TaskID, rec: rec, rev: rev}
-	if err := em.Status(opCtx, schemas.TaskStateWorking, nil); err != nil {
-		r.finishOnError(w, log, err)
-		return
-	}
-	req := &Request{Task: em.rec.Task, Message: w.Item.Message, Attempt: w.Attempt}
+	req := &Request{Task: rec.Task, Message: w.Item.Message, Attempt: w.Attempt}
 	runErr := r.execute(ctx, req, em)
 
 	switch cause := context.Cause(ctx); {
