@@ -124,6 +124,9 @@ type TaskEvent struct {
 	Status   *schemas.TaskStatusUpdateEvent
 	Artifact *schemas.TaskArtifactUpdateEvent
 	Reply    *schemas.Message
+	// Continue is a client's answer to an interrupted task; it is published
+	// as a SUBMITTED status update.
+	Continue *schemas.Message
 }
 
 func (e TaskEvent) apply(rec *schemas.TaskRecord) error {
@@ -134,6 +137,8 @@ func (e TaskEvent) apply(rec *schemas.TaskRecord) error {
 		return rec.ApplyArtifact(e.Artifact)
 	case e.Reply != nil:
 		return rec.ApplyReply(e.Reply)
+	case e.Continue != nil:
+		return rec.ApplyContinue(e.Continue)
 	}
 	return errors.New("bus: empty task event")
 }
@@ -166,6 +171,9 @@ func (b *Bus) ApplyFrom(ctx context.Context, taskID string, cached *schemas.Task
 		if ev.Artifact != nil {
 			ev.Artifact.TaskID, ev.Artifact.ContextID = r.Task.ID, r.Task.ContextID
 		}
+		if m := ev.Continue; m != nil {
+			m.TaskID, m.ContextID = r.Task.ID, r.Task.ContextID
+		}
 		if ev.Reply != nil {
 			// A message-only answer belongs to the conversation, not to a
 			// task the client never saw.
@@ -185,6 +193,8 @@ func (b *Bus) publishEvent(ctx context.Context, rec *schemas.TaskRecord, rev uin
 	switch {
 	case ev.Status != nil:
 		typ, data = schemas.TypeTaskStatus, ev.Status
+	case ev.Continue != nil:
+		typ, data = schemas.TypeTaskStatus, &schemas.TaskStatusUpdateEvent{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Status: rec.Task.Status}
 	case ev.Artifact != nil:
 		typ, data = schemas.TypeTaskArtifact, ev.Artifact
 	default:

@@ -54,7 +54,7 @@ func (s *Server) card(reg schemas.AgentRegistration) schemas.AgentCard {
 	c.SupportedInterfaces = []schemas.AgentInterface{{
 		URL: s.agentURL(reg.Agent), ProtocolBinding: schemas.BindingJSONRPC, ProtocolVersion: schemas.ProtocolVersion,
 	}}
-	c.Capabilities.Streaming = schemas.Bool(false)
+	c.Capabilities.Streaming = schemas.Bool(true)
 	c.Capabilities.PushNotifications = schemas.Bool(false)
 	c.Capabilities.ExtendedAgentCard = nil
 	if len(c.DefaultInputModes) == 0 {

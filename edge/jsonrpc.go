@@ -53,11 +53,12 @@ var nullID = json.RawMessage("null")
 
 // call is one decoded JSON-RPC call on its way to a method.
 type call struct {
-	agent   string
-	method  string
-	params  json.RawMessage
-	version string // A2A-Version as sent ("" if absent)
-	trace   string // traceparent header
+	agent       string
+	method      string
+	params      json.RawMessage
+	version     string // A2A-Version as sent ("" if absent)
+	trace       string // traceparent header
+	lastEventID string // Last-Event-ID header: a stream resume cursor
 }
 
 // methodFunc runs one A2A method and returns its result.
@@ -70,12 +71,17 @@ func (s *Server) methods() map[string]methodFunc {
 		"CancelTask":                       s.rpcCancelTask,
 		"ListTasks":                        s.rpcListTasks,
 		"GetExtendedAgentCard":             s.rpcGetExtendedAgentCard,
-		"SendStreamingMessage":             s.rpcStreamingNotEnabled,
-		"SubscribeToTask":                  s.rpcStreamingNotEnabled,
 		"CreateTaskPushNotificationConfig": s.rpcPushNotSupported,
 		"GetTaskPushNotificationConfig":    s.rpcPushNotSupported,
 		"ListTaskPushNotificationConfigs":  s.rpcPushNotSupported,
 		"DeleteTaskPushNotificationConfig": s.rpcPushNotSupported,
+	}
+}
+
+func (s *Server) streamMethods() map[string]streamFunc {
+	return map[string]streamFunc{
+		"SendStreamingMessage": s.rpcSendStreamingMessage,
+		"SubscribeToTask":      s.rpcSubscribeToTask,
 	}
 }
 
@@ -111,7 +117,8 @@ func (s *Server) handleJSONRPC(w http.ResponseWriter, r *http.Request) {
 		id = nullID
 	}
 	fn, known := s.rpc[*req.Method]
-	if !known {
+	sfn, streaming := s.rpcStream[*req.Method]
+	if !known && !streaming {
 		writeRPCError(w, id, schemas.Errorf(schemas.ErrMethodNotFound, "method %q is not an A2A 1.0 method", *req.Method).With("method", *req.Method))
 		return
 	}
@@ -124,7 +131,23 @@ func (s *Server) handleJSONRPC(w http.ResponseWriter, r *http.Request) {
 			With("requestedVersion", version).With("supportedVersions", schemas.ProtocolVersion))
 		return
 	}
-	c := &call{agent: agent, method: *req.Method, params: req.Params, version: version, trace: r.Header.Get("traceparent")}
+	c := &call{agent: agent, method: *req.Method, params: req.Params, version: version,
+		trace: r.Header.Get("traceparent"), lastEventID: r.Header.Get("Last-Event-ID")}
+	if streaming {
+		out := &rpcStream{sseWriter: newSSEWriter(w), id: id}
+		if err := sfn(r.Context(), c, out); err != nil {
+			pe := schemas.AsError(err)
+			if errors.Is(pe, schemas.ErrInternal) {
+				s.log.Error("stream failed", "method", c.method, "agent", agent, "err", err)
+			}
+			if out.started {
+				_ = out.fail(pe) // mid-stream: an error event, then close
+			} else {
+				writeRPCError(w, id, pe)
+			}
+		}
+		return
+	}
 	res, err := fn(r.Context(), c)
 	if err != nil {
 		pe := schemas.AsError(err)

@@ -22,27 +22,35 @@ func (s *Server) rpcSendMessage(ctx context.Context, c *call) (any, error) {
 	return s.sendMessage(ctx, c, &req)
 }
 
-func (s *Server) sendMessage(ctx context.Context, c *call, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error) {
+// checkSend validates a send and returns the message, the historyLength
+// asked for, and whether to return at once.
+func (s *Server) checkSend(req *schemas.SendMessageRequest) (*schemas.Message, *int32, error) {
 	if err := req.Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	msg := req.Message
-	if msg.Role != schemas.RoleUser {
-		return nil, schemas.Errorf(schemas.ErrInvalidParams, "message.role must be ROLE_USER for a client message")
+	if req.Message.Role != schemas.RoleUser {
+		return nil, nil, schemas.Errorf(schemas.ErrInvalidParams, "message.role must be ROLE_USER for a client message")
 	}
 	var histLen *int32
-	returnNow := false
 	if cfg := req.Configuration; cfg != nil {
-		histLen, returnNow = cfg.HistoryLength, cfg.ReturnImmediately
+		histLen = cfg.HistoryLength
 		if cfg.TaskPushNotificationConfig != nil {
-			return nil, schemas.Errorf(schemas.ErrPushNotSupported, "push notifications are not supported by this agent")
+			return nil, nil, schemas.Errorf(schemas.ErrPushNotSupported, "push notifications are not supported by this agent")
 		}
 	}
+	return req.Message, histLen, nil
+}
 
+func (s *Server) sendMessage(ctx context.Context, c *call, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error) {
+	msg, histLen, err := s.checkSend(req)
+	if err != nil {
+		return nil, err
+	}
+	returnNow := req.Configuration != nil && req.Configuration.ReturnImmediately
 	// A blocking call follows the task from before its work is queued, so
 	// it needs no extra read and cannot miss a fast agent.
 	var wait *bus.TaskWait
-	follow := func(r *schemas.TaskRecord) {
+	follow := func(r *schemas.TaskRecord, _ uint64) {
 		if !returnNow {
 			wait = s.tasks.Watch(r.Task.ID, r)
 		}
@@ -53,7 +61,6 @@ func (s *Server) sendMessage(ctx context.Context, c *call, req *schemas.SendMess
 		}
 	}()
 	var rec *schemas.TaskRecord
-	var err error
 	if msg.TaskID != "" {
 		rec, err = s.continueTask(ctx, c, msg, follow)
 	} else {
@@ -87,7 +94,7 @@ func (s *Server) sendMessage(ctx context.Context, c *call, req *schemas.SendMess
 // createTask stores a new task for the message and queues its work. If the
 // work cannot be queued the task is failed at once, so nothing is left
 // waiting for work that will never come.
-func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, follow func(*schemas.TaskRecord)) (*schemas.TaskRecord, error) {
+func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, follow func(*schemas.TaskRecord, uint64)) (*schemas.TaskRecord, error) {
 	id := schemas.NewID()
 	if msg.ContextID == "" {
 		msg.ContextID = schemas.NewID()
@@ -104,10 +111,11 @@ func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, 
 		Agent:     c.agent,
 		CreatedAt: *now,
 	}
-	if _, err := s.b.CreateTask(ctx, rec); err != nil {
+	rev, err := s.b.CreateTask(ctx, rec)
+	if err != nil {
 		return nil, err
 	}
-	follow(rec)
+	follow(rec, rev)
 	if err := s.queue(ctx, c, rec, msg); err != nil {
 		return nil, err
 	}
@@ -117,28 +125,24 @@ func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, 
 // continueTask adds a client message to an existing task that is waiting
 // for input and queues it. The move from the interrupted state to SUBMITTED
 // is one compare-and-swap, so of two concurrent answers only one is taken.
-func (s *Server) continueTask(ctx context.Context, c *call, msg *schemas.Message, follow func(*schemas.TaskRecord)) (*schemas.TaskRecord, error) {
-	rec, _, err := s.b.UpdateTask(ctx, msg.TaskID, func(r *schemas.TaskRecord) error {
-		st := r.Task.Status.State
-		switch {
-		case r.Agent != c.agent || r.Reply != nil:
-			return schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", msg.TaskID).With("taskId", msg.TaskID)
-		case msg.ContextID != "" && msg.ContextID != r.Task.ContextID:
-			return schemas.Errorf(schemas.ErrInvalidParams, "message.contextId %q does not match the context of task %s", msg.ContextID, msg.TaskID)
-		case st.Terminal():
-			return schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s and accepts no more messages; start a new task in context %s and list this one in referenceTaskIds", msg.TaskID, st, r.Task.ContextID).With("taskId", msg.TaskID)
-		case !st.Interrupted():
-			return schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s; send the next message when it asks for input", msg.TaskID, st).With("taskId", msg.TaskID)
-		}
-		msg.ContextID = r.Task.ContextID
-		r.Task.History = append(r.Task.History, *msg)
-		r.Task.Status = schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: schemas.Now()}
-		return nil
-	})
+func (s *Server) continueTask(ctx context.Context, c *call, msg *schemas.Message, follow func(*schemas.TaskRecord, uint64)) (*schemas.TaskRecord, error) {
+	cur, err := s.visibleTask(ctx, c.agent, msg.TaskID)
 	if err != nil {
 		return nil, err
 	}
-	follow(rec)
+	if msg.ContextID != "" && msg.ContextID != cur.Task.ContextID {
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "message.contextId %q does not match the context of task %s", msg.ContextID, msg.TaskID)
+	}
+	rec, rev, err := s.b.Apply(ctx, msg.TaskID, bus.TaskEvent{Continue: msg})
+	switch {
+	case errors.Is(err, schemas.ErrTaskTerminal):
+		return nil, schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s and accepts no more messages; start a new task in context %s and list this one in referenceTaskIds", msg.TaskID, rec.Task.Status.State, rec.Task.ContextID).With("taskId", msg.TaskID)
+	case errors.Is(err, schemas.ErrNotInterrupted):
+		return nil, schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s; send the next message when it asks for input", msg.TaskID, rec.Task.Status.State).With("taskId", msg.TaskID)
+	case err != nil:
+		return nil, err
+	}
+	follow(rec, rev)
 	if err := s.queue(ctx, c, rec, msg); err != nil {
 		return nil, err
 	}
@@ -167,18 +171,15 @@ func (s *Server) queue(ctx context.Context, c *call, rec *schemas.TaskRecord, ms
 // visibleTask reads a task and hides tasks of other agents (and internal
 // message-only exchanges) as not found: an endpoint only sees its agent's
 // tasks, and the error never tells whether the id exists elsewhere.
+// visibleTask reads a task and hides tasks of other agents (and internal
+// message-only exchanges) as not found: an endpoint only sees its agent's
+// tasks, and the error never tells whether the id exists elsewhere.
 func (s *Server) visibleTask(ctx context.Context, agent, id string) (*schemas.TaskRecord, error) {
 	if id == "" {
 		return nil, schemas.Errorf(schemas.ErrInvalidParams, "id is required")
 	}
-	rec, _, err := s.b.GetTask(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if rec.Agent != agent {
-		return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
-	}
-	return rec, nil
+	rec, _, err := s.visibleTaskRev(ctx, agent, id)
+	return rec, err
 }
 
 func (s *Server) rpcGetTask(ctx context.Context, c *call) (any, error) {
@@ -330,10 +331,6 @@ func (s *Server) listTasks(ctx context.Context, agent string, req *schemas.ListT
 
 func (s *Server) rpcGetExtendedAgentCard(_ context.Context, _ *call) (any, error) {
 	return nil, schemas.Errorf(schemas.ErrUnsupportedOperation, "this agent does not offer an extended agent card (capabilities.extendedAgentCard is not set)")
-}
-
-func (s *Server) rpcStreamingNotEnabled(_ context.Context, c *call) (any, error) {
-	return nil, schemas.Errorf(schemas.ErrUnsupportedOperation, "%s is not available: this agent does not declare capabilities.streaming", c.method)
 }
 
 func (s *Server) rpcPushNotSupported(_ context.Context, c *call) (any, error) {

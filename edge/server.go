@@ -28,6 +28,12 @@ type Config struct {
 	BlockingTimeout time.Duration
 	// CardMaxAge is the Cache-Control max-age of agent cards; default 60s.
 	CardMaxAge time.Duration
+	// KeepAlive is the interval of SSE keep-alive comments; default 15s.
+	KeepAlive time.Duration
+	// StreamBuffer bounds the events waiting for one slow SSE client; past
+	// it the client's stream is closed and it resumes from its cursor.
+	// Default 256.
+	StreamBuffer int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -49,6 +55,12 @@ func (c Config) withDefaults() Config {
 	if c.CardMaxAge <= 0 {
 		c.CardMaxAge = 60 * time.Second
 	}
+	if c.KeepAlive <= 0 {
+		c.KeepAlive = 15 * time.Second
+	}
+	if c.StreamBuffer <= 0 {
+		c.StreamBuffer = 256
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -60,14 +72,15 @@ func (c Config) withDefaults() Config {
 // serve the same tasks. It holds only caches that follow the bus (the agent
 // directory) and the waiters of its own in-flight blocking requests.
 type Server struct {
-	cfg      Config
-	b        *bus.Bus
-	log      *slog.Logger
-	tasks    *bus.TaskWatcher
-	agents   *bus.AgentDirectory
-	mux      *http.ServeMux
-	rpc      map[string]methodFunc
-	draining atomic.Bool
+	cfg       Config
+	b         *bus.Bus
+	log       *slog.Logger
+	tasks     *bus.TaskWatcher
+	agents    *bus.AgentDirectory
+	mux       *http.ServeMux
+	rpc       map[string]methodFunc
+	rpcStream map[string]streamFunc
+	draining  atomic.Bool
 }
 
 // New returns an edge on b. Call Run to start following the bus, and serve
@@ -82,7 +95,7 @@ func New(b *bus.Bus, cfg Config) *Server {
 		agents: b.NewAgentDirectory(),
 		mux:    http.NewServeMux(),
 	}
-	s.rpc = s.methods()
+	s.rpc, s.rpcStream = s.methods(), s.streamMethods()
 	s.routes()
 	return s
 }

@@ -126,6 +126,26 @@ func (r *TaskRecord) ApplyReply(m *Message) error {
 	return nil
 }
 
+// ErrNotInterrupted is returned by ApplyContinue when the task is not
+// waiting for the client.
+var ErrNotInterrupted = errors.New("task is not waiting for input")
+
+// ApplyContinue adds a client's answer to an interrupted task and queues it
+// again (SUBMITTED). Only one answer can win: the next finds the task no
+// longer interrupted.
+func (r *TaskRecord) ApplyContinue(m *Message) error {
+	st := r.Task.Status.State
+	if st.Terminal() {
+		return ErrTaskTerminal
+	}
+	if !st.Interrupted() {
+		return ErrNotInterrupted
+	}
+	r.Task.History = append(r.Task.History, *m)
+	r.Task.Status = TaskStatus{State: TaskStateSubmitted, Timestamp: Now()}
+	return nil
+}
+
 // TrimHistory keeps at most max most recent messages (max <= 0: no cap).
 func (r *TaskRecord) TrimHistory(max int) {
 	if max > 0 && len(r.Task.History) > max {

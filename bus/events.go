@@ -1,0 +1,164 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Reading a task's events. Every change to a task is stored (KV, revision
+// R) and then published on a2a.events.<taskId> with the CloudEvent sequence
+// R. A reader starts from the first stored event of the task and passes on
+// only events newer than the revision it was given, in stream order, each at
+// most once: that makes the task revision a resume cursor any edge can
+// serve, and lets a reader start exactly after a KV snapshot (no gap, no
+// duplicate). An event older than one already passed on (two writers raced
+// to publish) describes a superseded state and is dropped.
+
+// TaskUpdate is one event of a task: exactly one of Status, Artifact, Reply.
+type TaskUpdate struct {
+	// Rev is the task revision the event produced; the resume cursor.
+	Rev      uint64
+	Status   *schemas.TaskStatusUpdateEvent
+	Artifact *schemas.TaskArtifactUpdateEvent
+	Reply    *schemas.Message
+}
+
+// ErrReaderOverflow ends a reader whose consumer did not keep up: its buffer
+// filled. The consumer resumes with a new reader from its last cursor.
+var ErrReaderOverflow = errors.New("bus: event reader buffer full; resume from the last cursor")
+
+// EventReader delivers a task's events; see ReadEvents.
+type EventReader struct {
+	ch   chan TaskUpdate
+	cc   jetstream.ConsumeContext
+	mu   sync.Mutex
+	err  error
+	done bool
+	last uint64
+	log  func(msg string, args ...any)
+}
+
+// ReadEvents opens a reader of the events of task taskID with revisions
+// greater than after. At most buffer events wait undelivered; when a slow
+// consumer lets more pile up, the reader ends with ErrReaderOverflow (it
+// never slows the publisher or other readers). Close it when done.
+func (b *Bus) ReadEvents(ctx context.Context, taskID string, after uint64, buffer int) (*EventReader, error) {
+	if !schemas.ValidTaskID(taskID) {
+		return nil, fmt.Errorf("bus: read events: invalid task id %q", taskID)
+	}
+	if buffer <= 0 {
+		buffer = 256
+	}
+	cons, err := b.js.OrderedConsumer(ctx, schemas.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{schemas.SubjectEvents(taskID)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, errUnavailable("bus: open event reader", err)
+	}
+	r := &EventReader{ch: make(chan TaskUpdate, buffer), last: after, log: b.log.Warn}
+	cc, err := cons.Consume(r.handle, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		// Ordered consumers recreate themselves after these; only log.
+		b.log.Debug("event reader", "task_id", taskID, "err", err)
+	}))
+	if err != nil {
+		return nil, errUnavailable("bus: start event reader", err)
+	}
+	r.cc = cc
+	return r, nil
+}
+
+func (r *EventReader) handle(m jetstream.Msg) {
+	u, err := decodeUpdate(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+	if err != nil {
+		r.log("skipping undecodable task event", "subject", m.Subject(), "err", err)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done || u.Rev <= r.last {
+		return
+	}
+	select {
+	case r.ch <- u:
+		r.last = u.Rev
+	default:
+		r.finish(ErrReaderOverflow)
+	}
+}
+
+// finish ends the reader with err; r.mu is held.
+func (r *EventReader) finish(err error) {
+	if r.done {
+		return
+	}
+	r.done, r.err = true, err
+	close(r.ch)
+}
+
+// C delivers the events; it is closed when the reader ends.
+func (r *EventReader) C() <-chan TaskUpdate { return r.ch }
+
+// Err tells why C was closed: ErrReaderOverflow, or nil after Close.
+func (r *EventReader) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// Close stops the reader and releases its consumer.
+func (r *EventReader) Close() {
+	r.cc.Stop()
+	r.mu.Lock()
+	r.finish(nil)
+	r.mu.Unlock()
+}
+
+func decodeUpdate(m *nats.Msg) (TaskUpdate, error) {
+	var u TaskUpdate
+	ev, err := decodeMsg(m)
+	if err != nil {
+		return u, err
+	}
+	seq, _ := ev.Extensions()[schemas.ExtSequence].(string)
+	u.Rev, err = strconv.ParseUint(seq, 10, 64)
+	if err != nil {
+		return u, fmt.Errorf("%w: sequence %q", errMalformedEvent, seq)
+	}
+	switch ev.Type() {
+	case schemas.TypeTaskStatus:
+		u.Status = new(schemas.TaskStatusUpdateEvent)
+		err = decodeData(&ev, u.Status)
+	case schemas.TypeTaskArtifact:
+		u.Artifact = new(schemas.TaskArtifactUpdateEvent)
+		err = decodeData(&ev, u.Artifact)
+	case schemas.TypeTaskMessage:
+		u.Reply = new(schemas.Message)
+		err = decodeData(&ev, u.Reply)
+	default:
+		err = fmt.Errorf("%w: unexpected type %q on an events subject", errMalformedEvent, ev.Type())
+	}
+	return u, err
+}
+
+// EventReaders returns how many readers (consumers) the events stream has
+// now, across all processes; for tests and metrics.
+func (b *Bus) EventReaders(ctx context.Context) (int, error) {
+	st, err := b.js.Stream(ctx, schemas.StreamEvents)
+	if err != nil {
+		return 0, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.Consumers, nil
+}

@@ -1,0 +1,324 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Streaming (SendStreamingMessage, SubscribeToTask) over Server-Sent Events.
+//
+// Every SSE event carries `id: <task revision>`: the revision the event
+// produced (for the first Task snapshot, the snapshot's revision). A client
+// that reconnects with Last-Event-ID gets every later event once, in order,
+// from any edge: the reader replays the task's events from the stream and
+// passes on only those newer than the cursor (see bus.ReadEvents). Each
+// client has its own reader with a bounded buffer; a client that does not
+// keep up loses its stream (it resumes from its cursor) and never slows the
+// worker or other clients.
+
+// streamOut writes one stream in the framing of a binding.
+type streamOut interface {
+	// start commits the response as an SSE stream (headers, status 200).
+	start() error
+	// send writes one StreamResponse with its cursor.
+	send(cursor uint64, r *schemas.StreamResponse) error
+	// fail writes a protocol error as the last event of the stream.
+	fail(e *schemas.Error) error
+	// keepAlive writes an SSE comment so proxies keep the connection.
+	keepAlive() error
+}
+
+// sseWriter is the SSE framing shared by the bindings.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+}
+
+func newSSEWriter(w http.ResponseWriter) *sseWriter {
+	return &sseWriter{w: w, rc: http.NewResponseController(w)}
+}
+
+func (s *sseWriter) start() error {
+	if s.started {
+		return nil
+	}
+	s.started = true
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	// A stream lives as long as its task; no server write deadline applies.
+	_ = s.rc.SetWriteDeadline(time.Time{})
+	s.w.WriteHeader(http.StatusOK)
+	return s.rc.Flush()
+}
+
+func (s *sseWriter) event(id string, data []byte) error {
+	if err := s.start(); err != nil {
+		return err
+	}
+	var b strings.Builder
+	if id != "" {
+		b.WriteString("id: ")
+		b.WriteString(id)
+		b.WriteByte('\n')
+	}
+	b.WriteString("data: ")
+	b.Write(data) // JSON from encoding/json holds no raw newlines
+	b.WriteString("\n\n")
+	if _, err := s.w.Write([]byte(b.String())); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (s *sseWriter) keepAlive() error {
+	if err := s.start(); err != nil {
+		return err
+	}
+	if _, err := s.w.Write([]byte(": keep-alive\n\n")); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// rpcStream frames events as JSON-RPC responses to the request id.
+type rpcStream struct {
+	*sseWriter
+	id json.RawMessage
+}
+
+func (r *rpcStream) send(cursor uint64, resp *schemas.StreamResponse) error {
+	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Result: resp})
+	if err != nil {
+		return err
+	}
+	return r.event(strconv.FormatUint(cursor, 10), b)
+}
+
+func (r *rpcStream) fail(e *schemas.Error) error {
+	info := errorInfo{Type: errorInfoType, Reason: e.Reason, Domain: schemas.ErrorDomain, Metadata: e.Metadata}
+	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: []errorInfo{info}}})
+	if err != nil {
+		return err
+	}
+	return r.event("", b)
+}
+
+// streamFunc runs one streaming method. It returns an error only while
+// nothing has been streamed yet (the binding answers it as a plain error);
+// once the stream started it reports errors in the stream itself.
+type streamFunc func(ctx context.Context, c *call, out streamOut) error
+
+func (s *Server) rpcSendStreamingMessage(ctx context.Context, c *call, out streamOut) error {
+	var req schemas.SendMessageRequest
+	if err := decodeParams(c.params, &req); err != nil {
+		return err
+	}
+	return s.sendStreamingMessage(ctx, c, &req, out)
+}
+
+func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas.SendMessageRequest, out streamOut) error {
+	msg, histLen, err := s.checkSend(req)
+	if err != nil {
+		return err
+	}
+	// The reader opens between storing the task and queueing its work:
+	// nothing the worker publishes can be missed (a2a-go #74/#340).
+	var reader *bus.EventReader
+	var snap *schemas.TaskRecord
+	var snapRev uint64
+	var openErr error
+	follow := func(r *schemas.TaskRecord, rev uint64) {
+		snap, snapRev = r, rev
+		reader, openErr = s.b.ReadEvents(ctx, r.Task.ID, rev, s.cfg.StreamBuffer)
+	}
+	defer func() {
+		if reader != nil {
+			reader.Close()
+		}
+	}()
+	if msg.TaskID != "" {
+		_, err = s.continueTask(ctx, c, msg, follow)
+	} else {
+		_, err = s.createTask(ctx, c, msg, follow)
+	}
+	if err == nil {
+		err = openErr
+	}
+	if err != nil {
+		return err
+	}
+	if err := out.start(); err != nil {
+		return nil
+	}
+	// The agent's first event decides the shape: a Reply is a message-only
+	// exchange; anything else makes it a task, announced by its snapshot.
+	keep := time.NewTicker(s.cfg.KeepAlive)
+	defer keep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-keep.C:
+			if out.keepAlive() != nil {
+				return nil
+			}
+		case u, ok := <-reader.C():
+			if !ok {
+				return nil // overflow: the client resumes with SubscribeToTask
+			}
+			if u.Reply != nil {
+				_ = out.send(u.Rev, &schemas.StreamResponse{Message: u.Reply})
+				return nil
+			}
+			t := snap.Task.WithHistoryLength(histLen)
+			if out.send(snapRev, &schemas.StreamResponse{Task: &t}) != nil {
+				return nil
+			}
+			if s.sendUpdate(out, u) {
+				return nil
+			}
+			s.relay(ctx, c.agent, snap.Task.ID, u.Rev, reader, out, keep)
+			return nil
+		}
+	}
+}
+
+func (s *Server) rpcSubscribeToTask(ctx context.Context, c *call, out streamOut) error {
+	var req schemas.SubscribeToTaskRequest
+	if err := decodeParams(c.params, &req); err != nil {
+		return err
+	}
+	return s.subscribe(ctx, c, req.ID, out)
+}
+
+// subscribe streams a task: without a cursor, its current snapshot and then
+// every newer event; with a cursor (Last-Event-ID), every event after it.
+func (s *Server) subscribe(ctx context.Context, c *call, id string, out streamOut) error {
+	if id == "" {
+		return schemas.Errorf(schemas.ErrInvalidParams, "id is required")
+	}
+	rec, rev, err := s.visibleTaskRev(ctx, c.agent, id)
+	if err != nil {
+		return err
+	}
+	state := rec.Task.Status.State
+	after := rev
+	resume := c.lastEventID != ""
+	if resume {
+		after, err = strconv.ParseUint(c.lastEventID, 10, 64)
+		if err != nil {
+			return schemas.Errorf(schemas.ErrInvalidParams, "Last-Event-ID %q is not a cursor this server issued", c.lastEventID)
+		}
+		if state.Settled() && rev <= after {
+			// Nothing newer will come: the client already has the end.
+			_ = out.start()
+			return nil
+		}
+	} else if state.Terminal() {
+		return schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is already %s; there is nothing to subscribe to (GetTask returns it)", id, state).With("taskId", id)
+	}
+	reader, err := s.b.ReadEvents(ctx, id, after, s.cfg.StreamBuffer)
+	if err != nil {
+		return err
+	}
+	defer reader.Close()
+	if !resume {
+		t := rec.Task
+		if out.send(rev, &schemas.StreamResponse{Task: &t}) != nil || state.Settled() {
+			return nil
+		}
+	} else if err := out.start(); err != nil {
+		return nil
+	}
+	keep := time.NewTicker(s.cfg.KeepAlive)
+	defer keep.Stop()
+	s.relay(ctx, c.agent, id, after, reader, out, keep)
+	return nil
+}
+
+// relay passes a task's events to the client until the task settles, the
+// client leaves, or the reader overflows. On each keep-alive tick it also
+// checks the task in KV: a task that settled without its final event
+// reaching the stream (a writer crashed between storing and publishing) is
+// closed with a final Task snapshot instead of hanging.
+func (s *Server) relay(ctx context.Context, agent, id string, last uint64, reader *bus.EventReader, out streamOut, keep *time.Ticker) {
+	quiet := false // no event since the last tick
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-keep.C:
+			if out.keepAlive() != nil {
+				return
+			}
+			if quiet {
+				rec, rev, err := s.visibleTaskRev(ctx, agent, id)
+				if err != nil {
+					var pe *schemas.Error
+					if errors.As(err, &pe) && errors.Is(pe, schemas.ErrTaskNotFound) {
+						_ = out.fail(pe)
+						return
+					}
+					continue
+				}
+				if rec.Task.Status.State.Settled() && rev > last {
+					t := rec.Task
+					_ = out.send(rev, &schemas.StreamResponse{Task: &t})
+					return
+				}
+			}
+			quiet = true
+		case u, ok := <-reader.C():
+			if !ok {
+				return
+			}
+			quiet = false
+			last = u.Rev
+			if s.sendUpdate(out, u) {
+				return
+			}
+		}
+	}
+}
+
+// sendUpdate writes one event and reports whether the stream should end
+// (the write failed, or the task settled).
+func (s *Server) sendUpdate(out streamOut, u bus.TaskUpdate) (end bool) {
+	var r schemas.StreamResponse
+	switch {
+	case u.Status != nil:
+		r.StatusUpdate = u.Status
+	case u.Artifact != nil:
+		r.ArtifactUpdate = u.Artifact
+	case u.Reply != nil:
+		r.Message = u.Reply
+	}
+	if err := out.send(u.Rev, &r); err != nil {
+		return true
+	}
+	return u.Reply != nil || (u.Status != nil && u.Status.Status.State.Settled())
+}
+
+// visibleTaskRev is visibleTask with the record's revision.
+func (s *Server) visibleTaskRev(ctx context.Context, agent, id string) (*schemas.TaskRecord, uint64, error) {
+	rec, rev, err := s.b.GetTask(ctx, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if rec.Agent != agent || rec.Reply != nil {
+		return nil, 0, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
+	}
+	return rec, rev, nil
+}
