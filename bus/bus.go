@@ -90,7 +90,8 @@ func (c Config) withDefaults() Config {
 		c.TaskMaxBytes = 1 << 30
 	}
 	if c.TaskMaxValueSize <= 0 {
-		c.TaskMaxValueSize = 1 << 20
+		// Below the 1 MiB NATS payload limit, leaving room for headers.
+		c.TaskMaxValueSize = 1<<20 - 16<<10
 	}
 	if c.HistoryCap <= 0 {
 		c.HistoryCap = 100
@@ -227,7 +228,7 @@ func (b *Bus) provision(ctx context.Context) error {
 			MaxAge:      c.WorkMaxAge,
 			MaxBytes:    c.WorkMaxBytes,
 			Discard:     jetstream.DiscardNew,
-			Duplicates:  c.Duplicates,
+			Duplicates:  min(c.Duplicates, c.WorkMaxAge),
 			Storage:     b.storage(),
 			Replicas:    c.Replicas,
 		},
@@ -240,7 +241,7 @@ func (b *Bus) provision(ctx context.Context) error {
 			MaxBytes:          c.EventsMaxBytes,
 			MaxMsgsPerSubject: c.EventsMaxPerTask,
 			Discard:           jetstream.DiscardOld,
-			Duplicates:        c.Duplicates,
+			Duplicates:        min(c.Duplicates, c.EventsMaxAge),
 			Storage:           b.storage(),
 			Replicas:          c.Replicas,
 		},
@@ -263,11 +264,13 @@ func (b *Bus) provision(ctx context.Context) error {
 	}
 	var err error
 	b.tasks, err = b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:       schemas.BucketTasks,
-		Description:  "a2abus task records keyed by task id",
-		TTL:          c.TaskTTL,
-		MaxBytes:     c.TaskMaxBytes,
-		MaxValueSize: c.TaskMaxValueSize,
+		Bucket:      schemas.BucketTasks,
+		Description: "a2abus task records keyed by task id",
+		TTL:         c.TaskTTL,
+		MaxBytes:    c.TaskMaxBytes,
+		// The server counts the KV headers in the value size; the record
+		// limit is checked (with a clear error) before writing.
+		MaxValueSize: c.TaskMaxValueSize + 4096,
 		History:      1,
 		Storage:      b.storage(),
 		Replicas:     c.Replicas,

@@ -81,9 +81,12 @@ func encodeMsg(subject string, ev *cloudevents.Event) *nats.Msg {
 // decodeMsg reads an event from a NATS message in either content mode.
 func decodeMsg(msg *nats.Msg) (cloudevents.Event, error) {
 	var ev cloudevents.Event
-	if ct := msg.Header.Get("Content-Type"); strings.HasPrefix(strings.ToLower(ct), "application/cloudevents") {
+	if strings.HasPrefix(strings.ToLower(headerFold(msg.Header, "Content-Type")), "application/cloudevents") {
 		if err := json.Unmarshal(msg.Data, &ev); err != nil {
 			return ev, fmt.Errorf("%w: structured: %v", errMalformedEvent, err)
+		}
+		if ev.SpecVersion() != cloudevents.CloudEventsVersionV1 {
+			return ev, fmt.Errorf("%w: unsupported specversion %q", errMalformedEvent, ev.SpecVersion())
 		}
 	} else {
 		ev = cloudevents.New(cloudevents.CloudEventsVersionV1)
@@ -135,6 +138,20 @@ func decodeMsg(msg *nats.Msg) (cloudevents.Event, error) {
 		return ev, fmt.Errorf("%w: %v", errMalformedEvent, err)
 	}
 	return ev, nil
+}
+
+// headerFold returns the first value of a header whatever the case of its
+// name (NATS header lookup is case-sensitive; the binding says names are not).
+func headerFold(h nats.Header, name string) string {
+	if v := h.Get(name); v != "" {
+		return v
+	}
+	for k, vals := range h {
+		if strings.EqualFold(k, name) && len(vals) > 0 {
+			return vals[0]
+		}
+	}
+	return ""
 }
 
 // decodeData decodes the JSON data of an event into v.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,6 +40,8 @@ var ErrReaderOverflow = errors.New("bus: event reader buffer full; resume from t
 type EventReader struct {
 	ch   chan TaskUpdate
 	cc   jetstream.ConsumeContext
+	cons jetstream.Consumer
+	js   jetstream.JetStream
 	mu   sync.Mutex
 	err  error
 	done bool
@@ -60,11 +63,13 @@ func (b *Bus) ReadEvents(ctx context.Context, taskID string, after uint64, buffe
 	cons, err := b.js.OrderedConsumer(ctx, schemas.StreamEvents, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{schemas.SubjectEvents(taskID)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		// Close deletes the consumer; this reaps those of a crashed edge.
+		InactiveThreshold: 30 * time.Second,
 	})
 	if err != nil {
 		return nil, errUnavailable("bus: open event reader", err)
 	}
-	r := &EventReader{ch: make(chan TaskUpdate, buffer), last: after, log: b.log.Warn}
+	r := &EventReader{ch: make(chan TaskUpdate, buffer), cons: cons, js: b.js, last: after, log: b.log.Warn}
 	cc, err := cons.Consume(r.handle, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		// Ordered consumers recreate themselves after these; only log.
 		b.log.Debug("event reader", "task_id", taskID, "err", err)
@@ -114,9 +119,15 @@ func (r *EventReader) Err() error {
 	return r.err
 }
 
-// Close stops the reader and releases its consumer.
+// Close stops the reader and deletes its consumer on the server at once
+// (an ordered consumer's Stop leaves it to the inactivity reaper).
 func (r *EventReader) Close() {
 	r.cc.Stop()
+	if info := r.cons.CachedInfo(); info != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = r.js.DeleteConsumer(ctx, schemas.StreamEvents, info.Name)
+		cancel()
+	}
 	r.mu.Lock()
 	r.finish(nil)
 	r.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"time"
 
@@ -113,6 +114,13 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, 0, errUnavailable("bus: update task", err)
+		}
+		// Lost a race: back off a little, with jitter, so a crowd of
+		// writers on one task spreads out instead of colliding again.
+		select {
+		case <-time.After(time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 5)))):
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
 		}
 	}
 	return nil, 0, schemas.Errorf(schemas.ErrUnavailable, "task %s is being changed concurrently; retry", id)

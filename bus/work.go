@@ -80,8 +80,9 @@ func (w *WorkConsumer) Fetch(ctx context.Context, n int, maxWait time.Duration) 
 	out, err := w.collect(ctx, func() (jetstream.MessageBatch, error) {
 		return w.c.Fetch(1, jetstream.FetchContext(fctx))
 	})
-	// The delivery says how many more items wait; none means a second
-	// request would only come back empty.
+	// The delivery says how many more items waited. It is a hint (the
+	// count can lag a publish by a moment); an item it missed is taken by
+	// the next Fetch, which the run loop makes at once.
 	if err != nil || len(out) == 0 || n <= 1 || out[0].pending == 0 {
 		return out, err
 	}
@@ -205,6 +206,11 @@ func (b *Bus) SubscribeCancels(agent string, fn func(schemas.CancelNotice)) (sto
 		fn(n)
 	})
 	if err != nil {
+		return nil, fmt.Errorf("bus: subscribe cancels of %s: %w", agent, err)
+	}
+	// The subscription is in place on the server when this returns.
+	if err := b.nc.Flush(); err != nil {
+		_ = sub.Unsubscribe()
 		return nil, fmt.Errorf("bus: subscribe cancels of %s: %w", agent, err)
 	}
 	return func() { _ = sub.Unsubscribe() }, nil

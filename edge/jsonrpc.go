@@ -134,7 +134,7 @@ func (s *Server) handleJSONRPC(w http.ResponseWriter, r *http.Request) {
 	c := &call{agent: agent, method: *req.Method, params: req.Params, version: version,
 		trace: r.Header.Get("traceparent"), lastEventID: r.Header.Get("Last-Event-ID")}
 	if streaming {
-		out := &rpcStream{sseWriter: newSSEWriter(w), id: id}
+		out := &rpcStream{sseWriter: newSSEWriter(w, s.cfg.StreamWriteTimeout), id: id}
 		if err := sfn(r.Context(), c, out); err != nil {
 			pe := schemas.AsError(err)
 			if errors.Is(pe, schemas.ErrInternal) {

@@ -34,6 +34,9 @@ type Config struct {
 	// it the client's stream is closed and it resumes from its cursor.
 	// Default 256.
 	StreamBuffer int
+	// StreamWriteTimeout bounds one write to an SSE client; a client that
+	// takes no data for this long is disconnected. Default 60s.
+	StreamWriteTimeout time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -57,6 +60,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = 15 * time.Second
+	}
+	if c.StreamWriteTimeout <= 0 {
+		c.StreamWriteTimeout = 60 * time.Second
 	}
 	if c.StreamBuffer <= 0 {
 		c.StreamBuffer = 256

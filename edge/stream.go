@@ -38,13 +38,25 @@ type streamOut interface {
 
 // sseWriter is the SSE framing shared by the bindings.
 type sseWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	started bool
+	w            http.ResponseWriter
+	rc           *http.ResponseController
+	writeTimeout time.Duration
+	started      bool
 }
 
-func newSSEWriter(w http.ResponseWriter) *sseWriter {
-	return &sseWriter{w: w, rc: http.NewResponseController(w)}
+func newSSEWriter(w http.ResponseWriter, writeTimeout time.Duration) *sseWriter {
+	return &sseWriter{w: w, rc: http.NewResponseController(w), writeTimeout: writeTimeout}
+}
+
+// write sends b and flushes it. Each write has its own deadline: a stream
+// may last for hours, but a client that takes no data for writeTimeout is
+// gone or stalled, and its connection is dropped (it resumes by cursor).
+func (s *sseWriter) write(b []byte) error {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	if _, err := s.w.Write(b); err != nil {
+		return err
+	}
+	return s.rc.Flush()
 }
 
 func (s *sseWriter) start() error {
@@ -57,8 +69,7 @@ func (s *sseWriter) start() error {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
-	// A stream lives as long as its task; no server write deadline applies.
-	_ = s.rc.SetWriteDeadline(time.Time{})
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 	s.w.WriteHeader(http.StatusOK)
 	return s.rc.Flush()
 }
@@ -76,20 +87,14 @@ func (s *sseWriter) event(id string, data []byte) error {
 	b.WriteString("data: ")
 	b.Write(data) // JSON from encoding/json holds no raw newlines
 	b.WriteString("\n\n")
-	if _, err := s.w.Write([]byte(b.String())); err != nil {
-		return err
-	}
-	return s.rc.Flush()
+	return s.write([]byte(b.String()))
 }
 
 func (s *sseWriter) keepAlive() error {
 	if err := s.start(); err != nil {
 		return err
 	}
-	if _, err := s.w.Write([]byte(": keep-alive\n\n")); err != nil {
-		return err
-	}
-	return s.rc.Flush()
+	return s.write([]byte(": keep-alive\n\n"))
 }
 
 // rpcStream frames events as JSON-RPC responses to the request id.

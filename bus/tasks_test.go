@@ -1,0 +1,778 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// newRecord returns a SUBMITTED task of agent with one user message, as the
+// edge creates it.
+func newRecord(agent string) *schemas.TaskRecord {
+	id, ctxID := schemas.NewID(), schemas.NewID()
+	now := schemas.Now()
+	msg := schemas.Message{MessageID: schemas.NewID(), ContextID: ctxID, TaskID: id, Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("hello")}}
+	return &schemas.TaskRecord{
+		Task: schemas.Task{
+			ID:        id,
+			ContextID: ctxID,
+			Status:    schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: now},
+			History:   []schemas.Message{msg},
+		},
+		Agent:     agent,
+		CreatedAt: *now,
+	}
+}
+
+// workItem returns the work item that runs rec.
+func workItem(rec *schemas.TaskRecord) *schemas.WorkItem {
+	return &schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: rec.Agent, Message: rec.Task.History[len(rec.Task.History)-1]}
+}
+
+func agentMsg(text string) *schemas.Message {
+	return &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleAgent, Parts: []schemas.Part{schemas.TextPart(text)}}
+}
+
+func status(state schemas.TaskState, msg *schemas.Message) TaskEvent {
+	return TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: state, Message: msg}}}
+}
+
+func artifact(id, text string) TaskEvent {
+	return TaskEvent{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: schemas.Artifact{ArtifactID: id, Parts: []schemas.Part{schemas.TextPart(text)}}}}
+}
+
+// createTask stores rec and returns its revision.
+func createTask(t testing.TB, b *Bus, rec *schemas.TaskRecord) uint64 {
+	t.Helper()
+	rev, err := b.CreateTask(testCtx(t), rec)
+	if err != nil {
+		t.Fatalf("CreateTask: %v", err)
+	}
+	return rev
+}
+
+// subscribeEvents subscribes (core NATS) to a task's event subject and makes
+// sure the server has the interest before it returns.
+func subscribeEvents(t testing.TB, b *Bus, taskID string) *nats.Subscription {
+	t.Helper()
+	sub, err := b.nc.SubscribeSync(schemas.SubjectEvents(taskID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := b.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
+func TestCreateThenGetTask(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	rec := newRecord("echo")
+	rev := createTask(t, b, rec)
+	if rev == 0 {
+		t.Fatal("CreateTask returned revision 0")
+	}
+	got, gotRev, err := b.GetTask(ctx, rec.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotRev != rev {
+		t.Errorf("GetTask revision %d, CreateTask returned %d", gotRev, rev)
+	}
+	if got.Task.ID != rec.Task.ID || got.Task.ContextID != rec.Task.ContextID || got.Agent != "echo" ||
+		got.Task.Status.State != schemas.TaskStateSubmitted || !got.CreatedAt.Equal(rec.CreatedAt.Time) {
+		t.Errorf("GetTask = %+v, want %+v", got, rec)
+	}
+	if len(got.Task.History) != 1 || got.Task.History[0].Text() != "hello" {
+		t.Errorf("history = %+v", got.Task.History)
+	}
+}
+
+func TestCreateTaskTwiceFails(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	rec := newRecord("echo")
+	rev := createTask(t, b, rec)
+
+	dup := newRecord("other")
+	dup.Task.ID = rec.Task.ID
+	_, err := b.CreateTask(ctx, dup)
+	if err == nil {
+		t.Fatal("second CreateTask with the same id succeeded")
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		t.Errorf("second CreateTask: %v, want it to wrap jetstream.ErrKeyExists", err)
+	}
+	got, gotRev, err := b.GetTask(ctx, rec.Task.ID)
+	if err != nil || gotRev != rev || got.Agent != "echo" {
+		t.Fatalf("the first record was changed: %+v rev %d (%v)", got, gotRev, err)
+	}
+}
+
+func TestCreateTaskRejectsInvalidID(t *testing.T) {
+	b := newTestBus(t, Config{})
+	for _, id := range []string{"", "not-a-uuid", "a2a.work.>", strings.Repeat("x", 36)} {
+		rec := newRecord("echo")
+		rec.Task.ID = id
+		if _, err := b.CreateTask(testCtx(t), rec); err == nil {
+			t.Errorf("CreateTask(id %q) succeeded", id)
+		}
+	}
+}
+
+func TestGetTaskNotFound(t *testing.T) {
+	b := newTestBus(t, Config{})
+	for _, id := range []string{schemas.NewID(), "not-a-uuid", "", "*", "a.b.>"} {
+		rec, _, err := b.GetTask(testCtx(t), id)
+		if !errors.Is(err, schemas.ErrTaskNotFound) {
+			t.Errorf("GetTask(%q) = %v, %v; want ErrTaskNotFound", id, rec, err)
+		}
+		if rec != nil {
+			t.Errorf("GetTask(%q) returned a record with its error", id)
+		}
+	}
+}
+
+func TestUpdateTaskAbandonsOnChangeError(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	rec := newRecord("echo")
+	rev := createTask(t, b, rec)
+	boom := errors.New("boom")
+	got, gotRev, err := b.UpdateTask(ctx, rec.Task.ID, func(r *schemas.TaskRecord) error {
+		r.Agent = "changed"
+		return boom
+	})
+	if !errors.Is(err, boom) || gotRev != rev || got == nil {
+		t.Fatalf("UpdateTask = %v rev %d, %v; want the read record at rev %d and boom", got, gotRev, err, rev)
+	}
+	if cur, curRev, _ := b.GetTask(ctx, rec.Task.ID); cur.Agent != "echo" || curRev != rev {
+		t.Fatalf("abandoned update was stored: %+v rev %d", cur, curRev)
+	}
+	if _, _, err := b.UpdateTask(ctx, schemas.NewID(), func(*schemas.TaskRecord) error { return nil }); !errors.Is(err, schemas.ErrTaskNotFound) {
+		t.Fatalf("UpdateTask of an unknown task: %v", err)
+	}
+}
+
+// Concurrent writers never lose each other's changes: every CAS loser
+// re-reads and re-applies.
+func TestApplyConcurrentArtifactsLoseNothing(t *testing.T) {
+	const writers = 20
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	rec := newRecord("echo")
+	rev0 := createTask(t, b, rec)
+
+	start := make(chan struct{})
+	errs := make(chan error, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, _, err := b.Apply(ctx, rec.Task.ID, artifact(fmt.Sprintf("art-%02d", i), "chunk"))
+			if err != nil {
+				errs <- fmt.Errorf("writer %d: %w", i, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+
+	got, rev, err := b.GetTask(ctx, rec.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, a := range got.Task.Artifacts {
+		ids = append(ids, a.ArtifactID)
+	}
+	sort.Strings(ids)
+	if len(ids) != writers {
+		t.Fatalf("%d artifacts after %d concurrent appends: %v", len(ids), writers, ids)
+	}
+	for i, id := range ids {
+		if want := fmt.Sprintf("art-%02d", i); id != want {
+			t.Fatalf("artifacts %v: missing %s", ids, want)
+		}
+	}
+	if rev != rev0+writers {
+		t.Errorf("revision %d after %d updates from %d", rev, writers, rev0)
+	}
+	if n := streamMsgs(t, b, schemas.StreamEvents); n != writers {
+		t.Errorf("%d events published for %d updates", n, writers)
+	}
+}
+
+func TestApplyOnTerminalTaskPublishesNothing(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	rec := newRecord("echo")
+	createTask(t, b, rec)
+	_, rev, err := b.Apply(ctx, rec.Task.ID, status(schemas.TaskStateCompleted, agentMsg("done")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := subscribeEvents(t, b, rec.Task.ID)
+	before := streamMsgs(t, b, schemas.StreamEvents)
+
+	for name, ev := range map[string]TaskEvent{
+		"status":   status(schemas.TaskStateWorking, nil),
+		"failed":   status(schemas.TaskStateFailed, nil),
+		"artifact": artifact("late", "x"),
+		"reply":    {Reply: agentMsg("late")},
+	} {
+		got, gotRev, err := b.Apply(ctx, rec.Task.ID, ev)
+		if !errors.Is(err, schemas.ErrTaskTerminal) {
+			t.Errorf("%s on a completed task: %v, want ErrTaskTerminal", name, err)
+		}
+		if gotRev != rev || got == nil || got.Task.Status.State != schemas.TaskStateCompleted {
+			t.Errorf("%s on a completed task returned %+v rev %d, want the completed record at rev %d", name, got, gotRev, rev)
+		}
+	}
+	if _, curRev, _ := b.GetTask(ctx, rec.Task.ID); curRev != rev {
+		t.Errorf("revision moved from %d to %d", rev, curRev)
+	}
+	if after := streamMsgs(t, b, schemas.StreamEvents); after != before {
+		t.Errorf("events stream grew from %d to %d", before, after)
+	}
+	// Nothing reached the subject either: a flush round trip after the last
+	// Apply guarantees anything published earlier has been delivered.
+	if err := b.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := sub.Pending(); n != 0 {
+		t.Errorf("%d events delivered after applying to a terminal task", n)
+	}
+}
+
+func TestApplyRefusesBadTransition(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	rec := newRecord("echo")
+	createTask(t, b, rec)
+	if _, _, err := b.Apply(ctx, rec.Task.ID, status(schemas.TaskStateWorking, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Apply(ctx, rec.Task.ID, status(schemas.TaskStateSubmitted, nil)); !errors.Is(err, schemas.ErrBadTransition) {
+		t.Fatalf("WORKING -> SUBMITTED: %v, want ErrBadTransition", err)
+	}
+	if _, _, err := b.Apply(ctx, rec.Task.ID, TaskEvent{}); err == nil {
+		t.Fatal("empty TaskEvent accepted")
+	}
+	if _, _, err := b.Apply(ctx, schemas.NewID(), status(schemas.TaskStateWorking, nil)); !errors.Is(err, schemas.ErrTaskNotFound) {
+		t.Fatalf("Apply to an unknown task: %v", err)
+	}
+}
+
+// Every Apply publishes one CloudEvent on a2a.events.<taskId> whose sequence
+// extension is the KV revision the change was stored at.
+func TestApplyPublishesEventWithSequence(t *testing.T) {
+	b := newTestBus(t, Config{Role: "worker", Name: "w1"})
+	ctx := testCtx(t)
+	rec := newRecord("echo")
+	createTask(t, b, rec)
+	sub := subscribeEvents(t, b, rec.Task.ID)
+
+	steps := []struct {
+		ev  TaskEvent
+		typ string
+	}{
+		{status(schemas.TaskStateWorking, agentMsg("on it")), schemas.TypeTaskStatus},
+		{artifact("a1", "part one"), schemas.TypeTaskArtifact},
+		{TaskEvent{Artifact: &schemas.TaskArtifactUpdateEvent{Append: true, LastChunk: true, Artifact: schemas.Artifact{ArtifactID: "a1", Parts: []schemas.Part{schemas.TextPart("part two")}}}}, schemas.TypeTaskArtifact},
+		{status(schemas.TaskStateCompleted, nil), schemas.TypeTaskStatus},
+	}
+	var revs []uint64
+	var ids []string
+	for i, s := range steps {
+		got, rev, err := b.Apply(ctx, rec.Task.ID, s.ev)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		revs = append(revs, rev)
+		m, err := sub.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("step %d: no event: %v", i, err)
+		}
+		ev, err := decodeMsg(m)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		ids = append(ids, ev.ID())
+		if ev.Type() != s.typ || ev.Subject() != rec.Task.ID || ev.Source() != "urn:a2abus:worker:w1" || ev.DataContentType() != "application/json" {
+			t.Errorf("step %d: event %s", i, ev)
+		}
+		if seq := ev.Extensions()[schemas.ExtSequence]; seq != schemas.SequenceString(rev) {
+			t.Errorf("step %d: sequence %v, want %s", i, seq, schemas.SequenceString(rev))
+		}
+		if m.Header.Get(nats.MsgIdHdr) != ev.ID() {
+			t.Errorf("step %d: Nats-Msg-Id %q, ce id %q", i, m.Header.Get(nats.MsgIdHdr), ev.ID())
+		}
+		switch s.typ {
+		case schemas.TypeTaskStatus:
+			var d schemas.TaskStatusUpdateEvent
+			if err := decodeData(&ev, &d); err != nil {
+				t.Fatal(err)
+			}
+			if d.TaskID != rec.Task.ID || d.ContextID != rec.Task.ContextID || d.Status.State != got.Task.Status.State || d.Status.Timestamp == nil {
+				t.Errorf("step %d: status data %+v", i, d)
+			}
+		case schemas.TypeTaskArtifact:
+			var d schemas.TaskArtifactUpdateEvent
+			if err := decodeData(&ev, &d); err != nil {
+				t.Fatal(err)
+			}
+			if d.TaskID != rec.Task.ID || d.ContextID != rec.Task.ContextID || d.Artifact.ArtifactID != "a1" {
+				t.Errorf("step %d: artifact data %+v", i, d)
+			}
+		}
+	}
+	final, _, err := b.GetTask(ctx, rec.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := final.Task.Artifacts; len(a) != 1 || len(a[0].Parts) != 2 || *a[0].Parts[1].Text != "part two" {
+		t.Errorf("appended artifact = %+v", a)
+	}
+	if h := final.Task.History; len(h) != 2 || h[1].Text() != "on it" {
+		t.Errorf("status message not in history: %+v", h)
+	}
+
+	// The stream holds the same events in revision order; an ordered
+	// consumer (what a resubscribing client uses) reads them back.
+	oc, err := b.js.OrderedConsumer(ctx, schemas.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{schemas.SubjectEvents(rec.Task.ID)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := oc.Fetch(len(steps), jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	for m := range batch.Messages() {
+		ev, err := decodeMsg(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, err := strconv.ParseUint(fmt.Sprint(ev.Extensions()[schemas.ExtSequence]), 10, 64)
+		if err != nil || i >= len(revs) || seq != revs[i] || ev.ID() != ids[i] {
+			t.Errorf("stored event %d: id %s sequence %d (%v), want id %s revision %d", i, ev.ID(), seq, err, ids[min(i, len(ids)-1)], revs[min(i, len(revs)-1)])
+		}
+		i++
+	}
+	if batch.Error() != nil || i != len(steps) {
+		t.Fatalf("read %d stored events (%v), want %d", i, batch.Error(), len(steps))
+	}
+}
+
+func TestApplyReply(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	rec := newRecord("echo")
+	createTask(t, b, rec)
+	sub := subscribeEvents(t, b, rec.Task.ID)
+	got, rev, err := b.Apply(ctx, rec.Task.ID, TaskEvent{Reply: agentMsg("hi back")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Reply == nil || got.Reply.ContextID != rec.Task.ContextID || got.Task.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("record after reply: %+v", got)
+	}
+	m, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := decodeMsg(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reply schemas.Message
+	if ev.Type() != schemas.TypeTaskMessage || decodeData(&ev, &reply) != nil || reply.Text() != "hi back" {
+		t.Fatalf("reply event %s", ev)
+	}
+	if ev.Extensions()[schemas.ExtSequence] != schemas.SequenceString(rev) {
+		t.Fatalf("reply sequence %v, revision %d", ev.Extensions()[schemas.ExtSequence], rev)
+	}
+	// A direct reply is not a visible task.
+	list, err := b.ListTasks(ctx, TaskFilter{})
+	if err != nil || len(list) != 0 {
+		t.Fatalf("ListTasks after a direct reply: %v, %v", list, err)
+	}
+}
+
+// ApplyFrom with a stale cached record falls back to reading: the write of
+// another process is not overwritten.
+func TestApplyFromStaleCache(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	rec := newRecord("echo")
+	createTask(t, b, rec)
+	cached, rev, err := b.GetTask(ctx, rec.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Apply(ctx, rec.Task.ID, artifact("other", "from elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+	got, newRev, err := b.ApplyFrom(ctx, rec.Task.ID, cached, rev, artifact("mine", "from here"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Task.Artifacts) != 2 || newRev != rev+2 {
+		t.Fatalf("ApplyFrom with a stale cache: %d artifacts at rev %d, want 2 at %d", len(got.Task.Artifacts), newRev, rev+2)
+	}
+	// With a current cache it writes without a read and chains revisions.
+	got, rev3, err := b.ApplyFrom(ctx, rec.Task.ID, got, newRev, status(schemas.TaskStateCompleted, nil))
+	if err != nil || rev3 != newRev+1 || got.Task.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("ApplyFrom with a current cache: rev %d, %v", rev3, err)
+	}
+}
+
+func TestListTasksFiltersAndOrder(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+
+	if list, err := b.ListTasks(ctx, TaskFilter{}); err != nil || len(list) != 0 {
+		t.Fatalf("ListTasks on an empty store: %v, %v", list, err)
+	}
+
+	base := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	ctxA, ctxB := schemas.NewID(), schemas.NewID()
+	mk := func(agent, contextID string, state schemas.TaskState, offset time.Duration) *schemas.TaskRecord {
+		rec := newRecord(agent)
+		rec.Task.ContextID = contextID
+		rec.Task.Status = schemas.TaskStatus{State: state, Timestamp: &schemas.Timestamp{Time: base.Add(offset)}}
+		rec.CreatedAt = schemas.Timestamp{Time: base}
+		createTask(t, b, rec)
+		return rec
+	}
+	t1 := mk("alpha", ctxA, schemas.TaskStateSubmitted, 1*time.Second)
+	t2 := mk("alpha", ctxA, schemas.TaskStateCompleted, 2*time.Second)
+	t3 := mk("beta", ctxB, schemas.TaskStateWorking, 3*time.Second)
+	t4 := mk("beta", ctxA, schemas.TaskStateCompleted, 4*time.Second)
+	// Two tasks with the same status time: ordered by id, descending.
+	t5 := mk("gamma", ctxB, schemas.TaskStateFailed, 5*time.Second)
+	t6 := mk("gamma", ctxB, schemas.TaskStateFailed, 5*time.Second)
+	hi, lo := t5, t6
+	if lo.Task.ID > hi.Task.ID {
+		hi, lo = lo, hi
+	}
+	// A task without a status time sorts by its creation time.
+	t7 := newRecord("alpha")
+	t7.Task.ContextID = ctxB
+	t7.Task.Status.Timestamp = nil
+	t7.CreatedAt = schemas.Timestamp{Time: base.Add(2500 * time.Millisecond)}
+	createTask(t, b, t7)
+	// A direct reply never lists.
+	r := mk("alpha", ctxA, schemas.TaskStateSubmitted, 9*time.Second)
+	if _, _, err := b.Apply(ctx, r.Task.ID, TaskEvent{Reply: agentMsg("direct")}); err != nil {
+		t.Fatal(err)
+	}
+
+	ids := func(recs ...*schemas.TaskRecord) []string {
+		out := make([]string, len(recs))
+		for i, r := range recs {
+			out[i] = r.Task.ID
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		f    TaskFilter
+		want []string
+	}{
+		{"all", TaskFilter{}, ids(hi, lo, t4, t3, t7, t2, t1)},
+		{"agent", TaskFilter{Agent: "alpha"}, ids(t7, t2, t1)},
+		{"context", TaskFilter{ContextID: ctxA}, ids(t4, t2, t1)},
+		{"state", TaskFilter{State: schemas.TaskStateCompleted}, ids(t4, t2)},
+		{"status after (inclusive)", TaskFilter{StatusAfter: base.Add(3 * time.Second)}, ids(hi, lo, t4, t3)},
+		{"combined", TaskFilter{Agent: "beta", ContextID: ctxA, State: schemas.TaskStateCompleted, StatusAfter: base}, ids(t4)},
+		{"no match", TaskFilter{Agent: "nobody"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			list, err := b.ListTasks(ctx, tc.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ids(list...)
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("ListTasks(%+v)\n got %v\nwant %v", tc.f, got, tc.want)
+			}
+		})
+	}
+
+	// Updates are reflected: the listing reads current values (t1's status
+	// is now stamped with the present, before the 2030 base).
+	if _, _, err := b.Apply(ctx, t1.Task.ID, status(schemas.TaskStateWorking, nil)); err != nil {
+		t.Fatal(err)
+	}
+	list, err := b.ListTasks(ctx, TaskFilter{State: schemas.TaskStateWorking})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(list...); len(got) != 2 || got[0] != t3.Task.ID || got[1] != t1.Task.ID {
+		t.Errorf("working tasks after an update = %v, want [%s %s]", got, t3.Task.ID, t1.Task.ID)
+	}
+}
+
+func TestListTasksHonoursContext(t *testing.T) {
+	b := newTestBus(t, Config{})
+	createTask(t, b, newRecord("echo"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := b.ListTasks(ctx, TaskFilter{}); err == nil {
+		t.Fatal("ListTasks with a canceled context succeeded")
+	}
+}
+
+func TestHistoryCapTrimsHistory(t *testing.T) {
+	b := newTestBus(t, Config{HistoryCap: 3})
+	ctx := testCtx(t)
+	rec := newRecord("echo")
+	for i := range 4 {
+		rec.Task.History = append(rec.Task.History, schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart(fmt.Sprint("m", i))}})
+	}
+	createTask(t, b, rec)
+	got, _, err := b.GetTask(ctx, rec.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := got.Task.History; len(h) != 3 || h[0].Text() != "m1" || h[2].Text() != "m3" {
+		t.Fatalf("history after create = %v, want the last 3 (m1..m3)", texts(h))
+	}
+	for i := range 2 {
+		if _, _, err := b.Apply(ctx, rec.Task.ID, status(schemas.TaskStateWorking, agentMsg(fmt.Sprint("s", i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _, err = b.GetTask(ctx, rec.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := texts(got.Task.History); strings.Join(h, ",") != "m3,s0,s1" {
+		t.Fatalf("history after updates = %v, want [m3 s0 s1]", h)
+	}
+}
+
+func texts(ms []schemas.Message) []string {
+	out := make([]string, len(ms))
+	for i := range ms {
+		out[i] = ms[i].Text()
+	}
+	return out
+}
+
+func TestTaskMaxValueSizeRejectsOversizedRecords(t *testing.T) {
+	const limit = 4096
+	b := newTestBus(t, Config{TaskMaxValueSize: limit})
+	ctx := testCtx(t)
+	big := strings.Repeat("x", limit)
+
+	rec := newRecord("echo")
+	rec.Task.History[0].Parts = []schemas.Part{schemas.TextPart(big)}
+	_, err := b.CreateTask(ctx, rec)
+	if !errors.Is(err, schemas.ErrInvalidParams) || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("CreateTask of an oversized record: %v, want ErrInvalidParams naming the limit", err)
+	}
+	if _, _, err := b.GetTask(ctx, rec.Task.ID); !errors.Is(err, schemas.ErrTaskNotFound) {
+		t.Fatalf("oversized record was stored: %v", err)
+	}
+
+	small := newRecord("echo")
+	rev := createTask(t, b, small)
+	before := streamMsgs(t, b, schemas.StreamEvents)
+	_, _, err = b.Apply(ctx, small.Task.ID, artifact("huge", big))
+	if !errors.Is(err, schemas.ErrInvalidAgentResponse) || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("Apply growing the record past the limit: %v, want ErrInvalidAgentResponse naming the limit", err)
+	}
+	if _, curRev, _ := b.GetTask(ctx, small.Task.ID); curRev != rev {
+		t.Fatalf("oversized update stored (rev %d -> %d)", rev, curRev)
+	}
+	if after := streamMsgs(t, b, schemas.StreamEvents); after != before {
+		t.Fatalf("an event was published for a refused update")
+	}
+}
+
+func TestTaskWatcher(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	tw := b.NewTaskWatcher()
+	// Rechecks would mask a watcher that never notifies; push them out of
+	// the test's reach.
+	tw.RecheckEvery = time.Hour
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- tw.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("watcher Run: %v", err)
+		}
+	})
+	select {
+	case <-tw.Ready():
+	case <-ctx.Done():
+		t.Fatal("watcher never became ready")
+	}
+	settled := func(r *schemas.TaskRecord) bool { return r.Task.Status.State.Settled() }
+
+	t.Run("updates by another goroutine", func(t *testing.T) {
+		rec := newRecord("echo")
+		createTask(t, b, rec)
+		// Watch registers before the writer starts, so the result depends
+		// on notifications, not on the initial read.
+		w := tw.Watch(rec.Task.ID, nil)
+		defer w.Close()
+		writeErr := make(chan error, 1)
+		go func() {
+			for _, ev := range []TaskEvent{status(schemas.TaskStateWorking, nil), artifact("a", "x"), status(schemas.TaskStateInputRequired, agentMsg("more?"))} {
+				if _, _, err := b.Apply(ctx, rec.Task.ID, ev); err != nil {
+					writeErr <- err
+					return
+				}
+			}
+			writeErr <- nil
+		}()
+		got, err := w.Until(ctx, settled)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Task.Status.State != schemas.TaskStateInputRequired || len(got.Task.Artifacts) != 1 {
+			t.Fatalf("Until returned %+v", got.Task)
+		}
+		if err := <-writeErr; err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("wait while another goroutine completes", func(t *testing.T) {
+		rec := newRecord("echo")
+		createTask(t, b, rec)
+		go func() {
+			_, _, _ = b.Apply(ctx, rec.Task.ID, status(schemas.TaskStateWorking, nil))
+			_, _, _ = b.Apply(ctx, rec.Task.ID, status(schemas.TaskStateCompleted, nil))
+		}()
+		got, err := tw.Wait(ctx, rec.Task.ID, func(r *schemas.TaskRecord) bool { return r.Task.Status.State.Terminal() })
+		if err != nil || got.Task.Status.State != schemas.TaskStateCompleted {
+			t.Fatalf("Wait = %v, %v", got, err)
+		}
+	})
+
+	t.Run("already settled", func(t *testing.T) {
+		rec := newRecord("echo")
+		createTask(t, b, rec)
+		if _, _, err := b.Apply(ctx, rec.Task.ID, status(schemas.TaskStateFailed, nil)); err != nil {
+			t.Fatal(err)
+		}
+		// No update will come: only the initial read can answer this.
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		got, err := tw.Wait(wctx, rec.Task.ID, settled)
+		if err != nil || got.Task.Status.State != schemas.TaskStateFailed {
+			t.Fatalf("Wait on a settled task = %v, %v", got, err)
+		}
+		// Watch with a settled record in hand answers without reading.
+		w := tw.Watch(rec.Task.ID, got)
+		defer w.Close()
+		if again, err := w.Until(wctx, settled); err != nil || again != got {
+			t.Fatalf("Until with a settled current record = %v, %v", again, err)
+		}
+	})
+
+	t.Run("context ends first", func(t *testing.T) {
+		rec := newRecord("echo")
+		createTask(t, b, rec)
+		if _, _, err := b.Apply(ctx, rec.Task.ID, status(schemas.TaskStateWorking, nil)); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		got, err := tw.Wait(wctx, rec.Task.ID, settled)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Wait past its deadline: err %v", err)
+		}
+		if got == nil || got.Task.ID != rec.Task.ID || got.Task.Status.State != schemas.TaskStateWorking {
+			t.Fatalf("Wait past its deadline returned %+v, want the last record read", got)
+		}
+		// The same from a record in hand (no initial read to race the
+		// deadline), and the record seen last is the one returned.
+		w := tw.Watch(rec.Task.ID, got)
+		defer w.Close()
+		if _, _, err := b.Apply(ctx, rec.Task.ID, artifact("a", "x")); err != nil {
+			t.Fatal(err)
+		}
+		wctx2, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel2()
+		last, err := w.Until(wctx2, settled)
+		if !errors.Is(err, context.DeadlineExceeded) || last == nil {
+			t.Fatalf("Until past its deadline = %v, %v", last, err)
+		}
+		if len(last.Task.Artifacts) > 1 {
+			t.Fatalf("Until returned %+v", last.Task)
+		}
+	})
+
+	t.Run("unknown task", func(t *testing.T) {
+		if _, err := tw.Wait(ctx, schemas.NewID(), settled); !errors.Is(err, schemas.ErrTaskNotFound) {
+			t.Fatalf("Wait on an unknown task: %v", err)
+		}
+	})
+
+	t.Run("waiters are removed", func(t *testing.T) {
+		tw.mu.Lock()
+		n := len(tw.waiters)
+		tw.mu.Unlock()
+		if n != 0 {
+			t.Fatalf("%d tasks still have waiters after every wait ended", n)
+		}
+	})
+}
+
+// A reader whose consumer does not keep up ends with ErrReaderOverflow
+// instead of holding events back from anyone else.
+func TestEventReaderOverflow(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}, Agent: "a"}
+	rev, err := b.CreateTask(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.ReadEvents(ctx, rec.Task.ID, rev, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i := range 10 {
+		a := schemas.Artifact{ArtifactID: fmt.Sprint(i), Parts: []schemas.Part{schemas.TextPart("x")}}
+		if _, _, err := b.Apply(ctx, rec.Task.ID, TaskEvent{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: a}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for range r.C() {
+		n++
+	}
+	if n != 2 || !errors.Is(r.Err(), ErrReaderOverflow) {
+		t.Fatalf("read %d events, err %v", n, r.Err())
+	}
+}
