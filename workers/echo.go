@@ -10,11 +10,16 @@ import (
 
 // Echo is the demo agent: it streams the user's text back as an artifact,
 // a few words per chunk (append/lastChunk), and completes. A short message
-// is one chunk. It shows every part of the runtime a real agent uses.
+// is one chunk. A message starting with "/ask" makes it ask what to echo
+// (INPUT_REQUIRED); the answer, sent on the same task, is echoed. It shows
+// every part of the runtime a real agent uses.
 type Echo struct {
 	// WordsPerChunk is how many words go in one artifact chunk; default 4.
 	WordsPerChunk int
 }
+
+// AskCommand starts a message that makes the echo agent ask for input.
+const AskCommand = "/ask"
 
 // EchoDefinition returns the definition of the echo agent named name.
 func EchoDefinition(name string) Definition {
@@ -27,6 +32,9 @@ func EchoDefinition(name string) Definition {
 			Skills: []schemas.AgentSkill{{
 				ID: "echo", Name: "Echo", Description: "Returns the text it is sent, streamed in chunks.",
 				Tags: []string{"demo", "echo"}, Examples: []string{"hello world"},
+			}, {
+				ID: "ask", Name: "Ask first", Description: "Send /ask: the agent asks what to echo (input-required) and echoes your answer.",
+				Tags: []string{"demo", "multi-turn"}, Examples: []string{"/ask"},
 			}},
 		},
 		Agent: Echo{},
@@ -36,6 +44,9 @@ func EchoDefinition(name string) Definition {
 // Execute streams the message text back and completes.
 func (e Echo) Execute(ctx context.Context, req *Request, out *Emitter) error {
 	text := req.Message.Text()
+	if strings.HasPrefix(text, AskCommand) {
+		return out.InputRequired(ctx, "What should I echo?")
+	}
 	if text == "" {
 		return out.Reject(ctx, "echo needs a message with text")
 	}
