@@ -68,7 +68,9 @@ func TestShutdownHandsWorkBack(t *testing.T) {
 	def := workers.Definition{Name: "handoff", Agent: agent}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- workers.NewRunner(b, def, workers.Options{ShutdownGrace: 50 * time.Millisecond}).Run(ctx) }()
+	go func() {
+		done <- workers.NewRunner(b, def, workers.Options{ShutdownGrace: 50 * time.Millisecond}).Run(ctx)
+	}()
 	id := submit(t, b, "handoff", "x")
 	<-started
 	cancel()
