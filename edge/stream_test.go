@@ -58,7 +58,7 @@ func openStream(t testing.TB, base, agent, method string, params any, lastEventI
 		}
 		return nil, &r
 	}
-	s := &sseStream{t: t, resp: resp, r: bufio.NewReader(resp.Body)}
+	s := &sseStream{t: t, resp: resp, r: newReader(resp)}
 	t.Cleanup(func() { resp.Body.Close() })
 	return s, nil
 }
@@ -487,3 +487,5 @@ func TestKeepAliveAndDisconnectFreesReader(t *testing.T) {
 	}
 	mustResult[schemas.Task](t, h.call("slow", "CancelTask", map[string]any{"id": task.ID}))
 }
+
+func newReader(resp *http.Response) *bufio.Reader { return bufio.NewReaderSize(resp.Body, 64<<10) }
