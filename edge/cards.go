@@ -51,9 +51,12 @@ func (s *Server) card(reg schemas.AgentRegistration) schemas.AgentCard {
 	if c.Version == "" {
 		c.Version = "1.0.0"
 	}
-	c.SupportedInterfaces = []schemas.AgentInterface{{
-		URL: s.agentURL(reg.Agent), ProtocolBinding: schemas.BindingJSONRPC, ProtocolVersion: schemas.ProtocolVersion,
-	}}
+	// 1.0 interfaces first: clients take the first one they support.
+	url := s.agentURL(reg.Agent)
+	c.SupportedInterfaces = []schemas.AgentInterface{
+		{URL: url, ProtocolBinding: schemas.BindingJSONRPC, ProtocolVersion: schemas.ProtocolVersion},
+		{URL: url, ProtocolBinding: schemas.BindingHTTPJSON, ProtocolVersion: schemas.ProtocolVersion},
+	}
 	c.Capabilities.Streaming = schemas.Bool(true)
 	c.Capabilities.PushNotifications = schemas.Bool(false)
 	c.Capabilities.ExtendedAgentCard = nil
@@ -71,7 +74,7 @@ func (s *Server) card(reg schemas.AgentRegistration) schemas.AgentCard {
 			c.Skills[i].Tags = []string{reg.Agent}
 		}
 	}
-	return c
+	return schemas.UnionCard(c)
 }
 
 func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {

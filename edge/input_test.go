@@ -150,7 +150,7 @@ func TestAgentCards(t *testing.T) {
 	if err := json.Unmarshal(body, &card); err != nil {
 		t.Fatal(err)
 	}
-	if card.Name != "second" || len(card.SupportedInterfaces) != 1 || len(card.Skills) == 0 || card.Version == "" ||
+	if card.Name != "second" || len(card.SupportedInterfaces) < 2 || len(card.Skills) == 0 || card.Version == "" ||
 		len(card.DefaultInputModes) == 0 || len(card.DefaultOutputModes) == 0 {
 		t.Fatalf("card = %+v", card)
 	}

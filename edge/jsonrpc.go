@@ -135,16 +135,12 @@ func (s *Server) handleJSONRPC(w http.ResponseWriter, r *http.Request) {
 		trace: r.Header.Get("traceparent"), lastEventID: r.Header.Get("Last-Event-ID")}
 	if streaming {
 		out := &rpcStream{sseWriter: newSSEWriter(w, s.cfg.StreamWriteTimeout), id: id}
-		if err := sfn(r.Context(), c, out); err != nil {
+		if err := s.finishStream(out, sfn(r.Context(), c, out)); err != nil {
 			pe := schemas.AsError(err)
 			if errors.Is(pe, schemas.ErrInternal) {
 				s.log.Error("stream failed", "method", c.method, "agent", agent, "err", err)
 			}
-			if out.started {
-				_ = out.fail(pe) // mid-stream: an error event, then close
-			} else {
-				writeRPCError(w, id, pe)
-			}
+			writeRPCError(w, id, pe)
 		}
 		return
 	}

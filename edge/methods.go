@@ -187,6 +187,10 @@ func (s *Server) rpcGetTask(ctx context.Context, c *call) (any, error) {
 	if err := decodeParams(c.params, &req); err != nil {
 		return nil, err
 	}
+	return s.getTask(ctx, c, &req)
+}
+
+func (s *Server) getTask(ctx context.Context, c *call, req *schemas.GetTaskRequest) (*schemas.Task, error) {
 	if err := schemas.ValidateHistoryLength(req.HistoryLength); err != nil {
 		return nil, err
 	}

@@ -28,6 +28,53 @@ type AgentCard struct {
 	Skills               []AgentSkill               `json:"skills"`
 	Signatures           []json.RawMessage          `json:"signatures,omitempty"`
 	IconURL              string                     `json:"iconUrl,omitempty"`
+
+	// The A2A 0.3 fields of a union card, so 0.3 tools can read the same
+	// card (1.0 readers ignore them). See UnionCard.
+	URL                               string              `json:"url,omitempty"`
+	PreferredTransport                string              `json:"preferredTransport,omitempty"`
+	ProtocolVersion                   string              `json:"protocolVersion,omitempty"`
+	AdditionalInterfaces              []V03AgentInterface `json:"additionalInterfaces,omitempty"`
+	SupportsAuthenticatedExtendedCard *bool               `json:"supportsAuthenticatedExtendedCard,omitempty"`
+}
+
+// V03AgentInterface is an A2A 0.3 additional interface: a URL and transport.
+type V03AgentInterface struct {
+	URL       string `json:"url"`
+	Transport string `json:"transport"`
+}
+
+// ProtocolVersion03 is the A2A version of the older JSON-RPC dialect
+// a2abus also serves, as 0.3 cards spell it.
+const ProtocolVersion03 = "0.3"
+
+// UnionCard fills the 0.3 fields of a card from its 1.0 supportedInterfaces:
+// url and preferredTransport from the first 0.3 interface (or the first
+// interface), additionalInterfaces from every interface, protocolVersion
+// "0.3.0". A card served this way is read by 1.0 and 0.3 clients alike.
+func UnionCard(c AgentCard) AgentCard {
+	if len(c.SupportedInterfaces) == 0 {
+		return c
+	}
+	main := c.SupportedInterfaces[0]
+	for _, in := range c.SupportedInterfaces {
+		if in.ProtocolVersion == ProtocolVersion03 {
+			main = in
+			break
+		}
+	}
+	c.URL, c.PreferredTransport, c.ProtocolVersion = main.URL, main.ProtocolBinding, "0.3.0"
+	c.AdditionalInterfaces = nil
+	seen := map[V03AgentInterface]bool{}
+	for _, in := range c.SupportedInterfaces {
+		ai := V03AgentInterface{URL: in.URL, Transport: in.ProtocolBinding}
+		if !seen[ai] {
+			seen[ai] = true
+			c.AdditionalInterfaces = append(c.AdditionalInterfaces, ai)
+		}
+	}
+	c.SupportsAuthenticatedExtendedCard = Bool(c.Capabilities.ExtendedAgentCard != nil && *c.Capabilities.ExtendedAgentCard)
+	return c
 }
 
 // AgentInterface is one endpoint of an agent: a URL, the binding spoken
