@@ -53,6 +53,7 @@ func (b *Bus) PublishWork(ctx context.Context, item *schemas.WorkItem, o Publish
 type WorkConsumer struct {
 	c     jetstream.Consumer
 	agent string
+	b     *Bus
 }
 
 // WorkConsumer binds to the durable work consumer of agent, creating or
@@ -65,7 +66,7 @@ func (b *Bus) WorkConsumer(ctx context.Context, agent string) (*WorkConsumer, er
 	if err != nil {
 		return nil, fmt.Errorf("bus: bind work consumer of %s: %w", agent, err)
 	}
-	return &WorkConsumer{c: c, agent: agent}, nil
+	return &WorkConsumer{c: c, agent: agent, b: b}, nil
 }
 
 // Fetch waits until at least one work item is available or maxWait passes,
@@ -100,7 +101,7 @@ func (w *WorkConsumer) collect(ctx context.Context, fetch func() (jetstream.Mess
 	}
 	var out []*Work
 	for m := range batch.Messages() {
-		out = append(out, newWork(m))
+		out = append(out, w.newWork(m))
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
 		if ctx.Err() != nil {
@@ -128,12 +129,15 @@ type Work struct {
 
 	msg     jetstream.Msg
 	pending uint64 // items waiting behind this one when it was delivered
+	b       *Bus
+	agent   string
+	seq     uint64 // stream sequence in the work stream
 }
 
-func newWork(m jetstream.Msg) *Work {
-	w := &Work{msg: m, Attempt: 1}
+func (wc *WorkConsumer) newWork(m jetstream.Msg) *Work {
+	w := &Work{msg: m, Attempt: 1, b: wc.b, agent: wc.agent}
 	if md, err := m.Metadata(); err == nil {
-		w.Attempt, w.pending = md.NumDelivered, md.NumPending
+		w.Attempt, w.pending, w.seq = md.NumDelivered, md.NumPending, md.Sequence.Stream
 	}
 	ev, err := decodeMsg(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
 	if err != nil {

@@ -105,6 +105,11 @@ func (r *Runner) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopCancels()
+	stopDL, err := r.b.WatchDeadLetters(r.def.Name, r.failDeadLetter)
+	if err != nil {
+		return err
+	}
+	defer stopDL()
 
 	// Agents run under their own context, so that ctx ending stops the
 	// intake but not the work in flight; it ends after the grace period.
@@ -181,6 +186,22 @@ func (r *Runner) heartbeatRegistration(ctx context.Context) {
 	}
 }
 
+// failDeadLetter fails the task of work whose deliveries ran out, saying
+// why, so no client waits forever on work nobody will finish.
+func (r *Runner) failDeadLetter(dl bus.DeadLetter) {
+	if dl.TaskID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _, err := r.b.Apply(ctx, dl.TaskID, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{
+		Status: schemas.TaskStatus{State: schemas.TaskStateFailed, Message: AgentMessage(dl.Reason)},
+	}})
+	if err != nil && !errors.Is(err, schemas.ErrTaskTerminal) {
+		r.log.Warn("failing dead-lettered task failed", "task_id", dl.TaskID, "err", err)
+	}
+}
+
 func (r *Runner) cancelTask(taskID string) {
 	r.mu.Lock()
 	cancel := r.running[taskID]
@@ -196,8 +217,12 @@ func (r *Runner) cancelTask(taskID string) {
 func (r *Runner) handle(base context.Context, w *Work) {
 	log := r.log.With("task_id", w.Item.TaskID, "ce_id", w.EventID, "attempt", w.Attempt)
 	if w.Err != nil {
-		log.Error("terminating malformed work item", "err", w.Err)
-		_ = w.Term("malformed work item: " + w.Err.Error())
+		log.Error("dead-lettering malformed work item", "err", w.Err)
+		dctx, cancel := context.WithTimeout(base, 30*time.Second)
+		defer cancel()
+		if err := w.DeadLetter(dctx, "malformed work item: "+w.Err.Error()); err != nil {
+			_ = w.Nak(backoff(w.Attempt))
+		}
 		return
 	}
 	opCtx, opCancel := context.WithTimeout(base, 30*time.Second)
@@ -219,7 +244,9 @@ func (r *Runner) handle(base context.Context, w *Work) {
 		return
 	case rec.Agent != r.def.Name:
 		log.Error("work item routed to the wrong agent", "owner", rec.Agent)
-		_ = w.Term("task belongs to agent " + rec.Agent)
+		if err := w.DeadLetter(opCtx, "task belongs to agent "+rec.Agent); err != nil {
+			_ = w.Nak(backoff(w.Attempt))
+		}
 		return
 	}
 

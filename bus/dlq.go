@@ -1,0 +1,129 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Poison work. A work item that cannot be decoded is copied to the
+// dead-letter stream and terminated by the worker that took it. A work item
+// whose deliveries run out (every worker that took it died or hung) stays in
+// the work stream by design of JetStream; the server announces it with a
+// max-deliveries advisory, and the agent's workers then move it to the
+// dead-letter stream and fail its task with a message saying why. Every step
+// is idempotent, so all replicas of an agent may act on the same advisory.
+
+// Headers set on dead-lettered messages.
+const (
+	HeaderDLQReason   = "A2abus-Dlq-Reason"
+	HeaderDLQAgent    = "A2abus-Dlq-Agent"
+	HeaderDLQOrigSeq  = "A2abus-Dlq-Stream-Seq"
+	advisoryMaxDelivs = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."
+)
+
+// DeadLetter describes a work item given up on.
+type DeadLetter struct {
+	Agent      string
+	TaskID     string // empty when the item could not be decoded
+	Deliveries uint64
+	Reason     string
+}
+
+// DeadLetter copies this work item to the dead-letter stream with reason and
+// removes it from the queue for good.
+func (w *Work) DeadLetter(ctx context.Context, reason string) error {
+	if err := w.b.deadLetter(ctx, w.agent, w.seq, &nats.Msg{Header: w.msg.Headers(), Data: w.msg.Data()}, reason); err != nil {
+		return err
+	}
+	return w.msg.TermWithReason(reason)
+}
+
+func (b *Bus) deadLetter(ctx context.Context, agent string, seq uint64, orig *nats.Msg, reason string) error {
+	m := nats.NewMsg(schemas.SubjectDLQ(agent))
+	for k, v := range orig.Header {
+		if k != nats.MsgIdHdr {
+			m.Header[k] = v
+		}
+	}
+	m.Header.Set(HeaderDLQReason, reason)
+	m.Header.Set(HeaderDLQAgent, agent)
+	m.Header.Set(HeaderDLQOrigSeq, strconv.FormatUint(seq, 10))
+	m.Header.Set(nats.MsgIdHdr, "dlq-"+strconv.FormatUint(seq, 10)) // one copy, whoever moves it
+	m.Data = orig.Data
+	if _, err := b.js.PublishMsg(ctx, m); err != nil {
+		return errUnavailable("bus: dead-letter work", err)
+	}
+	return nil
+}
+
+// WatchDeadLetters moves work of agent whose deliveries ran out to the
+// dead-letter stream and calls fn for each, until stop is called. fn fails
+// the task; it may be called more than once for one item (one call per
+// replica watching), so it must be idempotent.
+func (b *Bus) WatchDeadLetters(agent string, fn func(DeadLetter)) (stop func(), err error) {
+	subj := advisoryMaxDelivs + schemas.StreamWork + "." + schemas.ConsumerWork(agent)
+	sub, err := b.nc.Subscribe(subj, func(m *nats.Msg) {
+		var adv struct {
+			StreamSeq  uint64 `json:"stream_seq"`
+			Deliveries uint64 `json:"deliveries"`
+		}
+		if err := json.Unmarshal(m.Data, &adv); err != nil || adv.StreamSeq == 0 {
+			b.log.Warn("ignoring malformed max-deliveries advisory", "subject", m.Subject, "err", err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		dl, err := b.moveToDLQ(ctx, agent, adv.StreamSeq, adv.Deliveries)
+		if err != nil {
+			b.log.Warn("moving exhausted work to the dead-letter stream failed", "agent", agent, "stream_seq", adv.StreamSeq, "err", err)
+			return
+		}
+		if dl != nil {
+			fn(*dl)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bus: watch dead letters of %s: %w", agent, err)
+	}
+	if err := b.nc.Flush(); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("bus: watch dead letters of %s: %w", agent, err)
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+// moveToDLQ copies work item seq to the dead-letter stream and deletes it
+// from the work stream. It returns nil, nil when another replica already
+// moved it.
+func (b *Bus) moveToDLQ(ctx context.Context, agent string, seq, deliveries uint64) (*DeadLetter, error) {
+	st, err := b.js.Stream(ctx, schemas.StreamWork)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := st.GetMsg(ctx, seq)
+	if err != nil {
+		return nil, nil // gone: acked late, or moved by another replica
+	}
+	reason := fmt.Sprintf("gave up after %d deliveries: every worker that took this work stopped before finishing it", deliveries)
+	if err := b.deadLetter(ctx, agent, seq, &nats.Msg{Header: raw.Header, Data: raw.Data}, reason); err != nil {
+		return nil, err
+	}
+	if err := st.DeleteMsg(ctx, seq); err != nil {
+		b.log.Debug("deleting dead-lettered work", "stream_seq", seq, "err", err)
+	}
+	dl := &DeadLetter{Agent: agent, Deliveries: deliveries, Reason: reason}
+	if ev, err := decodeMsg(&nats.Msg{Subject: raw.Subject, Header: raw.Header, Data: raw.Data}); err == nil {
+		var item schemas.WorkItem
+		if decodeData(&ev, &item) == nil {
+			dl.TaskID = item.TaskID
+		}
+	}
+	return dl, nil
+}

@@ -1,0 +1,112 @@
+package bus
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Work whose deliveries run out is moved to the dead-letter stream (and out
+// of the work queue) and reported once per watcher with its task id.
+func TestExhaustedWorkIsDeadLettered(t *testing.T) {
+	b := newTestBus(t, Config{AckWait: 200 * time.Millisecond, MaxDeliver: 2})
+	ctx := testCtx(t)
+	got := make(chan DeadLetter, 4)
+	stop, err := b.WatchDeadLetters("poison", func(dl DeadLetter) { got <- dl })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	wc, err := b.WorkConsumer(ctx, "poison")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := schemas.NewID()
+	if err := b.PublishWork(ctx, &schemas.WorkItem{TaskID: id, Agent: "poison", Message: schemas.Message{MessageID: "m", Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("x")}}}, PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Take it twice and never finish: a worker that dies every time.
+	for attempt := 1; attempt <= 2; attempt++ {
+		var ws []*Work
+		deadline := time.Now().Add(10 * time.Second)
+		for len(ws) == 0 && time.Now().Before(deadline) {
+			ws, err = wc.Fetch(ctx, 1, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(ws) != 1 || ws[0].Attempt != uint64(attempt) {
+			t.Fatalf("attempt %d: %d items", attempt, len(ws))
+		}
+	}
+	// The server notices exhausted work when a worker asks for more, as
+	// live workers always do.
+	var dl DeadLetter
+	deadline := time.Now().Add(20 * time.Second)
+	for waiting := true; waiting; {
+		select {
+		case dl = <-got:
+			waiting = false
+		default:
+			if time.Now().After(deadline) {
+				t.Fatal("no dead letter")
+			}
+			if ws, err := wc.Fetch(ctx, 1, 300*time.Millisecond); err != nil || len(ws) != 0 {
+				t.Fatalf("exhausted work delivered again: %v %d", err, len(ws))
+			}
+		}
+	}
+	if dl.TaskID != id || dl.Agent != "poison" || dl.Deliveries != 2 || dl.Reason == "" {
+		t.Fatalf("dead letter %+v", dl)
+	}
+	st, err := b.js.Stream(ctx, schemas.StreamDLQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetLastMsgForSubject(ctx, schemas.SubjectDLQ("poison"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Header.Get(HeaderDLQReason) == "" || m.Header.Get("ce-type") != schemas.TypeWorkExecute {
+		t.Fatalf("dead-lettered headers %v", m.Header)
+	}
+	ws, _ := b.js.Stream(ctx, schemas.StreamWork)
+	info, _ := ws.Info(ctx)
+	if info.State.Msgs != 0 {
+		t.Fatalf("work stream still holds %d messages", info.State.Msgs)
+	}
+}
+
+// A malformed item is dead-lettered by the worker that took it.
+func TestMalformedWorkDeadLetter(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	wc, err := b.WorkConsumer(ctx, "junk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.nc.PublishMsg(&nats.Msg{Subject: schemas.SubjectWork("junk"), Data: []byte("not an event")}); err != nil {
+		t.Fatal(err)
+	}
+	var ws []*Work
+	for len(ws) == 0 {
+		if ws, err = wc.Fetch(ctx, 1, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ws[0].Err == nil {
+		t.Fatal("junk decoded")
+	}
+	if err := ws[0].DeadLetter(context.Background(), "malformed"); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := b.js.Stream(ctx, schemas.StreamDLQ)
+	m, err := st.GetLastMsgForSubject(ctx, schemas.SubjectDLQ("junk"))
+	if err != nil || string(m.Data) != "not an event" || m.Header.Get(HeaderDLQReason) != "malformed" {
+		t.Fatalf("dlq: %v %+v", err, m)
+	}
+}
