@@ -52,6 +52,7 @@ type Runner struct {
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
+	ready   chan struct{}
 }
 
 // Causes of an agent's context ending.
@@ -82,8 +83,12 @@ func NewRunner(b *bus.Bus, def Definition, opt Options) *Runner {
 		log:     opt.Logger.With("component", "worker", "agent", def.Name, "instance", opt.Instance),
 		hbEv:    b.Config().AckWait / 3,
 		running: map[string]context.CancelCauseFunc{},
+		ready:   make(chan struct{}),
 	}
 }
+
+// Ready is closed once the runner is registered and takes work.
+func (r *Runner) Ready() <-chan struct{} { return r.ready }
 
 // Run registers the agent, then takes and runs work until ctx ends. On
 // shutdown it stops taking work, lets in-flight tasks finish for
@@ -118,6 +123,7 @@ func (r *Runner) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { r.heartbeatRegistration(ctx) })
+	close(r.ready)
 
 	sem := make(chan struct{}, r.opt.Concurrency)
 	for ctx.Err() == nil {

@@ -132,12 +132,14 @@ func (p *process) run(ctx context.Context, cmd string) error {
 	// Workers first, so the agents are registered when the edge opens.
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	var workWG sync.WaitGroup
+	runners := make([]*workers.Runner, len(defs))
 	for i, def := range defs {
 		r := workers.NewRunner(b, def, workers.Options{
 			Concurrency:   p.cfg.Agents[i].Concurrency,
 			ShutdownGrace: time.Duration(p.cfg.ShutdownGrace),
 			Logger:        p.log,
 		})
+		runners[i] = r
 		workWG.Go(func() {
 			if err := r.Run(workCtx); err != nil {
 				p.log.Error("worker stopped", "agent", def.Name, "err", err)
@@ -145,6 +147,14 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		})
 	}
 	stopWorkers := func() { stopWork(); workWG.Wait() }
+	for _, r := range runners {
+		select {
+		case <-r.Ready():
+		case <-startCtx.Done():
+			stopWorkers()
+			return fmt.Errorf("agents did not start: %w", startCtx.Err())
+		}
+	}
 
 	if cmd == "worker" {
 		p.log.Info("a2abus worker running", "agents", p.agentNames(), "nats", p.cfg.NATSURL)
