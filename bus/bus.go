@@ -173,11 +173,23 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
 	}
 	b := &Bus{cfg: cfg, nc: nc, js: js, source: schemas.Source(cfg.Role, cfg.Name), log: log}
-	if err := b.provision(ctx); err != nil {
-		nc.Close()
-		return nil, err
+	// A cluster that is still forming (no JetStream leader yet) refuses
+	// provisioning for a while; keep trying until ctx ends.
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := b.provision(actx)
+		cancel()
+		if err == nil {
+			return b, nil
+		}
+		select {
+		case <-ctx.Done():
+			nc.Close()
+			return nil, fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+			log.Debug("provisioning not possible yet; retrying", "err", err)
+		}
 	}
-	return b, nil
 }
 
 // Config returns the effective configuration, defaults applied.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -26,6 +27,13 @@ type ServerConfig struct {
 	MaxMemory, MaxStore int64
 	// SyncAlways fsyncs every write: safer, much slower (~3k writes/s).
 	SyncAlways bool
+	// ClusterName, ClusterListen and Routes make the server a member of a
+	// JetStream cluster: the cluster's name, this member's route address
+	// HOST:PORT, and the route URLs (nats://host:port) of the other
+	// members. Every member needs a distinct Name. Empty: standalone.
+	ClusterName   string
+	ClusterListen string
+	Routes        []string
 }
 
 // Server is an embedded NATS server with JetStream.
@@ -58,18 +66,28 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Listen == "" {
 		opts.DontListen = true
 	} else {
-		host, port, err := net.SplitHostPort(cfg.Listen)
+		host, port, err := splitHostPort(cfg.Listen)
 		if err != nil {
-			return nil, fmt.Errorf("bus: nats listen address %q: %w", cfg.Listen, err)
+			return nil, fmt.Errorf("bus: nats listen address: %w", err)
 		}
-		p, err := strconv.Atoi(port)
+		opts.Host, opts.Port = host, port
+	}
+	if cfg.ClusterName != "" || cfg.ClusterListen != "" {
+		if cfg.ClusterName == "" || cfg.ClusterListen == "" || cfg.Name == "" {
+			return nil, errors.New("bus: a cluster member needs a cluster name, a cluster listen address and a server name")
+		}
+		host, port, err := splitHostPort(cfg.ClusterListen)
 		if err != nil {
-			return nil, fmt.Errorf("bus: nats listen port %q: %w", port, err)
+			return nil, fmt.Errorf("bus: cluster listen address: %w", err)
 		}
-		if p == 0 {
-			p = server.RANDOM_PORT
+		opts.Cluster = server.ClusterOpts{Name: cfg.ClusterName, Host: host, Port: port}
+		for _, r := range cfg.Routes {
+			u, err := url.Parse(r)
+			if err != nil || u.Host == "" {
+				return nil, fmt.Errorf("bus: route %q is not a nats://host:port URL", r)
+			}
+			opts.Routes = append(opts.Routes, u)
 		}
-		opts.Host, opts.Port = host, p
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
@@ -81,6 +99,22 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		return nil, errors.New("bus: embedded server did not become ready within 30s")
 	}
 	return &Server{s: s}, nil
+}
+
+// splitHostPort parses HOST:PORT; port 0 asks for a free port.
+func splitHostPort(addr string) (string, int, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q: %w", addr, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q: port is not a number", addr)
+	}
+	if p == 0 {
+		p = server.RANDOM_PORT
+	}
+	return host, p, nil
 }
 
 // ClientURL returns the nats:// URL other processes connect to, or "" when

@@ -33,6 +33,14 @@ type Config struct {
 	// processes (edges, workers) can join. Default 127.0.0.1:4222; "off"
 	// accepts in-process connections only.
 	NATSListen string `json:"natsListen"`
+	// ServerName names the embedded server (required in a cluster).
+	ServerName string `json:"serverName"`
+	// ClusterName, ClusterListen and Routes make the embedded server a
+	// member of a JetStream cluster (routes: comma-separated nats:// URLs
+	// of all members). Empty: standalone.
+	ClusterName   string `json:"clusterName"`
+	ClusterListen string `json:"clusterListen"`
+	Routes        string `json:"routes"`
 	// NATSURL is the NATS server list that edge and worker connect to.
 	// Default nats://127.0.0.1:4222.
 	NATSURL string `json:"natsUrl"`
@@ -159,6 +167,10 @@ func settings() []setting {
 		{"public-url", "A2ABUS_PUBLIC_URL", "base URL put in agent cards (default http://<listen>)", str(func(c *Config) *string { return &c.PublicURL })},
 		{"data-dir", "A2ABUS_DATA_DIR", "JetStream store directory of the embedded NATS server (default ./a2abus-data)", str(func(c *Config) *string { return &c.DataDir })},
 		{"nats-listen", "A2ABUS_NATS_LISTEN", `embedded NATS client address HOST:PORT, or "off" (default 127.0.0.1:4222)`, str(func(c *Config) *string { return &c.NATSListen })},
+		{"server-name", "A2ABUS_SERVER_NAME", "name of the embedded NATS server (required in a cluster)", str(func(c *Config) *string { return &c.ServerName })},
+		{"cluster-name", "A2ABUS_CLUSTER_NAME", "JetStream cluster the embedded server joins (empty: standalone)", str(func(c *Config) *string { return &c.ClusterName })},
+		{"cluster-listen", "A2ABUS_CLUSTER_LISTEN", "route address HOST:PORT of the embedded server in a cluster", str(func(c *Config) *string { return &c.ClusterListen })},
+		{"routes", "A2ABUS_ROUTES", "route URLs of the cluster members, comma-separated (nats://host:port)", str(func(c *Config) *string { return &c.Routes })},
 		{"nats", "NATS_URL", "NATS server URLs, comma-separated, for edge and worker (default nats://127.0.0.1:4222)", str(func(c *Config) *string { return &c.NATSURL })},
 		{"default-agent", "A2ABUS_DEFAULT_AGENT", `agent served at "/" (default the first agent)`, str(func(c *Config) *string { return &c.DefaultAgent })},
 		{"replicas", "A2ABUS_REPLICAS", "replicas of streams and buckets (default 1)", num(func(c *Config) *int { return &c.Replicas })},

@@ -115,7 +115,16 @@ func (p *process) run(ctx context.Context, cmd string) error {
 			listen = ""
 		}
 		var err error
-		srv, err = bus.StartServer(bus.ServerConfig{DataDir: p.cfg.DataDir, Listen: listen})
+		var routes []string
+		for _, r := range strings.Split(p.cfg.Routes, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				routes = append(routes, r)
+			}
+		}
+		srv, err = bus.StartServer(bus.ServerConfig{
+			DataDir: p.cfg.DataDir, Listen: listen, Name: p.cfg.ServerName,
+			ClusterName: p.cfg.ClusterName, ClusterListen: p.cfg.ClusterListen, Routes: routes,
+		})
 		if err != nil {
 			return err
 		}
