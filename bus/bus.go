@@ -35,7 +35,8 @@ type Config struct {
 	// Replicas is the replica count of every stream and bucket; default 1.
 	Replicas int
 
-	// TaskTTL is how long a task record lives after its last update; default 24h.
+	// TaskTTL is how long a finished task (terminal state) is kept after it
+	// finished; default 24h. A task that is not finished is never expired.
 	TaskTTL time.Duration
 	// TaskMaxBytes bounds the task bucket; default 1 GiB.
 	TaskMaxBytes int64
@@ -278,8 +279,11 @@ func (b *Bus) provision(ctx context.Context) error {
 	b.tasks, err = b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      schemas.BucketTasks,
 		Description: "a2abus task records keyed by task id",
-		TTL:         c.TaskTTL,
-		MaxBytes:    c.TaskMaxBytes,
+		// No bucket-wide TTL: only finished tasks expire, each by its own
+		// message TTL set on the write that finished it (see casTask). The
+		// marker makes an expiry visible to watchers.
+		LimitMarkerTTL: time.Minute,
+		MaxBytes:       c.TaskMaxBytes,
 		// The server counts the KV headers in the value size; the record
 		// limit is checked (with a clear error) before writing.
 		MaxValueSize: c.TaskMaxValueSize + 4096,

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"testing"
@@ -78,17 +79,21 @@ func TestThreeNodeClusterSurvivesLosingAMember(t *testing.T) {
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		got, _, err := b.GetTask(ctx, rec.Task.ID)
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		got, _, err := b.GetTask(cctx, rec.Task.ID)
+		ccancel()
 		if err == nil && got.Task.ID == rec.Task.ID {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("task unreadable after losing a member: %v", err)
+			t.Fatalf("task unreadable after losing member %d: %v", victim, err)
 		}
 		time.Sleep(100 * time.Millisecond) // the client reconnects and a new leader is elected
 	}
 	for {
-		_, err := b.CreateTask(ctx, &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}}, Agent: "a"})
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := b.CreateTask(cctx, &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}}, Agent: "a"})
+		ccancel()
 		if err == nil {
 			break
 		}
@@ -96,5 +101,34 @@ func TestThreeNodeClusterSurvivesLosingAMember(t *testing.T) {
 			t.Fatalf("no writes after losing a member: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Finished tasks expire TaskTTL after they finish; a task that is not
+// finished is kept however old it gets.
+func TestOnlyFinishedTasksExpire(t *testing.T) {
+	b := newTestBus(t, Config{TaskTTL: time.Second})
+	ctx := testCtx(t)
+	mk := func() string {
+		rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}}, Agent: "a"}
+		if _, err := b.CreateTask(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec.Task.ID
+	}
+	done, open := mk(), mk()
+	if _, _, err := b.Apply(ctx, done, TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCompleted}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Apply(ctx, open, TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the finished task expires", func() bool {
+		_, _, err := b.GetTask(ctx, done)
+		return errors.Is(err, schemas.ErrTaskNotFound)
+	})
+	// Well past the TTL, the unfinished task is still there.
+	if _, _, err := b.GetTask(ctx, open); err != nil {
+		t.Fatalf("unfinished task evicted: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/a2abus/a2abus/schemas"
@@ -108,7 +109,7 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 		if len(val) > int(b.cfg.TaskMaxValueSize) {
 			return nil, 0, schemas.Errorf(schemas.ErrInvalidAgentResponse, "task %s would grow to %d bytes, more than the limit of %d", id, len(val), b.cfg.TaskMaxValueSize)
 		}
-		newRev, err := b.tasks.Update(ctx, id, val, rev)
+		newRev, err := b.casTask(ctx, id, val, rev, rec.Task.Status.State.Terminal())
 		if err == nil {
 			return rec, newRev, nil
 		}
@@ -125,6 +126,25 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 	}
 	return nil, 0, schemas.Errorf(schemas.ErrUnavailable, "task %s is being changed concurrently; retry", id)
 }
+
+// casTask writes a task record if its revision is still rev. The write that
+// finishes a task carries a message TTL of TaskTTL: finished tasks expire
+// that long after finishing, unfinished ones never do.
+func (b *Bus) casTask(ctx context.Context, id string, val []byte, rev uint64, finished bool) (uint64, error) {
+	if !finished {
+		return b.tasks.Update(ctx, id, val, rev)
+	}
+	m := &nats.Msg{Subject: kvTasksPrefix + id, Data: val}
+	pa, err := b.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(b.cfg.TaskTTL))
+	if err != nil {
+		return 0, err
+	}
+	return pa.Sequence, nil
+}
+
+// kvTasksPrefix is the subject prefix of the task bucket's keys (the KV
+// bucket is a stream named KV_<bucket> with subjects $KV.<bucket>.<key>).
+const kvTasksPrefix = "$KV." + schemas.BucketTasks + "."
 
 // TaskEvent is one change to a task, as agents and edges produce them:
 // exactly one field is set.
