@@ -56,6 +56,7 @@ func (s *Server) card(reg schemas.AgentRegistration) schemas.AgentCard {
 	c.SupportedInterfaces = []schemas.AgentInterface{
 		{URL: url, ProtocolBinding: schemas.BindingJSONRPC, ProtocolVersion: schemas.ProtocolVersion},
 		{URL: url, ProtocolBinding: schemas.BindingHTTPJSON, ProtocolVersion: schemas.ProtocolVersion},
+		{URL: url, ProtocolBinding: schemas.BindingJSONRPC, ProtocolVersion: schemas.ProtocolVersion03},
 	}
 	c.Capabilities.Streaming = schemas.Bool(true)
 	c.Capabilities.PushNotifications = schemas.Bool(false)

@@ -39,7 +39,7 @@ func TestBadInput(t *testing.T) {
 		{"missing method", `{"jsonrpc":"2.0","id":3}`, v1, schemas.ErrInvalidRequest, "3"},
 		{"method not a string", `{"jsonrpc":"2.0","id":3,"method":7}`, v1, schemas.ErrInvalidRequest, "null"},
 		{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"GetTask"}`, v1, schemas.ErrInvalidRequest, "null"},
-		{"unknown method", `{"jsonrpc":"2.0","id":"x","method":"tasks/teleport"}`, v1, schemas.ErrMethodNotFound, `"x"`},
+		{"unknown method", `{"jsonrpc":"2.0","id":"x","method":"TeleportTask"}`, v1, schemas.ErrMethodNotFound, `"x"`},
 		{"wrong version", valid, map[string]string{"A2A-Version": "2.0"}, schemas.ErrVersionNotSupported, `"ok"`},
 		{"0.3 version on a 1.0 method", valid, map[string]string{"A2A-Version": "0.3"}, schemas.ErrVersionNotSupported, `"ok"`},
 		{"oversized body", big, v1, schemas.ErrInvalidRequest, "null"},

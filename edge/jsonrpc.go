@@ -61,6 +61,37 @@ type call struct {
 	lastEventID string // Last-Event-ID header: a stream resume cursor
 }
 
+// dialect is one JSON-RPC grammar served on the endpoint: its methods, the
+// A2A-Version values it accepts, and how its errors and streams are framed.
+type dialect struct {
+	version   string
+	methods   map[string]methodFunc
+	streams   map[string]streamFunc
+	versionOK func(string) bool
+	writeErr  func(http.ResponseWriter, json.RawMessage, *schemas.Error)
+	stream    func(*sseWriter, json.RawMessage) sseStreamOut
+}
+
+// sseStreamOut is a streamOut that knows whether it has started.
+type sseStreamOut interface {
+	streamOut
+	isStarted() bool
+}
+
+func (s *Server) dialects() (v1, v03 dialect) {
+	v1 = dialect{
+		version: schemas.ProtocolVersion, methods: s.methods(), streams: s.streamMethods(),
+		versionOK: supportedVersion, writeErr: writeRPCError,
+		stream: func(w *sseWriter, id json.RawMessage) sseStreamOut { return &rpcStream{sseWriter: w, id: id} },
+	}
+	v03 = dialect{
+		version: schemas.ProtocolVersion03, methods: s.v03Methods(), streams: s.v03StreamMethods(),
+		versionOK: supportedVersion03, writeErr: writeV03Error,
+		stream: func(w *sseWriter, id json.RawMessage) sseStreamOut { return &v03RPCStream{sseWriter: w, id: id} },
+	}
+	return v1, v03
+}
+
 // methodFunc runs one A2A method and returns its result.
 type methodFunc func(ctx context.Context, c *call) (any, error)
 
@@ -116,41 +147,44 @@ func (s *Server) handleJSONRPC(w http.ResponseWriter, r *http.Request) {
 	if id == nil {
 		id = nullID
 	}
-	fn, known := s.rpc[*req.Method]
-	sfn, streaming := s.rpcStream[*req.Method]
+	d := s.v1
+	if isV03Method(*req.Method) {
+		d = s.v03
+	}
+	fn, known := d.methods[*req.Method]
+	sfn, streaming := d.streams[*req.Method]
 	if !known && !streaming {
-		writeRPCError(w, id, schemas.Errorf(schemas.ErrMethodNotFound, "method %q is not an A2A 1.0 method", *req.Method).With("method", *req.Method))
+		d.writeErr(w, id, schemas.Errorf(schemas.ErrMethodNotFound, "method %q is not an A2A %s method", *req.Method, d.version).With("method", *req.Method))
 		return
 	}
 	version := r.Header.Get("A2A-Version")
 	if version == "" {
 		version = r.URL.Query().Get("A2A-Version")
 	}
-	if !supportedVersion(version) {
-		writeRPCError(w, id, schemas.Errorf(schemas.ErrVersionNotSupported, "A2A-Version %q is not supported; this endpoint speaks %s", version, schemas.ProtocolVersion).
-			With("requestedVersion", version).With("supportedVersions", schemas.ProtocolVersion))
+	if !d.versionOK(version) {
+		d.writeErr(w, id, schemas.Errorf(schemas.ErrVersionNotSupported, "A2A-Version %q is not supported by %s; it is an A2A %s method", version, *req.Method, d.version).
+			With("requestedVersion", version).With("supportedVersions", d.version))
 		return
 	}
 	c := &call{agent: agent, method: *req.Method, params: req.Params, version: version,
 		trace: r.Header.Get("traceparent"), lastEventID: r.Header.Get("Last-Event-ID")}
+	fail := func(err error) {
+		pe := schemas.AsError(err)
+		if errors.Is(pe, schemas.ErrInternal) {
+			s.log.Error("request failed", "method", c.method, "agent", agent, "err", err)
+		}
+		d.writeErr(w, id, pe)
+	}
 	if streaming {
-		out := &rpcStream{sseWriter: newSSEWriter(w, s.cfg.StreamWriteTimeout), id: id}
+		out := d.stream(newSSEWriter(w, s.cfg.StreamWriteTimeout), id)
 		if err := s.finishStream(out, sfn(r.Context(), c, out)); err != nil {
-			pe := schemas.AsError(err)
-			if errors.Is(pe, schemas.ErrInternal) {
-				s.log.Error("stream failed", "method", c.method, "agent", agent, "err", err)
-			}
-			writeRPCError(w, id, pe)
+			fail(err)
 		}
 		return
 	}
 	res, err := fn(r.Context(), c)
 	if err != nil {
-		pe := schemas.AsError(err)
-		if errors.Is(pe, schemas.ErrInternal) {
-			s.log.Error("request failed", "method", c.method, "agent", agent, "err", err)
-		}
-		writeRPCError(w, id, pe)
+		fail(err)
 		return
 	}
 	writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: id, Result: res})

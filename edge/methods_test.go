@@ -231,7 +231,6 @@ func TestUnbuiltMethodsAnswerTheRightError(t *testing.T) {
 	for _, m := range []string{"CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"} {
 		mustError(t, h.call("echo", m, map[string]any{"taskId": schemas.NewID()}), schemas.ErrPushNotSupported)
 	}
-	mustError(t, h.call("echo", "message/send", nil), schemas.ErrMethodNotFound)
 	mustError(t, h.call("echo", "NoSuchMethod", nil), schemas.ErrMethodNotFound)
 }
 

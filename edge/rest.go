@@ -166,10 +166,7 @@ func (s *Server) restStream(w http.ResponseWriter, r *http.Request, c *call) err
 
 // finishStream reports an error of a stream: as the response before the
 // stream started, as a last event after.
-func (s *Server) finishStream(out interface {
-	streamOut
-	isStarted() bool
-}, err error) error {
+func (s *Server) finishStream(out sseStreamOut, err error) error {
 	if err == nil || !out.isStarted() {
 		return err
 	}

@@ -78,15 +78,14 @@ func (c Config) withDefaults() Config {
 // serve the same tasks. It holds only caches that follow the bus (the agent
 // directory) and the waiters of its own in-flight blocking requests.
 type Server struct {
-	cfg       Config
-	b         *bus.Bus
-	log       *slog.Logger
-	tasks     *bus.TaskWatcher
-	agents    *bus.AgentDirectory
-	mux       *http.ServeMux
-	rpc       map[string]methodFunc
-	rpcStream map[string]streamFunc
-	draining  atomic.Bool
+	cfg      Config
+	b        *bus.Bus
+	log      *slog.Logger
+	tasks    *bus.TaskWatcher
+	agents   *bus.AgentDirectory
+	mux      *http.ServeMux
+	v1, v03  dialect
+	draining atomic.Bool
 }
 
 // New returns an edge on b. Call Run to start following the bus, and serve
@@ -101,7 +100,7 @@ func New(b *bus.Bus, cfg Config) *Server {
 		agents: b.NewAgentDirectory(),
 		mux:    http.NewServeMux(),
 	}
-	s.rpc, s.rpcStream = s.methods(), s.streamMethods()
+	s.v1, s.v03 = s.dialects()
 	s.routes()
 	return s
 }
@@ -110,6 +109,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /{$}", s.handleJSONRPC)
 	s.mux.HandleFunc("POST /agents/{agent}", s.handleJSONRPC)
 	s.mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
+	s.mux.HandleFunc("GET /.well-known/agent.json", s.handleCard) // the path older clients fetch
 	s.mux.HandleFunc("GET /agents/{agent}/.well-known/agent-card.json", s.handleCard)
 	s.mux.HandleFunc("GET /a2a/agents", s.handleAgentList)
 	s.restRoutes("")

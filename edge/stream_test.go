@@ -37,12 +37,25 @@ type sseStream struct {
 // plain JSON-RPC reply when the server answered without streaming.
 func openStream(t testing.TB, base, agent, method string, params any, lastEventID string) (*sseStream, *rpcReply) {
 	t.Helper()
+	return openStreamWith(t, base, agent, method, params, lastEventID, "1.0")
+}
+
+// openStreamVersion is openStream with a chosen A2A-Version ("" = none).
+func openStreamVersion(t testing.TB, base, agent, method string, params any, version string) (*sseStream, *rpcReply) {
+	t.Helper()
+	return openStreamWith(t, base, agent, method, params, "", version)
+}
+
+func openStreamWith(t testing.TB, base, agent, method string, params any, lastEventID, version string) (*sseStream, *rpcReply) {
+	t.Helper()
 	p, _ := json.Marshal(params)
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "s1", "method": method, "params": json.RawMessage(p)})
 	req, _ := http.NewRequest(http.MethodPost, base+"/agents/"+agent, strings.NewReader(string(body)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("A2A-Version", "1.0")
+	if version != "" {
+		req.Header.Set("A2A-Version", version)
+	}
 	if lastEventID != "" {
 		req.Header.Set("Last-Event-ID", lastEventID)
 	}

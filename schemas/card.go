@@ -48,9 +48,10 @@ type V03AgentInterface struct {
 // a2abus also serves, as 0.3 cards spell it.
 const ProtocolVersion03 = "0.3"
 
-// UnionCard fills the 0.3 fields of a card from its 1.0 supportedInterfaces:
+// UnionCard fills the 0.3 fields of a card from its supportedInterfaces:
 // url and preferredTransport from the first 0.3 interface (or the first
-// interface), additionalInterfaces from every interface, protocolVersion
+// interface), additionalInterfaces from the 0.3 interfaces only (a 0.3
+// client would speak 0.3 to any transport listed there), protocolVersion
 // "0.3.0". A card served this way is read by 1.0 and 0.3 clients alike.
 func UnionCard(c AgentCard) AgentCard {
 	if len(c.SupportedInterfaces) == 0 {
@@ -67,6 +68,9 @@ func UnionCard(c AgentCard) AgentCard {
 	c.AdditionalInterfaces = nil
 	seen := map[V03AgentInterface]bool{}
 	for _, in := range c.SupportedInterfaces {
+		if in.ProtocolVersion != ProtocolVersion03 {
+			continue
+		}
 		ai := V03AgentInterface{URL: in.URL, Transport: in.ProtocolBinding}
 		if !seen[ai] {
 			seen[ai] = true

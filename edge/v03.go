@@ -1,0 +1,146 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// A2A 0.3 over JSON-RPC, on the same URL as 1.0: the method grammar tells
+// the versions apart ("message/send" vs "SendMessage"). Every 0.3 call is
+// converted to the 1.0 model (schemas/v03.go), served by the same method
+// code, and its result converted back, so a task created through one
+// version is read, streamed and canceled through the other.
+
+func (s *Server) v03Methods() map[string]methodFunc {
+	return map[string]methodFunc{
+		"message/send":                        s.v03Send,
+		"tasks/get":                           s.v03Get,
+		"tasks/cancel":                        s.v03Cancel,
+		"agent/getAuthenticatedExtendedCard":  s.v03ExtendedCard,
+		"tasks/pushNotificationConfig/set":    s.rpcPushNotSupported,
+		"tasks/pushNotificationConfig/get":    s.rpcPushNotSupported,
+		"tasks/pushNotificationConfig/list":   s.rpcPushNotSupported,
+		"tasks/pushNotificationConfig/delete": s.rpcPushNotSupported,
+	}
+}
+
+func (s *Server) v03StreamMethods() map[string]streamFunc {
+	return map[string]streamFunc{
+		"message/stream":    s.v03Stream,
+		"tasks/resubscribe": s.v03Resubscribe,
+	}
+}
+
+// isV03Method reports whether a method name has the 0.3 grammar.
+func isV03Method(m string) bool { return strings.Contains(m, "/") }
+
+// supportedVersion03 accepts what 0.3 clients send: nothing, or 0.x.
+func supportedVersion03(v string) bool {
+	v = strings.TrimSpace(v)
+	return v == "" || strings.HasPrefix(v, "0.3") || strings.HasPrefix(v, "0.2")
+}
+
+func (s *Server) v03SendParams(c *call) (*schemas.SendMessageRequest, error) {
+	var p schemas.V03MessageSendParams
+	if err := decodeParams(c.params, &p); err != nil {
+		return nil, err
+	}
+	return p.ToV1()
+}
+
+func (s *Server) v03Send(ctx context.Context, c *call) (any, error) {
+	req, err := s.v03SendParams(c)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.sendMessage(ctx, c, req)
+	if err != nil {
+		return nil, err
+	}
+	if res.Message != nil {
+		return schemas.MessageToV03(*res.Message), nil
+	}
+	return schemas.TaskToV03(*res.Task), nil
+}
+
+func (s *Server) v03Get(ctx context.Context, c *call) (any, error) {
+	var p schemas.V03TaskQueryParams
+	if err := decodeParams(c.params, &p); err != nil {
+		return nil, err
+	}
+	t, err := s.getTask(ctx, c, &schemas.GetTaskRequest{ID: p.ID, HistoryLength: p.HistoryLength})
+	if err != nil {
+		return nil, err
+	}
+	return schemas.TaskToV03(*t), nil
+}
+
+func (s *Server) v03Cancel(ctx context.Context, c *call) (any, error) {
+	var p schemas.V03TaskIDParams
+	if err := decodeParams(c.params, &p); err != nil {
+		return nil, err
+	}
+	rec, err := s.cancelTask(ctx, c.agent, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	return schemas.TaskToV03(rec.Task), nil
+}
+
+func (s *Server) v03ExtendedCard(_ context.Context, _ *call) (any, error) {
+	return nil, schemas.Errorf(schemas.ErrExtendedCardNotConfigured, "this agent has no authenticated extended card")
+}
+
+func (s *Server) v03Stream(ctx context.Context, c *call, out streamOut) error {
+	req, err := s.v03SendParams(c)
+	if err != nil {
+		return err
+	}
+	return s.sendStreamingMessage(ctx, c, req, out)
+}
+
+func (s *Server) v03Resubscribe(ctx context.Context, c *call, out streamOut) error {
+	var p schemas.V03TaskIDParams
+	if err := decodeParams(c.params, &p); err != nil {
+		return err
+	}
+	return s.subscribe(ctx, c, p.ID, out)
+}
+
+// v03Stream frames events as JSON-RPC responses whose result is the 0.3
+// object of the event (Task, Message, or an update with "final").
+type v03RPCStream struct {
+	*sseWriter
+	id json.RawMessage
+}
+
+func (r *v03RPCStream) send(cursor uint64, resp *schemas.StreamResponse) error {
+	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Result: schemas.StreamResponseToV03(*resp)})
+	if err != nil {
+		return err
+	}
+	return r.event(strconv.FormatUint(cursor, 10), b)
+}
+
+func (r *v03RPCStream) fail(e *schemas.Error) error {
+	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: schemas.V03ErrorData(e)}})
+	if err != nil {
+		return err
+	}
+	return r.event("", b)
+}
+
+// writeV03Error writes a 0.3 JSON-RPC error: error.data is an object.
+func writeV03Error(w http.ResponseWriter, id json.RawMessage, e *schemas.Error) {
+	status := http.StatusOK
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+		status = e.HTTPStatus
+	}
+	writeJSON(w, status, rpcResponse{JSONRPC: "2.0", ID: id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: schemas.V03ErrorData(e)}})
+}

@@ -1,0 +1,443 @@
+package schemas
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"time"
+)
+
+// A2A 0.3 (JSON-RPC) shapes and their lossless conversion to and from the
+// 1.0 model, in one place. 0.3 differs in: `kind` discriminators, lowercase
+// states and roles, Part variants text/file/data (file = bytes or uri with
+// name and mimeType; data must be an object), `final` on status updates,
+// `blocking` instead of `returnImmediately`, and free-form error data.
+
+// V03Part is a 0.3 part: kind "text", "file" or "data".
+type V03Part struct {
+	Kind     string          `json:"kind"`
+	Text     *string         `json:"text,omitempty"`
+	File     *V03File        `json:"file,omitempty"`
+	Data     json.RawMessage `json:"data,omitempty"`
+	Metadata map[string]any  `json:"metadata,omitempty"`
+}
+
+// V03File is the file of a 0.3 file part: inline bytes or a URI.
+type V03File struct {
+	Name     string  `json:"name,omitempty"`
+	MimeType string  `json:"mimeType,omitempty"`
+	Bytes    *string `json:"bytes,omitempty"`
+	URI      *string `json:"uri,omitempty"`
+}
+
+// V03Message is a 0.3 message.
+type V03Message struct {
+	Kind             string         `json:"kind"`
+	MessageID        string         `json:"messageId"`
+	ContextID        string         `json:"contextId,omitempty"`
+	TaskID           string         `json:"taskId,omitempty"`
+	Role             string         `json:"role"`
+	Parts            []V03Part      `json:"parts"`
+	Metadata         map[string]any `json:"metadata,omitempty"`
+	Extensions       []string       `json:"extensions,omitempty"`
+	ReferenceTaskIDs []string       `json:"referenceTaskIds,omitempty"`
+}
+
+// V03TaskStatus is a 0.3 task status.
+type V03TaskStatus struct {
+	State     string      `json:"state"`
+	Message   *V03Message `json:"message,omitempty"`
+	Timestamp string      `json:"timestamp,omitempty"`
+}
+
+// V03Artifact is a 0.3 artifact.
+type V03Artifact struct {
+	ArtifactID  string         `json:"artifactId"`
+	Name        string         `json:"name,omitempty"`
+	Description string         `json:"description,omitempty"`
+	Parts       []V03Part      `json:"parts"`
+	Metadata    map[string]any `json:"metadata,omitempty"`
+	Extensions  []string       `json:"extensions,omitempty"`
+}
+
+// V03Task is a 0.3 task (kind "task").
+type V03Task struct {
+	Kind      string         `json:"kind"`
+	ID        string         `json:"id"`
+	ContextID string         `json:"contextId"`
+	Status    V03TaskStatus  `json:"status"`
+	History   []V03Message   `json:"history,omitempty"`
+	Artifacts []V03Artifact  `json:"artifacts,omitempty"`
+	Metadata  map[string]any `json:"metadata,omitempty"`
+}
+
+// V03StatusUpdate is a 0.3 status-update event.
+type V03StatusUpdate struct {
+	Kind      string         `json:"kind"`
+	TaskID    string         `json:"taskId"`
+	ContextID string         `json:"contextId"`
+	Status    V03TaskStatus  `json:"status"`
+	Final     bool           `json:"final"`
+	Metadata  map[string]any `json:"metadata,omitempty"`
+}
+
+// V03ArtifactUpdate is a 0.3 artifact-update event.
+type V03ArtifactUpdate struct {
+	Kind      string         `json:"kind"`
+	TaskID    string         `json:"taskId"`
+	ContextID string         `json:"contextId"`
+	Artifact  V03Artifact    `json:"artifact"`
+	Append    bool           `json:"append,omitempty"`
+	LastChunk bool           `json:"lastChunk,omitempty"`
+	Metadata  map[string]any `json:"metadata,omitempty"`
+}
+
+// V03SendConfiguration is 0.3 MessageSendConfiguration.
+type V03SendConfiguration struct {
+	AcceptedOutputModes    []string        `json:"acceptedOutputModes,omitempty"`
+	HistoryLength          *int32          `json:"historyLength,omitempty"`
+	PushNotificationConfig json.RawMessage `json:"pushNotificationConfig,omitempty"`
+	Blocking               *bool           `json:"blocking,omitempty"`
+}
+
+// V03MessageSendParams is the params of message/send and message/stream.
+type V03MessageSendParams struct {
+	Message       *V03Message           `json:"message"`
+	Configuration *V03SendConfiguration `json:"configuration,omitempty"`
+	Metadata      map[string]any        `json:"metadata,omitempty"`
+}
+
+// V03TaskQueryParams is the params of tasks/get.
+type V03TaskQueryParams struct {
+	ID            string         `json:"id"`
+	HistoryLength *int32         `json:"historyLength,omitempty"`
+	Metadata      map[string]any `json:"metadata,omitempty"`
+}
+
+// V03TaskIDParams is the params of tasks/cancel and tasks/resubscribe.
+type V03TaskIDParams struct {
+	ID       string         `json:"id"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+var states03 = map[TaskState]string{
+	TaskStateUnspecified: "unknown", TaskStateSubmitted: "submitted", TaskStateWorking: "working",
+	TaskStateCompleted: "completed", TaskStateFailed: "failed", TaskStateCanceled: "canceled",
+	TaskStateInputRequired: "input-required", TaskStateRejected: "rejected", TaskStateAuthRequired: "auth-required",
+}
+
+// StateToV03 returns the 0.3 name of a state ("unknown" for unset).
+func StateToV03(s TaskState) string {
+	if v, ok := states03[s]; ok {
+		return v
+	}
+	return "unknown"
+}
+
+// StateFromV03 parses a 0.3 state name.
+func StateFromV03(s string) (TaskState, error) {
+	for k, v := range states03 {
+		if v == s {
+			return k, nil
+		}
+	}
+	return "", Errorf(ErrInvalidParams, "state %q is not an A2A 0.3 task state", s)
+}
+
+// RoleToV03 returns "user" or "agent".
+func RoleToV03(r Role) string {
+	if r == RoleAgent {
+		return "agent"
+	}
+	return "user"
+}
+
+// RoleFromV03 parses a 0.3 role.
+func RoleFromV03(r string) (Role, error) {
+	switch r {
+	case "user":
+		return RoleUser, nil
+	case "agent":
+		return RoleAgent, nil
+	}
+	return "", Errorf(ErrInvalidParams, "role %q is not \"user\" or \"agent\"", r)
+}
+
+// wrappedKey marks a 1.0 data value that was not an object and had to be
+// wrapped as {"value": v} for 0.3, so the way back unwraps it exactly.
+const wrappedKey = "a2abus/wrapped"
+
+// PartToV03 converts a 1.0 part.
+func PartToV03(p Part) V03Part {
+	out := V03Part{Metadata: p.Metadata}
+	switch {
+	case p.Text != nil:
+		out.Kind, out.Text = "text", p.Text
+	case p.Raw != nil:
+		b := base64.StdEncoding.EncodeToString(p.Raw)
+		out.Kind, out.File = "file", &V03File{Name: p.Filename, MimeType: p.MediaType, Bytes: &b}
+	case p.URL != nil:
+		u := *p.URL
+		out.Kind, out.File = "file", &V03File{Name: p.Filename, MimeType: p.MediaType, URI: &u}
+	default:
+		out.Kind, out.Data = "data", p.Data
+		if t := bytes.TrimSpace(p.Data); len(t) == 0 || t[0] != '{' {
+			out.Data, _ = json.Marshal(map[string]json.RawMessage{"value": p.Data})
+			md := map[string]any{wrappedKey: true}
+			for k, v := range p.Metadata {
+				md[k] = v
+			}
+			out.Metadata = md
+		}
+		if p.MediaType != "" && p.MediaType != "application/json" {
+			md := map[string]any{"mediaType": p.MediaType}
+			for k, v := range out.Metadata {
+				md[k] = v
+			}
+			out.Metadata = md
+		}
+	}
+	return out
+}
+
+// PartFromV03 converts a 0.3 part.
+func PartFromV03(p V03Part) (Part, error) {
+	out := Part{Metadata: p.Metadata}
+	switch p.Kind {
+	case "text", "":
+		if p.Text == nil {
+			return out, Errorf(ErrInvalidParams, "a text part needs text")
+		}
+		out.Text = p.Text
+	case "file":
+		if p.File == nil {
+			return out, Errorf(ErrInvalidParams, "a file part needs file")
+		}
+		out.Filename, out.MediaType = p.File.Name, p.File.MimeType
+		switch {
+		case p.File.Bytes != nil:
+			raw, err := base64.StdEncoding.DecodeString(*p.File.Bytes)
+			if err != nil {
+				if raw, err = base64.URLEncoding.DecodeString(*p.File.Bytes); err != nil {
+					return out, Errorf(ErrInvalidParams, "file.bytes is not base64")
+				}
+			}
+			if raw == nil {
+				raw = []byte{}
+			}
+			out.Raw = raw
+		case p.File.URI != nil:
+			u := *p.File.URI
+			out.URL = &u
+		default:
+			return out, Errorf(ErrInvalidParams, "a file part needs file.bytes or file.uri")
+		}
+	case "data":
+		if len(p.Data) == 0 {
+			return out, Errorf(ErrInvalidParams, "a data part needs data")
+		}
+		out.Data, out.MediaType = p.Data, "application/json"
+		if w, _ := p.Metadata[wrappedKey].(bool); w {
+			var inner struct {
+				Value json.RawMessage `json:"value"`
+			}
+			if json.Unmarshal(p.Data, &inner) == nil {
+				out.Data = inner.Value
+			}
+		}
+		if mt, ok := p.Metadata["mediaType"].(string); ok {
+			out.MediaType = mt
+		}
+		out.Metadata = nil
+		for k, v := range p.Metadata {
+			if k == wrappedKey || k == "mediaType" {
+				continue
+			}
+			if out.Metadata == nil {
+				out.Metadata = map[string]any{}
+			}
+			out.Metadata[k] = v
+		}
+	default:
+		return out, Errorf(ErrInvalidParams, "part kind %q is not text, file or data", p.Kind)
+	}
+	return out, nil
+}
+
+// MessageToV03 converts a 1.0 message.
+func MessageToV03(m Message) V03Message {
+	out := V03Message{Kind: "message", MessageID: m.MessageID, ContextID: m.ContextID, TaskID: m.TaskID,
+		Role: RoleToV03(m.Role), Metadata: m.Metadata, Extensions: m.Extensions, ReferenceTaskIDs: m.ReferenceTaskIDs}
+	out.Parts = make([]V03Part, len(m.Parts))
+	for i, p := range m.Parts {
+		out.Parts[i] = PartToV03(p)
+	}
+	return out
+}
+
+// MessageFromV03 converts a 0.3 message.
+func MessageFromV03(m V03Message) (Message, error) {
+	role, err := RoleFromV03(m.Role)
+	if err != nil {
+		return Message{}, err
+	}
+	out := Message{MessageID: m.MessageID, ContextID: m.ContextID, TaskID: m.TaskID, Role: role,
+		Metadata: m.Metadata, Extensions: m.Extensions, ReferenceTaskIDs: m.ReferenceTaskIDs}
+	out.Parts = make([]Part, len(m.Parts))
+	for i, p := range m.Parts {
+		if out.Parts[i], err = PartFromV03(p); err != nil {
+			return out, Errorf(ErrInvalidParams, "message.parts[%d]: %s", i, err.Error())
+		}
+	}
+	return out, nil
+}
+
+func statusToV03(s TaskStatus) V03TaskStatus {
+	out := V03TaskStatus{State: StateToV03(s.State)}
+	if s.Message != nil {
+		m := MessageToV03(*s.Message)
+		out.Message = &m
+	}
+	if s.Timestamp != nil {
+		out.Timestamp = s.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	}
+	return out
+}
+
+func statusFromV03(s V03TaskStatus) (TaskStatus, error) {
+	st, err := StateFromV03(s.State)
+	if err != nil {
+		return TaskStatus{}, err
+	}
+	out := TaskStatus{State: st}
+	if s.Message != nil {
+		m, err := MessageFromV03(*s.Message)
+		if err != nil {
+			return out, err
+		}
+		out.Message = &m
+	}
+	if s.Timestamp != "" {
+		t, err := ParseTimestamp(s.Timestamp)
+		if err != nil {
+			return out, Errorf(ErrInvalidParams, "status.timestamp %q is not a time", s.Timestamp)
+		}
+		out.Timestamp = &Timestamp{t.Truncate(time.Millisecond)}
+	}
+	return out, nil
+}
+
+// ArtifactToV03 converts a 1.0 artifact.
+func ArtifactToV03(a Artifact) V03Artifact {
+	out := V03Artifact{ArtifactID: a.ArtifactID, Name: a.Name, Description: a.Description, Metadata: a.Metadata, Extensions: a.Extensions}
+	out.Parts = make([]V03Part, len(a.Parts))
+	for i, p := range a.Parts {
+		out.Parts[i] = PartToV03(p)
+	}
+	return out
+}
+
+// ArtifactFromV03 converts a 0.3 artifact.
+func ArtifactFromV03(a V03Artifact) (Artifact, error) {
+	out := Artifact{ArtifactID: a.ArtifactID, Name: a.Name, Description: a.Description, Metadata: a.Metadata, Extensions: a.Extensions}
+	out.Parts = make([]Part, len(a.Parts))
+	for i, p := range a.Parts {
+		var err error
+		if out.Parts[i], err = PartFromV03(p); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// TaskToV03 converts a 1.0 task.
+func TaskToV03(t Task) V03Task {
+	out := V03Task{Kind: "task", ID: t.ID, ContextID: t.ContextID, Status: statusToV03(t.Status), Metadata: t.Metadata}
+	for _, m := range t.History {
+		out.History = append(out.History, MessageToV03(m))
+	}
+	for _, a := range t.Artifacts {
+		out.Artifacts = append(out.Artifacts, ArtifactToV03(a))
+	}
+	return out
+}
+
+// TaskFromV03 converts a 0.3 task.
+func TaskFromV03(t V03Task) (Task, error) {
+	st, err := statusFromV03(t.Status)
+	if err != nil {
+		return Task{}, err
+	}
+	out := Task{ID: t.ID, ContextID: t.ContextID, Status: st, Metadata: t.Metadata}
+	for _, m := range t.History {
+		mm, err := MessageFromV03(m)
+		if err != nil {
+			return out, err
+		}
+		out.History = append(out.History, mm)
+	}
+	for _, a := range t.Artifacts {
+		aa, err := ArtifactFromV03(a)
+		if err != nil {
+			return out, err
+		}
+		out.Artifacts = append(out.Artifacts, aa)
+	}
+	return out, nil
+}
+
+// StreamResponseToV03 converts one stream event to its 0.3 object: a
+// *V03Task, *V03Message, *V03StatusUpdate (final when the task is terminal
+// or interrupted: the stream ends there) or *V03ArtifactUpdate.
+func StreamResponseToV03(r StreamResponse) any {
+	switch {
+	case r.Task != nil:
+		t := TaskToV03(*r.Task)
+		return &t
+	case r.Message != nil:
+		m := MessageToV03(*r.Message)
+		return &m
+	case r.StatusUpdate != nil:
+		u := r.StatusUpdate
+		return &V03StatusUpdate{Kind: "status-update", TaskID: u.TaskID, ContextID: u.ContextID,
+			Status: statusToV03(u.Status), Final: u.Status.State.Settled(), Metadata: u.Metadata}
+	case r.ArtifactUpdate != nil:
+		u := r.ArtifactUpdate
+		return &V03ArtifactUpdate{Kind: "artifact-update", TaskID: u.TaskID, ContextID: u.ContextID,
+			Artifact: ArtifactToV03(u.Artifact), Append: u.Append, LastChunk: u.LastChunk, Metadata: u.Metadata}
+	}
+	return nil
+}
+
+// ToV1 converts message/send params. Absent "blocking" means blocking, as
+// 0.3 servers treated it.
+func (p *V03MessageSendParams) ToV1() (*SendMessageRequest, error) {
+	if p.Message == nil {
+		return nil, Errorf(ErrInvalidParams, "message is required")
+	}
+	m, err := MessageFromV03(*p.Message)
+	if err != nil {
+		return nil, err
+	}
+	req := &SendMessageRequest{Message: &m, Metadata: p.Metadata}
+	if c := p.Configuration; c != nil {
+		req.Configuration = &SendMessageConfiguration{AcceptedOutputModes: c.AcceptedOutputModes, HistoryLength: c.HistoryLength}
+		if c.Blocking != nil && !*c.Blocking {
+			req.Configuration.ReturnImmediately = true
+		}
+		if len(c.PushNotificationConfig) > 0 && string(c.PushNotificationConfig) != "null" {
+			req.Configuration.TaskPushNotificationConfig = &TaskPushNotificationConfig{}
+		}
+	}
+	return req, nil
+}
+
+// V03ErrorData is the object-valued error.data of a 0.3 error response:
+// the ErrorInfo reason and domain with the metadata entries beside them.
+func V03ErrorData(e *Error) map[string]any {
+	d := map[string]any{"reason": e.Reason, "domain": ErrorDomain}
+	for k, v := range e.Metadata {
+		d[k] = v
+	}
+	return d
+}
