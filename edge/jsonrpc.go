@@ -59,6 +59,10 @@ type call struct {
 	version     string // A2A-Version as sent ("" if absent)
 	trace       string // traceparent header
 	lastEventID string // Last-Event-ID header: a stream resume cursor
+
+	// For tasks created through the older dialect: the id to create the
+	// task under, the client's own id for it, and the dialect to record.
+	taskID, clientTaskID, dialect string
 }
 
 // dialect is one JSON-RPC grammar served on the endpoint: its methods, the
@@ -69,7 +73,7 @@ type dialect struct {
 	streams   map[string]streamFunc
 	versionOK func(string) bool
 	writeErr  func(http.ResponseWriter, json.RawMessage, *schemas.Error)
-	stream    func(*sseWriter, json.RawMessage) sseStreamOut
+	stream    func(w *sseWriter, id json.RawMessage, method string) sseStreamOut
 }
 
 // sseStreamOut is a streamOut that knows whether it has started.
@@ -82,13 +86,20 @@ func (s *Server) dialects() (v1, v03 dialect) {
 	v1 = dialect{
 		version: schemas.ProtocolVersion, methods: s.methods(), streams: s.streamMethods(),
 		versionOK: supportedVersion, writeErr: writeRPCError,
-		stream: func(w *sseWriter, id json.RawMessage) sseStreamOut { return &rpcStream{sseWriter: w, id: id} },
+		stream: func(w *sseWriter, id json.RawMessage, _ string) sseStreamOut { return &rpcStream{sseWriter: w, id: id} },
 	}
 	v03 = dialect{
 		version: schemas.ProtocolVersion03, methods: s.v03Methods(), streams: s.v03StreamMethods(),
 		versionOK: supportedVersion03, writeErr: writeV03Error,
-		stream: func(w *sseWriter, id json.RawMessage) sseStreamOut { return &v03RPCStream{sseWriter: w, id: id} },
+		stream: func(w *sseWriter, id json.RawMessage, method string) sseStreamOut {
+			if method == "tasks/sendSubscribe" {
+				return &legacyRPCStream{sseWriter: w, id: id}
+			}
+			return &v03RPCStream{sseWriter: w, id: id}
+		},
 	}
+	// The older dialect shares the 0.3 grammar (and tasks/get, tasks/cancel).
+	s.legacyMethods(v03.methods, v03.streams)
 	return v1, v03
 }
 
@@ -176,7 +187,7 @@ func (s *Server) handleJSONRPC(w http.ResponseWriter, r *http.Request) {
 		d.writeErr(w, id, pe)
 	}
 	if streaming {
-		out := d.stream(newSSEWriter(w, s.cfg.StreamWriteTimeout), id)
+		out := d.stream(newSSEWriter(w, s.cfg.StreamWriteTimeout), id, *req.Method)
 		if err := s.finishStream(out, sfn(r.Context(), c, out)); err != nil {
 			fail(err)
 		}

@@ -95,7 +95,10 @@ func (s *Server) sendMessage(ctx context.Context, c *call, req *schemas.SendMess
 // work cannot be queued the task is failed at once, so nothing is left
 // waiting for work that will never come.
 func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, follow func(*schemas.TaskRecord, uint64)) (*schemas.TaskRecord, error) {
-	id := schemas.NewID()
+	id := c.taskID
+	if id == "" {
+		id = schemas.NewID()
+	}
 	if msg.ContextID == "" {
 		msg.ContextID = schemas.NewID()
 	}
@@ -108,8 +111,10 @@ func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, 
 			Status:    schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: now},
 			History:   []schemas.Message{*msg},
 		},
-		Agent:     c.agent,
-		CreatedAt: *now,
+		Agent:        c.agent,
+		CreatedAt:    *now,
+		Dialect:      c.dialect,
+		ClientTaskID: c.clientTaskID,
 	}
 	rev, err := s.b.CreateTask(ctx, rec)
 	if err != nil {

@@ -112,6 +112,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /.well-known/agent.json", s.handleCard) // the path older clients fetch
 	s.mux.HandleFunc("GET /agents/{agent}/.well-known/agent-card.json", s.handleCard)
 	s.mux.HandleFunc("GET /a2a/agents", s.handleAgentList)
+	s.legacyRoutes()
 	s.restRoutes("")
 	s.restRoutes("/agents/{agent}")
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writePlain(w, http.StatusOK, "ok") })

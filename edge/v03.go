@@ -73,11 +73,14 @@ func (s *Server) v03Get(ctx context.Context, c *call) (any, error) {
 	if err := decodeParams(c.params, &p); err != nil {
 		return nil, err
 	}
-	t, err := s.getTask(ctx, c, &schemas.GetTaskRequest{ID: p.ID, HistoryLength: p.HistoryLength})
+	if err := schemas.ValidateHistoryLength(p.HistoryLength); err != nil {
+		return nil, err
+	}
+	rec, err := s.legacyTask(ctx, c.agent, p.ID)
 	if err != nil {
 		return nil, err
 	}
-	return schemas.TaskToV03(*t), nil
+	return shapeTask(rec, p.HistoryLength), nil
 }
 
 func (s *Server) v03Cancel(ctx context.Context, c *call) (any, error) {
@@ -85,11 +88,14 @@ func (s *Server) v03Cancel(ctx context.Context, c *call) (any, error) {
 	if err := decodeParams(c.params, &p); err != nil {
 		return nil, err
 	}
-	rec, err := s.cancelTask(ctx, c.agent, p.ID)
+	rec, err := s.legacyTask(ctx, c.agent, p.ID)
 	if err != nil {
 		return nil, err
 	}
-	return schemas.TaskToV03(rec.Task), nil
+	if rec, err = s.cancelTask(ctx, c.agent, rec.Task.ID); err != nil {
+		return nil, err
+	}
+	return shapeTask(rec, nil), nil
 }
 
 func (s *Server) v03ExtendedCard(_ context.Context, _ *call) (any, error) {

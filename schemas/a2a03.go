@@ -441,3 +441,13 @@ func V03ErrorData(e *Error) map[string]any {
 	}
 	return d
 }
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -21,6 +21,11 @@ type TaskRecord struct {
 	Reply *Message `json:"reply,omitempty"`
 	// CreatedAt is when the edge accepted the task.
 	CreatedAt Timestamp `json:"createdAt"`
+	// Dialect is DialectLegacy for tasks created through the older
+	// tasks/send dialect ("" otherwise); ClientTaskID is then the id that
+	// client chose, echoed back in its answers.
+	Dialect      string `json:"dialect,omitempty"`
+	ClientTaskID string `json:"clientTaskId,omitempty"`
 }
 
 // WorkItem is the data of a TypeWorkExecute event on SubjectWork(agent): run
