@@ -127,7 +127,9 @@ func TestV03SendParams(t *testing.T) {
 		"bad role":   func(p *V03MessageSendParams) { p.Message.Role = "robot" },
 		"bad kind":   func(p *V03MessageSendParams) { p.Message.Parts[0].Kind = "video" },
 		"no file":    func(p *V03MessageSendParams) { p.Message.Parts[0] = V03Part{Kind: "file"} },
-		"bad bytes":  func(p *V03MessageSendParams) { p.Message.Parts[0] = V03Part{Kind: "file", File: &V03File{Bytes: ptr("***")}} },
+		"bad bytes": func(p *V03MessageSendParams) {
+			p.Message.Parts[0] = V03Part{Kind: "file", File: &V03File{Bytes: ptr("***")}}
+		},
 	} {
 		p := base()
 		mut(&p)

@@ -124,22 +124,23 @@ func streamed(p schemas.Part) func(TCK, context.Context, *Request, *Emitter) err
 	}
 }
 
-// Execute dispatches on the messageId prefix. A message on a task that was
-// waiting for input completes it with "Received: <text>"; anything else
-// stays WORKING for Linger, then completes.
+// Execute dispatches on the messageId prefix, also on follow-up messages
+// of a task (the suite builds multi-turn history by sending prefixed
+// answers). An unprefixed answer to a task that asked for input completes it
+// with "Received: <text>"; any other unprefixed message stays WORKING for
+// Linger, then completes.
 func (t TCK) Execute(ctx context.Context, req *Request, out *Emitter) error {
 	id := req.Message.MessageID
+	for _, sc := range tckScenarios {
+		if strings.HasPrefix(id, sc.prefix) {
+			return sc.run(t, ctx, req, out)
+		}
+	}
 	if len(req.Task.History) > 1 {
-		// A continuation: the task asked, the client answered.
 		for _, m := range req.Task.History[:len(req.Task.History)-1] {
 			if m.Role == schemas.RoleAgent {
 				return out.Complete(ctx, "Received: "+req.Message.Text())
 			}
-		}
-	}
-	for _, sc := range tckScenarios {
-		if strings.HasPrefix(id, sc.prefix) {
-			return sc.run(t, ctx, req, out)
 		}
 	}
 	if err := out.Status(ctx, schemas.TaskStateWorking, nil); err != nil {
