@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,7 +94,11 @@ func ExecDefinition(name string, cfg ExecConfig) (Definition, error) {
 	if strings.TrimSpace(cfg.Command) == "" {
 		return Definition{}, errors.New("exec: command is required")
 	}
-	if _, err := exec.LookPath(cfg.Command); err != nil {
+	look := cfg.Command
+	if strings.Contains(look, "/") && !filepath.IsAbs(look) && cfg.Dir != "" {
+		look = filepath.Join(cfg.Dir, look) // it runs from Dir
+	}
+	if _, err := exec.LookPath(look); err != nil {
 		return Definition{}, fmt.Errorf("exec: command %q: %w", cfg.Command, err)
 	}
 	if cfg.Timeout <= 0 {
@@ -174,6 +179,10 @@ func (a *execAgent) Execute(ctx context.Context, req *Request, out *Emitter) err
 	case ctx.Err() != nil:
 		return ctx.Err() // canceled or shutting down: the runtime decides
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
+		// Keep what the command wrote, closing the artifact, then fail.
+		if err := s.flush(ctx, true); err != nil {
+			return err
+		}
 		return out.Fail(ctx, fmt.Sprintf("%s timed out after %s%s", a.cfg.Command, timeout, stderr.suffix()))
 	case streamErr != nil:
 		return streamErr
@@ -198,7 +207,11 @@ func (a *execAgent) Execute(ctx context.Context, req *Request, out *Emitter) err
 // whatever ignored it.
 func killGroup(pid int) {
 	_ = syscall.Kill(-pid, syscall.SIGTERM)
-	time.AfterFunc(execKillGrace, func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	time.AfterFunc(execKillGrace, func() {
+		if syscall.Kill(-pid, 0) == nil { // still there after the grace
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	})
 }
 
 // execStream turns the command's stdout into events. Text goes out as soon
@@ -238,6 +251,14 @@ func (s *execStream) pump(ctx context.Context, r io.Reader) error {
 	}()
 	tick := time.NewTicker(execFlushEvery)
 	defer tick.Stop()
+	// On any early return, let the reader goroutine finish: drain what it
+	// still sends until the pipe closes.
+	drain := func() {
+		go func() {
+			for range lines {
+			}
+		}()
+	}
 	for {
 		select {
 		case line, ok := <-lines:
@@ -245,17 +266,22 @@ func (s *execStream) pump(ctx context.Context, r io.Reader) error {
 				return <-readErr
 			}
 			if err := s.line(ctx, line); err != nil {
-				// Drain so the reader goroutine and the command can finish.
-				go func() {
-					for range lines {
-					}
-				}()
+				drain()
 				return err
 			}
 		case <-tick.C:
 			if err := s.flush(ctx, false); err != nil {
+				drain()
 				return err
 			}
+		case <-ctx.Done():
+			// The run is over (cancel, timeout): a descendant that left the
+			// process group may still hold stdout open; stop reading it.
+			if c, ok := r.(io.Closer); ok {
+				_ = c.Close()
+			}
+			drain()
+			return nil
 		}
 	}
 }

@@ -119,12 +119,16 @@ func TestExecNonZeroExitFailsWithStderrTail(t *testing.T) {
 
 func TestExecTimeout(t *testing.T) {
 	_, b := bustest.New(t, bustest.Options{})
-	cfg := shell(`echo starting >&2; sleep 30`)
+	cfg := shell(`echo partial; echo starting >&2; sleep 30`)
 	cfg.Timeout = workers.ExecDuration(300 * time.Millisecond)
 	startExec(t, b, "sleepy", cfg)
 	rec := waitSettled(t, b, submit(t, b, "sleepy", ""))
 	if msg := rec.Task.Status.Message.Text(); rec.Task.Status.State != schemas.TaskStateFailed || !strings.Contains(msg, "timed out") || !strings.Contains(msg, "starting") {
 		t.Fatalf("%s: %q", rec.Task.Status.State, msg)
+	}
+	// What the command wrote before the timeout is kept.
+	if len(rec.Task.Artifacts) != 1 || artifactText(rec.Task.Artifacts[0]) != "partial\n" {
+		t.Fatalf("artifacts %+v", rec.Task.Artifacts)
 	}
 }
 
