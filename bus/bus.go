@@ -141,6 +141,9 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 	opts := []nats.Option{
 		nats.Name("a2abus-" + cfg.Role + "-" + cfg.Name),
 		nats.MaxReconnects(-1),
+		// Servers may still be starting (a cluster coming up with its
+		// edges and workers): keep trying, bounded by ctx in provisioning.
+		nats.RetryOnFailedConnect(true),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectBufSize(8 << 20),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {

@@ -155,7 +155,14 @@ type TaskEvent struct {
 	// Continue is a client's answer to an interrupted task; it is published
 	// as a SUBMITTED status update.
 	Continue *schemas.Message
+	// ID is the event's CloudEvent id; default a new one. A writer that
+	// retries an event after an unclear failure reuses it: an event already
+	// stored is not applied twice, and its re-publish is de-duplicated.
+	ID string
 }
+
+// errApplied ends an update whose event the record already holds.
+var errApplied = errors.New("event already applied")
 
 func (e TaskEvent) apply(rec *schemas.TaskRecord) error {
 	switch {
@@ -186,7 +193,13 @@ func (b *Bus) Apply(ctx context.Context, taskID string, ev TaskEvent) (*schemas.
 // for a worker that owns the task. rec is modified in place; a nil rec reads
 // the current one.
 func (b *Bus) ApplyFrom(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, ev TaskEvent) (*schemas.TaskRecord, uint64, error) {
+	if ev.ID == "" {
+		ev.ID = schemas.NewID()
+	}
 	rec, rev, err := b.update(ctx, taskID, cached, cachedRev, func(r *schemas.TaskRecord) error {
+		if r.LastEventID == ev.ID {
+			return errApplied
+		}
 		if ev.Status != nil {
 			ev.Status.TaskID, ev.Status.ContextID = r.Task.ID, r.Task.ContextID
 			if ev.Status.Status.Timestamp == nil {
@@ -207,8 +220,15 @@ func (b *Bus) ApplyFrom(ctx context.Context, taskID string, cached *schemas.Task
 			// task the client never saw.
 			ev.Reply.ContextID, ev.Reply.TaskID = r.Task.ContextID, ""
 		}
-		return ev.apply(r)
+		if err := ev.apply(r); err != nil {
+			return err
+		}
+		r.LastEventID = ev.ID
+		return nil
 	})
+	if errors.Is(err, errApplied) {
+		err = nil // stored by an earlier attempt; make sure it is published
+	}
 	if err != nil {
 		return rec, rev, err
 	}
@@ -228,7 +248,7 @@ func (b *Bus) publishEvent(ctx context.Context, rec *schemas.TaskRecord, rev uin
 	default:
 		typ, data = schemas.TypeTaskMessage, ev.Reply
 	}
-	ce, err := b.newEvent(schemas.NewID(), typ, rec.Task.ID, data, map[string]string{
+	ce, err := b.newEvent(ev.ID, typ, rec.Task.ID, data, map[string]string{
 		schemas.ExtSequence: schemas.SequenceString(rev),
 	})
 	if err != nil {

@@ -26,6 +26,10 @@ type TaskRecord struct {
 	// client chose, echoed back in its answers.
 	Dialect      string `json:"dialect,omitempty"`
 	ClientTaskID string `json:"clientTaskId,omitempty"`
+	// LastEventID is the CloudEvent id of the last event folded into the
+	// record, so a writer retrying after an ambiguous failure can tell its
+	// event already landed (and only re-publish it, which de-duplicates).
+	LastEventID string `json:"lastEventId,omitempty"`
 }
 
 // WorkItem is the data of a TypeWorkExecute event on SubjectWork(agent): run

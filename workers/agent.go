@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/schemas"
@@ -90,8 +91,24 @@ type Emitter struct {
 	settled bool // the agent ended or interrupted the task
 }
 
+// emitRetryFor bounds how long an event waits out a bus that cannot take
+// writes (a cluster electing a new leader) before the error reaches the
+// agent.
+const emitRetryFor = 30 * time.Second
+
 func (e *Emitter) apply(ctx context.Context, ev bus.TaskEvent) error {
+	ev.ID = schemas.NewID() // one id for every attempt of this event
 	rec, rev, err := e.b.ApplyFrom(ctx, e.taskID, e.rec, e.rev, ev)
+	for delay, deadline := 100*time.Millisecond, time.Now().Add(emitRetryFor); errors.Is(err, schemas.ErrUnavailable) && time.Now().Before(deadline); delay = min(2*delay, 2*time.Second) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		// The write may have landed before the error: re-read; the event id
+		// keeps it from being applied twice.
+		rec, rev, err = e.b.ApplyFrom(ctx, e.taskID, nil, 0, ev)
+	}
 	if err != nil {
 		e.rec = nil // re-read next time
 		if errors.Is(err, schemas.ErrTaskTerminal) {

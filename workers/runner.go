@@ -293,6 +293,10 @@ func (r *Runner) handle(base context.Context, w *Work) {
 	var finErr error
 	switch {
 	case errors.Is(runErr, ErrTaskEnded):
+	case errors.Is(runErr, schemas.ErrUnavailable):
+		// The bus failed the agent, not the task: run it again later.
+		r.finishOnError(w, log, runErr)
+		return
 	case runErr != nil:
 		log.Info("agent failed", "err", runErr)
 		finErr = em.Fail(finCtx, runErr.Error())

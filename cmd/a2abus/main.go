@@ -31,6 +31,8 @@ Usage:
   a2abus serve  [flags]   embedded NATS + edge + agents, all in one process
   a2abus edge   [flags]   an A2A HTTP edge joining an existing NATS (--nats)
   a2abus worker [flags]   agent workers joining an existing NATS (--nats)
+  a2abus node   [flags]   only the NATS JetStream server, e.g. one member of a
+                          cluster (--server-name, --cluster-name, --cluster-listen, --routes)
 
 Run "a2abus <command> --help" for the flags of a command.
 `
@@ -51,7 +53,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	cmd := args[0]
 	switch cmd {
-	case "serve", "edge", "worker":
+	case "serve", "edge", "worker", "node":
 	default:
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
@@ -102,14 +104,14 @@ func (p *process) run(ctx context.Context, cmd string) error {
 	// Build the agents first: a configuration mistake fails before anything
 	// starts.
 	var defs []workers.Definition
-	if cmd != "edge" {
+	if cmd == "serve" || cmd == "worker" {
 		var err error
 		if defs, err = p.definitions(); err != nil {
 			return err
 		}
 	}
 	var srv *bus.Server
-	if cmd == "serve" {
+	if cmd == "serve" || cmd == "node" {
 		listen := p.cfg.NATSListen
 		if listen == "off" {
 			listen = ""
@@ -129,6 +131,12 @@ func (p *process) run(ctx context.Context, cmd string) error {
 			return err
 		}
 		defer srv.Shutdown() // last: after every client has drained
+		if cmd == "node" {
+			fmt.Fprintf(p.out, "a2abus node ready\n  NATS           %s\n", srv.ClientURL())
+			<-ctx.Done()
+			p.log.Info("shutting down")
+			return nil
+		}
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()

@@ -54,8 +54,14 @@ func (p *proc) output() string {
 
 func startProc(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return startProcEnv(t, nil, args...)
+}
+
+// startProcEnv starts an a2abus process with extra environment entries.
+func startProcEnv(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "A2ABUS_TEST_MAIN=1")
+	cmd.Env = append(append(os.Environ(), "A2ABUS_TEST_MAIN=1"), env...)
 	p := &proc{cmd: cmd, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = p, p
 	if err := cmd.Start(); err != nil {
@@ -116,6 +122,29 @@ func waitReady(t *testing.T, p *proc, base string) {
 		}
 	}
 	t.Fatalf("edge at %s never became ready:\n%s", base, p.output())
+}
+
+// tryRPC makes a JSON-RPC call and decodes the result into v; a JSON-RPC
+// error or a transport failure is returned as an error.
+func tryRPC(url, method string, params any, v any) (string, error) {
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var r struct {
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return string(raw), err
+	}
+	if r.Error != nil {
+		return string(raw), fmt.Errorf("rpc error: %s", r.Error)
+	}
+	return string(raw), json.Unmarshal(r.Result, v)
 }
 
 func rpc(t *testing.T, url, method string, params any) json.RawMessage {
