@@ -337,9 +337,19 @@ func (b *Bus) EnsureAgent(ctx context.Context, agent string) error {
 	return nil
 }
 
+// jsErrStoreFailed is the JetStream error code of a store refusing a write
+// (a discard-new stream or bucket at its MaxBytes/MaxMsgs bound).
+const jsErrStoreFailed = 10077
+
 // errUnavailable classifies bus failures a caller may retry (stream full,
 // no JetStream reachable, timeouts) as schemas.ErrUnavailable.
 func errUnavailable(op string, err error) error {
+	var api *jetstream.APIError
+	if errors.As(err, &api) && (api.ErrorCode == jsErrStoreFailed || api.Code == 503) {
+		// A stream or bucket at its bound (discard-new) or storage trouble:
+		// the caller should retry later; nothing accepted is affected.
+		return fmt.Errorf("%s: %w: %w", op, schemas.Errorf(schemas.ErrUnavailable, "the message bus is at capacity (%s); retry shortly", api.Description), err)
+	}
 	if errors.Is(err, jetstream.ErrMaxBytesExceeded) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrConnectionClosed) {

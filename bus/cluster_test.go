@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,5 +131,44 @@ func TestOnlyFinishedTasksExpire(t *testing.T) {
 	// Well past the TTL, the unfinished task is still there.
 	if _, _, err := b.GetTask(ctx, open); err != nil {
 		t.Fatalf("unfinished task evicted: %v", err)
+	}
+}
+
+// A full work stream refuses new work with a retryable error (never a
+// silent drop), and the work already queued is unaffected.
+func TestFullWorkStreamIsARetryableError(t *testing.T) {
+	b := newTestBus(t, Config{WorkMaxBytes: 4 << 10})
+	ctx := testCtx(t)
+	item := func() *schemas.WorkItem {
+		return &schemas.WorkItem{TaskID: schemas.NewID(), Agent: "full", Message: schemas.Message{MessageID: "m", Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart(strings.Repeat("x", 512))}}}
+	}
+	accepted := 0
+	var err error
+	for range 100 {
+		if err = b.PublishWork(ctx, item(), PublishOptions{}); err != nil {
+			break
+		}
+		accepted++
+	}
+	if !errors.Is(err, schemas.ErrUnavailable) || accepted == 0 {
+		t.Fatalf("after %d accepted: %v", accepted, err)
+	}
+	wc, err := b.WorkConsumer(ctx, "full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for got < accepted {
+		ws, err := wc.Fetch(ctx, accepted, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range ws {
+			_ = w.Ack()
+		}
+		got += len(ws)
+	}
+	if got != accepted {
+		t.Fatalf("queued %d, got back %d", accepted, got)
 	}
 }

@@ -219,3 +219,17 @@ func (b *Bus) SubscribeCancels(agent string, fn func(schemas.CancelNotice)) (sto
 	}
 	return func() { _ = sub.Unsubscribe() }, nil
 }
+
+// AgentBacklog returns how many work items of agent are queued or in
+// progress (the durable consumer's pending plus unacknowledged counts).
+func (b *Bus) AgentBacklog(ctx context.Context, agent string) (uint64, error) {
+	c, err := b.js.Consumer(ctx, schemas.StreamWork, schemas.ConsumerWork(agent))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return 0, nil // no worker ever ran: the queue holds what was sent
+		}
+		return 0, errUnavailable("bus: agent backlog", err)
+	}
+	info := c.CachedInfo()
+	return info.NumPending + uint64(info.NumAckPending), nil
+}

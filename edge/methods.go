@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
@@ -95,6 +96,9 @@ func (s *Server) sendMessage(ctx context.Context, c *call, req *schemas.SendMess
 // work cannot be queued the task is failed at once, so nothing is left
 // waiting for work that will never come.
 func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, follow func(*schemas.TaskRecord, uint64)) (*schemas.TaskRecord, error) {
+	if err := s.admit(ctx, c.agent); err != nil {
+		return nil, err
+	}
 	id := c.taskID
 	if id == "" {
 		id = schemas.NewID()
@@ -344,4 +348,45 @@ func (s *Server) rpcGetExtendedAgentCard(_ context.Context, _ *call) (any, error
 
 func (s *Server) rpcPushNotSupported(_ context.Context, c *call) (any, error) {
 	return nil, schemas.Errorf(schemas.ErrPushNotSupported, "%s is not available: this agent does not support push notifications", c.method)
+}
+
+// backlogCache remembers each agent's backlog for a moment, so admission
+// costs one bus read per agent per interval, not one per request.
+type backlogCache struct {
+	mu   sync.Mutex
+	seen map[string]backlogEntry
+}
+
+type backlogEntry struct {
+	n  uint64
+	at time.Time
+}
+
+// admit refuses a new task when the agent's backlog is at its bound.
+func (s *Server) admit(ctx context.Context, agent string) error {
+	max := s.cfg.MaxBacklogPerAgent
+	if max == 0 {
+		return nil
+	}
+	bc := &s.backlog
+	bc.mu.Lock()
+	e, ok := bc.seen[agent]
+	bc.mu.Unlock()
+	if !ok || time.Since(e.at) > 500*time.Millisecond {
+		n, err := s.b.AgentBacklog(ctx, agent)
+		if err != nil {
+			return err
+		}
+		e = backlogEntry{n: n, at: time.Now()}
+		bc.mu.Lock()
+		if bc.seen == nil {
+			bc.seen = map[string]backlogEntry{}
+		}
+		bc.seen[agent] = e
+		bc.mu.Unlock()
+	}
+	if e.n >= max {
+		return schemas.Errorf(schemas.ErrUnavailable, "agent %s has %d tasks queued or running, its limit; retry shortly", agent, e.n)
+	}
+	return nil
 }

@@ -34,6 +34,10 @@ type Config struct {
 	// it the client's stream is closed and it resumes from its cursor.
 	// Default 256.
 	StreamBuffer int
+	// MaxBacklogPerAgent bounds the work queued or running for one agent;
+	// past it new tasks are refused with a retryable error (503 +
+	// Retry-After) and accepted work is unaffected. 0: no bound.
+	MaxBacklogPerAgent uint64
 	// StreamWriteTimeout bounds one write to an SSE client; a client that
 	// takes no data for this long is disconnected. Default 60s.
 	StreamWriteTimeout time.Duration
@@ -85,6 +89,7 @@ type Server struct {
 	agents   *bus.AgentDirectory
 	mux      *http.ServeMux
 	v1, v03  dialect
+	backlog  backlogCache
 	draining atomic.Bool
 }
 

@@ -64,6 +64,9 @@ type Config struct {
 	MaxDeliver int `json:"maxDeliver"`
 	// BlockingTimeout bounds a blocking SendMessage. Default 60s.
 	BlockingTimeout Duration `json:"blockingTimeout"`
+	// MaxBacklog bounds the tasks queued or running per agent; past it new
+	// tasks get 503 + Retry-After. Default 10000.
+	MaxBacklog int `json:"maxBacklog"`
 	// MaxBodyBytes bounds an HTTP request body. Default 4 MiB.
 	MaxBodyBytes int64 `json:"maxBodyBytes"`
 	// ShutdownGrace is how long in-flight work may finish on shutdown.
@@ -125,6 +128,7 @@ func defaultConfig() Config {
 		MaxDeliver:      5,
 		BlockingTimeout: Duration(60 * time.Second),
 		MaxBodyBytes:    4 << 20,
+		MaxBacklog:      10000,
 		ShutdownGrace:   Duration(10 * time.Second),
 		LogLevel:        "info",
 		LogFormat:       "text",
@@ -179,6 +183,7 @@ func settings() []setting {
 		{"ack-wait", "A2ABUS_ACK_WAIT", "time before unacknowledged work goes to another worker (default 30s)", dur(func(c *Config) *Duration { return &c.AckWait })},
 		{"max-deliver", "A2ABUS_MAX_DELIVER", "deliveries of one work item before it is given up (default 5)", num(func(c *Config) *int { return &c.MaxDeliver })},
 		{"blocking-timeout", "A2ABUS_BLOCKING_TIMEOUT", "longest wait of a blocking SendMessage (default 60s)", dur(func(c *Config) *Duration { return &c.BlockingTimeout })},
+		{"max-backlog", "A2ABUS_MAX_BACKLOG", "tasks queued or running per agent before new ones get 503 + Retry-After (default 10000)", num(func(c *Config) *int { return &c.MaxBacklog })},
 		{"max-body-bytes", "A2ABUS_MAX_BODY_BYTES", "largest HTTP request body (default 4194304)", func(c *Config, v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
 			c.MaxBodyBytes = n

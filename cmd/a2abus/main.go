@@ -182,11 +182,12 @@ func (p *process) run(ctx context.Context, cmd string) error {
 	}
 
 	e := edge.New(b, edge.Config{
-		PublicURL:       p.cfg.PublicURL,
-		DefaultAgent:    p.cfg.DefaultAgent,
-		MaxBodyBytes:    p.cfg.MaxBodyBytes,
-		BlockingTimeout: time.Duration(p.cfg.BlockingTimeout),
-		Logger:          p.log,
+		PublicURL:          p.cfg.PublicURL,
+		DefaultAgent:       p.cfg.DefaultAgent,
+		MaxBodyBytes:       p.cfg.MaxBodyBytes,
+		MaxBacklogPerAgent: uint64(max(p.cfg.MaxBacklog, 0)),
+		BlockingTimeout:    time.Duration(p.cfg.BlockingTimeout),
+		Logger:             p.log,
 	})
 	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
 	followDone := make(chan error, 1)
