@@ -19,8 +19,9 @@ import (
 // The compose.yaml topology as processes on loopback, with the same flags:
 // three `a2abus node` members of a JetStream cluster, two edges behind one
 // round-robin front, and worker groups for two agents, all with R3 streams
-// and buckets. A node is killed with SIGKILL while tasks flow; every task
-// accepted before and after reaches a terminal state.
+// and buckets. A node is killed with SIGKILL while tasks flow and later
+// restarted on its data dir; every task accepted before, during and after
+// reaches a terminal state.
 func TestClusterTopologySurvivesNodeLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("processes")
@@ -35,9 +36,12 @@ func TestClusterTopologySurvivesNodeLoss(t *testing.T) {
 		urls = append(urls, "nats://"+clientAddrs[i])
 	}
 	var nodes [n]*proc
+	nodeArgs := func(i int) []string {
+		return []string{"node", "--server-name", fmt.Sprintf("nats-%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("nats-%d", i+1)),
+			"--nats-listen", clientAddrs[i], "--cluster-name", "a2abus", "--cluster-listen", routeAddrs[i], "--routes", strings.Join(routes, ",")}
+	}
 	for i := range n {
-		nodes[i] = startProc(t, "node", "--server-name", fmt.Sprintf("nats-%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("nats-%d", i+1)),
-			"--nats-listen", clientAddrs[i], "--cluster-name", "a2abus", "--cluster-listen", routeAddrs[i], "--routes", strings.Join(routes, ","))
+		nodes[i] = startProc(t, nodeArgs(i)...)
 	}
 	env := []string{"NATS_URL=" + strings.Join(urls, ","), "A2ABUS_REPLICAS=3"}
 	var edges []string
@@ -75,6 +79,11 @@ func TestClusterTopologySurvivesNodeLoss(t *testing.T) {
 	<-nodes[victim].done
 	nodes[victim].done <- nil
 	for i := 30; i < 60; i++ {
+		send(i)
+	}
+	// The node comes back on its data dir and rejoins; work goes on.
+	nodes[victim] = startProc(t, nodeArgs(victim)...)
+	for i := 60; i < 90; i++ {
 		send(i)
 	}
 	for _, s := range tasks {
