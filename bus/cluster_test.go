@@ -172,3 +172,41 @@ func TestFullWorkStreamIsARetryableError(t *testing.T) {
 		t.Fatalf("queued %d, got back %d", accepted, got)
 	}
 }
+
+// Past the count bound the oldest finished tasks go first; unfinished tasks
+// stay whatever their age.
+func TestSweepFinishedKeepsNewestAndUnfinished(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	var finished, open []string
+	for i := range 12 {
+		rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}}, Agent: "a"}
+		if _, err := b.CreateTask(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		if i%4 == 3 {
+			open = append(open, rec.Task.ID)
+			continue
+		}
+		at := &schemas.Timestamp{Time: time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC)}
+		if _, _, err := b.Apply(ctx, rec.Task.ID, TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCompleted, Timestamp: at}}}); err != nil {
+			t.Fatal(err)
+		}
+		finished = append(finished, rec.Task.ID)
+	}
+	n, err := b.SweepFinished(ctx, 4)
+	if err != nil || n != len(finished)-4 {
+		t.Fatalf("swept %d (%v), want %d", n, err, len(finished)-4)
+	}
+	for i, id := range finished {
+		_, _, err := b.GetTask(ctx, id)
+		if kept := i >= len(finished)-4; kept != (err == nil) {
+			t.Fatalf("finished task %d: kept=%v err=%v", i, kept, err)
+		}
+	}
+	for _, id := range open {
+		if _, _, err := b.GetTask(ctx, id); err != nil {
+			t.Fatalf("unfinished task swept: %v", err)
+		}
+	}
+}

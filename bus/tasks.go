@@ -324,3 +324,43 @@ func (b *Bus) ListTasks(ctx context.Context, f TaskFilter) ([]*schemas.TaskRecor
 		}
 	}
 }
+
+// SweepFinished keeps at most max finished (terminal) tasks: it deletes the
+// oldest finished beyond that, by status time, and never touches a task that
+// is not finished. It returns how many it deleted. Several processes may
+// sweep at once; a delete of a task that changed meanwhile is skipped (the
+// delete is conditional on the revision read).
+func (b *Bus) SweepFinished(ctx context.Context, max int) (int, error) {
+	w, err := b.tasks.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return 0, errUnavailable("bus: sweep tasks", err)
+	}
+	defer w.Stop()
+	type finished struct {
+		id  string
+		rev uint64
+		at  time.Time
+	}
+	var done []finished
+	for e := range w.Updates() {
+		if e == nil {
+			break
+		}
+		rec, err := decodeRecord(e.Value())
+		if err != nil || !rec.Task.Status.State.Terminal() {
+			continue
+		}
+		done = append(done, finished{e.Key(), e.Revision(), rec.StatusTime()})
+	}
+	if len(done) <= max {
+		return 0, nil
+	}
+	sort.Slice(done, func(i, j int) bool { return done[i].at.Before(done[j].at) })
+	deleted := 0
+	for _, f := range done[:len(done)-max] {
+		if err := b.tasks.Purge(ctx, f.id, jetstream.LastRevision(f.rev)); err == nil {
+			deleted++
+		}
+	}
+	return deleted, nil
+}

@@ -38,6 +38,12 @@ type Config struct {
 	// past it new tasks are refused with a retryable error (503 +
 	// Retry-After) and accepted work is unaffected. 0: no bound.
 	MaxBacklogPerAgent uint64
+	// MaxFinishedTasks bounds how many finished tasks are kept; past it the
+	// edge deletes the oldest finished ones (unfinished tasks are never
+	// touched). 0: only the task TTL bounds them.
+	MaxFinishedTasks int
+	// SweepEvery is how often the bound is enforced; default 30s.
+	SweepEvery time.Duration
 	// StreamWriteTimeout bounds one write to an SSE client; a client that
 	// takes no data for this long is disconnected. Default 60s.
 	StreamWriteTimeout time.Duration
@@ -61,6 +67,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CardMaxAge <= 0 {
 		c.CardMaxAge = 60 * time.Second
+	}
+	if c.SweepEvery <= 0 {
+		c.SweepEvery = 30 * time.Second
 	}
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = 15 * time.Second
@@ -129,17 +138,40 @@ func (s *Server) Handler() http.Handler { return s.mux }
 
 // Run follows the bus (task watcher, agent directory) until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- s.tasks.Run(ctx) }()
 	go func() { errc <- s.agents.Run(ctx) }()
+	go func() { errc <- s.sweep(ctx) }()
 	var first error
-	for range 2 {
+	for range 3 {
 		if err := <-errc; err != nil && first == nil {
 			first = err
 			s.log.Error("edge bus follower stopped", "err", err)
 		}
 	}
 	return first
+}
+
+// sweep enforces MaxFinishedTasks until ctx ends. Every edge sweeps; the
+// deletes are conditional, so edges sweeping together do no harm.
+func (s *Server) sweep(ctx context.Context) error {
+	if s.cfg.MaxFinishedTasks <= 0 {
+		return nil
+	}
+	t := time.NewTicker(s.cfg.SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if n, err := s.b.SweepFinished(ctx, s.cfg.MaxFinishedTasks); err != nil && ctx.Err() == nil {
+				s.log.Warn("sweeping finished tasks failed", "err", err)
+			} else if n > 0 {
+				s.log.Info("deleted the oldest finished tasks", "count", n)
+			}
+		}
+	}
 }
 
 // WaitReady blocks until the edge follows the bus or ctx ends.

@@ -64,6 +64,9 @@ type Config struct {
 	MaxDeliver int `json:"maxDeliver"`
 	// BlockingTimeout bounds a blocking SendMessage. Default 60s.
 	BlockingTimeout Duration `json:"blockingTimeout"`
+	// MaxFinishedTasks bounds how many finished tasks are kept (oldest
+	// finished are deleted first; unfinished never). Default 100000.
+	MaxFinishedTasks int `json:"maxFinishedTasks"`
 	// MaxBacklog bounds the tasks queued or running per agent; past it new
 	// tasks get 503 + Retry-After. Default 10000.
 	MaxBacklog int `json:"maxBacklog"`
@@ -117,21 +120,22 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 
 func defaultConfig() Config {
 	return Config{
-		Listen:          "127.0.0.1:8080",
-		DataDir:         "a2abus-data",
-		NATSListen:      "127.0.0.1:4222",
-		NATSURL:         "nats://127.0.0.1:4222",
-		Replicas:        1,
-		TaskTTL:         Duration(24 * time.Hour),
-		HistoryCap:      100,
-		AckWait:         Duration(30 * time.Second),
-		MaxDeliver:      5,
-		BlockingTimeout: Duration(60 * time.Second),
-		MaxBodyBytes:    4 << 20,
-		MaxBacklog:      10000,
-		ShutdownGrace:   Duration(10 * time.Second),
-		LogLevel:        "info",
-		LogFormat:       "text",
+		Listen:           "127.0.0.1:8080",
+		DataDir:          "a2abus-data",
+		NATSListen:       "127.0.0.1:4222",
+		NATSURL:          "nats://127.0.0.1:4222",
+		Replicas:         1,
+		TaskTTL:          Duration(24 * time.Hour),
+		HistoryCap:       100,
+		AckWait:          Duration(30 * time.Second),
+		MaxDeliver:       5,
+		BlockingTimeout:  Duration(60 * time.Second),
+		MaxBodyBytes:     4 << 20,
+		MaxBacklog:       10000,
+		MaxFinishedTasks: 100000,
+		ShutdownGrace:    Duration(10 * time.Second),
+		LogLevel:         "info",
+		LogFormat:        "text",
 	}
 }
 
@@ -183,6 +187,7 @@ func settings() []setting {
 		{"ack-wait", "A2ABUS_ACK_WAIT", "time before unacknowledged work goes to another worker (default 30s)", dur(func(c *Config) *Duration { return &c.AckWait })},
 		{"max-deliver", "A2ABUS_MAX_DELIVER", "deliveries of one work item before it is given up (default 5)", num(func(c *Config) *int { return &c.MaxDeliver })},
 		{"blocking-timeout", "A2ABUS_BLOCKING_TIMEOUT", "longest wait of a blocking SendMessage (default 60s)", dur(func(c *Config) *Duration { return &c.BlockingTimeout })},
+		{"max-finished-tasks", "A2ABUS_MAX_FINISHED_TASKS", "finished tasks kept before the oldest are deleted (default 100000)", num(func(c *Config) *int { return &c.MaxFinishedTasks })},
 		{"max-backlog", "A2ABUS_MAX_BACKLOG", "tasks queued or running per agent before new ones get 503 + Retry-After (default 10000)", num(func(c *Config) *int { return &c.MaxBacklog })},
 		{"max-body-bytes", "A2ABUS_MAX_BODY_BYTES", "largest HTTP request body (default 4194304)", func(c *Config, v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)

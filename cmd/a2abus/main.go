@@ -186,6 +186,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		DefaultAgent:       p.cfg.DefaultAgent,
 		MaxBodyBytes:       p.cfg.MaxBodyBytes,
 		MaxBacklogPerAgent: uint64(max(p.cfg.MaxBacklog, 0)),
+		MaxFinishedTasks:   p.cfg.MaxFinishedTasks,
 		BlockingTimeout:    time.Duration(p.cfg.BlockingTimeout),
 		Logger:             p.log,
 	})
