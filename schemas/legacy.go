@@ -166,7 +166,7 @@ func LegacyMessageFromV1(m Message) LegacyMessage {
 // LegacyStatusFromV1 converts a 1.0 task status.
 func LegacyStatusFromV1(s TaskStatus) LegacyTaskStatus {
 	v := statusToV03(s)
-	out := LegacyTaskStatus{State: v.State, Timestamp: v.Timestamp}
+	out := LegacyTaskStatus{State: LegacyStateFromV1(s.State), Timestamp: v.Timestamp}
 	if s.Message != nil {
 		m := LegacyMessageFromV1(*s.Message)
 		out.Message = &m
