@@ -1,7 +1,6 @@
 package edge_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -255,5 +254,3 @@ func recv[T any](t testing.TB, ch <-chan T, what string) T {
 	var zero T
 	return zero
 }
-
-var _ = bytes.NewReader

@@ -2,7 +2,6 @@ package edge_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -340,5 +339,3 @@ func TestListTasks(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-var _ = json.Marshal

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -151,5 +150,3 @@ func tryGetTask(base, agent, id string) (schemas.Task, error) {
 	_, err := tryRPC(base+"/agents/"+agent, "GetTask", map[string]any{"id": id}, &task)
 	return task, err
 }
-
-var _ = http.StatusOK
