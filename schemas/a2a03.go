@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -94,10 +95,10 @@ type V03ArtifactUpdate struct {
 
 // V03SendConfiguration is 0.3 MessageSendConfiguration.
 type V03SendConfiguration struct {
-	AcceptedOutputModes    []string        `json:"acceptedOutputModes,omitempty"`
-	HistoryLength          *int32          `json:"historyLength,omitempty"`
-	PushNotificationConfig json.RawMessage `json:"pushNotificationConfig,omitempty"`
-	Blocking               *bool           `json:"blocking,omitempty"`
+	AcceptedOutputModes    []string                   `json:"acceptedOutputModes,omitempty"`
+	HistoryLength          *int32                     `json:"historyLength,omitempty"`
+	PushNotificationConfig *V03PushNotificationConfig `json:"pushNotificationConfig,omitempty"`
+	Blocking               *bool                      `json:"blocking,omitempty"`
 }
 
 // V03MessageSendParams is the params of message/send and message/stream.
@@ -165,7 +166,35 @@ func RoleFromV03(r string) (Role, error) {
 
 // wrappedKey marks a 1.0 data value that was not an object and had to be
 // wrapped as {"value": v} for 0.3, so the way back unwraps it exactly.
-const wrappedKey = "a2abus/wrapped"
+// mediaTypeKey and filenameKey carry the 1.0 mediaType and filename of text
+// and data parts, which have no slot for them in 0.3.
+const (
+	wrappedKey   = "a2abus/wrapped"
+	mediaTypeKey = "a2abus/mediaType"
+	filenameKey  = "a2abus/filename"
+)
+
+// withMeta returns md plus the non-empty entries of kv (pairs of key and
+// value), as a new map; md itself is never changed.
+func withMeta(md map[string]any, kv ...any) map[string]any {
+	var out map[string]any
+	for i := 0; i+1 < len(kv); i += 2 {
+		if v, ok := kv[i+1].(string); ok && v == "" {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]any, len(md)+len(kv)/2)
+			for k, v := range md {
+				out[k] = v
+			}
+		}
+		out[kv[i].(string)] = kv[i+1]
+	}
+	if out == nil {
+		return md
+	}
+	return out
+}
 
 // PartToV03 converts a 1.0 part.
 func PartToV03(p Part) V03Part {
@@ -173,6 +202,7 @@ func PartToV03(p Part) V03Part {
 	switch {
 	case p.Text != nil:
 		out.Kind, out.Text = "text", p.Text
+		out.Metadata = withMeta(p.Metadata, mediaTypeKey, p.MediaType, filenameKey, p.Filename)
 	case p.Raw != nil:
 		b := base64.StdEncoding.EncodeToString(p.Raw)
 		out.Kind, out.File = "file", &V03File{Name: p.Filename, MimeType: p.MediaType, Bytes: &b}
@@ -183,19 +213,17 @@ func PartToV03(p Part) V03Part {
 		out.Kind, out.Data = "data", p.Data
 		if t := bytes.TrimSpace(p.Data); len(t) == 0 || t[0] != '{' {
 			out.Data, _ = json.Marshal(map[string]json.RawMessage{"value": p.Data})
-			md := map[string]any{wrappedKey: true}
-			for k, v := range p.Metadata {
-				md[k] = v
-			}
-			out.Metadata = md
+			out.Metadata = withMeta(out.Metadata, wrappedKey, true)
 		}
-		if p.MediaType != "" && p.MediaType != "application/json" {
-			md := map[string]any{"mediaType": p.MediaType}
-			for k, v := range out.Metadata {
-				md[k] = v
-			}
-			out.Metadata = md
+		// 0.3 data is JSON: only another media type, or none, is recorded.
+		mt := p.MediaType
+		switch mt {
+		case "application/json":
+			mt = ""
+		case "":
+			mt = "-"
 		}
+		out.Metadata = withMeta(out.Metadata, mediaTypeKey, mt, filenameKey, p.Filename)
 	}
 	return out
 }
@@ -209,6 +237,9 @@ func PartFromV03(p V03Part) (Part, error) {
 			return out, Errorf(ErrInvalidParams, "a text part needs text")
 		}
 		out.Text = p.Text
+		out.MediaType, _ = p.Metadata[mediaTypeKey].(string)
+		out.Filename, _ = p.Metadata[filenameKey].(string)
+		out.Metadata = withoutMeta(p.Metadata, mediaTypeKey, filenameKey)
 	case "file":
 		if p.File == nil {
 			return out, Errorf(ErrInvalidParams, "a file part needs file")
@@ -237,31 +268,52 @@ func PartFromV03(p V03Part) (Part, error) {
 			return out, Errorf(ErrInvalidParams, "a data part needs data")
 		}
 		out.Data, out.MediaType = p.Data, "application/json"
+		drop := []string{mediaTypeKey, filenameKey}
 		if w, _ := p.Metadata[wrappedKey].(bool); w {
-			var inner struct {
-				Value json.RawMessage `json:"value"`
-			}
-			if json.Unmarshal(p.Data, &inner) == nil {
-				out.Data = inner.Value
+			// Unwrap only what PartToV03 wrapped: exactly {"value": v}.
+			var inner map[string]json.RawMessage
+			if json.Unmarshal(p.Data, &inner) == nil && len(inner) == 1 && inner["value"] != nil {
+				out.Data = inner["value"]
+				drop = append(drop, wrappedKey)
 			}
 		}
-		if mt, ok := p.Metadata["mediaType"].(string); ok {
+		if mt, ok := p.Metadata[mediaTypeKey].(string); ok {
 			out.MediaType = mt
-		}
-		out.Metadata = nil
-		for k, v := range p.Metadata {
-			if k == wrappedKey || k == "mediaType" {
-				continue
+			if mt == "-" {
+				out.MediaType = ""
 			}
-			if out.Metadata == nil {
-				out.Metadata = map[string]any{}
-			}
-			out.Metadata[k] = v
 		}
+		out.Filename, _ = p.Metadata[filenameKey].(string)
+		out.Metadata = withoutMeta(p.Metadata, drop...)
 	default:
 		return out, Errorf(ErrInvalidParams, "part kind %q is not text, file or data", p.Kind)
 	}
 	return out, nil
+}
+
+// withoutMeta returns md without keys, as a new map (nil when nothing is
+// left); md itself is never changed.
+func withoutMeta(md map[string]any, keys ...string) map[string]any {
+	hit := false
+	for _, k := range keys {
+		if _, ok := md[k]; ok {
+			hit = true
+		}
+	}
+	if !hit {
+		return md
+	}
+	var out map[string]any
+	for k, v := range md {
+		if slices.Contains(keys, k) {
+			continue
+		}
+		if out == nil {
+			out = map[string]any{}
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // MessageToV03 converts a 1.0 message.
@@ -279,7 +331,7 @@ func MessageToV03(m Message) V03Message {
 func MessageFromV03(m V03Message) (Message, error) {
 	role, err := RoleFromV03(m.Role)
 	if err != nil {
-		return Message{}, err
+		return Message{}, Errorf(ErrInvalidParams, "message.%s", err.Error())
 	}
 	out := Message{MessageID: m.MessageID, ContextID: m.ContextID, TaskID: m.TaskID, Role: role,
 		Metadata: m.Metadata, Extensions: m.Extensions, ReferenceTaskIDs: m.ReferenceTaskIDs}
@@ -425,8 +477,12 @@ func (p *V03MessageSendParams) ToV1() (*SendMessageRequest, error) {
 		if c.Blocking != nil && !*c.Blocking {
 			req.Configuration.ReturnImmediately = true
 		}
-		if len(c.PushNotificationConfig) > 0 && string(c.PushNotificationConfig) != "null" {
-			req.Configuration.TaskPushNotificationConfig = &TaskPushNotificationConfig{}
+		if c.PushNotificationConfig != nil {
+			pc, err := c.PushNotificationConfig.toV1("configuration.pushNotificationConfig", "")
+			if err != nil {
+				return nil, err
+			}
+			req.Configuration.TaskPushNotificationConfig = pc
 		}
 	}
 	return req, nil

@@ -90,11 +90,14 @@ type LegacyArtifactUpdate struct {
 
 // LegacySendParams is the params of tasks/send and tasks/sendSubscribe.
 type LegacySendParams struct {
-	ID            string         `json:"id"`
-	SessionID     string         `json:"sessionId,omitempty"`
-	Message       *LegacyMessage `json:"message"`
-	HistoryLength *int32         `json:"historyLength,omitempty"`
-	Metadata      map[string]any `json:"metadata,omitempty"`
+	ID        string         `json:"id"`
+	SessionID string         `json:"sessionId,omitempty"`
+	Message   *LegacyMessage `json:"message"`
+	// AcceptedOutputModes was in the Python samples' TaskSendParams only.
+	AcceptedOutputModes []string                   `json:"acceptedOutputModes,omitempty"`
+	PushNotification    *V03PushNotificationConfig `json:"pushNotification,omitempty"`
+	HistoryLength       *int32                     `json:"historyLength,omitempty"`
+	Metadata            map[string]any             `json:"metadata,omitempty"`
 }
 
 // LegacyPartToV1 converts a part of the older dialect.
@@ -131,8 +134,15 @@ func (p *LegacySendParams) ToV1() (*SendMessageRequest, error) {
 	}
 	m.ContextID = p.SessionID
 	req := &SendMessageRequest{Message: &m, Metadata: p.Metadata}
-	if p.HistoryLength != nil {
-		req.Configuration = &SendMessageConfiguration{HistoryLength: p.HistoryLength}
+	if p.HistoryLength != nil || p.AcceptedOutputModes != nil || p.PushNotification != nil {
+		req.Configuration = &SendMessageConfiguration{HistoryLength: p.HistoryLength, AcceptedOutputModes: p.AcceptedOutputModes}
+	}
+	if p.PushNotification != nil {
+		pc, err := p.PushNotification.toV1("pushNotification", "")
+		if err != nil {
+			return nil, err
+		}
+		req.Configuration.TaskPushNotificationConfig = pc
 	}
 	return req, nil
 }

@@ -1,6 +1,9 @@
 package schemas
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
 
 // More of the older tasks/send dialect (a2aproject/A2A v0.1.0,
 // specification/json/a2a.json and samples/python/common/types.py): the
@@ -41,7 +44,7 @@ func LegacyStateFromV1(s TaskState) string {
 // LegacyStatusToV1 converts a task status of the older dialect. It returns
 // an ErrInvalidParams occurrence naming the field for an unknown state, a
 // bad message or a timestamp that is not RFC 3339 (a missing zone is read as
-// UTC).
+// UTC; precision is cut to milliseconds, as everywhere in a2abus).
 func LegacyStatusToV1(s LegacyTaskStatus) (TaskStatus, error) {
 	st, err := StateFromV03(s.State)
 	if err != nil {
@@ -60,7 +63,7 @@ func LegacyStatusToV1(s LegacyTaskStatus) (TaskStatus, error) {
 		if err != nil {
 			return out, Errorf(ErrInvalidParams, "status.timestamp %q is not a time", s.Timestamp)
 		}
-		out.Timestamp = &Timestamp{t}
+		out.Timestamp = &Timestamp{t.Truncate(time.Millisecond)}
 	}
 	return out, nil
 }
