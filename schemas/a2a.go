@@ -254,6 +254,9 @@ func (t Timestamp) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads an RFC 3339 time; a missing zone is read as UTC, as
 // some 0.3 peers emitted it that way.
 func (t *Timestamp) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err

@@ -77,6 +77,9 @@ func (e *Error) Is(target error) bool {
 func Errorf(kind *Error, format string, args ...any) *Error {
 	e := *kind
 	e.kind = kind
+	if kind.kind != nil { // an occurrence: keep the link to its row
+		e.kind = kind.kind
+	}
 	e.Message = fmt.Sprintf(format, args...)
 	return &e
 }

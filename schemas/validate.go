@@ -57,7 +57,10 @@ func (p *Part) validate(path string, i int) error {
 	if p.URL != nil {
 		n++
 	}
-	if len(p.Data) > 0 && string(p.Data) != "null" {
+	if string(p.Data) == "null" {
+		p.Data = nil // JSON null is no content
+	}
+	if len(p.Data) > 0 {
 		n++
 	}
 	if n != 1 {
