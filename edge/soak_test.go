@@ -33,8 +33,8 @@ func TestSoakMemoryStaysFlat(t *testing.T) {
 		// Short retention windows, so a run of seconds shows the steady
 		// state a long run reaches (the de-duplication window keeps one id
 		// per published message for its length).
-		bus: bustest.Options{Config: bus.Config{EventsMaxAge: 2 * time.Second, Duplicates: time.Second}},
-		edge:   edge.Config{MaxFinishedTasks: 500, SweepEvery: 200 * time.Millisecond},
+		bus:  bustest.Options{Config: bus.Config{EventsMaxAge: 2 * time.Second, Duplicates: time.Second}},
+		edge: edge.Config{MaxFinishedTasks: 500, SweepEvery: 200 * time.Millisecond},
 	})
 	// heap is the settled in-use heap: consumers may still be catching up
 	// with the burst just sent (their buffers are lag, not growth), so take
