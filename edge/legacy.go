@@ -139,7 +139,8 @@ func (r *legacyRPCStream) send(cursor uint64, resp *schemas.StreamResponse) erro
 }
 
 func (r *legacyRPCStream) fail(e *schemas.Error) error {
-	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: schemas.V03ErrorData(e)}})
+	info := errorInfo{Type: errorInfoType, Reason: e.Reason, Domain: schemas.ErrorDomain, Metadata: e.Metadata}
+	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: []errorInfo{info}}})
 	if err != nil {
 		return err
 	}

@@ -137,7 +137,9 @@ func writeStatus(w http.ResponseWriter, e *schemas.Error, httpStatus int) {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
 	b, _ := json.Marshal(st)
-	w.Header().Set("Content-Type", contentA2A)
+	// google.rpc.Status is plain JSON; clients (the official Go SDK among
+	// them) read error bodies only as application/json.
+	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(st.Error.Code)
 	_, _ = w.Write(b)
 }

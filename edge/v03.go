@@ -134,19 +134,18 @@ func (r *v03RPCStream) send(cursor uint64, resp *schemas.StreamResponse) error {
 }
 
 func (r *v03RPCStream) fail(e *schemas.Error) error {
-	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: schemas.V03ErrorData(e)}})
+	info := errorInfo{Type: errorInfoType, Reason: e.Reason, Domain: schemas.ErrorDomain, Metadata: e.Metadata}
+	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: []errorInfo{info}}})
 	if err != nil {
 		return err
 	}
 	return r.event("", b)
 }
 
-// writeV03Error writes a 0.3 JSON-RPC error: error.data is an object.
+// writeV03Error writes a 0.3 JSON-RPC error. 0.3 left error.data free-form;
+// a2abus sends the same typed-detail array as 1.0 (with the ErrorInfo
+// reason), which the official Go SDK's 0.3 client requires and other 0.3
+// clients accept (they read the code).
 func writeV03Error(w http.ResponseWriter, id json.RawMessage, e *schemas.Error) {
-	status := http.StatusOK
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
-		status = e.HTTPStatus
-	}
-	writeJSON(w, status, rpcResponse{JSONRPC: "2.0", ID: id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: schemas.V03ErrorData(e)}})
+	writeRPCError(w, id, e)
 }

@@ -26,9 +26,8 @@ func error03(t *testing.T, r *rpcReply, kind *schemas.Error) {
 	if r.Error == nil || r.Error.Code != kind.Code {
 		t.Fatalf("want %d, got %+v / %s", kind.Code, r.Error, r.Result)
 	}
-	var data map[string]any
-	if err := json.Unmarshal(r.Error.Data, &data); err != nil || data["reason"] != kind.Reason {
-		t.Fatalf("0.3 error.data must be an object with the reason: %s", r.Error.Data)
+	if got := r.reason(t); got != kind.Reason {
+		t.Fatalf("0.3 error reason %s, want %s", got, kind.Reason)
 	}
 }
 
