@@ -49,6 +49,13 @@ type errorInfo struct {
 
 const errorInfoType = "type.googleapis.com/google.rpc.ErrorInfo"
 
+// errorDetails is the typed-detail list of an error: its ErrorInfo. Every
+// binding and dialect sends it (JSON-RPC error.data, google.rpc.Status
+// details).
+func errorDetails(e *schemas.Error) []errorInfo {
+	return []errorInfo{{Type: errorInfoType, Reason: e.Reason, Domain: schemas.ErrorDomain, Metadata: e.Metadata}}
+}
+
 var nullID = json.RawMessage("null")
 
 // call is one decoded JSON-RPC call on its way to a method.
@@ -331,8 +338,7 @@ func writeRPCError(w http.ResponseWriter, id json.RawMessage, e *schemas.Error) 
 }
 
 func writeRPCErrorStatus(w http.ResponseWriter, status int, id json.RawMessage, e *schemas.Error) {
-	info := errorInfo{Type: errorInfoType, Reason: e.Reason, Domain: schemas.ErrorDomain, Metadata: e.Metadata}
-	writeJSON(w, status, rpcResponse{JSONRPC: "2.0", ID: id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: []errorInfo{info}}})
+	writeJSON(w, status, rpcResponse{JSONRPC: "2.0", ID: id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: errorDetails(e)}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

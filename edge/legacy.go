@@ -139,8 +139,7 @@ func (r *legacyRPCStream) send(cursor uint64, resp *schemas.StreamResponse) erro
 }
 
 func (r *legacyRPCStream) fail(e *schemas.Error) error {
-	info := errorInfo{Type: errorInfoType, Reason: e.Reason, Domain: schemas.ErrorDomain, Metadata: e.Metadata}
-	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: []errorInfo{info}}})
+	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: errorDetails(e)}})
 	if err != nil {
 		return err
 	}

@@ -125,7 +125,7 @@ func statusOf(e *schemas.Error, httpStatus int) rpcStatus {
 	}
 	return rpcStatus{Error: statusBody{
 		Code: httpStatus, Status: e.GRPCStatus, Message: e.Message,
-		Details: []errorInfo{{Type: errorInfoType, Reason: e.Reason, Domain: schemas.ErrorDomain, Metadata: e.Metadata}},
+		Details: errorDetails(e),
 	}}
 }
 

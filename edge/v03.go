@@ -134,8 +134,7 @@ func (r *v03RPCStream) send(cursor uint64, resp *schemas.StreamResponse) error {
 }
 
 func (r *v03RPCStream) fail(e *schemas.Error) error {
-	info := errorInfo{Type: errorInfoType, Reason: e.Reason, Domain: schemas.ErrorDomain, Metadata: e.Metadata}
-	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: []errorInfo{info}}})
+	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: errorDetails(e)}})
 	if err != nil {
 		return err
 	}
