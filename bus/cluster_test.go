@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -209,4 +210,36 @@ func TestSweepFinishedKeepsNewestAndUnfinished(t *testing.T) {
 			t.Fatalf("unfinished task swept: %v", err)
 		}
 	}
+}
+
+// A stopped KV watcher must not be left blocked: with changes delivered
+// after the caller stopped reading, its delivery goroutine waits on the
+// Updates channel forever and its subscription buffers every later change
+// of the bucket (found by the soak test). stopWatcher drains it, so the
+// channel closes.
+func TestStoppedWatcherIsReleased(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}}, Agent: "a"}
+	if _, err := b.CreateTask(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	base := runtime.NumGoroutine()
+	w, err := b.tasks.WatchAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e := range w.Updates() {
+		if e == nil {
+			break
+		}
+	}
+	// More changes than the watcher's channel holds, none of them read.
+	for range 300 {
+		if _, _, err := b.Apply(ctx, rec.Task.ID, TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stopWatcher(w)
+	eventually(t, "the stopped watcher's goroutines end", func() bool { return runtime.NumGoroutine() <= base })
 }

@@ -60,7 +60,7 @@ func (d *AgentDirectory) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bus: watch agents: %w", err)
 	}
-	defer w.Stop()
+	defer stopWatcher(w)
 	readyOnce := sync.OnceFunc(func() { close(d.ready) })
 	for {
 		select {

@@ -293,7 +293,7 @@ func (b *Bus) ListTasks(ctx context.Context, f TaskFilter) ([]*schemas.TaskRecor
 	if err != nil {
 		return nil, errUnavailable("bus: list tasks", err)
 	}
-	defer w.Stop()
+	defer stopWatcher(w)
 	var out []*schemas.TaskRecord
 	for {
 		select {
@@ -335,7 +335,7 @@ func (b *Bus) SweepFinished(ctx context.Context, max int) (int, error) {
 	if err != nil {
 		return 0, errUnavailable("bus: sweep tasks", err)
 	}
-	defer w.Stop()
+	defer stopWatcher(w)
 	type finished struct {
 		id  string
 		rev uint64

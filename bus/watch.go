@@ -11,6 +11,19 @@ import (
 	"github.com/a2abus/a2abus/schemas"
 )
 
+// stopWatcher stops a KV watcher and drains what it still delivers. The
+// watcher's callback blocks sending into its Updates channel; stopped but
+// not drained, it would block forever, and its subscription would buffer
+// every later change of the bucket (a leak that grows with traffic). The
+// channel closes once the subscription is gone, which ends the drain.
+func stopWatcher(w jetstream.KeyWatcher) {
+	_ = w.Stop()
+	go func() {
+		for range w.Updates() {
+		}
+	}()
+}
+
 // TaskWatcher lets many requests of one process wait for task changes
 // through a single KV watcher on the task bucket (one ordered consumer per
 // process, not one per request), fanned out in memory by task id. The
@@ -40,7 +53,7 @@ func (t *TaskWatcher) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bus: watch tasks: %w", err)
 	}
-	defer w.Stop()
+	defer stopWatcher(w)
 	close(t.ready)
 	for {
 		select {
