@@ -174,12 +174,10 @@ func TestFullWorkStreamIsARetryableError(t *testing.T) {
 	}
 }
 
-// Past the count bound the oldest finished tasks go first; unfinished tasks
-// stay whatever their age.
-func TestSweepFinishedKeepsNewestAndUnfinished(t *testing.T) {
-	b := newTestBus(t, Config{})
+// finishedAndOpen stores 12 tasks: 9 finished a minute apart (oldest
+// first) and 3 never finished.
+func finishedAndOpen(t *testing.T, b *Bus) (finished, open []string) {
 	ctx := testCtx(t)
-	var finished, open []string
 	for i := range 12 {
 		rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}}, Agent: "a"}
 		if _, err := b.CreateTask(ctx, rec); err != nil {
@@ -195,14 +193,17 @@ func TestSweepFinishedKeepsNewestAndUnfinished(t *testing.T) {
 		}
 		finished = append(finished, rec.Task.ID)
 	}
-	n, err := b.SweepFinished(ctx, 4)
-	if err != nil || n != len(finished)-4 {
-		t.Fatalf("swept %d (%v), want %d", n, err, len(finished)-4)
-	}
+	return finished, open
+}
+
+// checkKept asserts the newest `kept` finished tasks and every open task
+// are still there, and the older finished ones are gone.
+func checkKept(t *testing.T, b *Bus, finished, open []string, kept int) {
+	ctx := testCtx(t)
 	for i, id := range finished {
 		_, _, err := b.GetTask(ctx, id)
-		if kept := i >= len(finished)-4; kept != (err == nil) {
-			t.Fatalf("finished task %d: kept=%v err=%v", i, kept, err)
+		if want := i >= len(finished)-kept; want != (err == nil) {
+			t.Fatalf("finished task %d: kept=%v err=%v", i, want, err)
 		}
 	}
 	for _, id := range open {
@@ -210,6 +211,45 @@ func TestSweepFinishedKeepsNewestAndUnfinished(t *testing.T) {
 			t.Fatalf("unfinished task swept: %v", err)
 		}
 	}
+}
+
+// Past the count bound the oldest finished tasks go first; unfinished tasks
+// stay whatever their age.
+func TestSweepFinishedKeepsNewestAndUnfinished(t *testing.T) {
+	b := newTestBus(t, Config{})
+	finished, open := finishedAndOpen(t, b)
+	n, err := b.SweepFinished(testCtx(t), Retention{MaxCount: 4})
+	if err != nil || n != len(finished)-4 {
+		t.Fatalf("swept %d (%v), want %d", n, err, len(finished)-4)
+	}
+	checkKept(t, b, finished, open, 4)
+	t.Logf("count bound 4: accepted %d, finished %d, evicted %d, unfinished kept %d", len(finished)+len(open), len(finished), n, len(open))
+}
+
+// The bytes bound evicts oldest finished first until the finished records
+// fit, whatever their count; unfinished records do not count and stay.
+func TestSweepFinishedBytesBound(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	finished, open := finishedAndOpen(t, b)
+	var newest3 int64
+	for _, id := range finished[len(finished)-3:] {
+		e, err := b.tasks.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		newest3 += int64(len(e.Value()))
+	}
+	n, err := b.SweepFinished(ctx, Retention{MaxCount: 100, MaxBytes: newest3})
+	if err != nil || n != len(finished)-3 {
+		t.Fatalf("swept %d (%v), want %d", n, err, len(finished)-3)
+	}
+	checkKept(t, b, finished, open, 3)
+	// Within both bounds a sweep deletes nothing.
+	if n, err := b.SweepFinished(ctx, Retention{MaxCount: 100, MaxBytes: newest3}); err != nil || n != 0 {
+		t.Fatalf("second sweep deleted %d (%v)", n, err)
+	}
+	t.Logf("bytes bound %d: finished %d, evicted %d, unfinished kept %d", newest3, len(finished), n, len(open))
 }
 
 // A stopped KV watcher must not be left blocked: with changes delivered

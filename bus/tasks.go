@@ -325,23 +325,38 @@ func (b *Bus) ListTasks(ctx context.Context, f TaskFilter) ([]*schemas.TaskRecor
 	}
 }
 
-// SweepFinished keeps at most max finished (terminal) tasks: it deletes the
-// oldest finished beyond that, by status time, and never touches a task that
-// is not finished. It returns how many it deleted. Several processes may
-// sweep at once; a delete of a task that changed meanwhile is skipped (the
-// delete is conditional on the revision read).
-func (b *Bus) SweepFinished(ctx context.Context, max int) (int, error) {
+// Retention bounds the finished tasks kept besides their TTL. Zero fields
+// do not bound.
+type Retention struct {
+	// MaxCount is how many finished tasks are kept.
+	MaxCount int
+	// MaxBytes bounds the stored size of all finished task records.
+	MaxBytes int64
+}
+
+// SweepFinished enforces the retention bounds on finished (terminal) tasks:
+// it deletes the oldest finished, by status time, until both bounds hold,
+// and never touches a task that is not finished. It returns how many it
+// deleted. Several processes may sweep at once; a delete of a task that
+// changed meanwhile is skipped (the delete is conditional on the revision
+// read).
+func (b *Bus) SweepFinished(ctx context.Context, keep Retention) (int, error) {
+	if keep.MaxCount <= 0 && keep.MaxBytes <= 0 {
+		return 0, nil
+	}
 	w, err := b.tasks.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return 0, errUnavailable("bus: sweep tasks", err)
 	}
 	defer stopWatcher(w)
 	type finished struct {
-		id  string
-		rev uint64
-		at  time.Time
+		id   string
+		rev  uint64
+		at   time.Time
+		size int64
 	}
 	var done []finished
+	var total int64
 	for e := range w.Updates() {
 		if e == nil {
 			break
@@ -350,14 +365,31 @@ func (b *Bus) SweepFinished(ctx context.Context, max int) (int, error) {
 		if err != nil || !rec.Task.Status.State.Terminal() {
 			continue
 		}
-		done = append(done, finished{e.Key(), e.Revision(), rec.StatusTime()})
+		size := int64(len(e.Value()))
+		total += size
+		done = append(done, finished{e.Key(), e.Revision(), rec.StatusTime(), size})
 	}
-	if len(done) <= max {
+	over := func(count int, bytes int64) bool {
+		return (keep.MaxCount > 0 && count > keep.MaxCount) || (keep.MaxBytes > 0 && bytes > keep.MaxBytes)
+	}
+	if !over(len(done), total) {
 		return 0, nil
 	}
-	sort.Slice(done, func(i, j int) bool { return done[i].at.Before(done[j].at) })
-	deleted := 0
-	for _, f := range done[:len(done)-max] {
+	// Oldest finished first; equal status times (millisecond precision)
+	// fall back to the bucket revision, the order the writes were made.
+	sort.Slice(done, func(i, j int) bool {
+		if !done[i].at.Equal(done[j].at) {
+			return done[i].at.Before(done[j].at)
+		}
+		return done[i].rev < done[j].rev
+	})
+	deleted, count := 0, len(done)
+	for _, f := range done {
+		if !over(count, total) {
+			break
+		}
+		count--
+		total -= f.size
 		// The purge marker itself expires, so sweeping leaves nothing behind.
 		if err := b.tasks.Purge(ctx, f.id, jetstream.LastRevision(f.rev), jetstream.PurgeTTL(time.Second)); err == nil {
 			deleted++

@@ -42,7 +42,10 @@ type Config struct {
 	// edge deletes the oldest finished ones (unfinished tasks are never
 	// touched). 0: only the task TTL bounds them.
 	MaxFinishedTasks int
-	// SweepEvery is how often the bound is enforced; default 30s.
+	// MaxFinishedBytes bounds the stored size of finished task records the
+	// same way, oldest finished first. 0: no bytes bound.
+	MaxFinishedBytes int64
+	// SweepEvery is how often the bounds are enforced; default 30s.
 	SweepEvery time.Duration
 	// StreamWriteTimeout bounds one write to an SSE client; a client that
 	// takes no data for this long is disconnected. Default 60s.
@@ -152,10 +155,11 @@ func (s *Server) Run(ctx context.Context) error {
 	return first
 }
 
-// sweep enforces MaxFinishedTasks until ctx ends. Every edge sweeps; the
+// sweep enforces MaxFinishedTasks and MaxFinishedBytes until ctx ends. Every edge sweeps; the
 // deletes are conditional, so edges sweeping together do no harm.
 func (s *Server) sweep(ctx context.Context) error {
-	if s.cfg.MaxFinishedTasks <= 0 {
+	keep := bus.Retention{MaxCount: s.cfg.MaxFinishedTasks, MaxBytes: s.cfg.MaxFinishedBytes}
+	if keep.MaxCount <= 0 && keep.MaxBytes <= 0 {
 		return nil
 	}
 	t := time.NewTicker(s.cfg.SweepEvery)
@@ -165,7 +169,7 @@ func (s *Server) sweep(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			if n, err := s.b.SweepFinished(ctx, s.cfg.MaxFinishedTasks); err != nil && ctx.Err() == nil {
+			if n, err := s.b.SweepFinished(ctx, keep); err != nil && ctx.Err() == nil {
 				s.log.Warn("sweeping finished tasks failed", "err", err)
 			} else if n > 0 {
 				s.log.Info("deleted the oldest finished tasks", "count", n)

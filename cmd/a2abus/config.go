@@ -67,6 +67,10 @@ type Config struct {
 	// MaxFinishedTasks bounds how many finished tasks are kept (oldest
 	// finished are deleted first; unfinished never). Default 100000.
 	MaxFinishedTasks int `json:"maxFinishedTasks"`
+	// MaxFinishedBytes bounds the stored size of finished tasks the same
+	// way. Default 512 MiB, half the task bucket, so finished tasks are
+	// evicted long before the bucket would refuse new ones.
+	MaxFinishedBytes int64 `json:"maxFinishedBytes"`
 	// MaxBacklog bounds the tasks queued or running per agent; past it new
 	// tasks get 503 + Retry-After. Default 10000.
 	MaxBacklog int `json:"maxBacklog"`
@@ -91,6 +95,9 @@ type AgentConfig struct {
 	Concurrency int `json:"concurrency"`
 	// Exec configures an exec agent (command, args, env, dir, timeout).
 	Exec *workers.ExecConfig `json:"exec,omitempty"`
+	// Delay makes an echo agent wait this long before answering, a
+	// stand-in for a model call in load runs ("50ms").
+	Delay Duration `json:"delay,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("30s").
@@ -133,6 +140,7 @@ func defaultConfig() Config {
 		MaxBodyBytes:     4 << 20,
 		MaxBacklog:       10000,
 		MaxFinishedTasks: 100000,
+		MaxFinishedBytes: 512 << 20,
 		ShutdownGrace:    Duration(10 * time.Second),
 		LogLevel:         "info",
 		LogFormat:        "text",
@@ -188,6 +196,14 @@ func settings() []setting {
 		{"max-deliver", "A2ABUS_MAX_DELIVER", "deliveries of one work item before it is given up (default 5)", num(func(c *Config) *int { return &c.MaxDeliver })},
 		{"blocking-timeout", "A2ABUS_BLOCKING_TIMEOUT", "longest wait of a blocking SendMessage (default 60s)", dur(func(c *Config) *Duration { return &c.BlockingTimeout })},
 		{"max-finished-tasks", "A2ABUS_MAX_FINISHED_TASKS", "finished tasks kept before the oldest are deleted (default 100000)", num(func(c *Config) *int { return &c.MaxFinishedTasks })},
+		{"max-finished-bytes", "A2ABUS_MAX_FINISHED_BYTES", "stored bytes of finished tasks kept before the oldest are deleted (default 536870912)", func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return fmt.Errorf("must be a number of bytes, got %q", v)
+			}
+			c.MaxFinishedBytes = n
+			return nil
+		}},
 		{"max-backlog", "A2ABUS_MAX_BACKLOG", "tasks queued or running per agent before new ones get 503 + Retry-After (default 10000)", num(func(c *Config) *int { return &c.MaxBacklog })},
 		{"max-body-bytes", "A2ABUS_MAX_BODY_BYTES", "largest HTTP request body (default 4194304)", func(c *Config, v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
