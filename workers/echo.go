@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/a2abus/a2abus/schemas"
 )
@@ -16,6 +17,9 @@ import (
 type Echo struct {
 	// WordsPerChunk is how many words go in one artifact chunk; default 4.
 	WordsPerChunk int
+	// Delay is waited before answering: a stand-in for a model call, so
+	// load runs can measure a fleet of workers on a sleep-bound agent.
+	Delay time.Duration
 }
 
 // AskCommand starts a message that makes the echo agent ask for input.
@@ -49,6 +53,15 @@ func (e Echo) Execute(ctx context.Context, req *Request, out *Emitter) error {
 	}
 	if text == "" {
 		return out.Reject(ctx, "echo needs a message with text")
+	}
+	if e.Delay > 0 {
+		t := time.NewTimer(e.Delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
 	}
 	n := e.WordsPerChunk
 	if n <= 0 {

@@ -33,6 +33,8 @@ Usage:
   a2abus worker [flags]   agent workers joining an existing NATS (--nats)
   a2abus node   [flags]   only the NATS JetStream server, e.g. one member of a
                           cluster (--server-name, --cluster-name, --cluster-listen, --routes)
+  a2abus load   [flags]   load generator: N concurrent clients against any A2A
+                          agent; prints throughput and p50/p90/p99 latency
 
 Run "a2abus <command> --help" for the flags of a command.
 `
@@ -52,6 +54,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return nil
 	}
 	cmd := args[0]
+	if cmd == "load" {
+		return runLoad(ctx, args[1:], stdout, stderr)
+	}
 	switch cmd {
 	case "serve", "edge", "worker", "node":
 	default:
@@ -187,6 +192,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		MaxBodyBytes:       p.cfg.MaxBodyBytes,
 		MaxBacklogPerAgent: uint64(max(p.cfg.MaxBacklog, 0)),
 		MaxFinishedTasks:   p.cfg.MaxFinishedTasks,
+		MaxFinishedBytes:   p.cfg.MaxFinishedBytes,
 		BlockingTimeout:    time.Duration(p.cfg.BlockingTimeout),
 		Logger:             p.log,
 	})
@@ -265,6 +271,7 @@ func (p *process) definitions() ([]workers.Definition, error) {
 		switch a.Kind {
 		case "echo":
 			def = workers.EchoDefinition(a.Name)
+			def.Agent = workers.Echo{Delay: time.Duration(a.Delay)}
 		case "tck":
 			def = workers.TCKDefinition(a.Name)
 		case "exec":

@@ -1,0 +1,102 @@
+// Command a2agoecho is the baseline for a2abus's load comparisons: the
+// official A2A Go SDK server (a2a-go v2) with its default in-memory task
+// store, serving an echo agent that does what a2abus's demo echo agent does
+// for a short message (SUBMITTED task, WORKING, one text artifact
+// "echo-<task id>", COMPLETED with a status message). It lives in the interop
+// module so the product module never depends on the SDK.
+//
+//	go run ./cmd/a2agoecho --listen 127.0.0.1:9100
+//	a2abus load --url http://127.0.0.1:9100 --clients 64
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"iter"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+)
+
+// echoExecutor answers every message with its own text as one artifact.
+type echoExecutor struct{}
+
+func (echoExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		text := ""
+		for _, p := range ec.Message.Parts {
+			text += p.Text()
+		}
+		if ec.StoredTask == nil {
+			if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+				return
+			}
+		}
+		if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil), nil) {
+			return
+		}
+		art := a2a.NewArtifactEvent(ec, a2a.NewTextPart(text))
+		art.Artifact.ID = a2a.ArtifactID("echo-" + string(ec.TaskID))
+		art.Artifact.Name = "echo"
+		art.LastChunk = true
+		if !yield(art, nil) {
+			return
+		}
+		done := a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart(fmt.Sprintf("echoed %d characters in 1 chunk(s)", len(text))))
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, done), nil)
+	}
+}
+
+func (echoExecutor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
+}
+
+// newHandler serves the card at the well-known path and JSON-RPC at "/".
+func newHandler(baseURL string) http.Handler {
+	card := &a2a.AgentCard{
+		Name:        "a2agoecho",
+		Description: "a2a-go v2 baseline echo agent",
+		Version:     "1.0.0",
+		SupportedInterfaces: []*a2a.AgentInterface{
+			a2a.NewAgentInterface(baseURL, a2a.TransportProtocolJSONRPC),
+		},
+		DefaultInputModes:  []string{"text/plain"},
+		DefaultOutputModes: []string{"text/plain"},
+		Capabilities:       a2a.AgentCapabilities{Streaming: true},
+		Skills:             []a2a.AgentSkill{{ID: "echo", Name: "Echo", Description: "Returns the text it is sent.", Tags: []string{"echo"}}},
+	}
+	mux := http.NewServeMux()
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+	mux.Handle("/", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(echoExecutor{})))
+	return mux
+}
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:9100", "address to listen on (loopback by default)")
+	flag.Parse()
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	srv := &http.Server{Handler: newHandler(base)}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	fmt.Printf("a2agoecho listening on %s\n", base)
+	if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+		log.Fatal(err)
+	}
+}
