@@ -507,3 +507,84 @@ func mustJSON(v any) json.RawMessage {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// ResultFromV03 reads one 0.3 result object, as a 0.3 agent answers
+// message/send or sends on a stream, told apart by its "kind": a task, a
+// message, a status-update or an artifact-update. It is the inverse of
+// StreamResponseToV03, used by clients of 0.3 agents.
+func ResultFromV03(raw json.RawMessage) (StreamResponse, error) {
+	var head struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return StreamResponse{}, Errorf(ErrInvalidAgentResponse, "0.3 result is not a JSON object: %v", err)
+	}
+	bad := func(err error) (StreamResponse, error) {
+		return StreamResponse{}, Errorf(ErrInvalidAgentResponse, "0.3 %s: %v", head.Kind, err)
+	}
+	switch head.Kind {
+	case "task":
+		var t V03Task
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return bad(err)
+		}
+		task, err := TaskFromV03(t)
+		if err != nil {
+			return bad(err)
+		}
+		return StreamResponse{Task: &task}, nil
+	case "message":
+		var m V03Message
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return bad(err)
+		}
+		msg, err := MessageFromV03(m)
+		if err != nil {
+			return bad(err)
+		}
+		return StreamResponse{Message: &msg}, nil
+	case "status-update":
+		var u V03StatusUpdate
+		if err := json.Unmarshal(raw, &u); err != nil {
+			return bad(err)
+		}
+		st, err := statusFromV03(u.Status)
+		if err != nil {
+			return bad(err)
+		}
+		return StreamResponse{StatusUpdate: &TaskStatusUpdateEvent{TaskID: u.TaskID, ContextID: u.ContextID, Status: st, Metadata: u.Metadata}}, nil
+	case "artifact-update":
+		var u V03ArtifactUpdate
+		if err := json.Unmarshal(raw, &u); err != nil {
+			return bad(err)
+		}
+		a, err := ArtifactFromV03(u.Artifact)
+		if err != nil {
+			return bad(err)
+		}
+		return StreamResponse{ArtifactUpdate: &TaskArtifactUpdateEvent{TaskID: u.TaskID, ContextID: u.ContextID,
+			Artifact: a, Append: u.Append, LastChunk: u.LastChunk, Metadata: u.Metadata}}, nil
+	}
+	return StreamResponse{}, Errorf(ErrInvalidAgentResponse, "0.3 result has unknown kind %q", head.Kind)
+}
+
+// SendParamsToV03 converts SendMessage params to 0.3 message/send params.
+func SendParamsToV03(r *SendMessageRequest) V03MessageSendParams {
+	var out V03MessageSendParams
+	if r.Message != nil {
+		m := MessageToV03(*r.Message)
+		out.Message = &m
+	}
+	out.Metadata = r.Metadata
+	if c := r.Configuration; c != nil {
+		out.Configuration = &V03SendConfiguration{AcceptedOutputModes: c.AcceptedOutputModes, HistoryLength: c.HistoryLength,
+			Blocking: Bool(!c.ReturnImmediately)}
+		if pc := c.TaskPushNotificationConfig; pc != nil {
+			v := PushConfigToV03(*pc).PushNotificationConfig
+			out.Configuration.PushNotificationConfig = &v
+		}
+	} else {
+		out.Configuration = &V03SendConfiguration{Blocking: Bool(true)}
+	}
+	return out
+}

@@ -1,0 +1,340 @@
+package discovery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Card discovery: fetch an agent's card from its well-known path, accept
+// the 1.0 and 0.3 shapes, validate the fields a client needs, and pick the
+// interface to talk to.
+
+// Well-known card paths: the 1.0 (and 0.3) path, then the path older agents
+// serve.
+const (
+	WellKnownCard       = "/.well-known/agent-card.json"
+	WellKnownCardLegacy = "/.well-known/agent.json"
+)
+
+// ErrInvalidCard is wrapped by every card that fails validation.
+var ErrInvalidCard = errors.New("invalid agent card")
+
+// Fetched is one fetched card with what HTTP said about its freshness.
+type Fetched struct {
+	Card schemas.AgentCard
+	// Raw is the card as the agent served it, kept verbatim.
+	Raw json.RawMessage
+	// URL is the address the card was read from (after any fallback).
+	URL string
+	// ETag and MaxAge come from the answer's ETag and Cache-Control.
+	ETag   string
+	MaxAge time.Duration
+	// NoStore is set when Cache-Control said no-store or no-cache.
+	NoStore   bool
+	FetchedAt time.Time
+	// NotModified is set when a conditional fetch was answered 304: Card
+	// and Raw are empty and the caller's copy is still good.
+	NotModified bool
+}
+
+// Fetcher fetches agent cards. The zero value is usable: public addresses
+// only, 30 s timeout, 1 MiB cap.
+type Fetcher struct {
+	// HTTP is the client; default Policy.Client(Timeout).
+	HTTP    *http.Client
+	Policy  Policy
+	Header  http.Header
+	Timeout time.Duration // default 30s
+	// MaxBytes caps a card body. Default 1 MiB.
+	MaxBytes int64
+}
+
+func (f *Fetcher) client() *http.Client {
+	if f.HTTP != nil {
+		return f.HTTP
+	}
+	return f.Policy.Client(f.timeout())
+}
+
+func (f *Fetcher) timeout() time.Duration {
+	if f.Timeout > 0 {
+		return f.Timeout
+	}
+	return 30 * time.Second
+}
+
+// CardURLs returns the addresses to try for an agent at base: base itself
+// when it already names a card (a path ending in .json), else the
+// well-known path and then its older fallback.
+func CardURLs(base string) ([]string, error) {
+	u, err := url.Parse(strings.TrimSpace(base))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("discovery: %q is not an absolute http(s) URL", base)
+	}
+	if strings.HasSuffix(u.Path, ".json") {
+		return []string{u.String()}, nil
+	}
+	u.RawQuery, u.Fragment = "", ""
+	root := strings.TrimRight(u.String(), "/")
+	return []string{root + WellKnownCard, root + WellKnownCardLegacy}, nil
+}
+
+// Fetch reads the card of the agent at base. etag, when not empty, makes
+// the fetch conditional (If-None-Match); a 304 answer gives NotModified.
+func (f *Fetcher) Fetch(ctx context.Context, base, etag string) (*Fetched, error) {
+	urls, err := CardURLs(base)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout())
+	defer cancel()
+	var lastErr error
+	for i, u := range urls {
+		fc, status, err := f.fetchOne(ctx, u, etag)
+		if err == nil {
+			return fc, nil
+		}
+		lastErr = err
+		// Only a missing card moves on to the older path.
+		if status != http.StatusNotFound || i == len(urls)-1 {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+func (f *Fetcher) fetchOne(ctx context.Context, u, etag string) (*Fetched, int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("discovery: %w", err)
+	}
+	for k, vs := range f.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", UserAgent)
+	if etag != "" {
+		req.Header.Set("If-None-Match", etag)
+	}
+	res, err := f.client().Do(req)
+	if err != nil {
+		return nil, 0, &TransportError{URL: u, Err: unwrapURLError(err)}
+	}
+	defer drain(res.Body)
+	now := time.Now()
+	maxAge, noStore := cacheControl(res.Header.Get("Cache-Control"))
+	if res.StatusCode == http.StatusNotModified {
+		return &Fetched{URL: u, ETag: firstNonEmpty(res.Header.Get("ETag"), etag), MaxAge: maxAge, NoStore: noStore,
+			FetchedAt: now, NotModified: true}, res.StatusCode, nil
+	}
+	if res.StatusCode != http.StatusOK {
+		return nil, res.StatusCode, &TransportError{URL: u, Status: res.StatusCode, RetryAfter: retryAfter(res),
+			Err: fmt.Errorf("no agent card here (HTTP %d %s)", res.StatusCode, http.StatusText(res.StatusCode))}
+	}
+	max := f.MaxBytes
+	if max <= 0 {
+		max = 1 << 20
+	}
+	body, err := io.ReadAll(io.LimitReader(res.Body, max+1))
+	if err != nil {
+		return nil, res.StatusCode, &TransportError{URL: u, Status: res.StatusCode, Err: fmt.Errorf("reading the card: %w", err)}
+	}
+	if int64(len(body)) > max {
+		return nil, res.StatusCode, fmt.Errorf("discovery: %s: %w: larger than %d bytes", u, ErrInvalidCard, max)
+	}
+	card, err := ParseCard(body)
+	if err != nil {
+		return nil, res.StatusCode, fmt.Errorf("discovery: %s: %w", u, err)
+	}
+	return &Fetched{Card: *card, Raw: body, URL: u, ETag: res.Header.Get("ETag"), MaxAge: maxAge, NoStore: noStore, FetchedAt: now}, res.StatusCode, nil
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// cacheControl reads max-age (s-maxage wins, as for a shared cache) and
+// whether the answer may not be reused without revalidation.
+func cacheControl(h string) (maxAge time.Duration, noStore bool) {
+	shared := time.Duration(-1)
+	for _, d := range strings.Split(h, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(strings.ToLower(d)), "=")
+		switch k {
+		case "no-store", "no-cache":
+			noStore = true
+		case "max-age", "s-maxage":
+			n, err := strconv.Atoi(strings.Trim(v, `"`))
+			if err != nil || n < 0 {
+				continue
+			}
+			if k == "s-maxage" {
+				shared = time.Duration(n) * time.Second
+			} else {
+				maxAge = time.Duration(n) * time.Second
+			}
+		}
+	}
+	if shared >= 0 {
+		maxAge = shared
+	}
+	return maxAge, noStore
+}
+
+// ParseCard reads a card in the 1.0 or 0.3 shape and checks the fields a
+// client relies on: name, description, version, skills, the default modes,
+// capabilities, and at least one interface with an absolute http(s) URL.
+// A 0.3 card (url + preferredTransport) gets the equivalent
+// supportedInterfaces, so callers read one shape.
+func ParseCard(b []byte) (*schemas.AgentCard, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, fmt.Errorf("%w: not a JSON object: %v", ErrInvalidCard, err)
+	}
+	var c schemas.AgentCard
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidCard, err)
+	}
+	var missing []string
+	for _, k := range []string{"name", "description", "version", "skills", "capabilities", "defaultInputModes", "defaultOutputModes"} {
+		if v, ok := fields[k]; !ok || string(v) == "null" {
+			missing = append(missing, k)
+		}
+	}
+	if c.Name == "" && !contains(missing, "name") {
+		missing = append(missing, "name")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: missing %s", ErrInvalidCard, strings.Join(missing, ", "))
+	}
+	if len(c.SupportedInterfaces) == 0 && c.URL != "" {
+		c.SupportedInterfaces = v03Interfaces(&c)
+	}
+	if len(c.SupportedInterfaces) == 0 {
+		return nil, fmt.Errorf("%w: no interface (supportedInterfaces, or url for an A2A 0.3 card)", ErrInvalidCard)
+	}
+	for i, in := range c.SupportedInterfaces {
+		u, err := url.Parse(in.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "grpc" && u.Scheme != "grpcs") || u.Host == "" {
+			return nil, fmt.Errorf("%w: supportedInterfaces[%d].url %q is not an absolute URL", ErrInvalidCard, i, in.URL)
+		}
+		if in.ProtocolBinding == "" {
+			return nil, fmt.Errorf("%w: supportedInterfaces[%d].protocolBinding is required", ErrInvalidCard, i)
+		}
+	}
+	return &c, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// v03Interfaces lists a 0.3 card's url (in its preferred transport, JSONRPC
+// when unnamed) and its additional interfaces as 1.0 interfaces.
+func v03Interfaces(c *schemas.AgentCard) []schemas.AgentInterface {
+	version := c.ProtocolVersion
+	if version == "" {
+		version = "0.3"
+	}
+	transport := c.PreferredTransport
+	if transport == "" {
+		transport = schemas.BindingJSONRPC
+	}
+	out := []schemas.AgentInterface{{URL: c.URL, ProtocolBinding: transport, ProtocolVersion: version}}
+	for _, ai := range c.AdditionalInterfaces {
+		in := schemas.AgentInterface{URL: ai.URL, ProtocolBinding: ai.Transport, ProtocolVersion: version}
+		if in != out[0] {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// Endpoints lists the interfaces of a card a2abus can speak, best first:
+// 1.0 before 0.3, then in the order of prefer (default JSONRPC, then
+// HTTP+JSON), then in the card's order.
+func Endpoints(c *schemas.AgentCard, prefer ...string) []Endpoint {
+	if len(prefer) == 0 {
+		prefer = []string{schemas.BindingJSONRPC, schemas.BindingHTTPJSON}
+	}
+	rank := func(in schemas.AgentInterface) int {
+		r := -1
+		for i, b := range prefer {
+			if strings.EqualFold(in.ProtocolBinding, b) {
+				r = i
+			}
+		}
+		if r < 0 {
+			return -1
+		}
+		switch {
+		case isV1(in.ProtocolVersion):
+		case isV03(in.ProtocolVersion) && strings.EqualFold(in.ProtocolBinding, schemas.BindingJSONRPC):
+			r += 100
+		default:
+			return -1
+		}
+		return r
+	}
+	type cand struct {
+		ep   Endpoint
+		rank int
+	}
+	var cands []cand
+	for _, in := range c.SupportedInterfaces {
+		r := rank(in)
+		if r < 0 {
+			continue
+		}
+		version := in.ProtocolVersion
+		if isV1(version) {
+			version = schemas.ProtocolVersion
+		} else {
+			version = schemas.ProtocolVersion03
+		}
+		binding := schemas.BindingJSONRPC
+		if strings.EqualFold(in.ProtocolBinding, schemas.BindingHTTPJSON) {
+			binding = schemas.BindingHTTPJSON
+		}
+		cands = append(cands, cand{Endpoint{URL: in.URL, Binding: binding, Version: version, Tenant: in.Tenant}, r})
+	}
+	// A stable insertion sort: cards list a handful of interfaces.
+	for i := 1; i < len(cands); i++ {
+		for j := i; j > 0 && cands[j].rank < cands[j-1].rank; j-- {
+			cands[j], cands[j-1] = cands[j-1], cands[j]
+		}
+	}
+	out := make([]Endpoint, len(cands))
+	for i, c := range cands {
+		out[i] = c.ep
+	}
+	return out
+}
+
+// ClientFor returns a client of the best interface of a card.
+func ClientFor(c *schemas.AgentCard, opts Options, prefer ...string) (*Client, error) {
+	eps := Endpoints(c, prefer...)
+	if len(eps) == 0 {
+		return nil, fmt.Errorf("discovery: agent %q offers no interface a2abus speaks (JSONRPC or HTTP+JSON, A2A 1.0 or 0.3)", c.Name)
+	}
+	return NewClient(eps[0], opts)
+}

@@ -1,0 +1,615 @@
+// Package discovery is a2abus's A2A client side: it resolves, validates and
+// caches agent cards (cards.go, cache.go), talks to any A2A agent in 1.0
+// JSON-RPC, 1.0 HTTP+JSON or 0.3 JSON-RPC (this file), and guards every
+// outbound URL against SSRF (ssrf.go). The CLI, the load tool and the
+// remote and fan-out agent kinds are all built on it.
+//
+// Protocol errors an agent answers come back as *schemas.Error occurrences
+// of our own error table (errors.Is works against the table rows), so a
+// caller handles a remote TaskNotFound exactly like a local one. Failures
+// to reach the agent, or answers that are not A2A, are plain errors that
+// say which URL failed and how; IsRetryable tells the transient ones.
+package discovery
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Version is a2abus's version, sent in the User-Agent of every request.
+const Version = "0.1.0"
+
+// UserAgent names a2abus and its version in every outbound request.
+const UserAgent = "a2abus/" + Version + " (+https://github.com/a2abus/a2abus)"
+
+// Endpoint is where and how to reach an agent: one interface of its card.
+type Endpoint struct {
+	URL     string
+	Binding string // schemas.BindingJSONRPC or schemas.BindingHTTPJSON
+	// Version is the A2A protocol version spoken there: "1.0" or "0.3".
+	Version string
+	Tenant  string
+}
+
+// String names the endpoint for logs and messages.
+func (e Endpoint) String() string { return e.Binding + " " + e.Version + " " + e.URL }
+
+// Options configure a Client. The zero value is usable: a guarded HTTP
+// client that only reaches public addresses, and the default limits.
+type Options struct {
+	// HTTP is the HTTP client to use. Default: Policy.Client(0), the
+	// SSRF-guarded client; a caller that sets HTTP owns the guard.
+	HTTP *http.Client
+	// Policy guards outbound addresses when HTTP is nil.
+	Policy Policy
+	// Header is added to every request (authentication, for instance).
+	Header http.Header
+	// Timeout bounds each unary call (not streams, which last as long as
+	// the task). Default 30s.
+	Timeout time.Duration
+	// MaxResponseBytes bounds a unary response body and one stream event.
+	// Default 16 MiB.
+	MaxResponseBytes int64
+}
+
+// Client calls one A2A endpoint. It is safe for concurrent use.
+type Client struct {
+	ep     Endpoint
+	http   *http.Client
+	header http.Header
+	opts   Options
+	ids    atomic.Int64
+}
+
+// NewClient returns a client of the endpoint.
+func NewClient(ep Endpoint, opts Options) (*Client, error) {
+	u, err := url.Parse(ep.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("discovery: agent URL %q is not an absolute http(s) URL", ep.URL)
+	}
+	switch ep.Binding {
+	case schemas.BindingJSONRPC, schemas.BindingHTTPJSON:
+	default:
+		return nil, fmt.Errorf("discovery: binding %q is not supported (JSONRPC or HTTP+JSON)", ep.Binding)
+	}
+	switch {
+	case isV1(ep.Version):
+	case isV03(ep.Version):
+		if ep.Binding != schemas.BindingJSONRPC {
+			return nil, fmt.Errorf("discovery: A2A 0.3 is supported over JSONRPC only, not %s", ep.Binding)
+		}
+	default:
+		return nil, fmt.Errorf("discovery: protocol version %q is not supported (1.0 or 0.3)", ep.Version)
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = 16 << 20
+	}
+	hc := opts.HTTP
+	if hc == nil {
+		hc = opts.Policy.Client(0)
+	}
+	return &Client{ep: ep, http: hc, header: opts.Header, opts: opts}, nil
+}
+
+// Endpoint returns the endpoint the client calls.
+func (c *Client) Endpoint() Endpoint { return c.ep }
+
+func isV1(v string) bool { return v == "" || v == "1" || strings.HasPrefix(v, "1.") }
+func isV03(v string) bool {
+	return v == "0.3" || strings.HasPrefix(v, "0.3.") || v == "0.2" || strings.HasPrefix(v, "0.2.")
+}
+
+func (c *Client) v03() bool  { return isV03(c.ep.Version) }
+func (c *Client) rest() bool { return c.ep.Binding == schemas.BindingHTTPJSON }
+
+// SendMessage sends a message and returns the task or message the agent
+// answers. With Configuration.ReturnImmediately the agent answers at once.
+func (c *Client) SendMessage(ctx context.Context, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error) {
+	switch {
+	case c.rest():
+		var res schemas.SendMessageResponse
+		if err := c.restCall(ctx, http.MethodPost, "/message:send", nil, req, &res); err != nil {
+			return nil, err
+		}
+		return &res, nil
+	case c.v03():
+		var raw json.RawMessage
+		if err := c.rpc(ctx, "message/send", schemas.SendParamsToV03(req), &raw); err != nil {
+			return nil, err
+		}
+		r, err := schemas.ResultFromV03(raw)
+		if err != nil {
+			return nil, err
+		}
+		if r.Task == nil && r.Message == nil {
+			return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "message/send answered an event, not a task or message")
+		}
+		return &schemas.SendMessageResponse{Task: r.Task, Message: r.Message}, nil
+	}
+	var res schemas.SendMessageResponse
+	if err := c.rpc(ctx, "SendMessage", req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetTask returns a task.
+func (c *Client) GetTask(ctx context.Context, req *schemas.GetTaskRequest) (*schemas.Task, error) {
+	switch {
+	case c.rest():
+		q := url.Values{}
+		if req.HistoryLength != nil {
+			q.Set("historyLength", strconv.Itoa(int(*req.HistoryLength)))
+		}
+		var t schemas.Task
+		return &t, c.restCall(ctx, http.MethodGet, "/tasks/"+url.PathEscape(req.ID), q, nil, &t)
+	case c.v03():
+		return c.taskV03(ctx, "tasks/get", schemas.V03TaskQueryParams{ID: req.ID, HistoryLength: req.HistoryLength})
+	}
+	var t schemas.Task
+	return &t, c.rpc(ctx, "GetTask", req, &t)
+}
+
+// CancelTask asks the agent to cancel a task and returns it.
+func (c *Client) CancelTask(ctx context.Context, req *schemas.CancelTaskRequest) (*schemas.Task, error) {
+	switch {
+	case c.rest():
+		var t schemas.Task
+		return &t, c.restCall(ctx, http.MethodPost, "/tasks/"+url.PathEscape(req.ID)+":cancel", nil, req, &t)
+	case c.v03():
+		return c.taskV03(ctx, "tasks/cancel", schemas.V03TaskIDParams{ID: req.ID, Metadata: req.Metadata})
+	}
+	var t schemas.Task
+	return &t, c.rpc(ctx, "CancelTask", req, &t)
+}
+
+// ListTasks lists tasks. A 0.3 agent has no such method: the answer is
+// ErrUnsupportedOperation.
+func (c *Client) ListTasks(ctx context.Context, req *schemas.ListTasksRequest) (*schemas.ListTasksResponse, error) {
+	var res schemas.ListTasksResponse
+	switch {
+	case c.rest():
+		q := url.Values{}
+		set := func(k, v string) {
+			if v != "" {
+				q.Set(k, v)
+			}
+		}
+		set("contextId", req.ContextID)
+		set("status", string(req.Status))
+		set("pageToken", req.PageToken)
+		if req.PageSize != nil {
+			set("pageSize", strconv.Itoa(int(*req.PageSize)))
+		}
+		if req.HistoryLength != nil {
+			set("historyLength", strconv.Itoa(int(*req.HistoryLength)))
+		}
+		if req.StatusTimestampAfter != nil {
+			set("statusTimestampAfter", req.StatusTimestampAfter.UTC().Format(time.RFC3339Nano))
+		}
+		if req.IncludeArtifacts {
+			set("includeArtifacts", "true")
+		}
+		return &res, c.restCall(ctx, http.MethodGet, "/tasks", q, nil, &res)
+	case c.v03():
+		return nil, schemas.Errorf(schemas.ErrUnsupportedOperation, "A2A 0.3 agents cannot list tasks")
+	}
+	return &res, c.rpc(ctx, "ListTasks", req, &res)
+}
+
+// SendStreamingMessage sends a message and streams the task's events.
+func (c *Client) SendStreamingMessage(ctx context.Context, req *schemas.SendMessageRequest) (*Stream, error) {
+	switch {
+	case c.rest():
+		return c.restStream(ctx, http.MethodPost, "/message:stream", req, "")
+	case c.v03():
+		return c.rpcStream(ctx, "message/stream", schemas.SendParamsToV03(req), "")
+	}
+	return c.rpcStream(ctx, "SendStreamingMessage", req, "")
+}
+
+// SubscribeToTask streams the events of an existing task. lastEventID,
+// when not empty, resumes after the event of that SSE id (an a2abus edge
+// honours it; other agents may ignore it and send a fresh snapshot).
+func (c *Client) SubscribeToTask(ctx context.Context, req *schemas.SubscribeToTaskRequest, lastEventID string) (*Stream, error) {
+	switch {
+	case c.rest():
+		return c.restStream(ctx, http.MethodGet, "/tasks/"+url.PathEscape(req.ID)+":subscribe", nil, lastEventID)
+	case c.v03():
+		return c.rpcStream(ctx, "tasks/resubscribe", schemas.V03TaskIDParams{ID: req.ID}, lastEventID)
+	}
+	return c.rpcStream(ctx, "SubscribeToTask", req, lastEventID)
+}
+
+func (c *Client) taskV03(ctx context.Context, method string, params any) (*schemas.Task, error) {
+	var raw json.RawMessage
+	if err := c.rpc(ctx, method, params, &raw); err != nil {
+		return nil, err
+	}
+	r, err := schemas.ResultFromV03(raw)
+	if err != nil {
+		return nil, err
+	}
+	if r.Task == nil {
+		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s answered something other than a task", method)
+	}
+	return r.Task, nil
+}
+
+// --- JSON-RPC -------------------------------------------------------------
+
+type rpcRequest struct {
+	JSONRPC string `json:"jsonrpc"`
+	ID      int64  `json:"id"`
+	Method  string `json:"method"`
+	Params  any    `json:"params"`
+}
+
+type rpcResponse struct {
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *wireError      `json:"error"`
+}
+
+// wireError is a JSON-RPC error object, or the body of google.rpc.Status.
+type wireError struct {
+	Code    int             `json:"code"`
+	Status  string          `json:"status"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
+	Details json.RawMessage `json:"details"`
+}
+
+func (c *Client) newRequest(ctx context.Context, method, u string, body any) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("discovery: encoding request: %w", err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	for k, vs := range c.header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("User-Agent", UserAgent)
+	if !c.v03() {
+		req.Header.Set("A2A-Version", schemas.ProtocolVersion)
+	}
+	return req, nil
+}
+
+func (c *Client) rpcBody(method string, params any) rpcRequest {
+	return rpcRequest{JSONRPC: "2.0", ID: c.ids.Add(1), Method: method, Params: params}
+}
+
+// rpc makes one unary JSON-RPC call and decodes its result into out.
+func (c *Client) rpc(ctx context.Context, method string, params any, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	req, err := c.newRequest(ctx, http.MethodPost, c.ep.URL, c.rpcBody(method, params))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	res, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	defer drain(res.Body)
+	body, err := c.readBody(req, res)
+	if err != nil {
+		return err
+	}
+	var r rpcResponse
+	if err := json.Unmarshal(body, &r); err != nil || (r.Result == nil && r.Error == nil) {
+		return c.notA2A(req, res, body)
+	}
+	if r.Error != nil {
+		return c.protocolError(r.Error, res)
+	}
+	if err := json.Unmarshal(r.Result, out); err != nil {
+		return schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s from %s: result does not decode: %v", method, c.ep.URL, err)
+	}
+	return nil
+}
+
+func (c *Client) rpcStream(ctx context.Context, method string, params any, lastEventID string) (*Stream, error) {
+	req, err := c.newRequest(ctx, http.MethodPost, c.ep.URL, c.rpcBody(method, params))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	v03 := c.v03()
+	decode := func(data []byte) (*schemas.StreamResponse, error) {
+		var r rpcResponse
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event is not a JSON-RPC response: %v", err)
+		}
+		if r.Error != nil {
+			return nil, c.protocolError(r.Error, nil)
+		}
+		if v03 {
+			ev, err := schemas.ResultFromV03(r.Result)
+			return &ev, err
+		}
+		var ev schemas.StreamResponse
+		if err := json.Unmarshal(r.Result, &ev); err != nil {
+			return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event does not decode: %v", err)
+		}
+		return &ev, nil
+	}
+	return c.openStream(req, decode)
+}
+
+// --- HTTP+JSON ------------------------------------------------------------
+
+func (c *Client) restURL(path string, q url.Values) string {
+	u := strings.TrimRight(c.ep.URL, "/")
+	if c.ep.Tenant != "" {
+		u += "/" + url.PathEscape(c.ep.Tenant)
+	}
+	u += path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	return u
+}
+
+func (c *Client) restCall(ctx context.Context, method, path string, q url.Values, body, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	req, err := c.newRequest(ctx, method, c.restURL(path, q), body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	res, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	defer drain(res.Body)
+	b, err := c.readBody(req, res)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode/100 != 2 {
+		return c.statusError(req, res, b)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s %s: answer does not decode: %v", method, req.URL, err)
+	}
+	return nil
+}
+
+func (c *Client) restStream(ctx context.Context, method, path string, body any, lastEventID string) (*Stream, error) {
+	req, err := c.newRequest(ctx, method, c.restURL(path, nil), body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	decode := func(data []byte) (*schemas.StreamResponse, error) {
+		var probe struct {
+			Error *wireError `json:"error"`
+		}
+		if json.Unmarshal(data, &probe) == nil && probe.Error != nil {
+			return nil, c.protocolError(probe.Error, nil)
+		}
+		var ev schemas.StreamResponse
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event does not decode: %v", err)
+		}
+		return &ev, nil
+	}
+	return c.openStream(req, decode)
+}
+
+// statusError reads a non-2xx HTTP+JSON answer: a google.rpc.Status body
+// becomes its table error; anything else a transport error.
+func (c *Client) statusError(req *http.Request, res *http.Response, body []byte) error {
+	var st struct {
+		Error *wireError `json:"error"`
+	}
+	if json.Unmarshal(body, &st) == nil && st.Error != nil && (st.Error.Message != "" || st.Error.Status != "") {
+		if st.Error.Code == 0 {
+			st.Error.Code = res.StatusCode
+		}
+		return c.protocolError(st.Error, res)
+	}
+	return c.notA2A(req, res, body)
+}
+
+// --- shared ---------------------------------------------------------------
+
+func (c *Client) do(req *http.Request) (*http.Response, error) {
+	res, err := c.http.Do(req)
+	if err != nil {
+		if ctxErr := req.Context().Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			return nil, &TransportError{URL: req.URL.String(), Err: fmt.Errorf("no answer: %w", ctxErr)}
+		}
+		return nil, &TransportError{URL: req.URL.String(), Err: unwrapURLError(err)}
+	}
+	return res, nil
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+func (c *Client) readBody(req *http.Request, res *http.Response) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(res.Body, c.opts.MaxResponseBytes+1))
+	if err != nil {
+		return nil, &TransportError{URL: req.URL.String(), Status: res.StatusCode, Err: fmt.Errorf("reading the answer: %w", err)}
+	}
+	if int64(len(b)) > c.opts.MaxResponseBytes {
+		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "answer from %s is larger than %d bytes", req.URL, c.opts.MaxResponseBytes)
+	}
+	return b, nil
+}
+
+// notA2A describes an answer that is not an A2A response: usually a proxy
+// error page, a wrong URL or an overloaded agent.
+func (c *Client) notA2A(req *http.Request, res *http.Response, body []byte) error {
+	snippet := strings.TrimSpace(string(body))
+	if len(snippet) > 200 {
+		snippet = snippet[:200] + "…"
+	}
+	return &TransportError{URL: req.URL.String(), Status: res.StatusCode, RetryAfter: retryAfter(res),
+		Err: fmt.Errorf("answer is not an A2A response (HTTP %d %s): %q", res.StatusCode, http.StatusText(res.StatusCode), snippet)}
+}
+
+// protocolError turns a wire error into an occurrence of our table: by
+// ErrorInfo reason when the agent sent one, else by JSON-RPC code, else by
+// gRPC status name.
+func (c *Client) protocolError(w *wireError, res *http.Response) error {
+	details := w.Details
+	if len(details) == 0 {
+		details = w.Data
+	}
+	reason, meta := errorInfo(details)
+	row := schemas.ErrorByReason(reason)
+	if row == nil && w.Status == "" {
+		row = schemas.ErrorByCode(w.Code)
+	}
+	if row == nil && w.Status != "" {
+		for _, e := range schemas.ErrorTable {
+			if e.GRPCStatus == w.Status && (row == nil || e.HTTPStatus == w.Code) {
+				row = e
+			}
+		}
+	}
+	if row == nil {
+		row = schemas.ErrInternal
+	}
+	msg := w.Message
+	if msg == "" {
+		msg = row.Message
+	}
+	e := schemas.Errorf(row, "%s", msg)
+	for k, v := range meta {
+		e = e.With(k, v)
+	}
+	if res != nil {
+		if s := retryAfter(res); s > 0 {
+			e.RetryAfter = int(s / time.Second)
+		}
+	}
+	return e
+}
+
+// errorInfo finds the ErrorInfo in error details: a 1.0 details array of
+// typed objects, or a 0.3 data object carrying a reason.
+func errorInfo(raw json.RawMessage) (string, map[string]string) {
+	if len(raw) == 0 {
+		return "", nil
+	}
+	type info struct {
+		Type     string         `json:"@type"`
+		Reason   string         `json:"reason"`
+		Metadata map[string]any `json:"metadata"`
+	}
+	strs := func(m map[string]any) map[string]string {
+		out := map[string]string{}
+		for k, v := range m {
+			if s, ok := v.(string); ok && k != "reason" && k != "domain" && k != "@type" {
+				out[k] = s
+			}
+		}
+		return out
+	}
+	var list []info
+	if json.Unmarshal(raw, &list) == nil {
+		for _, d := range list {
+			if d.Reason != "" && (d.Type == "" || strings.HasSuffix(d.Type, "google.rpc.ErrorInfo")) {
+				return d.Reason, strs(d.Metadata)
+			}
+		}
+		return "", nil
+	}
+	var obj map[string]any
+	if json.Unmarshal(raw, &obj) == nil {
+		if r, ok := obj["reason"].(string); ok {
+			return r, strs(obj)
+		}
+	}
+	return "", nil
+}
+
+func retryAfter(res *http.Response) time.Duration {
+	if res == nil {
+		return 0
+	}
+	if n, err := strconv.Atoi(res.Header.Get("Retry-After")); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	return 0
+}
+
+func drain(r io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(r, 64<<10))
+	_ = r.Close()
+}
+
+// TransportError is a failure to reach an agent, or an answer that is not
+// A2A at all (an HTML error page, a wrong URL).
+type TransportError struct {
+	URL        string
+	Status     int           // HTTP status, 0 when there was no answer
+	RetryAfter time.Duration // from Retry-After, when the agent sent one
+	Err        error
+}
+
+func (e *TransportError) Error() string { return "calling " + e.URL + ": " + e.Err.Error() }
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// IsRetryable reports whether err is worth retrying later: the agent was
+// unreachable, overloaded (HTTP 429/502/503/504) or said UNAVAILABLE. A
+// refusal by the SSRF guard is not retryable.
+func IsRetryable(err error) bool {
+	if errors.Is(err, ErrForbiddenAddress) {
+		return false
+	}
+	var te *TransportError
+	if errors.As(err, &te) {
+		switch te.Status {
+		case 0, http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, schemas.ErrUnavailable)
+}
