@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -146,36 +147,66 @@ func (w *TaskWait) Close() { w.t.unregister(w.id, w.ch) }
 // Until returns the task record as soon as done(record) holds. If ctx ends
 // first it returns the latest record seen together with ctx.Err().
 func (w *TaskWait) Until(ctx context.Context, done func(*schemas.TaskRecord) bool) (*schemas.TaskRecord, error) {
+	return w.until(ctx, nil, done)
+}
+
+// UntilState is Until for a condition on the task's state alone. It is the
+// cheap way to wait: updates whose state does not satisfy done are not
+// decoded at all (a blocking SendMessage sees several updates per task and
+// only needs the last).
+func (w *TaskWait) UntilState(ctx context.Context, done func(schemas.TaskState) bool) (*schemas.TaskRecord, error) {
+	return w.until(ctx, done, func(r *schemas.TaskRecord) bool { return done(r.Task.Status.State) })
+}
+
+func (w *TaskWait) until(ctx context.Context, state func(schemas.TaskState) bool, done func(*schemas.TaskRecord) bool) (*schemas.TaskRecord, error) {
 	tick := time.NewTicker(w.t.RecheckEvery)
 	defer tick.Stop()
 	read := w.last == nil // read KV now if the caller holds nothing
 	if !read && done(w.last) {
 		return w.last, nil
 	}
+	// skipped is the newest value not decoded because its state did not
+	// satisfy the condition; it is decoded only if the wait ends without a
+	// newer one, so the caller still gets the latest record seen.
+	var skipped []byte
+	latest := func() *schemas.TaskRecord {
+		if skipped != nil {
+			if rec, err := decodeRecord(skipped); err == nil {
+				return rec
+			}
+		}
+		return w.last
+	}
 	for {
 		if read {
 			rec, _, err := w.t.b.GetTask(ctx, w.id)
 			if err != nil {
-				if ctx.Err() != nil && w.last != nil {
-					return w.last, ctx.Err()
+				if ctx.Err() != nil && latest() != nil {
+					return latest(), ctx.Err()
 				}
 				return nil, err
 			}
-			w.last = rec
+			w.last, skipped = rec, nil
 			if done(rec) {
 				return rec, nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return w.last, ctx.Err()
+			return latest(), ctx.Err()
 		case val := <-w.ch:
+			if state != nil {
+				if st, ok := peekState(val); ok && !state(st) {
+					skipped, read = val, false
+					continue
+				}
+			}
 			rec, err := decodeRecord(val)
 			if err != nil {
 				read = true
 				continue
 			}
-			w.last, read = rec, false
+			w.last, skipped, read = rec, nil, false
 			if done(rec) {
 				return rec, nil
 			}
@@ -183,4 +214,28 @@ func (w *TaskWait) Until(ctx context.Context, done func(*schemas.TaskRecord) boo
 			read = true
 		}
 	}
+}
+
+// stateKey is how the task's state starts in a stored record. A record is
+// encoded as {"task":{"id":…,"contextId":…,"status":{"state":…: the first
+// "state" key in the document is the task's. The pattern cannot occur
+// inside a JSON string (a quote in a string is always escaped), so the first
+// match is a real key.
+var stateKey = []byte(`"state":"`)
+
+// peekState reads the task state of an encoded record without decoding it.
+// ok is false when the record does not look as expected; the caller then
+// decodes it in full.
+func peekState(val []byte) (st schemas.TaskState, ok bool) {
+	i := bytes.Index(val, stateKey)
+	if i < 0 {
+		return "", false
+	}
+	rest := val[i+len(stateKey):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 || bytes.IndexByte(rest[:j], '\\') >= 0 {
+		return "", false
+	}
+	st = schemas.TaskState(rest[:j])
+	return st, st.Valid()
 }

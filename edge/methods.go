@@ -72,7 +72,7 @@ func (s *Server) sendMessage(ctx context.Context, c *call, req *schemas.SendMess
 	}
 	if wait != nil {
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.BlockingTimeout)
-		last, err := wait.Until(wctx, func(r *schemas.TaskRecord) bool { return r.Task.Status.State.Settled() })
+		last, err := wait.UntilState(wctx, schemas.TaskState.Settled)
 		cancel()
 		switch {
 		case err == nil:

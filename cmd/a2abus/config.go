@@ -83,6 +83,10 @@ type Config struct {
 	LogLevel string `json:"logLevel"`
 	// LogFormat is text or json. Default text.
 	LogFormat string `json:"logFormat"`
+	// Pprof is a HOST:PORT where Go's profiler (net/http/pprof) is served,
+	// on its own listener so it is never exposed with the A2A port. Empty
+	// (the default) serves nothing.
+	Pprof string `json:"pprof"`
 }
 
 // AgentConfig is one agent to run.
@@ -212,6 +216,7 @@ func settings() []setting {
 		}},
 		{"shutdown-grace", "A2ABUS_SHUTDOWN_GRACE", "time in-flight work may finish on shutdown (default 10s)", dur(func(c *Config) *Duration { return &c.ShutdownGrace })},
 		{"log-level", "A2ABUS_LOG_LEVEL", "debug, info, warn or error (default info)", str(func(c *Config) *string { return &c.LogLevel })},
+		{"pprof", "A2ABUS_PPROF", "HOST:PORT serving Go's profiler (net/http/pprof) for diagnosis; keep it on loopback (default off)", str(func(c *Config) *string { return &c.Pprof })},
 		{"log-format", "A2ABUS_LOG_FORMAT", "text or json (default text)", str(func(c *Config) *string { return &c.LogFormat })},
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -106,6 +107,13 @@ func (p *process) busConfig(role string, srv *bus.Server) bus.Config {
 }
 
 func (p *process) run(ctx context.Context, cmd string) error {
+	if p.cfg.Pprof != "" {
+		stop, err := servePprof(p.cfg.Pprof, p.log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	// Build the agents first: a configuration mistake fails before anything
 	// starts.
 	var defs []workers.Definition
@@ -288,4 +296,22 @@ func (p *process) definitions() ([]workers.Definition, error) {
 		defs = append(defs, def)
 	}
 	return defs, nil
+}
+
+// servePprof serves the profiler on its own listener until stop is called.
+func servePprof(addr string, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("pprof listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	log.Info("profiler listening", "addr", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return func() { _ = hs.Close() }, nil
 }
