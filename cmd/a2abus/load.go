@@ -125,9 +125,12 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if o.output == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		res.print(stdout)
 	}
-	res.print(stdout)
 	if res.OK == 0 {
 		return errors.New("load: no operation succeeded")
 	}
