@@ -39,16 +39,41 @@ func (b *Bus) AgentHeartbeat() time.Duration { return b.cfg.AgentTTL / 3 }
 
 // AgentDirectory is a process-local, always-current view of the registry,
 // kept by one KV watcher so that request paths never read KV for it.
+//
+// An agent whose workers are gone stops refreshing its registration. The
+// bucket's TTL removes the stored value, but JetStream tells watchers
+// nothing when a value ages out, so the directory expires entries itself:
+// a registration not refreshed for AgentTTL (by this process's clock, which
+// makes it immune to skew between machines) is no longer listed.
 type AgentDirectory struct {
 	b     *Bus
 	mu    sync.RWMutex
-	regs  map[string]schemas.AgentRegistration
+	regs  map[string]dirEntry
 	ready chan struct{}
+	now   func() time.Time
+}
+
+type dirEntry struct {
+	reg  schemas.AgentRegistration
+	seen time.Time // when this process last saw it refreshed
 }
 
 // NewAgentDirectory returns a directory; call Run to fill and follow it.
 func (b *Bus) NewAgentDirectory() *AgentDirectory {
-	return &AgentDirectory{b: b, regs: map[string]schemas.AgentRegistration{}, ready: make(chan struct{})}
+	return &AgentDirectory{b: b, regs: map[string]dirEntry{}, ready: make(chan struct{}), now: time.Now}
+}
+
+func (d *AgentDirectory) live(e dirEntry) bool { return d.now().Sub(e.seen) < d.b.cfg.AgentTTL }
+
+// prune forgets expired entries, so the map is bounded by the live agents.
+func (d *AgentDirectory) prune() {
+	d.mu.Lock()
+	for k, e := range d.regs {
+		if !d.live(e) {
+			delete(d.regs, k)
+		}
+	}
+	d.mu.Unlock()
 }
 
 // Ready is closed once the directory holds the registry's current content.
@@ -62,15 +87,21 @@ func (d *AgentDirectory) Run(ctx context.Context) error {
 	}
 	defer stopWatcher(w)
 	readyOnce := sync.OnceFunc(func() { close(d.ready) })
+	initialDone := false
+	tick := time.NewTicker(d.b.cfg.AgentTTL)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-tick.C:
+			d.prune()
 		case e, ok := <-w.Updates():
 			if !ok {
 				return fmt.Errorf("bus: agent watcher closed")
 			}
 			if e == nil {
+				initialDone = true
 				readyOnce()
 				continue
 			}
@@ -78,7 +109,17 @@ func (d *AgentDirectory) Run(ctx context.Context) error {
 			if e.Operation() == jetstream.KeyValuePut {
 				var reg schemas.AgentRegistration
 				if err := json.Unmarshal(e.Value(), &reg); err == nil {
-					d.regs[e.Key()] = reg
+					// An initial value (read before the watcher caught up)
+					// may be long stale: it starts out as old as the server
+					// says it is. Live updates are fresh by definition, so
+					// clock skew between machines cannot expire them.
+					seen := d.now()
+					if !initialDone {
+						if age := time.Since(e.Created()); age > 0 {
+							seen = seen.Add(-age)
+						}
+					}
+					d.regs[e.Key()] = dirEntry{reg: reg, seen: seen}
 				}
 			} else {
 				delete(d.regs, e.Key())
@@ -92,16 +133,21 @@ func (d *AgentDirectory) Run(ctx context.Context) error {
 func (d *AgentDirectory) Get(name string) (schemas.AgentRegistration, bool) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	r, ok := d.regs[name]
-	return r, ok
+	e, ok := d.regs[name]
+	if !ok || !d.live(e) {
+		return schemas.AgentRegistration{}, false
+	}
+	return e.reg, true
 }
 
 // List returns all registrations sorted by agent name.
 func (d *AgentDirectory) List() []schemas.AgentRegistration {
 	d.mu.RLock()
 	out := make([]schemas.AgentRegistration, 0, len(d.regs))
-	for _, r := range d.regs {
-		out = append(out, r)
+	for _, e := range d.regs {
+		if d.live(e) {
+			out = append(out, e.reg)
+		}
 	}
 	d.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Agent < out[j].Agent })

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/a2abus/a2abus/schemas"
@@ -88,13 +89,66 @@ func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
 	s.writeCacheable(w, r, s.card(reg))
 }
 
+// AgentEntry is one agent in GET /a2a/agents: its served card, whether it
+// runs here ("local") or is proxied to an external A2A agent ("remote"),
+// and for a remote one, that agent's address and health.
+type AgentEntry struct {
+	Name   string                     `json:"name"`
+	Kind   string                     `json:"kind"`
+	Card   schemas.AgentCard          `json:"card"`
+	Remote *schemas.RemoteAgentStatus `json:"remote,omitempty"`
+}
+
+// AgentList is the body of GET /a2a/agents.
+type AgentList struct {
+	Agents []AgentEntry `json:"agents"`
+}
+
+// handleAgentList lists the live registry. Query parameters narrow it:
+// skill=ID and tag=TAG (each repeatable; an agent must offer all of them),
+// kind=local|remote and health=online|degraded|offline.
 func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
-	regs := s.agents.List()
-	cards := make([]schemas.AgentCard, 0, len(regs))
-	for _, reg := range regs {
-		cards = append(cards, s.card(reg))
+	q := r.URL.Query()
+	for k := range q {
+		switch k {
+		case "skill", "tag", "kind", "health":
+		default:
+			http.Error(w, fmt.Sprintf("unknown query parameter %q; GET /a2a/agents takes skill, tag, kind and health", k), http.StatusBadRequest)
+			return
+		}
 	}
-	s.writeCacheable(w, r, cards)
+	regs := s.agents.List()
+	out := AgentList{Agents: make([]AgentEntry, 0, len(regs))}
+	for _, reg := range regs {
+		e := AgentEntry{Name: reg.Agent, Kind: "local", Card: s.card(reg), Remote: reg.Remote}
+		if reg.Remote != nil {
+			e.Kind = "remote"
+		}
+		if e.matches(q["skill"], q["tag"], q.Get("kind"), q.Get("health")) {
+			out.Agents = append(out.Agents, e)
+		}
+	}
+	s.writeCacheable(w, r, out)
+}
+
+func (e AgentEntry) matches(skills, tags []string, kind, health string) bool {
+	if kind != "" && e.Kind != kind {
+		return false
+	}
+	if health != "" && (e.Remote == nil || e.Remote.Health != health) {
+		return false
+	}
+	for _, id := range skills {
+		if !slices.ContainsFunc(e.Card.Skills, func(sk schemas.AgentSkill) bool { return sk.ID == id }) {
+			return false
+		}
+	}
+	for _, tag := range tags {
+		if !slices.ContainsFunc(e.Card.Skills, func(sk schemas.AgentSkill) bool { return slices.Contains(sk.Tags, tag) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // writeCacheable writes v as JSON with Cache-Control and a content ETag, and

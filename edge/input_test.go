@@ -174,8 +174,8 @@ func TestAgentCards(t *testing.T) {
 	}
 	// The list holds every card.
 	_, list := get("/a2a/agents", nil)
-	var cards []schemas.AgentCard
-	if err := json.Unmarshal(list, &cards); err != nil || len(cards) != 2 || cards[0].Name != "echo" || cards[1].Name != "second" {
+	var agents edge.AgentList
+	if err := json.Unmarshal(list, &agents); err != nil || len(agents.Agents) != 2 || agents.Agents[0].Card.Name != "echo" || agents.Agents[1].Name != "second" || agents.Agents[1].Kind != "local" {
 		t.Fatalf("agent list: %s", list)
 	}
 	if resp, _ := get("/agents/nobody/.well-known/agent-card.json", nil); resp.StatusCode != 404 {

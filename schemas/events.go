@@ -57,6 +57,35 @@ type AgentRegistration struct {
 	Card      AgentCard `json:"card"`
 	Instance  string    `json:"instance"`
 	UpdatedAt Timestamp `json:"updatedAt"`
+	// Remote is set for an agent whose work is proxied to an external A2A
+	// agent: where it is and how reachable it was at the last check.
+	Remote *RemoteAgentStatus `json:"remote,omitempty"`
+}
+
+// Health of an external agent as the last checks saw it.
+const (
+	// HealthOnline: the last check reached the agent and read a valid card.
+	HealthOnline = "online"
+	// HealthDegraded: the last check failed, but the agent was reached
+	// before and its cached card is still served.
+	HealthDegraded = "degraded"
+	// HealthOffline: the agent has not been reached, or not for so long
+	// that its cached card expired.
+	HealthOffline = "offline"
+)
+
+// RemoteAgentStatus describes the external agent behind a remote agent.
+type RemoteAgentStatus struct {
+	// URL is the external agent's base URL as configured.
+	URL string `json:"url"`
+	// Health is HealthOnline, HealthDegraded or HealthOffline.
+	Health string `json:"health"`
+	// LastSeen is when the agent last answered a check; absent if never.
+	LastSeen *Timestamp `json:"lastSeen,omitempty"`
+	// CheckedAt is when the last check ran.
+	CheckedAt *Timestamp `json:"checkedAt,omitempty"`
+	// LastError says why the last failed check failed.
+	LastError string `json:"lastError,omitempty"`
 }
 
 // ErrTaskTerminal is returned by the Apply methods when the task is already

@@ -23,6 +23,14 @@ type Definition struct {
 	Card schemas.AgentCard
 	// Agent runs the tasks.
 	Agent Agent
+	// Live, if set, is asked for the card and remote status at every
+	// registration, for an agent whose description changes while it runs
+	// (a remote agent learns its card when the external agent answers, and
+	// its health with every check). It must be safe for concurrent use.
+	Live func() (schemas.AgentCard, *schemas.RemoteAgentStatus)
+	// Changed, if set, signals that Live has news: the registration is
+	// refreshed at once instead of at the next heartbeat.
+	Changed <-chan struct{}
 }
 
 // Options tune a Runner. Zero fields take the documented defaults.
@@ -174,7 +182,11 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 func (r *Runner) register(ctx context.Context) error {
-	return r.b.RegisterAgent(ctx, schemas.AgentRegistration{Agent: r.def.Name, Card: r.def.Card, Instance: r.opt.Instance})
+	reg := schemas.AgentRegistration{Agent: r.def.Name, Card: r.def.Card, Instance: r.opt.Instance}
+	if r.def.Live != nil {
+		reg.Card, reg.Remote = r.def.Live()
+	}
+	return r.b.RegisterAgent(ctx, reg)
 }
 
 func (r *Runner) heartbeatRegistration(ctx context.Context) {
@@ -185,9 +197,10 @@ func (r *Runner) heartbeatRegistration(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := r.register(ctx); err != nil && ctx.Err() == nil {
-				r.log.Warn("agent registration heartbeat failed", "err", err)
-			}
+		case <-r.def.Changed: // a nil channel never fires
+		}
+		if err := r.register(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("agent registration heartbeat failed", "err", err)
 		}
 	}
 }
