@@ -97,7 +97,9 @@ var ErrTaskTerminal = errors.New("task is in a terminal state")
 var ErrBadTransition = errors.New("state transition not allowed")
 
 // ApplyStatus folds a status update into the record. A status message is
-// also appended to the history so the conversation stays chronological.
+// also appended to the history so the conversation stays chronological, and
+// the update's metadata is merged into the task's: that is how an agent
+// annotates its task (a remote agent records the external task id there).
 func (r *TaskRecord) ApplyStatus(ev *TaskStatusUpdateEvent) error {
 	cur := r.Task.Status.State
 	if cur.Terminal() {
@@ -113,6 +115,14 @@ func (r *TaskRecord) ApplyStatus(ev *TaskStatusUpdateEvent) error {
 	r.Task.Status = st
 	if st.Message != nil {
 		r.Task.History = append(r.Task.History, *st.Message)
+	}
+	if len(ev.Metadata) > 0 {
+		if r.Task.Metadata == nil {
+			r.Task.Metadata = map[string]any{}
+		}
+		for k, v := range ev.Metadata {
+			r.Task.Metadata[k] = v
+		}
 	}
 	return nil
 }

@@ -148,6 +148,13 @@ func (e *Emitter) Status(ctx context.Context, state schemas.TaskState, msg *sche
 	return err
 }
 
+// Annotate merges md into the task's metadata (keys the agent owns, such
+// as the id of work it started elsewhere) and moves the task to WORKING if
+// it is not there yet. It is one status update, seen by subscribers.
+func (e *Emitter) Annotate(ctx context.Context, md map[string]any) error {
+	return e.apply(ctx, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateWorking}, Metadata: md}})
+}
+
 // Working reports progress: the task stays WORKING with a new message.
 func (e *Emitter) Working(ctx context.Context, text string) error {
 	return e.Status(ctx, schemas.TaskStateWorking, AgentMessage(text))

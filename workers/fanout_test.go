@@ -1,0 +1,178 @@
+package workers_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/bus/bustest"
+	"github.com/a2abus/a2abus/schemas"
+	"github.com/a2abus/a2abus/workers"
+)
+
+// hang blocks until its task is canceled or released; it counts runs and
+// tells when one started.
+type hang struct {
+	started chan string
+	release chan struct{}
+	runs    atomic.Int64
+}
+
+func newHang() *hang { return &hang{started: make(chan string, 16), release: make(chan struct{})} }
+
+func (h *hang) Execute(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
+	h.runs.Add(1)
+	if err := out.Working(ctx, "thinking"); err != nil {
+		return err
+	}
+	h.started <- req.Task.ID
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-h.release:
+		return out.Artifact(ctx, schemas.Artifact{ArtifactID: "late", Parts: []schemas.Part{schemas.TextPart("finally")}})
+	}
+}
+
+func def(name string, a workers.Agent) workers.Definition {
+	return workers.Definition{Name: name, Card: schemas.AgentCard{Name: name, Description: name, Version: "1.0.0"}, Agent: a}
+}
+
+var boom = workers.AgentFunc(func(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
+	return errors.New("boom")
+})
+
+func cancelTask(t *testing.T, b *bus.Bus, agent, id string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, _, err := b.Apply(ctx, id, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PublishCancel(ctx, schemas.CancelNotice{TaskID: id, Agent: agent}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		var zero T
+		return zero
+	}
+}
+
+func artifactByAgent(rec *schemas.TaskRecord, agent string) *schemas.Artifact {
+	for i, a := range rec.Task.Artifacts {
+		if a.Metadata[workers.MetaFanOutAgent] == agent {
+			return &rec.Task.Artifacts[i]
+		}
+	}
+	return nil
+}
+
+// One task to three agents, one answering, one failing, one too slow: the
+// answer is an artifact of the parent, the failure and the timeout are
+// named, the slow child is canceled, and the mode decides the parent's end.
+func TestFanOutThreeAgentsOneSlowOneFailing(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	slow := newHang()
+	startRunner(t, b, workers.EchoDefinition("ok"), workers.Options{})
+	startRunner(t, b, def("bad", boom), workers.Options{})
+	startRunner(t, b, def("slow", slow), workers.Options{})
+	for _, mode := range []string{workers.FanOutAll, workers.FanOutPartial} {
+		t.Run(mode, func(t *testing.T) {
+			name := "fan-" + mode
+			startRunner(t, b, def(name, workers.FanOut{Bus: b, Agents: []string{"ok", "bad", "slow"}, ChildTimeout: time.Second, Mode: mode}), workers.Options{})
+			id := submit(t, b, name, "hello fan out")
+			slowChild := recv(t, slow.started, "the slow child to start")
+			rec := waitSettled(t, b, id)
+			want := schemas.TaskStateFailed
+			if mode == workers.FanOutPartial {
+				want = schemas.TaskStateCompleted
+			}
+			summary := rec.Task.Status.Message.Text()
+			if rec.Task.Status.State != want || !strings.Contains(summary, "1 of 3 agents answered") ||
+				!strings.Contains(summary, "bad: failed: boom") || !strings.Contains(summary, "slow: timed out after 1s") {
+				t.Fatalf("parent %s: %q", rec.Task.Status.State, summary)
+			}
+			a := artifactByAgent(rec, "ok")
+			if a == nil || len(a.Parts) == 0 || *a.Parts[0].Text != "hello fan out" || a.Metadata[workers.MetaFanOutTaskID] == "" {
+				t.Fatalf("the answering child's artifact: %+v", rec.Task.Artifacts)
+			}
+			if artifactByAgent(rec, "bad") != nil || artifactByAgent(rec, "slow") != nil {
+				t.Fatalf("artifacts of children that gave no answer: %+v", rec.Task.Artifacts)
+			}
+			// The timed-out child was canceled, not left running.
+			sc := waitSettled(t, b, slowChild)
+			if sc.Task.Status.State != schemas.TaskStateCanceled || sc.Task.Metadata[workers.MetaFanOutParent] != id {
+				t.Fatalf("slow child: %s, metadata %v", sc.Task.Status.State, sc.Task.Metadata)
+			}
+		})
+	}
+}
+
+// Canceling the parent cancels every child still running.
+func TestFanOutCancelCancelsChildren(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	h1, h2 := newHang(), newHang()
+	startRunner(t, b, def("h1", h1), workers.Options{})
+	startRunner(t, b, def("h2", h2), workers.Options{})
+	startRunner(t, b, def("fan", workers.FanOut{Bus: b, Agents: []string{"h1", "h2"}}), workers.Options{})
+	id := submit(t, b, "fan", "wait for it")
+	c1 := recv(t, h1.started, "child 1")
+	c2 := recv(t, h2.started, "child 2")
+	cancelTask(t, b, "fan", id)
+	for _, c := range []string{c1, c2} {
+		if rec := waitSettled(t, b, c); rec.Task.Status.State != schemas.TaskStateCanceled {
+			t.Fatalf("child %s: %s", c, rec.Task.Status.State)
+		}
+	}
+	if rec := waitSettled(t, b, id); rec.Task.Status.State != schemas.TaskStateCanceled {
+		t.Fatalf("parent: %s", rec.Task.Status.State)
+	}
+}
+
+// A parent whose worker stops mid-way is redelivered; the next worker
+// re-attaches to the children already started instead of starting them
+// again.
+func TestFanOutRedeliveryStartsNoDuplicateChildren(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	slow := newHang()
+	startRunner(t, b, workers.EchoDefinition("ok"), workers.Options{})
+	startRunner(t, b, def("slow", slow), workers.Options{})
+	fan := def("fan", workers.FanOut{Bus: b, Agents: []string{"ok", "slow"}})
+
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- workers.NewRunner(b, fan, workers.Options{ShutdownGrace: 10 * time.Millisecond}).Run(ctx) }()
+	id := submit(t, b, "fan", "only once")
+	child := recv(t, slow.started, "the slow child")
+	stop() // the fan-out's worker goes away; its work is handed back
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	startRunner(t, b, fan, workers.Options{})
+	close(slow.release)
+	rec := waitSettled(t, b, id)
+	if rec.Task.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("parent: %s %q", rec.Task.Status.State, rec.Task.Status.Message.Text())
+	}
+	if n := slow.runs.Load(); n != 1 {
+		t.Fatalf("the slow agent ran %d times, want 1", n)
+	}
+	tasks, err := b.ListTasks(context.Background(), bus.TaskFilter{Agent: "slow"})
+	if err != nil || len(tasks) != 1 || tasks[0].Task.ID != child {
+		t.Fatalf("slow agent's tasks: %d (%v)", len(tasks), err)
+	}
+	if a := artifactByAgent(rec, "slow"); a == nil || *a.Parts[0].Text != "finally" {
+		t.Fatalf("re-attached child's answer: %+v", rec.Task.Artifacts)
+	}
+}
