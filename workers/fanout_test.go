@@ -152,7 +152,9 @@ func TestFanOutRedeliveryStartsNoDuplicateChildren(t *testing.T) {
 
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- workers.NewRunner(b, fan, workers.Options{ShutdownGrace: 10 * time.Millisecond}).Run(ctx) }()
+	go func() {
+		done <- workers.NewRunner(b, fan, workers.Options{ShutdownGrace: 10 * time.Millisecond}).Run(ctx)
+	}()
 	id := submit(t, b, "fan", "only once")
 	child := recv(t, slow.started, "the slow child")
 	stop() // the fan-out's worker goes away; its work is handed back
