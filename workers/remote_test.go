@@ -1,0 +1,226 @@
+package workers_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/bus/bustest"
+	"github.com/a2abus/a2abus/discovery"
+	"github.com/a2abus/a2abus/edge"
+	"github.com/a2abus/a2abus/schemas"
+	"github.com/a2abus/a2abus/workers"
+)
+
+// discoveryRemote adapts the discovery client to workers.RemoteClient, as
+// cmd does (workers may not import discovery; its tests may).
+type discoveryRemote struct{ c *discovery.Client }
+
+func (d discoveryRemote) SendStreamingMessage(ctx context.Context, req *schemas.SendMessageRequest) (workers.RemoteStream, error) {
+	s, err := d.c.SendStreamingMessage(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (d discoveryRemote) SubscribeToTask(ctx context.Context, req *schemas.SubscribeToTaskRequest) (workers.RemoteStream, error) {
+	s, err := d.c.SubscribeToTask(ctx, req, "")
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (d discoveryRemote) CancelTask(ctx context.Context, req *schemas.CancelTaskRequest) (*schemas.Task, error) {
+	return d.c.CancelTask(ctx, req)
+}
+
+// external is another a2abus, on its own bus, reached only over HTTP: the
+// external A2A agent the remote kind proxies to.
+type external struct {
+	b   *bus.Bus
+	url string
+}
+
+func startExternal(t *testing.T, defs ...workers.Definition) *external {
+	t.Helper()
+	_, b := bustest.New(t, bustest.Options{})
+	for _, d := range defs {
+		startRunner(t, b, d, workers.Options{})
+	}
+	ts := httptest.NewUnstartedServer(nil)
+	e := edge.New(b, edge.Config{PublicURL: "http://" + ts.Listener.Addr().String()})
+	ts.Config.Handler = e.Handler()
+	ts.Start()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	t.Cleanup(func() { ts.Close(); cancel(); <-done })
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if err := e.WaitReady(rctx); err != nil {
+		t.Fatal(err)
+	}
+	return &external{b: b, url: ts.URL}
+}
+
+func remoteDef(t *testing.T, name, url string) workers.Definition {
+	c, err := discovery.NewClient(discovery.Endpoint{URL: url, Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion},
+		discovery.Options{Policy: discovery.Policy{AllowLoopback: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return def(name, workers.Remote{URL: url, Client: func(context.Context) (workers.RemoteClient, error) { return discoveryRemote{c}, nil }})
+}
+
+// continueTask answers an interrupted task as the edge does.
+func continueTask(t *testing.T, b *bus.Bus, agent, id, text string) {
+	t.Helper()
+	ctx := context.Background()
+	msg := schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, TaskID: id, Parts: []schemas.Part{schemas.TextPart(text)}}
+	rec, _, err := b.Apply(ctx, id, bus.TaskEvent{Continue: &msg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg.ContextID = rec.Task.ContextID
+	if err := b.PublishWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: rec.Task.ContextID, Agent: agent, Message: msg}, bus.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor waits (bounded) until the task's record satisfies cond.
+func waitFor(t *testing.T, b *bus.Bus, id, what string, cond func(*schemas.TaskRecord) bool) *schemas.TaskRecord {
+	t.Helper()
+	tw := b.NewTaskWatcher()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go tw.Run(ctx)
+	<-tw.Ready()
+	rec, err := tw.Wait(ctx, id, cond)
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+	return rec
+}
+
+// readAll returns the task's events so far (it is settled).
+func readAll(t *testing.T, b *bus.Bus, id string) []bus.TaskUpdate {
+	t.Helper()
+	rec, rev, err := b.GetTask(context.Background(), id)
+	if err != nil || !rec.Task.Status.State.Settled() {
+		t.Fatalf("task %s: %v", id, err)
+	}
+	r, err := b.ReadEvents(context.Background(), id, 0, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []bus.TaskUpdate
+	for u := range r.C() {
+		out = append(out, u)
+		if u.Rev >= rev {
+			break
+		}
+	}
+	return out
+}
+
+// A remote agent relays the external agent's stream event by event, keeps
+// the external task's id, continues the same external task after
+// input-required, forwards a cancel, and reports the external agent's
+// failure, or its absence, as FAILED with the reason.
+func TestRemoteAgentProxiesAnExternalA2AAgent(t *testing.T) {
+	slow := newHang()
+	ext := startExternal(t, workers.EchoDefinition("echo"), def("hang", slow), def("bad", boom))
+	_, b := bustest.New(t, bustest.Options{})
+	startRunner(t, b, remoteDef(t, "far-echo", ext.url+"/agents/echo"), workers.Options{})
+	startRunner(t, b, remoteDef(t, "far-hang", ext.url+"/agents/hang"), workers.Options{})
+	startRunner(t, b, remoteDef(t, "far-bad", ext.url+"/agents/bad"), workers.Options{})
+	startRunner(t, b, remoteDef(t, "nowhere", "http://127.0.0.1:1/"), workers.Options{})
+
+	t.Run("stream", func(t *testing.T) {
+		text := "one two three four five six seven eight nine"
+		id := submit(t, b, "far-echo", text)
+		rec := waitSettled(t, b, id)
+		if rec.Task.Status.State != schemas.TaskStateCompleted || len(rec.Task.Artifacts) != 1 {
+			t.Fatalf("local task: %s %+v", rec.Task.Status.State, rec.Task.Artifacts)
+		}
+		var got []string
+		for _, p := range rec.Task.Artifacts[0].Parts {
+			got = append(got, *p.Text)
+		}
+		if strings.Join(got, "") != text {
+			t.Fatalf("artifact %q", got)
+		}
+		extID, _ := rec.Task.Metadata[workers.MetaRemoteTaskID].(string)
+		extRec, _, err := ext.b.GetTask(context.Background(), extID)
+		if err != nil || extRec.Task.Status.State != schemas.TaskStateCompleted || rec.Task.Metadata[workers.MetaRemoteURL] != ext.url+"/agents/echo" {
+			t.Fatalf("external task %q: %v %v", extID, extRec, err)
+		}
+		// Event by event: the three chunks arrived as three artifact events
+		// between WORKING and COMPLETED, as the external agent sent them.
+		var kinds []string
+		for _, u := range readAll(t, b, id) {
+			switch {
+			case u.Artifact != nil:
+				kinds = append(kinds, "chunk")
+			case u.Status != nil:
+				kinds = append(kinds, string(u.Status.Status.State))
+			}
+		}
+		if strings.Join(kinds, ",") != "TASK_STATE_WORKING,chunk,chunk,chunk,TASK_STATE_COMPLETED" {
+			t.Fatalf("local events: %v", kinds)
+		}
+	})
+
+	t.Run("input-required", func(t *testing.T) {
+		id := submit(t, b, "far-echo", "/ask")
+		rec := waitSettled(t, b, id)
+		if rec.Task.Status.State != schemas.TaskStateInputRequired {
+			t.Fatalf("local: %s", rec.Task.Status.State)
+		}
+		extID := rec.Task.Metadata[workers.MetaRemoteTaskID]
+		continueTask(t, b, "far-echo", id, "the answer")
+		rec = waitSettled(t, b, id)
+		if rec.Task.Status.State != schemas.TaskStateCompleted || *rec.Task.Artifacts[0].Parts[0].Text != "the answer" || rec.Task.Metadata[workers.MetaRemoteTaskID] != extID {
+			t.Fatalf("continued: %s %+v %v", rec.Task.Status.State, rec.Task.Artifacts, rec.Task.Metadata)
+		}
+		extRec, _, err := ext.b.GetTask(context.Background(), extID.(string))
+		if err != nil || extRec.Task.Status.State != schemas.TaskStateCompleted {
+			t.Fatalf("the answer went to another external task: %v %v", extRec, err)
+		}
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		id := submit(t, b, "far-hang", "wait")
+		extID := recv(t, slow.started, "the external task to start")
+		waitFor(t, b, id, "the external id in the local task", func(r *schemas.TaskRecord) bool {
+			return r.Task.Metadata[workers.MetaRemoteTaskID] == extID
+		})
+		cancelTask(t, b, "far-hang", id)
+		if rec := waitSettled(t, ext.b, extID); rec.Task.Status.State != schemas.TaskStateCanceled {
+			t.Fatalf("external task: %s", rec.Task.Status.State)
+		}
+		if rec := waitSettled(t, b, id); rec.Task.Status.State != schemas.TaskStateCanceled || rec.Task.Metadata[workers.MetaRemoteTaskID] != extID {
+			t.Fatalf("local task: %s %v", rec.Task.Status.State, rec.Task.Metadata)
+		}
+	})
+
+	t.Run("external-failure", func(t *testing.T) {
+		rec := waitSettled(t, b, submit(t, b, "far-bad", "x"))
+		if msg := rec.Task.Status.Message.Text(); rec.Task.Status.State != schemas.TaskStateFailed || !strings.Contains(msg, "boom") || !strings.Contains(msg, ext.url) {
+			t.Fatalf("local: %s %q", rec.Task.Status.State, msg)
+		}
+	})
+
+	t.Run("unreachable", func(t *testing.T) {
+		rec := waitSettled(t, b, submit(t, b, "nowhere", "x"))
+		if msg := rec.Task.Status.Message.Text(); rec.Task.Status.State != schemas.TaskStateFailed || !strings.Contains(msg, "127.0.0.1:1") {
+			t.Fatalf("local: %s %q", rec.Task.Status.State, msg)
+		}
+	})
+}
