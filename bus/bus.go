@@ -66,6 +66,11 @@ type Config struct {
 	// AgentTTL is how long an agent registration lives without a heartbeat;
 	// default 30s.
 	AgentTTL time.Duration
+	// CardTTL is how long a cached external card is kept after its last
+	// write; default 7 days.
+	CardTTL time.Duration
+	// CardMaxBytes bounds the card cache; default 64 MiB.
+	CardMaxBytes int64
 }
 
 func (c Config) withDefaults() Config {
@@ -117,6 +122,10 @@ func (c Config) withDefaults() Config {
 		c.MaxAckPending = 1024
 	}
 	def(&c.AgentTTL, 30*time.Second)
+	def(&c.CardTTL, 7*24*time.Hour)
+	if c.CardMaxBytes <= 0 {
+		c.CardMaxBytes = 64 << 20
+	}
 	return c
 }
 
@@ -128,6 +137,7 @@ type Bus struct {
 	js     jetstream.JetStream
 	tasks  jetstream.KeyValue
 	agents jetstream.KeyValue
+	cards  jetstream.KeyValue
 	source string
 	log    *slog.Logger
 }
@@ -307,6 +317,20 @@ func (b *Bus) provision(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("bus: provision bucket %s: %w", schemas.BucketAgents, err)
+	}
+	b.cards, err = b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      schemas.BucketCards,
+		Description: "a2abus cache of discovered external agent cards",
+		// Cards of agents nobody asks about any more age out.
+		TTL:          c.CardTTL,
+		MaxBytes:     c.CardMaxBytes,
+		MaxValueSize: 2 << 20,
+		History:      1,
+		Storage:      b.storage(),
+		Replicas:     c.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("bus: provision bucket %s: %w", schemas.BucketCards, err)
 	}
 	return nil
 }
