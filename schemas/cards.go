@@ -16,7 +16,7 @@ type CachedCard struct {
 	// CardURL is where the card was read (after any fallback).
 	CardURL string `json:"cardUrl"`
 	// Card is the parsed, validated card; Raw is the body as served.
-	Card AgentCard      `json:"card"`
+	Card AgentCard       `json:"card"`
 	Raw  json.RawMessage `json:"raw,omitempty"`
 	// ETag makes the next fetch conditional.
 	ETag string `json:"etag,omitempty"`
