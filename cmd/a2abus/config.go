@@ -47,6 +47,8 @@ type Config struct {
 	// Agents are the agents this process runs (serve, worker). The first is
 	// the default agent. Default: one echo agent.
 	Agents []AgentConfig `json:"agents"`
+	// Outbound guards requests to external agents.
+	Outbound OutboundConfig `json:"outbound"`
 	// DefaultAgent is the agent served at "/"; default the first agent.
 	DefaultAgent string `json:"defaultAgent"`
 
@@ -102,6 +104,45 @@ type AgentConfig struct {
 	// Delay makes an echo agent wait this long before answering, a
 	// stand-in for a model call in load runs ("50ms").
 	Delay Duration `json:"delay,omitempty"`
+
+	// URL is the base URL of the external A2A agent a remote agent
+	// proxies to (its card is read from URL/.well-known/agent-card.json).
+	URL string `json:"url,omitempty"`
+	// Headers are sent with every request to the external agent
+	// (authentication, for instance).
+	Headers map[string]string `json:"headers,omitempty"`
+	// Binding prefers one of the external agent's interfaces: JSONRPC or
+	// HTTP+JSON. Default: the card's best (1.0 before 0.3, JSON-RPC first).
+	Binding string `json:"binding,omitempty"`
+	// CheckEvery is how often a remote agent's card and health are
+	// re-checked. Default 1m.
+	CheckEvery Duration `json:"checkEvery,omitempty"`
+
+	// Targets are the agents a fanout agent sends each task to (local
+	// names; a remote agent is one too).
+	Targets []string `json:"targets,omitempty"`
+	// ChildTimeout bounds each fan-out child. Default 5m.
+	ChildTimeout Duration `json:"childTimeout,omitempty"`
+	// Mode is "all" (default: complete only if every child did) or
+	// "partial" (complete if any did).
+	Mode string `json:"mode,omitempty"`
+}
+
+// OutboundConfig is the SSRF guard of every request a2abus makes to
+// external agents (card discovery, remote agents). By default only public
+// addresses are reached; cloud metadata addresses never are.
+type OutboundConfig struct {
+	AllowLoopback  bool `json:"allowLoopback"`
+	AllowPrivate   bool `json:"allowPrivate"`
+	AllowLinkLocal bool `json:"allowLinkLocal"`
+	// Allow and Deny are CIDR prefixes that override the classes above.
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+	// RequireHTTPS refuses plain http URLs.
+	RequireHTTPS bool `json:"requireHTTPS"`
+	// CardHardTTL is how long a cached card is served while its agent is
+	// unreachable. Default 24h.
+	CardHardTTL Duration `json:"cardHardTTL,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("30s").
@@ -216,6 +257,14 @@ func settings() []setting {
 		}},
 		{"shutdown-grace", "A2ABUS_SHUTDOWN_GRACE", "time in-flight work may finish on shutdown (default 10s)", dur(func(c *Config) *Duration { return &c.ShutdownGrace })},
 		{"log-level", "A2ABUS_LOG_LEVEL", "debug, info, warn or error (default info)", str(func(c *Config) *string { return &c.LogLevel })},
+		{"outbound-allow-private", "A2ABUS_OUTBOUND_ALLOW_PRIVATE", "let remote agents and discovery reach loopback, private and link-local addresses: true or false (default false; metadata addresses stay refused)", func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("must be true or false, got %q", v)
+			}
+			c.Outbound.AllowLoopback, c.Outbound.AllowPrivate, c.Outbound.AllowLinkLocal = b, b, b
+			return nil
+		}},
 		{"pprof", "A2ABUS_PPROF", "HOST:PORT serving Go's profiler (net/http/pprof) for diagnosis; keep it on loopback (default off)", str(func(c *Config) *string { return &c.Pprof })},
 		{"log-format", "A2ABUS_LOG_FORMAT", "text or json (default text)", str(func(c *Config) *string { return &c.LogFormat })},
 	}

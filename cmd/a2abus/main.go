@@ -92,6 +92,11 @@ type process struct {
 	cfg Config
 	log *slog.Logger
 	out io.Writer
+	// bus is set once connected; fanout agents create their children on
+	// it and remote agents keep their cards in its cache.
+	bus *bus.Bus
+	// monitors follow the external agents of remote agents.
+	monitors []*remoteMonitor
 }
 
 func (p *process) busConfig(role string, srv *bus.Server) bus.Config {
@@ -158,10 +163,16 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		return err
 	}
 	defer b.Close() // drains the connection before the server stops
+	p.bus = b
 
 	// Workers first, so the agents are registered when the edge opens.
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	var workWG sync.WaitGroup
+	// External agents are discovered in the background: one that is down
+	// is logged and recorded as offline, and never holds up start-up.
+	for _, m := range p.monitors {
+		workWG.Go(func() { m.Run(workCtx) })
+	}
 	runners := make([]*workers.Runner, len(defs))
 	for i, def := range defs {
 		r := workers.NewRunner(b, def, workers.Options{
@@ -287,8 +298,12 @@ func (p *process) definitions() ([]workers.Definition, error) {
 				return nil, fmt.Errorf("agent %q of kind exec needs \"exec\": {\"command\": ...} in the config file", a.Name)
 			}
 			def, err = workers.ExecDefinition(a.Name, *a.Exec)
+		case "remote":
+			def, err = p.remoteDefinition(a)
+		case "fanout":
+			def, err = p.fanoutDefinition(a)
 		default:
-			return nil, fmt.Errorf("agent %q: unknown kind %q (built-in kinds: echo, exec, tck)", a.Name, a.Kind)
+			return nil, fmt.Errorf("agent %q: unknown kind %q (built-in kinds: echo, exec, tck, remote, fanout)", a.Name, a.Kind)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("agent %q: %w", a.Name, err)

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/a2abus/a2abus/discovery"
+	"github.com/a2abus/a2abus/schemas"
+	"github.com/a2abus/a2abus/workers"
+)
+
+// remoteMonitor owns what a2abus knows about one configured external agent:
+// its card (discovered in the background, never blocking start-up), its
+// health (re-checked periodically) and the A2A client built from the card.
+// The worker group of the remote agent registers what Live says, and the
+// remote agent kind calls through Client. One monitor runs per process that
+// runs the agent's workers; the card cache they share lives in KV.
+type remoteMonitor struct {
+	name  string
+	url   string
+	every time.Duration
+	// resolve reads the card: from the shared cache when fresh, else from
+	// the agent (conditionally). force skips a fresh cache entry, for the
+	// periodic check. stale reports a card served from the cache because
+	// the agent could not be reached; err is set when there is no card.
+	resolve func(ctx context.Context, url string, force bool) (card *schemas.AgentCard, stale bool, lastErr, err error)
+	opts    discovery.Options
+	prefer  []string
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	card    *schemas.AgentCard
+	client  *discovery.Client
+	status  schemas.RemoteAgentStatus
+	changed chan struct{}
+}
+
+func newRemoteMonitor(name, url string, every time.Duration, opts discovery.Options, prefer []string, log *slog.Logger) *remoteMonitor {
+	return &remoteMonitor{
+		name: name, url: url, every: every, opts: opts, prefer: prefer,
+		log:     log.With("agent", name, "remote_url", url),
+		status:  schemas.RemoteAgentStatus{URL: url, Health: schemas.HealthOffline, LastError: "not checked yet"},
+		changed: make(chan struct{}, 1),
+	}
+}
+
+// Run checks the agent now and then every m.every until ctx ends. A failed
+// check is logged and recorded as the agent's health; it never stops Run.
+func (m *remoteMonitor) Run(ctx context.Context) {
+	t := time.NewTicker(m.every)
+	defer t.Stop()
+	m.check(ctx, false)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.check(ctx, true)
+		}
+	}
+}
+
+func (m *remoteMonitor) check(ctx context.Context, force bool) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	card, stale, lastErr, err := m.resolve(cctx, m.url, force)
+	if ctx.Err() != nil {
+		return
+	}
+	now := schemas.Now()
+	m.mu.Lock()
+	before := m.status.Health
+	m.status.CheckedAt = now
+	switch {
+	case err != nil:
+		m.status.Health, m.status.LastError = schemas.HealthOffline, err.Error()
+		m.card, m.client = nil, nil
+	case stale:
+		m.status.Health = schemas.HealthDegraded
+		m.status.LastError = "agent unreachable; serving its cached card"
+		if lastErr != nil {
+			m.status.LastError = lastErr.Error()
+		}
+		m.setCard(card)
+	default:
+		m.status.Health, m.status.LastError, m.status.LastSeen = schemas.HealthOnline, "", now
+		m.setCard(card)
+	}
+	after, msg := m.status.Health, m.status.LastError
+	m.mu.Unlock()
+	if after != before {
+		if after == schemas.HealthOnline {
+			m.log.Info("remote agent is online")
+		} else {
+			m.log.Warn("remote agent is "+after, "err", msg)
+		}
+	}
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+}
+
+// setCard keeps the card and rebuilds the client when the card changed.
+// m.mu is held.
+func (m *remoteMonitor) setCard(card *schemas.AgentCard) {
+	if m.card != nil && m.client != nil && sameInterfaces(m.card, card) {
+		m.card = card
+		return
+	}
+	m.card = card
+	c, err := discovery.ClientFor(card, m.opts, m.prefer...)
+	if err != nil {
+		m.client = nil
+		m.status.Health, m.status.LastError = schemas.HealthOffline, err.Error()
+		return
+	}
+	m.client = c
+}
+
+func sameInterfaces(a, b *schemas.AgentCard) bool {
+	ea, eb := discovery.Endpoints(a), discovery.Endpoints(b)
+	if len(ea) != len(eb) {
+		return false
+	}
+	for i := range ea {
+		if ea[i] != eb[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Live is the card and health the worker group registers: the external
+// agent's own description (skills, tags, version) under the local name.
+func (m *remoteMonitor) Live() (schemas.AgentCard, *schemas.RemoteAgentStatus) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.status
+	if m.card == nil {
+		return schemas.AgentCard{Name: m.name, Description: fmt.Sprintf("Proxy of the external A2A agent at %s (not reachable yet).", m.url), Version: "0.0.0"}, &st
+	}
+	c := *m.card
+	c.Name = m.name
+	if c.Description == "" {
+		c.Description = "Proxy of the external A2A agent at " + m.url
+	}
+	// The edge serves its own interfaces; the external ones are not ours
+	// to advertise.
+	c.SupportedInterfaces, c.URL, c.AdditionalInterfaces, c.PreferredTransport = nil, "", nil, ""
+	return c, &st
+}
+
+// errNotReachable is returned by Client while no card is known.
+var errNotReachable = errors.New("the external agent has not been reached")
+
+// Client returns the client of the external agent, checking once more if
+// none is known yet (the agent was down at start-up).
+func (m *remoteMonitor) Client(ctx context.Context) (*discovery.Client, error) {
+	m.mu.Lock()
+	c := m.client
+	m.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	m.check(ctx, true)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.client == nil {
+		return nil, fmt.Errorf("%w at %s: %s", errNotReachable, m.url, m.status.LastError)
+	}
+	return m.client, nil
+}
+
+// outboundPolicy is the SSRF guard of the configuration.
+func (p *process) outboundPolicy() (discovery.Policy, error) {
+	o := p.cfg.Outbound
+	pol := discovery.Policy{AllowLoopback: o.AllowLoopback, AllowPrivate: o.AllowPrivate, AllowLinkLocal: o.AllowLinkLocal, RequireHTTPS: o.RequireHTTPS}
+	for _, list := range []struct {
+		in  []string
+		out *[]netip.Prefix
+	}{{o.Allow, &pol.Allow}, {o.Deny, &pol.Deny}} {
+		for _, c := range list.in {
+			pfx, err := netip.ParsePrefix(c)
+			if err != nil {
+				return pol, fmt.Errorf("outbound: %q is not a CIDR prefix (like 10.1.0.0/16)", c)
+			}
+			*list.out = append(*list.out, pfx)
+		}
+	}
+	return pol, nil
+}
+
+// remoteDefinition builds a remote agent: a monitor that discovers and
+// checks the external agent, and the proxy that calls it.
+func (p *process) remoteDefinition(a AgentConfig) (workers.Definition, error) {
+	u, err := url.Parse(a.URL)
+	if a.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return workers.Definition{}, fmt.Errorf("a remote agent needs \"url\": the external agent's http(s) base URL (got %q)", a.URL)
+	}
+	pol, err := p.outboundPolicy()
+	if err != nil {
+		return workers.Definition{}, err
+	}
+	if err := pol.CheckURL(u); err != nil {
+		return workers.Definition{}, fmt.Errorf("url %s: %w (see \"outbound\" in the config)", a.URL, err)
+	}
+	header := http.Header{}
+	for k, v := range a.Headers {
+		header.Set(k, v)
+	}
+	var prefer []string
+	switch a.Binding {
+	case "":
+	case schemas.BindingJSONRPC, schemas.BindingHTTPJSON:
+		prefer = []string{a.Binding}
+	default:
+		return workers.Definition{}, fmt.Errorf("binding %q is not JSONRPC or HTTP+JSON", a.Binding)
+	}
+	every := time.Duration(a.CheckEvery)
+	if every <= 0 {
+		every = time.Minute
+	}
+	m := newRemoteMonitor(a.Name, a.URL, every, discovery.Options{Policy: pol, Header: header}, prefer, p.log)
+	fetcher := &discovery.Fetcher{Policy: pol, Header: header}
+	m.resolve = func(ctx context.Context, base string, force bool) (*schemas.AgentCard, bool, error, error) {
+		// p.bus is connected before any monitor or worker runs.
+		resolver := &discovery.Resolver{Fetcher: fetcher, Store: p.bus, HardTTL: time.Duration(p.cfg.Outbound.CardHardTTL)}
+		var res *discovery.Resolved
+		var err error
+		if force {
+			res, err = resolver.Refresh(ctx, base)
+		} else {
+			res, err = resolver.Resolve(ctx, base)
+		}
+		if err != nil {
+			return nil, false, nil, err
+		}
+		return &res.Card, res.Source == discovery.Stale, res.Err, nil
+	}
+	p.monitors = append(p.monitors, m)
+	return workers.Definition{
+		Name: a.Name,
+		Agent: workers.Remote{URL: a.URL, Client: func(ctx context.Context) (workers.RemoteClient, error) {
+			c, err := m.Client(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return remoteClient{c}, nil
+		}},
+		Live:    m.Live,
+		Changed: m.changed,
+	}, nil
+}
+
+// fanoutDefinition builds a fanout agent over the configured targets.
+func (p *process) fanoutDefinition(a AgentConfig) (workers.Definition, error) {
+	cfg := workers.FanOut{Agents: a.Targets, ChildTimeout: time.Duration(a.ChildTimeout), Mode: a.Mode}
+	if err := cfg.Validate(); err != nil {
+		return workers.Definition{}, fmt.Errorf("%w (set \"targets\": [\"agent\", ...])", err)
+	}
+	desc := fmt.Sprintf("Sends each task to %s in parallel and answers with every answer.", strings.Join(a.Targets, ", "))
+	return workers.Definition{
+		Name: a.Name,
+		Card: schemas.AgentCard{Name: a.Name, Description: desc, Version: "1.0.0",
+			Skills: []schemas.AgentSkill{{ID: "fanout", Name: "Fan-out", Description: desc, Tags: append([]string{"fanout"}, a.Targets...)}}},
+		Agent: workers.AgentFunc(func(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
+			f := cfg
+			f.Bus = p.bus // connected before any worker runs
+			return f.Execute(ctx, req, out)
+		}),
+	}, nil
+}
+
+// remoteClient adapts the discovery client to what the remote agent kind
+// needs (workers does not depend on discovery).
+type remoteClient struct{ c *discovery.Client }
+
+func (r remoteClient) SendStreamingMessage(ctx context.Context, req *schemas.SendMessageRequest) (workers.RemoteStream, error) {
+	s, err := r.c.SendStreamingMessage(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (r remoteClient) SubscribeToTask(ctx context.Context, req *schemas.SubscribeToTaskRequest) (workers.RemoteStream, error) {
+	s, err := r.c.SubscribeToTask(ctx, req, "")
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (r remoteClient) CancelTask(ctx context.Context, req *schemas.CancelTaskRequest) (*schemas.Task, error) {
+	return r.c.CancelTask(ctx, req)
+}

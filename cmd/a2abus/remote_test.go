@@ -1,0 +1,132 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2abus/a2abus/edge"
+	"github.com/a2abus/a2abus/schemas"
+	"github.com/a2abus/a2abus/workers"
+)
+
+// waitAgents polls GET /a2a/agents (an external process's view) until cond
+// holds.
+func waitAgents(t *testing.T, base, query, what string, cond func(edge.AgentList) bool) edge.AgentList {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var l edge.AgentList
+	for time.Now().Before(deadline) {
+		l = edge.AgentList{}
+		if resp, err := http.Get(base + "/a2a/agents" + query); err == nil {
+			_ = json.NewDecoder(resp.Body).Decode(&l)
+			resp.Body.Close()
+			if cond(l) {
+				return l
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling an external process
+	}
+	t.Fatalf("%s never happened; last listing %+v", what, l)
+	return l
+}
+
+func health(l edge.AgentList, name string) string {
+	for _, a := range l.Agents {
+		if a.Name == name && a.Remote != nil {
+			return a.Remote.Health
+		}
+	}
+	return ""
+}
+
+// a2abus as a gateway, with real processes: an external A2A agent (another
+// a2abus) and one that is down at start-up are configured as remote agents;
+// start-up is not held up, the registry shows both with their health, the
+// reachable one answers through the bus, a fan-out over a local, the remote
+// and the down agent completes partially, and the down agent comes online
+// when it starts, found by the periodic re-check.
+func TestRemoteAndFanOutAgentsThroughServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	extAddr, downAddr, gwAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	ext := startProc(t, "serve", "--listen", extAddr, "--data-dir", filepath.Join(dir, "ext"), "--nats-listen", "off")
+	waitReady(t, ext, "http://"+extAddr)
+
+	cfg := filepath.Join(dir, "gw.json")
+	writeFile(t, cfg, fmt.Sprintf(`{
+  "outbound": {"allowLoopback": true},
+  "agents": [
+    {"name": "echo"},
+    {"name": "far", "kind": "remote", "url": "http://%s/agents/echo", "checkEvery": "200ms"},
+    {"name": "later", "kind": "remote", "url": "http://%s", "checkEvery": "200ms"},
+    {"name": "fan", "kind": "fanout", "targets": ["echo", "far", "later"], "mode": "partial", "childTimeout": "10s"}
+  ]}`, extAddr, downAddr))
+	gw := startProc(t, "serve", "--listen", gwAddr, "--data-dir", filepath.Join(dir, "gw"), "--nats-listen", "off", "--config", cfg)
+	base := "http://" + gwAddr
+	waitReady(t, gw, base)
+
+	// Both remote agents are listed, the down one offline with a reason.
+	l := waitAgents(t, base, "?kind=remote", "far online", func(l edge.AgentList) bool {
+		return health(l, "far") == schemas.HealthOnline && health(l, "later") == schemas.HealthOffline
+	})
+	for _, a := range l.Agents {
+		switch a.Name {
+		case "far":
+			if len(a.Card.Skills) == 0 || a.Card.Skills[0].ID != "echo" || a.Remote.LastSeen == nil {
+				t.Fatalf("far's entry does not carry the external card: %+v", a)
+			}
+		case "later":
+			if a.Remote.LastError == "" || !strings.Contains(a.Remote.LastError, downAddr) {
+				t.Fatalf("later's entry does not say why it is offline: %+v", a.Remote)
+			}
+		}
+	}
+	if got := waitAgents(t, base, "?skill=echo", "skill query", func(l edge.AgentList) bool { return len(l.Agents) == 2 }); got.Agents[0].Name != "echo" || got.Agents[1].Name != "far" {
+		t.Fatalf("?skill=echo: %+v", got)
+	}
+
+	// Through the bus to the external agent and back.
+	var send struct {
+		Task schemas.Task `json:"task"`
+	}
+	msg := schemas.Message{MessageID: "m1", Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("over the gateway")}}
+	if err := json.Unmarshal(rpc(t, base+"/agents/far", "SendMessage", map[string]any{"message": msg}), &send); err != nil {
+		t.Fatal(err)
+	}
+	extID, _ := send.Task.Metadata[workers.MetaRemoteTaskID].(string)
+	if send.Task.Status.State != schemas.TaskStateCompleted || artifactText(send.Task) != "over the gateway" || extID == "" {
+		t.Fatalf("remote task: %+v", send.Task)
+	}
+	if got := getTask(t, "http://"+extAddr, "echo", extID); got.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("external task %s: %s", extID, got.Status.State)
+	}
+
+	// Fan-out: two answers, and the down agent named.
+	msg.MessageID = "m2"
+	if err := json.Unmarshal(rpc(t, base+"/agents/fan", "SendMessage", map[string]any{"message": msg}), &send); err != nil {
+		t.Fatal(err)
+	}
+	summary := ""
+	if send.Task.Status.Message != nil {
+		summary = send.Task.Status.Message.Text()
+	}
+	if send.Task.Status.State != schemas.TaskStateCompleted || len(send.Task.Artifacts) != 2 || !strings.Contains(summary, "2 of 3") || !strings.Contains(summary, "later:") {
+		t.Fatalf("fan-out: %s %q %+v", send.Task.Status.State, summary, send.Task.Artifacts)
+	}
+
+	// The down agent starts: the periodic check finds it.
+	later := startProc(t, "serve", "--listen", downAddr, "--data-dir", filepath.Join(dir, "later"), "--nats-listen", "off")
+	waitReady(t, later, "http://"+downAddr)
+	waitAgents(t, base, "?health=online", "later online", func(l edge.AgentList) bool { return health(l, "later") == schemas.HealthOnline })
+
+	later.stop(t)
+	gw.stop(t)
+	ext.stop(t)
+}
