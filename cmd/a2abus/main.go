@@ -37,6 +37,15 @@ Usage:
   a2abus load   [flags]   load generator: N concurrent clients against any A2A
                           agent; prints throughput and p50/p90/p99 latency
 
+A client of any A2A agent (-o text|json, --header 'Authorization: ...'):
+  a2abus card URL                 the agent's card
+  a2abus send URL TEXT            send a message (--stream, --no-wait, --task, --context)
+  a2abus get URL TASK_ID          a task
+  a2abus tasks URL                list tasks (--context, --state, --page-size, --page-token)
+  a2abus cancel URL TASK_ID       cancel a task
+  a2abus subscribe URL TASK_ID    follow a task's events (--last-event-id)
+  a2abus agents URL               an a2abus edge's agents (--skill, --tag, --kind)
+
 Run "a2abus <command> --help" for the flags of a command.
 `
 
@@ -44,6 +53,12 @@ func main() {
 	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "a2abus:", err)
+		}
+		// 1: the agent or the network failed a client command; 2: usage
+		// and start-up errors.
+		var ce *cliError
+		if errors.As(err, &ce) {
+			os.Exit(1)
 		}
 		os.Exit(2)
 	}
@@ -57,6 +72,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	cmd := args[0]
 	if cmd == "load" {
 		return runLoad(ctx, args[1:], stdout, stderr)
+	}
+	if _, ok := clientCommands[cmd]; ok {
+		return runClient(ctx, cmd, args[1:], stdout, stderr)
 	}
 	switch cmd {
 	case "serve", "edge", "worker", "node":
