@@ -76,34 +76,57 @@ func (r Remote) Execute(ctx context.Context, req *Request, out *Emitter) error {
 	if err != nil {
 		return r.callFailed(ctx, out, err)
 	}
-	defer stream.Close()
 	rel := relay{r: r, out: out, extID: extID, extCtx: extCtx}
+	resumes := 0
 	for {
 		ev, err := stream.Next()
-		if errors.Is(err, io.EOF) {
+		if err == nil {
+			if err := rel.event(ctx, ev); err != nil {
+				stream.Close()
+				if ctx.Err() != nil {
+					r.forwardCancel(ctx, cl, rel.extID)
+				}
+				return err
+			}
 			if rel.ended {
+				stream.Close()
 				return nil
 			}
-			return fmt.Errorf("the remote agent at %s ended the stream before the task finished", r.URL)
+			continue
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				r.forwardCancel(ctx, cl, rel.extID)
-				return ctx.Err()
+		stream.Close()
+		if ctx.Err() != nil {
+			r.forwardCancel(ctx, cl, rel.extID)
+			return ctx.Err()
+		}
+		// The stream broke (or ended early) while the external task runs
+		// on: follow it again rather than fail work that is still being
+		// done, a bounded number of times.
+		if rel.extID == "" || resumes >= maxResumes {
+			if errors.Is(err, io.EOF) {
+				return fmt.Errorf("the remote agent at %s ended the stream before the task finished", r.URL)
 			}
 			return r.callFailed(ctx, out, err)
 		}
-		if err := rel.event(ctx, ev); err != nil {
-			if ctx.Err() != nil {
-				r.forwardCancel(ctx, cl, rel.extID)
-			}
-			return err
+		resumes++
+		select {
+		case <-time.After(time.Duration(resumes*resumes) * 100 * time.Millisecond):
+		case <-ctx.Done():
+			r.forwardCancel(ctx, cl, rel.extID)
+			return ctx.Err()
 		}
-		if rel.ended {
-			return nil
+		if stream, err = cl.SubscribeToTask(ctx, &schemas.SubscribeToTaskRequest{ID: rel.extID}); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return r.callFailed(ctx, out, fmt.Errorf("following task %s again after the stream broke: %w", rel.extID, err))
 		}
 	}
 }
+
+// maxResumes bounds how often one run re-subscribes to the external task
+// after its stream broke.
+const maxResumes = 5
 
 // callFailed turns a failed call into the local task's end: a protocol
 // error is the external agent's answer (FAILED with its message), anything

@@ -1,9 +1,14 @@
 package workers_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,4 +228,91 @@ func TestRemoteAgentProxiesAnExternalA2AAgent(t *testing.T) {
 			t.Fatalf("local: %s %q", rec.Task.Status.State, msg)
 		}
 	})
+}
+
+// cuttingProxy forwards to upstream, but cuts the first event stream it
+// relays right after its first event: a network failure mid-stream.
+func cuttingProxy(t *testing.T, upstream string) (*httptest.Server, *atomic.Int64) {
+	var streams atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, upstream+r.URL.RequestURI(), bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer res.Body.Close()
+		for k, v := range res.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(res.StatusCode)
+		if !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+			_, _ = io.Copy(w, res.Body)
+			return
+		}
+		n := streams.Add(1)
+		rd := bufio.NewReader(res.Body)
+		for {
+			line, err := rd.ReadBytes('\n')
+			_, _ = w.Write(line)
+			w.(http.Flusher).Flush()
+			if err != nil {
+				return
+			}
+			if n == 1 && len(bytes.TrimSpace(line)) == 0 {
+				panic(http.ErrAbortHandler) // cut after the first event
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &streams
+}
+
+// twoStep sends one chunk, waits to be released, sends another, completes.
+type twoStep struct{ release chan struct{} }
+
+func (a twoStep) Execute(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
+	art := schemas.Artifact{ArtifactID: "steps", Parts: []schemas.Part{schemas.TextPart("first ")}}
+	if err := out.ArtifactChunk(ctx, art, false, false); err != nil {
+		return err
+	}
+	select {
+	case <-a.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	art.Parts = []schemas.Part{schemas.TextPart("second")}
+	if err := out.ArtifactChunk(ctx, art, true, true); err != nil {
+		return err
+	}
+	return out.Complete(ctx, "two steps")
+}
+
+// A stream that breaks while the external task runs on is followed again
+// (SubscribeToTask), and the local task ends as the external one does.
+func TestRemoteAgentResumesABrokenStream(t *testing.T) {
+	steps := twoStep{release: make(chan struct{})}
+	ext := startExternal(t, def("steps", steps))
+	proxy, streams := cuttingProxy(t, ext.url)
+	_, b := bustest.New(t, bustest.Options{})
+	startRunner(t, b, remoteDef(t, "far-steps", proxy.URL+"/agents/steps"), workers.Options{})
+
+	id := submit(t, b, "far-steps", "go")
+	waitFor(t, b, id, "the external id after the cut", func(r *schemas.TaskRecord) bool {
+		return r.Task.Metadata[workers.MetaRemoteTaskID] != nil && streams.Load() >= 2
+	})
+	close(steps.release)
+	rec := waitSettled(t, b, id)
+	if rec.Task.Status.State != schemas.TaskStateCompleted || len(rec.Task.Artifacts) != 1 {
+		t.Fatalf("local task: %s %+v", rec.Task.Status.State, rec.Task.Artifacts)
+	}
+	var got string
+	for _, p := range rec.Task.Artifacts[0].Parts {
+		got += *p.Text
+	}
+	if got != "first second" {
+		t.Fatalf("artifact %q, want the external one whole", got)
+	}
 }
