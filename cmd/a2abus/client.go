@@ -29,6 +29,7 @@ import (
 const clientUsage = `Usage:
   a2abus card URL                       the agent's card
   a2abus send URL TEXT [--stream] [--no-wait] [--task ID] [--context ID]
+  a2abus stream URL TEXT                is send --stream
   a2abus get URL TASK_ID [--history N]
   a2abus tasks URL [--context ID] [--state STATE] [--page-size N] [--page-token T]
   a2abus cancel URL TASK_ID
@@ -44,7 +45,7 @@ Flags:
 `
 
 // clientCommands are the commands runClient handles.
-var clientCommands = map[string]int{"card": 1, "send": 2, "get": 2, "tasks": 1, "cancel": 2, "subscribe": 2, "agents": 1}
+var clientCommands = map[string]int{"card": 1, "send": 2, "stream": 2, "get": 2, "tasks": 1, "cancel": 2, "subscribe": 2, "agents": 1}
 
 // cliError is a failure reported by the agent or the network (exit 1), as
 // opposed to a usage error (exit 2).
@@ -75,9 +76,12 @@ func runClient(ctx context.Context, cmd string, args []string, stdout, stderr io
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout of a call (a stream waits as long as the task runs)")
 	fs.StringVar(&o.binding, "binding", "auto", "auto (read the card), jsonrpc, rest or jsonrpc03")
 	fs.BoolVar(&o.allowPrivate, "allow-private", true, "allow loopback and private addresses (metadata addresses are always refused)")
+	if cmd == "stream" {
+		cmd, o.stream = "send", true
+	}
 	switch cmd {
 	case "send":
-		fs.BoolVar(&o.stream, "stream", false, "stream the task's progress as it happens")
+		fs.BoolVar(&o.stream, "stream", o.stream, "stream the task's progress as it happens")
 		fs.BoolVar(&o.noWait, "no-wait", false, "return at once with the task as accepted (non-blocking send)")
 		fs.StringVar(&o.taskID, "task", "", "continue this task (e.g. answer an input-required question)")
 		fs.StringVar(&o.contextID, "context", "", "send within this context (conversation)")

@@ -112,6 +112,9 @@ func TestCLIAgainstServe(t *testing.T) {
 				t.Fatalf("stream line %d = %q, want %q…\n%s", i, lines[i], w, out)
 			}
 		}
+		if alias := mustCLI(t, "stream", base, "one two three four five six"); strings.Count(alias, "\n") != len(want) {
+			t.Fatalf("a2abus stream (alias of send --stream):\n%s", alias)
+		}
 		jout := mustCLI(t, "send", base, "one two three four five six", "--stream", "-o", "json")
 		var kinds []string
 		for _, l := range strings.Split(strings.TrimSpace(jout), "\n") {

@@ -41,6 +41,7 @@ Usage:
 A client of any A2A agent (-o text|json, --header 'Authorization: ...'):
   a2abus card URL                 the agent's card
   a2abus send URL TEXT            send a message (--stream, --no-wait, --task, --context)
+  a2abus stream URL TEXT          send and print the task's progress as it happens
   a2abus get URL TASK_ID          a task
   a2abus tasks URL                list tasks (--context, --state, --page-size, --page-token)
   a2abus cancel URL TASK_ID       cancel a task
