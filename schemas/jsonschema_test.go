@@ -40,6 +40,7 @@ var bcBusShapes = []struct {
 	{"task-cancel.schema.json", reflect.TypeFor[CancelNotice](), []string{TypeTaskCancel, SubjectCancel("<agent>")}},
 	{"task-record.schema.json", reflect.TypeFor[TaskRecord](), []string{BucketTasks}},
 	{"agent-registration.schema.json", reflect.TypeFor[AgentRegistration](), []string{BucketAgents}},
+	{"cached-card.schema.json", reflect.TypeFor[CachedCard](), []string{BucketCards}},
 }
 
 // bcPartial lists Go types whose schema may name fewer properties than the Go
@@ -681,6 +682,15 @@ func bcExamples() map[string][]any {
 			AgentRegistration{Agent: "echo", Card: UnionCard(card), Instance: "echo-1", UpdatedAt: *ts},
 			// What a worker group with a bare card writes; the edge completes it.
 			AgentRegistration{Agent: "greeter", Card: AgentCard{Name: "greeter"}, Instance: "greeter-1", UpdatedAt: *ts},
+			AgentRegistration{Agent: "weather", Card: UnionCard(card), Instance: "weather-1", UpdatedAt: *ts,
+				Remote: &RemoteAgentStatus{URL: "https://agents.example/weather", Health: HealthDegraded, LastSeen: ts, CheckedAt: ts, LastError: "HTTP 503"}},
+		},
+		"cached-card.schema.json": {
+			CachedCard{URL: "https://agents.example/weather", CardURL: "https://agents.example/weather/.well-known/agent-card.json",
+				Card: card, Raw: json.RawMessage(`{"name":"weather"}`), ETag: `"v1"`, FreshUntil: *ts, FetchedAt: *ts, CheckedAt: *ts,
+				LastError: "HTTP 503", LastErrorAt: ts},
+			CachedCard{URL: "https://agents.example/weather", CardURL: "https://agents.example/weather/.well-known/agent-card.json",
+				Card: card, FreshUntil: *ts, FetchedAt: *ts, CheckedAt: *ts},
 		},
 	}
 }
