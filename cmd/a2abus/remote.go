@@ -159,6 +159,10 @@ func (m *remoteMonitor) Live() (schemas.AgentCard, *schemas.RemoteAgentStatus) {
 	return c, &st
 }
 
+// recheckGap is the least time between two checks Client makes on behalf
+// of tasks.
+const recheckGap = 2 * time.Second
+
 // errNotReachable is returned by Client while no card is known.
 var errNotReachable = errors.New("the external agent has not been reached")
 
@@ -166,12 +170,16 @@ var errNotReachable = errors.New("the external agent has not been reached")
 // none is known yet (the agent was down at start-up).
 func (m *remoteMonitor) Client(ctx context.Context) (*discovery.Client, error) {
 	m.mu.Lock()
-	c := m.client
+	c, checked := m.client, m.status.CheckedAt
 	m.mu.Unlock()
 	if c != nil {
 		return c, nil
 	}
-	m.check(ctx, true)
+	// Check again, but not for every task: while the agent is down, a
+	// burst of tasks must not become a burst of requests to it.
+	if checked == nil || time.Since(checked.Time) > recheckGap {
+		m.check(ctx, true)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.client == nil {
