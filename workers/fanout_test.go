@@ -90,7 +90,7 @@ func TestFanOutThreeAgentsOneSlowOneFailing(t *testing.T) {
 	for _, mode := range []string{workers.FanOutAll, workers.FanOutPartial} {
 		t.Run(mode, func(t *testing.T) {
 			name := "fan-" + mode
-			startRunner(t, b, def(name, workers.FanOut{Bus: b, Agents: []string{"ok", "bad", "slow"}, ChildTimeout: time.Second, Mode: mode}), workers.Options{})
+			startRunner(t, b, def(name, workers.FanOut{Bus: b, Agents: []string{"ok", "bad", "slow"}, ChildTimeout: 3 * time.Second, Mode: mode}), workers.Options{})
 			id := submit(t, b, name, "hello fan out")
 			slowChild := recv(t, slow.started, "the slow child to start")
 			rec := waitSettled(t, b, id)
@@ -100,7 +100,7 @@ func TestFanOutThreeAgentsOneSlowOneFailing(t *testing.T) {
 			}
 			summary := rec.Task.Status.Message.Text()
 			if rec.Task.Status.State != want || !strings.Contains(summary, "1 of 3 agents answered") ||
-				!strings.Contains(summary, "bad: failed: boom") || !strings.Contains(summary, "slow: timed out after 1s") {
+				!strings.Contains(summary, "bad: failed: boom") || !strings.Contains(summary, "slow: timed out after 3s") {
 				t.Fatalf("parent %s: %q", rec.Task.Status.State, summary)
 			}
 			a := artifactByAgent(rec, "ok")
