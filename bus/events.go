@@ -25,12 +25,35 @@ import (
 
 // TaskUpdate is one event of a task: exactly one of Status, Artifact, Reply.
 type TaskUpdate struct {
-	// Rev is the task revision the event produced; the resume cursor.
-	Rev      uint64
+	// Rev is the task revision the event produced.
+	Rev uint64
+	// Cursor orders the task's events, also those of one revision (see
+	// EventCursor); it is the resume cursor.
+	Cursor   uint64
 	Status   *schemas.TaskStatusUpdateEvent
 	Artifact *schemas.TaskArtifactUpdateEvent
 	Reply    *schemas.Message
 }
+
+// cursorBits is the room a cursor leaves for events of one revision: one
+// write stores at most 1<<cursorBits events.
+const cursorBits = 4
+
+// MaxEventsPerWrite bounds the events one write may store.
+const MaxEventsPerWrite = 1<<cursorBits - 1
+
+// EventCursor is the cursor of the index-th event stored with revision rev.
+func EventCursor(rev uint64, index int) uint64 { return rev<<cursorBits | uint64(index) }
+
+// RecordCursor is the cursor of the last event stored with a record read
+// at revision rev: a reader that has it has everything up to that record.
+func RecordCursor(rec *schemas.TaskRecord, rev uint64) uint64 {
+	return EventCursor(rev, rec.LastEventIndex)
+}
+
+// SnapshotCursor is the cursor just after every event of revision rev: a
+// reader that holds the record at rev starts here.
+func SnapshotCursor(rev uint64) uint64 { return rev<<cursorBits | MaxEventsPerWrite }
 
 // ErrReaderOverflow ends a reader whose consumer did not keep up: its buffer
 // filled. The consumer resumes with a new reader from its last cursor.
@@ -49,8 +72,9 @@ type EventReader struct {
 	log  func(msg string, args ...any)
 }
 
-// ReadEvents opens a reader of the events of task taskID with revisions
-// greater than after. At most buffer events wait undelivered; when a slow
+// ReadEvents opens a reader of the events of task taskID with cursors
+// greater than after (0: all; SnapshotCursor(rev): those after a record
+// read at rev). At most buffer events wait undelivered; when a slow
 // consumer lets more pile up, the reader ends with ErrReaderOverflow (it
 // never slows the publisher or other readers). Close it when done.
 func (b *Bus) ReadEvents(ctx context.Context, taskID string, after uint64, buffer int) (*EventReader, error) {
@@ -89,12 +113,12 @@ func (r *EventReader) handle(m jetstream.Msg) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.done || u.Rev <= r.last {
+	if r.done || u.Cursor <= r.last {
 		return
 	}
 	select {
 	case r.ch <- u:
-		r.last = u.Rev
+		r.last = u.Cursor
 	default:
 		r.finish(ErrReaderOverflow)
 	}
@@ -141,9 +165,16 @@ func decodeUpdate(m *nats.Msg) (TaskUpdate, error) {
 	}
 	seq, _ := ev.Extensions()[schemas.ExtSequence].(string)
 	u.Rev, err = strconv.ParseUint(seq, 10, 64)
-	if err != nil {
+	if err != nil || u.Rev >= 1<<(64-cursorBits) {
 		return u, fmt.Errorf("%w: sequence %q", errMalformedEvent, seq)
 	}
+	index := 0
+	if v, ok := ev.Extensions()[schemas.ExtSequenceIndex].(string); ok && v != "" {
+		if index, err = strconv.Atoi(v); err != nil || index < 0 || index > MaxEventsPerWrite {
+			return u, fmt.Errorf("%w: sequence index %q", errMalformedEvent, v)
+		}
+	}
+	u.Cursor = EventCursor(u.Rev, index)
 	switch ev.Type() {
 	case schemas.TypeTaskStatus:
 		u.Status = new(schemas.TaskStatusUpdateEvent)

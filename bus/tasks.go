@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -193,37 +194,35 @@ func (b *Bus) Apply(ctx context.Context, taskID string, ev TaskEvent) (*schemas.
 // for a worker that owns the task. rec is modified in place; a nil rec reads
 // the current one.
 func (b *Bus) ApplyFrom(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, ev TaskEvent) (*schemas.TaskRecord, uint64, error) {
-	if ev.ID == "" {
-		ev.ID = schemas.NewID()
+	return b.ApplyEvents(ctx, taskID, cached, cachedRev, []TaskEvent{ev})
+}
+
+// ApplyEvents folds several events into a task in one write (one CAS) and
+// publishes them in order, all with the new revision as sequence and their
+// position as sequence index: a worker that has WORKING and its first
+// artifact, or its last artifact and COMPLETED, to store pays one write.
+// Either all events are stored or none; the first refused transition fails
+// the whole write. At most MaxEventsPerWrite events.
+func (b *Bus) ApplyEvents(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, evs []TaskEvent) (*schemas.TaskRecord, uint64, error) {
+	if len(evs) == 0 || len(evs) > MaxEventsPerWrite {
+		return nil, 0, fmt.Errorf("bus: apply %d events at once (1 to %d)", len(evs), MaxEventsPerWrite)
 	}
+	for i := range evs {
+		if evs[i].ID == "" {
+			evs[i].ID = schemas.NewID()
+		}
+	}
+	lastID := evs[len(evs)-1].ID
 	rec, rev, err := b.update(ctx, taskID, cached, cachedRev, func(r *schemas.TaskRecord) error {
-		if r.LastEventID == ev.ID {
+		if r.LastEventID == lastID {
 			return errApplied
 		}
-		if ev.Status != nil {
-			ev.Status.TaskID, ev.Status.ContextID = r.Task.ID, r.Task.ContextID
-			if ev.Status.Status.Timestamp == nil {
-				ev.Status.Status.Timestamp = schemas.Now()
-			}
-			if m := ev.Status.Status.Message; m != nil {
-				m.TaskID, m.ContextID = r.Task.ID, r.Task.ContextID
+		for _, ev := range evs {
+			if err := stamp(r, ev); err != nil {
+				return err
 			}
 		}
-		if ev.Artifact != nil {
-			ev.Artifact.TaskID, ev.Artifact.ContextID = r.Task.ID, r.Task.ContextID
-		}
-		if m := ev.Continue; m != nil {
-			m.TaskID, m.ContextID = r.Task.ID, r.Task.ContextID
-		}
-		if ev.Reply != nil {
-			// A message-only answer belongs to the conversation, not to a
-			// task the client never saw.
-			ev.Reply.ContextID, ev.Reply.TaskID = r.Task.ContextID, ""
-		}
-		if err := ev.apply(r); err != nil {
-			return err
-		}
-		r.LastEventID = ev.ID
+		r.LastEventID, r.LastEventIndex = lastID, len(evs)-1
 		return nil
 	})
 	if errors.Is(err, errApplied) {
@@ -232,10 +231,41 @@ func (b *Bus) ApplyFrom(ctx context.Context, taskID string, cached *schemas.Task
 	if err != nil {
 		return rec, rev, err
 	}
-	return rec, rev, b.publishEvent(ctx, rec, rev, ev)
+	for i, ev := range evs {
+		if err := b.publishEvent(ctx, rec, rev, i, ev); err != nil {
+			return rec, rev, err
+		}
+	}
+	return rec, rev, nil
 }
 
-func (b *Bus) publishEvent(ctx context.Context, rec *schemas.TaskRecord, rev uint64, ev TaskEvent) error {
+// stamp fills in an event's task and context ids and timestamp from the
+// record and folds it in.
+func stamp(r *schemas.TaskRecord, ev TaskEvent) error {
+	if ev.Status != nil {
+		ev.Status.TaskID, ev.Status.ContextID = r.Task.ID, r.Task.ContextID
+		if ev.Status.Status.Timestamp == nil {
+			ev.Status.Status.Timestamp = schemas.Now()
+		}
+		if m := ev.Status.Status.Message; m != nil {
+			m.TaskID, m.ContextID = r.Task.ID, r.Task.ContextID
+		}
+	}
+	if ev.Artifact != nil {
+		ev.Artifact.TaskID, ev.Artifact.ContextID = r.Task.ID, r.Task.ContextID
+	}
+	if m := ev.Continue; m != nil {
+		m.TaskID, m.ContextID = r.Task.ID, r.Task.ContextID
+	}
+	if ev.Reply != nil {
+		// A message-only answer belongs to the conversation, not to a
+		// task the client never saw.
+		ev.Reply.ContextID, ev.Reply.TaskID = r.Task.ContextID, ""
+	}
+	return ev.apply(r)
+}
+
+func (b *Bus) publishEvent(ctx context.Context, rec *schemas.TaskRecord, rev uint64, index int, ev TaskEvent) error {
 	var typ string
 	var data any
 	switch {
@@ -248,9 +278,11 @@ func (b *Bus) publishEvent(ctx context.Context, rec *schemas.TaskRecord, rev uin
 	default:
 		typ, data = schemas.TypeTaskMessage, ev.Reply
 	}
-	ce, err := b.newEvent(ev.ID, typ, rec.Task.ID, data, map[string]string{
-		schemas.ExtSequence: schemas.SequenceString(rev),
-	})
+	ext := map[string]string{schemas.ExtSequence: schemas.SequenceString(rev)}
+	if index > 0 {
+		ext[schemas.ExtSequenceIndex] = strconv.Itoa(index)
+	}
+	ce, err := b.newEvent(ev.ID, typ, rec.Task.ID, data, ext)
 	if err != nil {
 		return err
 	}

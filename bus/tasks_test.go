@@ -757,7 +757,7 @@ func TestEventReaderOverflow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := b.ReadEvents(ctx, rec.Task.ID, rev, 2)
+	r, err := b.ReadEvents(ctx, rec.Task.ID, SnapshotCursor(rev), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -774,5 +774,63 @@ func TestEventReaderOverflow(t *testing.T) {
 	}
 	if n != 2 || !errors.Is(r.Err(), ErrReaderOverflow) {
 		t.Fatalf("read %d events, err %v", n, r.Err())
+	}
+}
+
+// Several events stored by one write share the revision and are told apart
+// by their index: readers get them once each, in order, and a cursor in
+// the middle of a write resumes with the rest of it.
+func TestApplyEventsOneWriteManyEvents(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}}, Agent: "a"}
+	rev0, err := b.CreateTask(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	art := schemas.Artifact{ArtifactID: "x", Parts: []schemas.Part{schemas.TextPart("answer")}}
+	evs := []TaskEvent{
+		{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}},
+		{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: art, LastChunk: true}},
+		{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCompleted}}},
+	}
+	got, rev, err := b.ApplyEvents(ctx, rec.Task.ID, rec, rev0, evs)
+	if err != nil || got.Task.Status.State != schemas.TaskStateCompleted || len(got.Task.Artifacts) != 1 || got.LastEventIndex != 2 {
+		t.Fatalf("one write of three events: %+v %v", got, err)
+	}
+	// Retried after an unclear failure with the same ids: nothing applied twice.
+	if again, rev2, err := b.ApplyEvents(ctx, rec.Task.ID, nil, 0, evs); err != nil || rev2 != rev || len(again.Task.Artifacts) != 1 {
+		t.Fatalf("retry: rev %d (was %d), %v", rev2, rev, err)
+	}
+	read := func(after uint64) []TaskUpdate {
+		r, err := b.ReadEvents(ctx, rec.Task.ID, after, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		var out []TaskUpdate
+		for u := range r.C() {
+			out = append(out, u)
+			if u.Cursor == RecordCursor(got, rev) {
+				break
+			}
+		}
+		return out
+	}
+	all := read(SnapshotCursor(rev0))
+	if len(all) != 3 || all[0].Status == nil || all[1].Artifact == nil || all[2].Status == nil {
+		t.Fatalf("events: %+v", all)
+	}
+	for i, u := range all {
+		if u.Rev != rev || u.Cursor != EventCursor(rev, i) {
+			t.Fatalf("event %d: rev %d cursor %d, want rev %d cursor %d", i, u.Rev, u.Cursor, rev, EventCursor(rev, i))
+		}
+	}
+	// Resume after the first event of the write: the other two follow.
+	if rest := read(all[0].Cursor); len(rest) != 2 || rest[0].Artifact == nil || rest[1].Status.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("resumed mid-write: %+v", rest)
+	}
+	if _, _, err := b.ApplyEvents(ctx, rec.Task.ID, nil, 0, nil); err == nil {
+		t.Fatal("an empty write was accepted")
 	}
 }

@@ -144,8 +144,8 @@ func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas
 	var snapRev uint64
 	var openErr error
 	follow := func(r *schemas.TaskRecord, rev uint64) {
-		snap, snapRev = r, rev
-		reader, openErr = s.b.ReadEvents(ctx, r.Task.ID, rev, s.cfg.StreamBuffer)
+		snap, snapRev = r, bus.SnapshotCursor(rev)
+		reader, openErr = s.b.ReadEvents(ctx, r.Task.ID, snapRev, s.cfg.StreamBuffer)
 	}
 	defer func() {
 		if reader != nil {
@@ -183,7 +183,7 @@ func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas
 				return nil // overflow: the client resumes with SubscribeToTask
 			}
 			if u.Reply != nil {
-				_ = out.send(u.Rev, &schemas.StreamResponse{Message: u.Reply})
+				_ = out.send(u.Cursor, &schemas.StreamResponse{Message: u.Reply})
 				return nil
 			}
 			t := snap.Task.WithHistoryLength(histLen)
@@ -193,7 +193,7 @@ func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas
 			if s.sendUpdate(out, u) {
 				return nil
 			}
-			s.relay(ctx, c.agent, snap.Task.ID, u.Rev, reader, out, keep)
+			s.relay(ctx, c.agent, snap.Task.ID, u.Cursor, reader, out, keep)
 			return nil
 		}
 	}
@@ -218,14 +218,14 @@ func (s *Server) subscribe(ctx context.Context, c *call, id string, out streamOu
 		return err
 	}
 	state := rec.Task.Status.State
-	after := rev
+	after := bus.SnapshotCursor(rev)
 	resume := c.lastEventID != ""
 	if resume {
 		after, err = strconv.ParseUint(c.lastEventID, 10, 64)
 		if err != nil {
 			return schemas.Errorf(schemas.ErrInvalidParams, "Last-Event-ID %q is not a cursor this server issued", c.lastEventID)
 		}
-		if state.Settled() && rev <= after {
+		if state.Settled() && bus.RecordCursor(rec, rev) <= after {
 			// Nothing newer will come: the client already has the end.
 			_ = out.start()
 			return nil
@@ -240,7 +240,7 @@ func (s *Server) subscribe(ctx context.Context, c *call, id string, out streamOu
 	defer reader.Close()
 	if !resume {
 		t := rec.Task
-		if out.send(rev, &schemas.StreamResponse{Task: &t}) != nil || state.Settled() {
+		if out.send(after, &schemas.StreamResponse{Task: &t}) != nil || state.Settled() {
 			return nil
 		}
 	} else if err := out.start(); err != nil {
@@ -277,9 +277,9 @@ func (s *Server) relay(ctx context.Context, agent, id string, last uint64, reade
 					}
 					continue
 				}
-				if rec.Task.Status.State.Settled() && rev > last {
+				if rec.Task.Status.State.Settled() && bus.RecordCursor(rec, rev) > last {
 					t := rec.Task
-					_ = out.send(rev, &schemas.StreamResponse{Task: &t})
+					_ = out.send(bus.SnapshotCursor(rev), &schemas.StreamResponse{Task: &t})
 					return
 				}
 			}
@@ -289,7 +289,7 @@ func (s *Server) relay(ctx context.Context, agent, id string, last uint64, reade
 				return
 			}
 			quiet = false
-			last = u.Rev
+			last = u.Cursor
 			if s.sendUpdate(out, u) {
 				return
 			}
@@ -309,7 +309,7 @@ func (s *Server) sendUpdate(out streamOut, u bus.TaskUpdate) (end bool) {
 	case u.Reply != nil:
 		r.Message = u.Reply
 	}
-	if err := out.send(u.Rev, &r); err != nil {
+	if err := out.send(u.Cursor, &r); err != nil {
 		return true
 	}
 	return u.Reply != nil || (u.Status != nil && u.Status.Status.State.Settled())

@@ -30,6 +30,10 @@ type TaskRecord struct {
 	// record, so a writer retrying after an ambiguous failure can tell its
 	// event already landed (and only re-publish it, which de-duplicates).
 	LastEventID string `json:"lastEventId,omitempty"`
+	// LastEventIndex is the sequence index of the last event of the write
+	// that stored this revision (0 when it stored one event), so the
+	// cursor of the record's last event is known without reading events.
+	LastEventIndex int `json:"lastEventIndex,omitempty"`
 }
 
 // WorkItem is the data of a TypeWorkExecute event on SubjectWork(agent): run

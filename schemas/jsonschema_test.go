@@ -805,7 +805,7 @@ func TestBusContractREADME(t *testing.T) {
 		StreamWork, StreamEvents, StreamDLQ, BucketTasks, BucketAgents,
 		ConsumerWork("<agent>"), SubjectWork("<agent>"), SubjectEvents("<taskId>"),
 		SubjectCancel("<agent>"), SubjectDLQ("<agent>"),
-		"`" + ExtSequence + "`", "`" + ExtTraceparent + "`", "`" + ExtA2AVersion + "`",
+		"`" + ExtSequence + "`", "`" + ExtSequenceIndex + "`", "`" + ExtTraceparent + "`", "`" + ExtA2AVersion + "`",
 		"Nats-Msg-Id", "+WPI", Source("<role>", "<instance>"),
 	} {
 		if !strings.Contains(readme, name) {

@@ -65,6 +65,11 @@ const (
 	// ExtSequence is the task's KV revision after the event was stored,
 	// zero-padded so it sorts as a string (CloudEvents sequence extension).
 	ExtSequence = "sequence"
+	// ExtSequenceIndex orders the events of one write: when one revision
+	// stores several events (an agent's WORKING and first artifact, say),
+	// they carry the same sequence and indexes 1, 2, … after the first
+	// (absent means 0). Readers order events by (sequence, index).
+	ExtSequenceIndex = "sequenceindex"
 	// ExtTraceparent carries the W3C trace context of the originating request.
 	ExtTraceparent = "traceparent"
 	// ExtA2AVersion is the A2A protocol version of the originating request.

@@ -97,17 +97,24 @@ type Emitter struct {
 const emitRetryFor = 30 * time.Second
 
 func (e *Emitter) apply(ctx context.Context, ev bus.TaskEvent) error {
-	ev.ID = schemas.NewID() // one id for every attempt of this event
-	rec, rev, err := e.b.ApplyFrom(ctx, e.taskID, e.rec, e.rev, ev)
+	return e.applyAll(ctx, ev)
+}
+
+// applyAll stores events in one write (see bus.ApplyEvents).
+func (e *Emitter) applyAll(ctx context.Context, evs ...bus.TaskEvent) error {
+	for i := range evs {
+		evs[i].ID = schemas.NewID() // one id for every attempt of this event
+	}
+	rec, rev, err := e.b.ApplyEvents(ctx, e.taskID, e.rec, e.rev, evs)
 	for delay, deadline := 100*time.Millisecond, time.Now().Add(emitRetryFor); errors.Is(err, schemas.ErrUnavailable) && time.Now().Before(deadline); delay = min(2*delay, 2*time.Second) {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(delay):
 		}
-		// The write may have landed before the error: re-read; the event id
-		// keeps it from being applied twice.
-		rec, rev, err = e.b.ApplyFrom(ctx, e.taskID, nil, 0, ev)
+		// The write may have landed before the error: re-read; the event
+		// ids keep it from being applied twice.
+		rec, rev, err = e.b.ApplyEvents(ctx, e.taskID, nil, 0, evs)
 	}
 	if err != nil {
 		e.rec = nil // re-read next time
@@ -119,6 +126,17 @@ func (e *Emitter) apply(ctx context.Context, ev bus.TaskEvent) error {
 	}
 	e.rec, e.rev = rec, rev
 	return nil
+}
+
+// working is the WORKING transition to store with an agent's first
+// artifact, or none if the task is WORKING already: an artifact never
+// arrives on a task a client still sees as queued, and the move costs no
+// write of its own.
+func (e *Emitter) working() []bus.TaskEvent {
+	if e.rec != nil && e.rec.Task.Status.State == schemas.TaskStateWorking {
+		return nil
+	}
+	return []bus.TaskEvent{{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}}}
 }
 
 // AgentMessage returns a new agent-role message with the given text.
@@ -207,19 +225,33 @@ func (e *Emitter) ArtifactChunk(ctx context.Context, a schemas.Artifact, appendP
 	if err := a.Validate(); err != nil {
 		return fmt.Errorf("workers: %w", err)
 	}
-	if err := e.ensureWorking(ctx); err != nil {
-		return err
-	}
-	return e.apply(ctx, bus.TaskEvent{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: a, Append: appendParts, LastChunk: lastChunk}})
+	evs := append(e.working(), bus.TaskEvent{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: a, Append: appendParts, LastChunk: lastChunk}})
+	return e.applyAll(ctx, evs...)
 }
 
-// ensureWorking moves a task that is not yet WORKING there, so an artifact
-// never arrives on a task a client still sees as queued.
-func (e *Emitter) ensureWorking(ctx context.Context) error {
-	if e.rec != nil && e.rec.Task.Status.State == schemas.TaskStateWorking {
-		return nil
+// CompleteWith publishes the last chunk of an artifact and completes the
+// task with a message (empty text: none), in one write: the usual end of
+// an agent that answers and is done. Subscribers see the same events as
+// ArtifactChunk followed by Complete.
+func (e *Emitter) CompleteWith(ctx context.Context, a schemas.Artifact, appendParts bool, text string) error {
+	if a.ArtifactID == "" {
+		a.ArtifactID = schemas.NewID()
 	}
-	return e.Status(ctx, schemas.TaskStateWorking, nil)
+	if err := a.Validate(); err != nil {
+		return fmt.Errorf("workers: %w", err)
+	}
+	msg := optMessage(text)
+	if msg != nil {
+		msg.TaskID = e.taskID
+	}
+	evs := append(e.working(),
+		bus.TaskEvent{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: a, Append: appendParts, LastChunk: true}},
+		bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCompleted, Message: msg}}})
+	err := e.applyAll(ctx, evs...)
+	if err == nil {
+		e.settled = true
+	}
+	return err
 }
 
 // Reply answers with a Message instead of a task: the client's SendMessage

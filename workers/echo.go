@@ -69,13 +69,15 @@ func (e Echo) Execute(ctx context.Context, req *Request, out *Emitter) error {
 	}
 	chunks := chunkWords(text, n)
 	art := schemas.Artifact{ArtifactID: "echo-" + req.Task.ID, Name: "echo"}
-	for i, c := range chunks {
+	last := len(chunks) - 1
+	for i, c := range chunks[:last] {
 		art.Parts = []schemas.Part{schemas.TextPart(c)}
-		if err := out.ArtifactChunk(ctx, art, i > 0, i == len(chunks)-1); err != nil {
+		if err := out.ArtifactChunk(ctx, art, i > 0, false); err != nil {
 			return err
 		}
 	}
-	return out.Complete(ctx, fmt.Sprintf("echoed %d characters in %d chunk(s)", len(text), len(chunks)))
+	art.Parts = []schemas.Part{schemas.TextPart(chunks[last])}
+	return out.CompleteWith(ctx, art, last > 0, fmt.Sprintf("echoed %d characters in %d chunk(s)", len(text), len(chunks)))
 }
 
 // chunkWords splits s after every n words, keeping the whitespace, so the

@@ -255,7 +255,7 @@ func (f FanOut) wait(ctx context.Context, id string) (*schemas.TaskRecord, error
 			return rec, nil
 		}
 		if after == 0 {
-			after = rev
+			after = bus.SnapshotCursor(rev)
 		}
 		r, err := f.Bus.ReadEvents(ctx, id, after, 64)
 		if err != nil {
@@ -272,7 +272,7 @@ func (f FanOut) wait(ctx context.Context, id string) (*schemas.TaskRecord, error
 					settled = true // overflow: re-read the record and go on
 					break
 				}
-				after = u.Rev
+				after = u.Cursor
 				settled = u.Reply != nil || (u.Status != nil && u.Status.Status.State.Settled())
 			}
 		}

@@ -127,7 +127,7 @@ func readAll(t *testing.T, b *bus.Bus, id string) []bus.TaskUpdate {
 	var out []bus.TaskUpdate
 	for u := range r.C() {
 		out = append(out, u)
-		if u.Rev >= rev {
+		if u.Cursor >= bus.RecordCursor(rec, rev) {
 			break
 		}
 	}

@@ -286,7 +286,7 @@ func (r *Runner) handle(base context.Context, w *Work) {
 	// The agent's first event decides what the client sees first: a Reply
 	// makes a message-only exchange, anything else a task. So the runtime
 	// does not mark the task WORKING up front; the Emitter does it before
-	// the agent's first artifact (see Emitter.ensureWorking).
+	// the agent's first artifact, in the same write (see Emitter.working).
 	em := &Emitter{b: r.b, taskID: w.Item.TaskID, rec: rec, rev: rev}
 	req := &Request{Task: rec.Task, Message: w.Item.Message, Attempt: w.Attempt}
 	runErr := r.execute(ctx, req, em)
