@@ -324,7 +324,7 @@ func (b *Bus) provision(ctx context.Context) error {
 		// Cards of agents nobody asks about any more age out.
 		TTL:          c.CardTTL,
 		MaxBytes:     c.CardMaxBytes,
-		MaxValueSize: 2 << 20,
+		MaxValueSize: cardMaxValueSize,
 		History:      1,
 		Storage:      b.storage(),
 		Replicas:     c.Replicas,

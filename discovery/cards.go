@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -29,6 +30,11 @@ const (
 // ErrInvalidCard is wrapped by every card that fails validation.
 var ErrInvalidCard = errors.New("invalid agent card")
 
+// errNotJSON is wrapped (beside ErrInvalidCard) when a card address answers
+// something that is not JSON at all, as sites that serve an HTML page for
+// every path do: the older card path is tried next.
+var errNotJSON = errors.New("not a JSON object")
+
 // Fetched is one fetched card with what HTTP said about its freshness.
 type Fetched struct {
 	Card schemas.AgentCard
@@ -36,10 +42,15 @@ type Fetched struct {
 	Raw json.RawMessage
 	// URL is the address the card was read from (after any fallback).
 	URL string
-	// ETag and MaxAge come from the answer's ETag and Cache-Control.
-	ETag   string
-	MaxAge time.Duration
-	// NoStore is set when Cache-Control said no-store or no-cache.
+	// ETag comes from the answer's ETag header.
+	ETag string
+	// MaxAge is how long the card stays fresh, from Cache-Control
+	// (s-maxage, else max-age; zero for no-cache) less the answer's Age;
+	// HasMaxAge says whether Cache-Control gave a freshness at all.
+	MaxAge    time.Duration
+	HasMaxAge bool
+	// NoStore is set when Cache-Control said no-store: the card may be
+	// used for this call but not kept.
 	NoStore   bool
 	FetchedAt time.Time
 	// NotModified is set when a conditional fetch was answered 304: Card
@@ -50,20 +61,14 @@ type Fetched struct {
 // Fetcher fetches agent cards. The zero value is usable: public addresses
 // only, 30 s timeout, 1 MiB cap.
 type Fetcher struct {
-	// HTTP is the client; default Policy.Client(Timeout).
+	// HTTP is the client; default a Policy.Client for each Fetch, its
+	// idle connections closed afterwards (cards are fetched rarely).
 	HTTP    *http.Client
 	Policy  Policy
 	Header  http.Header
 	Timeout time.Duration // default 30s
 	// MaxBytes caps a card body. Default 1 MiB.
 	MaxBytes int64
-}
-
-func (f *Fetcher) client() *http.Client {
-	if f.HTTP != nil {
-		return f.HTTP
-	}
-	return f.Policy.Client(f.timeout())
 }
 
 func (f *Fetcher) timeout() time.Duration {
@@ -89,8 +94,16 @@ func CardURLs(base string) ([]string, error) {
 	return []string{root + WellKnownCard, root + WellKnownCardLegacy}, nil
 }
 
-// Fetch reads the card of the agent at base. etag, when not empty, makes
-// the fetch conditional (If-None-Match); a 304 answer gives NotModified.
+// Fetch reads the card of the agent at base (see CardURLs): the
+// well-known path first, then the older one when the first has no card
+// (404 or 410) or answers something that is not JSON. etag, when not
+// empty, makes the fetch conditional (If-None-Match); a 304 answer gives
+// NotModified.
+//
+// A card that fails ParseCard, or is larger than MaxBytes, gives an error
+// wrapping ErrInvalidCard; an agent that cannot be reached, or answers
+// another HTTP status, a *TransportError; a refused address one wrapping
+// ErrForbiddenAddress.
 func (f *Fetcher) Fetch(ctx context.Context, base, etag string) (*Fetched, error) {
 	urls, err := CardURLs(base)
 	if err != nil {
@@ -98,22 +111,34 @@ func (f *Fetcher) Fetch(ctx context.Context, base, etag string) (*Fetched, error
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout())
 	defer cancel()
-	var lastErr error
-	for i, u := range urls {
-		fc, status, err := f.fetchOne(ctx, u, etag)
+	hc := f.HTTP
+	if hc == nil {
+		// A client of our own has its own connection pool: release it,
+		// since cards are fetched once in a while.
+		hc = f.Policy.Client(f.timeout())
+		defer hc.CloseIdleConnections()
+	}
+	var best error
+	bestMissing := false
+	for _, u := range urls {
+		fc, status, err := f.fetchOne(ctx, hc, u, etag)
 		if err == nil {
 			return fc, nil
 		}
-		lastErr = err
-		// Only a missing card moves on to the older path.
-		if status != http.StatusNotFound || i == len(urls)-1 {
+		missing := status == http.StatusNotFound || status == http.StatusGone
+		// Report the most telling failure: a missing card only when no
+		// address said more.
+		if best == nil || bestMissing {
+			best, bestMissing = err, missing
+		}
+		if !missing && !errors.Is(err, errNotJSON) {
 			break
 		}
 	}
-	return nil, lastErr
+	return nil, best
 }
 
-func (f *Fetcher) fetchOne(ctx context.Context, u, etag string) (*Fetched, int, error) {
+func (f *Fetcher) fetchOne(ctx context.Context, hc *http.Client, u, etag string) (*Fetched, int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, 0, fmt.Errorf("discovery: %w", err)
@@ -128,16 +153,22 @@ func (f *Fetcher) fetchOne(ctx context.Context, u, etag string) (*Fetched, int, 
 	if etag != "" {
 		req.Header.Set("If-None-Match", etag)
 	}
-	res, err := f.client().Do(req)
+	res, err := hc.Do(req)
 	if err != nil {
 		return nil, 0, &TransportError{URL: u, Err: unwrapURLError(err)}
 	}
 	defer drain(res.Body)
 	now := time.Now()
-	maxAge, noStore := cacheControl(res.Header.Get("Cache-Control"))
+	cc := cacheControl(res.Header.Get("Cache-Control"))
+	if cc.hasMaxAge {
+		// A cache on the way already held the answer for Age seconds.
+		if age, err := strconv.Atoi(strings.TrimSpace(res.Header.Get("Age"))); err == nil && age > 0 {
+			cc.maxAge = max(cc.maxAge-time.Duration(age)*time.Second, 0)
+		}
+	}
 	if res.StatusCode == http.StatusNotModified {
-		return &Fetched{URL: u, ETag: firstNonEmpty(res.Header.Get("ETag"), etag), MaxAge: maxAge, NoStore: noStore,
-			FetchedAt: now, NotModified: true}, res.StatusCode, nil
+		return &Fetched{URL: u, ETag: firstNonEmpty(res.Header.Get("ETag"), etag), MaxAge: cc.maxAge, HasMaxAge: cc.hasMaxAge,
+			NoStore: cc.noStore, FetchedAt: now, NotModified: true}, res.StatusCode, nil
 	}
 	if res.StatusCode != http.StatusOK {
 		return nil, res.StatusCode, &TransportError{URL: u, Status: res.StatusCode, RetryAfter: retryAfter(res),
@@ -158,7 +189,8 @@ func (f *Fetcher) fetchOne(ctx context.Context, u, etag string) (*Fetched, int, 
 	if err != nil {
 		return nil, res.StatusCode, fmt.Errorf("discovery: %s: %w", u, err)
 	}
-	return &Fetched{Card: *card, Raw: body, URL: u, ETag: res.Header.Get("ETag"), MaxAge: maxAge, NoStore: noStore, FetchedAt: now}, res.StatusCode, nil
+	return &Fetched{Card: *card, Raw: body, URL: u, ETag: res.Header.Get("ETag"), MaxAge: cc.maxAge, HasMaxAge: cc.hasMaxAge,
+		NoStore: cc.noStore, FetchedAt: now}, res.StatusCode, nil
 }
 
 func firstNonEmpty(a, b string) string {
@@ -168,31 +200,49 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-// cacheControl reads max-age (s-maxage wins, as for a shared cache) and
-// whether the answer may not be reused without revalidation.
-func cacheControl(h string) (maxAge time.Duration, noStore bool) {
-	shared := time.Duration(-1)
+// cachePolicy is what a Cache-Control header says about reusing a card.
+type cachePolicy struct {
+	maxAge    time.Duration
+	hasMaxAge bool // Cache-Control gave a freshness (max-age, s-maxage, no-cache)
+	noStore   bool
+}
+
+// cacheControl reads a Cache-Control header as a shared cache does (the
+// card cache is shared by every process): s-maxage wins over max-age;
+// no-cache means "store, but revalidate every time" (freshness zero);
+// no-store means "do not keep". Malformed or negative ages are ignored.
+func cacheControl(h string) cachePolicy {
+	var p cachePolicy
+	maxAge, shared, noCache := time.Duration(-1), time.Duration(-1), false
 	for _, d := range strings.Split(h, ",") {
 		k, v, _ := strings.Cut(strings.TrimSpace(strings.ToLower(d)), "=")
-		switch k {
-		case "no-store", "no-cache":
-			noStore = true
+		switch strings.TrimSpace(k) {
+		case "no-store":
+			p.noStore = true
+		case "no-cache":
+			noCache = true
 		case "max-age", "s-maxage":
-			n, err := strconv.Atoi(strings.Trim(v, `"`))
+			n, err := strconv.ParseInt(strings.Trim(strings.TrimSpace(v), `"`), 10, 64)
 			if err != nil || n < 0 {
 				continue
 			}
-			if k == "s-maxage" {
-				shared = time.Duration(n) * time.Second
+			age := time.Duration(min(n, int64(math.MaxInt64/time.Second))) * time.Second
+			if strings.TrimSpace(k) == "s-maxage" {
+				shared = age
 			} else {
-				maxAge = time.Duration(n) * time.Second
+				maxAge = age
 			}
 		}
 	}
-	if shared >= 0 {
-		maxAge = shared
+	switch {
+	case noCache:
+		p.maxAge, p.hasMaxAge = 0, true
+	case shared >= 0:
+		p.maxAge, p.hasMaxAge = shared, true
+	case maxAge >= 0:
+		p.maxAge, p.hasMaxAge = maxAge, true
 	}
-	return maxAge, noStore
+	return p
 }
 
 // ParseCard reads a card in the 1.0 or 0.3 shape and checks the fields a
@@ -203,7 +253,7 @@ func cacheControl(h string) (maxAge time.Duration, noStore bool) {
 func ParseCard(b []byte) (*schemas.AgentCard, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil {
-		return nil, fmt.Errorf("%w: not a JSON object: %v", ErrInvalidCard, err)
+		return nil, fmt.Errorf("%w: %w: %v", ErrInvalidCard, errNotJSON, err)
 	}
 	var c schemas.AgentCard
 	if err := json.Unmarshal(b, &c); err != nil {
@@ -271,12 +321,16 @@ func v03Interfaces(c *schemas.AgentCard) []schemas.AgentInterface {
 
 // Endpoints lists the interfaces of a card a2abus can speak, best first:
 // 1.0 before 0.3, then in the order of prefer (default JSONRPC, then
-// HTTP+JSON), then in the card's order.
+// HTTP+JSON), then in the card's order. Bindings not in prefer are left
+// out, and so is any binding a2abus does not speak, preferred or not.
 func Endpoints(c *schemas.AgentCard, prefer ...string) []Endpoint {
 	if len(prefer) == 0 {
 		prefer = []string{schemas.BindingJSONRPC, schemas.BindingHTTPJSON}
 	}
 	rank := func(in schemas.AgentInterface) int {
+		if !strings.EqualFold(in.ProtocolBinding, schemas.BindingJSONRPC) && !strings.EqualFold(in.ProtocolBinding, schemas.BindingHTTPJSON) {
+			return -1 // gRPC, or a binding preferred but not spoken
+		}
 		r := -1
 		for i, b := range prefer {
 			if strings.EqualFold(in.ProtocolBinding, b) {

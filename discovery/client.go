@@ -56,8 +56,9 @@ type Options struct {
 	Policy Policy
 	// Header is added to every request (authentication, for instance).
 	Header http.Header
-	// Timeout bounds each unary call (not streams, which last as long as
-	// the task). Default 30s.
+	// Timeout bounds each unary call, and how long a stream may take to
+	// start (not the stream itself, which lasts as long as the task).
+	// Default 30s.
 	Timeout time.Duration
 	// MaxResponseBytes bounds a unary response body and one stream event.
 	// Default 16 MiB.
@@ -119,14 +120,15 @@ func (c *Client) rest() bool { return c.ep.Binding == schemas.BindingHTTPJSON }
 
 // SendMessage sends a message and returns the task or message the agent
 // answers. With Configuration.ReturnImmediately the agent answers at once.
+// An answer holding neither is an error matching
+// schemas.ErrInvalidAgentResponse.
 func (c *Client) SendMessage(ctx context.Context, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error) {
+	var res schemas.SendMessageResponse
 	switch {
 	case c.rest():
-		var res schemas.SendMessageResponse
-		if err := c.restCall(ctx, http.MethodPost, "/message:send", nil, req, &res); err != nil {
+		if err := c.restCall(ctx, http.MethodPost, req.Tenant, "/message:send", nil, req, &res); err != nil {
 			return nil, err
 		}
-		return &res, nil
 	case c.v03():
 		var raw json.RawMessage
 		if err := c.rpc(ctx, "message/send", schemas.SendParamsToV03(req), &raw); err != nil {
@@ -140,42 +142,78 @@ func (c *Client) SendMessage(ctx context.Context, req *schemas.SendMessageReques
 			return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "message/send answered an event, not a task or message")
 		}
 		return &schemas.SendMessageResponse{Task: r.Task, Message: r.Message}, nil
+	default:
+		if c.ep.Tenant != "" && req.Tenant == "" {
+			r := *req
+			r.Tenant = c.ep.Tenant
+			req = &r
+		}
+		if err := c.rpc(ctx, "SendMessage", req, &res); err != nil {
+			return nil, err
+		}
 	}
-	var res schemas.SendMessageResponse
-	if err := c.rpc(ctx, "SendMessage", req, &res); err != nil {
-		return nil, err
+	if res.Task == nil && res.Message == nil {
+		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "SendMessage from %s answered neither a task nor a message", c.ep.URL)
 	}
 	return &res, nil
 }
 
 // GetTask returns a task.
 func (c *Client) GetTask(ctx context.Context, req *schemas.GetTaskRequest) (*schemas.Task, error) {
+	var t schemas.Task
 	switch {
 	case c.rest():
 		q := url.Values{}
 		if req.HistoryLength != nil {
 			q.Set("historyLength", strconv.Itoa(int(*req.HistoryLength)))
 		}
-		var t schemas.Task
-		return &t, c.restCall(ctx, http.MethodGet, "/tasks/"+url.PathEscape(req.ID), q, nil, &t)
+		if err := c.restCall(ctx, http.MethodGet, req.Tenant, "/tasks/"+url.PathEscape(req.ID), q, nil, &t); err != nil {
+			return nil, err
+		}
 	case c.v03():
 		return c.taskV03(ctx, "tasks/get", schemas.V03TaskQueryParams{ID: req.ID, HistoryLength: req.HistoryLength})
+	default:
+		if c.ep.Tenant != "" && req.Tenant == "" {
+			r := *req
+			r.Tenant = c.ep.Tenant
+			req = &r
+		}
+		if err := c.rpc(ctx, "GetTask", req, &t); err != nil {
+			return nil, err
+		}
 	}
-	var t schemas.Task
-	return &t, c.rpc(ctx, "GetTask", req, &t)
+	return c.checkTask("GetTask", &t)
 }
 
 // CancelTask asks the agent to cancel a task and returns it.
 func (c *Client) CancelTask(ctx context.Context, req *schemas.CancelTaskRequest) (*schemas.Task, error) {
+	var t schemas.Task
 	switch {
 	case c.rest():
-		var t schemas.Task
-		return &t, c.restCall(ctx, http.MethodPost, "/tasks/"+url.PathEscape(req.ID)+":cancel", nil, req, &t)
+		if err := c.restCall(ctx, http.MethodPost, req.Tenant, "/tasks/"+url.PathEscape(req.ID)+":cancel", nil, req, &t); err != nil {
+			return nil, err
+		}
 	case c.v03():
 		return c.taskV03(ctx, "tasks/cancel", schemas.V03TaskIDParams{ID: req.ID, Metadata: req.Metadata})
+	default:
+		if c.ep.Tenant != "" && req.Tenant == "" {
+			r := *req
+			r.Tenant = c.ep.Tenant
+			req = &r
+		}
+		if err := c.rpc(ctx, "CancelTask", req, &t); err != nil {
+			return nil, err
+		}
 	}
-	var t schemas.Task
-	return &t, c.rpc(ctx, "CancelTask", req, &t)
+	return c.checkTask("CancelTask", &t)
+}
+
+// checkTask refuses a task answer without an id (a null or empty result).
+func (c *Client) checkTask(method string, t *schemas.Task) (*schemas.Task, error) {
+	if t.ID == "" {
+		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s from %s answered a task without an id", method, c.ep.URL)
+	}
+	return t, nil
 }
 
 // ListTasks lists tasks. A 0.3 agent has no such method: the answer is
@@ -205,20 +243,38 @@ func (c *Client) ListTasks(ctx context.Context, req *schemas.ListTasksRequest) (
 		if req.IncludeArtifacts {
 			set("includeArtifacts", "true")
 		}
-		return &res, c.restCall(ctx, http.MethodGet, "/tasks", q, nil, &res)
+		if err := c.restCall(ctx, http.MethodGet, req.Tenant, "/tasks", q, nil, &res); err != nil {
+			return nil, err
+		}
+		return &res, nil
 	case c.v03():
 		return nil, schemas.Errorf(schemas.ErrUnsupportedOperation, "A2A 0.3 agents cannot list tasks")
 	}
-	return &res, c.rpc(ctx, "ListTasks", req, &res)
+	if c.ep.Tenant != "" && req.Tenant == "" {
+		r := *req
+		r.Tenant = c.ep.Tenant
+		req = &r
+	}
+	if err := c.rpc(ctx, "ListTasks", req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
 }
 
 // SendStreamingMessage sends a message and streams the task's events.
+// The agent has the client's Timeout to start the stream, which then lasts
+// as long as ctx and the task.
 func (c *Client) SendStreamingMessage(ctx context.Context, req *schemas.SendMessageRequest) (*Stream, error) {
 	switch {
 	case c.rest():
-		return c.restStream(ctx, http.MethodPost, "/message:stream", req, "")
+		return c.restStream(ctx, http.MethodPost, req.Tenant, "/message:stream", req, "")
 	case c.v03():
 		return c.rpcStream(ctx, "message/stream", schemas.SendParamsToV03(req), "")
+	}
+	if c.ep.Tenant != "" && req.Tenant == "" {
+		r := *req
+		r.Tenant = c.ep.Tenant
+		req = &r
 	}
 	return c.rpcStream(ctx, "SendStreamingMessage", req, "")
 }
@@ -229,9 +285,14 @@ func (c *Client) SendStreamingMessage(ctx context.Context, req *schemas.SendMess
 func (c *Client) SubscribeToTask(ctx context.Context, req *schemas.SubscribeToTaskRequest, lastEventID string) (*Stream, error) {
 	switch {
 	case c.rest():
-		return c.restStream(ctx, http.MethodGet, "/tasks/"+url.PathEscape(req.ID)+":subscribe", nil, lastEventID)
+		return c.restStream(ctx, http.MethodGet, req.Tenant, "/tasks/"+url.PathEscape(req.ID)+":subscribe", nil, lastEventID)
 	case c.v03():
 		return c.rpcStream(ctx, "tasks/resubscribe", schemas.V03TaskIDParams{ID: req.ID}, lastEventID)
+	}
+	if c.ep.Tenant != "" && req.Tenant == "" {
+		r := *req
+		r.Tenant = c.ep.Tenant
+		req = &r
 	}
 	return c.rpcStream(ctx, "SubscribeToTask", req, lastEventID)
 }
@@ -339,8 +400,10 @@ func (c *Client) rpc(ctx context.Context, method string, params any, out any) er
 }
 
 func (c *Client) rpcStream(ctx context.Context, method string, params any, lastEventID string) (*Stream, error) {
+	ctx, cancel := context.WithCancel(ctx)
 	req, err := c.newRequest(ctx, http.MethodPost, c.ep.URL, c.rpcBody(method, params))
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
@@ -348,33 +411,43 @@ func (c *Client) rpcStream(ctx context.Context, method string, params any, lastE
 		req.Header.Set("Last-Event-ID", lastEventID)
 	}
 	v03 := c.v03()
-	decode := func(data []byte) (*schemas.StreamResponse, error) {
+	decode := func(data []byte) (*schemas.StreamResponse, bool, error) {
 		var r rpcResponse
 		if err := json.Unmarshal(data, &r); err != nil {
-			return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event is not a JSON-RPC response: %v", err)
+			return nil, false, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event is not a JSON-RPC response: %v", err)
 		}
 		if r.Error != nil {
-			return nil, c.protocolError(r.Error, nil)
+			return nil, false, c.protocolError(r.Error, nil)
 		}
 		if v03 {
 			ev, err := schemas.ResultFromV03(r.Result)
-			return &ev, err
+			if err != nil {
+				return nil, false, err
+			}
+			// 0.3 marks the last status update final.
+			var mark struct {
+				Final bool `json:"final"`
+			}
+			_ = json.Unmarshal(r.Result, &mark)
+			return &ev, mark.Final || endsStream(&ev), nil
 		}
 		var ev schemas.StreamResponse
 		if err := json.Unmarshal(r.Result, &ev); err != nil {
-			return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event does not decode: %v", err)
+			return nil, false, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event does not decode: %v", err)
 		}
-		return &ev, nil
+		return &ev, endsStream(&ev), nil
 	}
-	return c.openStream(req, decode)
+	return c.openStream(req, cancel, decode)
 }
 
 // --- HTTP+JSON ------------------------------------------------------------
 
-func (c *Client) restURL(path string, q url.Values) string {
+// restURL is the address of an HTTP+JSON method: the endpoint, the tenant
+// (the request's, else the endpoint's), the path and the query.
+func (c *Client) restURL(tenant, path string, q url.Values) string {
 	u := strings.TrimRight(c.ep.URL, "/")
-	if c.ep.Tenant != "" {
-		u += "/" + url.PathEscape(c.ep.Tenant)
+	if tenant = firstNonEmpty(tenant, c.ep.Tenant); tenant != "" {
+		u += "/" + url.PathEscape(tenant)
 	}
 	u += path
 	if len(q) > 0 {
@@ -383,10 +456,10 @@ func (c *Client) restURL(path string, q url.Values) string {
 	return u
 }
 
-func (c *Client) restCall(ctx context.Context, method, path string, q url.Values, body, out any) error {
+func (c *Client) restCall(ctx context.Context, method, tenant, path string, q url.Values, body, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	req, err := c.newRequest(ctx, method, c.restURL(path, q), body)
+	req, err := c.newRequest(ctx, method, c.restURL(tenant, path, q), body)
 	if err != nil {
 		return err
 	}
@@ -409,29 +482,31 @@ func (c *Client) restCall(ctx context.Context, method, path string, q url.Values
 	return nil
 }
 
-func (c *Client) restStream(ctx context.Context, method, path string, body any, lastEventID string) (*Stream, error) {
-	req, err := c.newRequest(ctx, method, c.restURL(path, nil), body)
+func (c *Client) restStream(ctx context.Context, method, tenant, path string, body any, lastEventID string) (*Stream, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	req, err := c.newRequest(ctx, method, c.restURL(tenant, path, nil), body)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	if lastEventID != "" {
 		req.Header.Set("Last-Event-ID", lastEventID)
 	}
-	decode := func(data []byte) (*schemas.StreamResponse, error) {
+	decode := func(data []byte) (*schemas.StreamResponse, bool, error) {
 		var probe struct {
 			Error *wireError `json:"error"`
 		}
 		if json.Unmarshal(data, &probe) == nil && probe.Error != nil {
-			return nil, c.protocolError(probe.Error, nil)
+			return nil, false, c.protocolError(probe.Error, nil)
 		}
 		var ev schemas.StreamResponse
 		if err := json.Unmarshal(data, &ev); err != nil {
-			return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event does not decode: %v", err)
+			return nil, false, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event does not decode: %v", err)
 		}
-		return &ev, nil
+		return &ev, endsStream(&ev), nil
 	}
-	return c.openStream(req, decode)
+	return c.openStream(req, cancel, decode)
 }
 
 // statusError reads a non-2xx HTTP+JSON answer: a google.rpc.Status body
@@ -506,11 +581,7 @@ func (c *Client) protocolError(w *wireError, res *http.Response) error {
 		row = schemas.ErrorByCode(w.Code)
 	}
 	if row == nil && w.Status != "" {
-		for _, e := range schemas.ErrorTable {
-			if e.GRPCStatus == w.Status && (row == nil || e.HTTPStatus == w.Code) {
-				row = e
-			}
-		}
+		row = byGRPCStatus[w.Status]
 	}
 	if row == nil {
 		row = schemas.ErrInternal
@@ -529,6 +600,18 @@ func (c *Client) protocolError(w *wireError, res *http.Response) error {
 		}
 	}
 	return e
+}
+
+// byGRPCStatus reads a google.rpc.Status without an ErrorInfo reason: its
+// status name alone is shared by several rows, so each name maps to its
+// most general row.
+var byGRPCStatus = map[string]*schemas.Error{
+	"INVALID_ARGUMENT":    schemas.ErrInvalidParams,
+	"NOT_FOUND":           schemas.ErrTaskNotFound,
+	"UNIMPLEMENTED":       schemas.ErrMethodNotFound,
+	"FAILED_PRECONDITION": schemas.ErrUnsupportedOperation,
+	"INTERNAL":            schemas.ErrInternal,
+	"UNAVAILABLE":         schemas.ErrUnavailable,
 }
 
 // errorInfo finds the ErrorInfo in error details: a 1.0 details array of
@@ -569,12 +652,21 @@ func errorInfo(raw json.RawMessage) (string, map[string]string) {
 	return "", nil
 }
 
+// retryAfter reads Retry-After: delay-seconds, or an HTTP date (rounded
+// to whole seconds, at least one).
 func retryAfter(res *http.Response) time.Duration {
 	if res == nil {
 		return 0
 	}
-	if n, err := strconv.Atoi(res.Header.Get("Retry-After")); err == nil && n > 0 {
-		return time.Duration(n) * time.Second
+	h := strings.TrimSpace(res.Header.Get("Retry-After"))
+	if h == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(h); err == nil {
+		return time.Duration(max(n, 0)) * time.Second
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return max(time.Until(t).Round(time.Second), time.Second)
 	}
 	return 0
 }
@@ -588,7 +680,7 @@ func drain(r io.ReadCloser) {
 // A2A at all (an HTML error page, a wrong URL).
 type TransportError struct {
 	URL        string
-	Status     int           // HTTP status, 0 when there was no answer
+	Status     int           // HTTP status, 0 when there was no answer (or it broke off)
 	RetryAfter time.Duration // from Retry-After, when the agent sent one
 	Err        error
 }
@@ -598,9 +690,9 @@ func (e *TransportError) Unwrap() error { return e.Err }
 
 // IsRetryable reports whether err is worth retrying later: the agent was
 // unreachable, overloaded (HTTP 429/502/503/504) or said UNAVAILABLE. A
-// refusal by the SSRF guard is not retryable.
+// refusal by the SSRF guard, or a call the caller canceled, is not.
 func IsRetryable(err error) bool {
-	if errors.Is(err, ErrForbiddenAddress) {
+	if errors.Is(err, ErrForbiddenAddress) || errors.Is(err, context.Canceled) {
 		return false
 	}
 	var te *TransportError

@@ -3,38 +3,89 @@ package discovery
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/a2abus/a2abus/schemas"
 )
 
+// ErrStreamClosed is returned by Stream.Next once Close was called.
+var ErrStreamClosed = errors.New("discovery: stream closed")
+
 // Stream is an open SSE stream of task events from an agent. Next returns
-// the events in order and io.EOF when the agent ends the stream; an error
-// event the agent sends comes back as its *schemas.Error. Close releases
-// the connection; it is safe to call at any time and more than once.
+// the events in order and io.EOF after the last one: the event that
+// settles the task (a terminal or interrupted status, or a Task in such a
+// state), a direct Message, a 0.3 event marked final, or the agent ending
+// the stream. An error event the agent sends comes back as its
+// *schemas.Error. Close releases the connection; it is safe to call at any
+// time, from any goroutine (a Next waiting for an event then returns
+// ErrStreamClosed), and more than once. Next itself is for one goroutine.
 type Stream struct {
-	body   io.ReadCloser
-	rd     *bufio.Reader
-	max    int64
-	decode func([]byte) (*schemas.StreamResponse, error)
+	url     string
+	body    io.ReadCloser
+	rd      *bufio.Reader
+	max     int64
+	decode  decodeFunc
+	release sync.Once
+	cancel  context.CancelFunc
+	closed  atomic.Bool
+
+	// Owned by Next.
 	lastID string
+	done   bool // the last event was returned
 	err    error
 }
 
-func (c *Client) openStream(req *http.Request, decode func([]byte) (*schemas.StreamResponse, error)) (*Stream, error) {
+// decodeFunc reads one SSE event's data: the event, and whether it is the
+// last of the stream.
+type decodeFunc func([]byte) (ev *schemas.StreamResponse, final bool, err error)
+
+// endsStream reports whether ev is the last event of an A2A stream: the
+// agent answered with a message, or the task settled (terminal or
+// interrupted), after which A2A agents close the stream.
+func endsStream(ev *schemas.StreamResponse) bool {
+	switch {
+	case ev.Message != nil:
+		return true
+	case ev.Task != nil:
+		return ev.Task.Status.State.Settled()
+	case ev.StatusUpdate != nil:
+		return ev.StatusUpdate.Status.State.Settled()
+	}
+	return false
+}
+
+// openStream sends req (made with a context that cancel ends) and returns
+// the stream of its answer. The agent has the client's Timeout to start
+// answering; the stream then lasts as long as the task.
+func (c *Client) openStream(req *http.Request, cancel context.CancelFunc, decode decodeFunc) (*Stream, error) {
+	timer := time.AfterFunc(c.opts.Timeout, cancel)
 	res, err := c.do(req)
+	timedOut := !timer.Stop()
+	if timedOut {
+		if err == nil {
+			drain(res.Body)
+		}
+		cancel()
+		return nil, &TransportError{URL: req.URL.String(), Err: fmt.Errorf("no answer within %s", c.opts.Timeout)}
+	}
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
 	if res.StatusCode/100 != 2 || mt != "text/event-stream" {
 		// An error before the stream starts comes as an ordinary answer:
 		// JSON-RPC (HTTP 200), google.rpc.Status, or something not A2A.
+		defer cancel()
 		defer drain(res.Body)
 		body, err := c.readBody(req, res)
 		if err != nil {
@@ -49,63 +100,90 @@ func (c *Client) openStream(req *http.Request, decode func([]byte) (*schemas.Str
 		}
 		return nil, c.notA2A(req, res, body)
 	}
-	return &Stream{body: res.Body, rd: bufio.NewReaderSize(res.Body, 16<<10), max: c.opts.MaxResponseBytes, decode: decode}, nil
+	return &Stream{url: req.URL.String(), body: res.Body, rd: bufio.NewReaderSize(res.Body, 16<<10), max: c.opts.MaxResponseBytes,
+		decode: decode, cancel: cancel}, nil
 }
 
-// Next returns the next event.
+// Next returns the next event, io.EOF after the last one, ErrStreamClosed
+// after Close, or the error that broke the stream (every later call
+// returns it again).
 func (s *Stream) Next() (*schemas.StreamResponse, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
+	if s.closed.Load() {
+		return nil, s.fail(ErrStreamClosed)
+	}
+	if s.done {
+		return nil, s.fail(io.EOF)
+	}
 	for {
-		data, id, err := s.readEvent()
+		data, id, hasID, err := s.readEvent()
 		if err != nil {
-			s.err = err
-			return nil, err
+			if s.closed.Load() {
+				err = ErrStreamClosed
+			}
+			return nil, s.fail(err)
 		}
-		if data == nil {
-			continue // a comment or keep-alive only
-		}
-		if id != "" {
+		if hasID {
 			s.lastID = id
 		}
-		ev, err := s.decode(data)
+		if data == nil {
+			continue // a comment, keep-alive or id only
+		}
+		ev, final, err := s.decode(data)
 		if err != nil {
-			s.err = err
-			return nil, err
+			return nil, s.fail(err)
+		}
+		if final {
+			s.done = true
+			s.close()
 		}
 		return ev, nil
 	}
 }
 
-// LastEventID is the SSE id of the last event returned: pass it to
+// fail ends the stream with err, releasing the connection.
+func (s *Stream) fail(err error) error {
+	s.err = err
+	s.close()
+	return err
+}
+
+// LastEventID is the SSE id of the last event read: pass it to
 // SubscribeToTask to resume after it.
 func (s *Stream) LastEventID() string { return s.lastID }
 
-// Close ends the stream.
+// Close ends the stream and releases its connection.
 func (s *Stream) Close() error {
-	if s.err == nil {
-		s.err = errors.New("discovery: stream closed")
-	}
-	return s.body.Close()
+	s.closed.Store(true)
+	s.close()
+	return nil
+}
+
+func (s *Stream) close() {
+	s.release.Do(func() {
+		_ = s.body.Close()
+		s.cancel()
+	})
 }
 
 // readEvent reads one SSE event (lines up to a blank line): its joined
-// data lines and its id. It returns nil data for an event with none.
-func (s *Stream) readEvent() (data []byte, id string, err error) {
+// data lines (nil for an event with none) and its id, if it has one.
+func (s *Stream) readEvent() (data []byte, id string, hasID bool, err error) {
 	var buf bytes.Buffer
 	hasData := false
 	for {
 		line, err := s.readLine()
 		if err != nil {
-			if errors.Is(err, io.EOF) && hasData {
-				return buf.Bytes(), id, nil // the last event, unterminated
+			if errors.Is(err, io.EOF) && (hasData || hasID) {
+				break // the last event, unterminated
 			}
-			return nil, "", err
+			return nil, "", false, err
 		}
 		if len(line) == 0 {
-			if hasData {
-				return buf.Bytes(), id, nil
+			if hasData || hasID {
+				break
 			}
 			continue
 		}
@@ -122,15 +200,22 @@ func (s *Stream) readEvent() (data []byte, id string, err error) {
 			hasData = true
 			buf.Write(value)
 			if int64(buf.Len()) > s.max {
-				return nil, "", schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event larger than %d bytes", s.max)
+				return nil, "", false, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event larger than %d bytes", s.max)
 			}
 		case "id":
-			id = string(value)
+			// An id holding NUL is ignored, as SSE says.
+			if bytes.IndexByte(value, 0) < 0 {
+				id, hasID = string(value), true
+			}
 		}
 	}
+	if !hasData {
+		return nil, id, hasID, nil
+	}
+	return buf.Bytes(), id, hasID, nil
 }
 
-// readLine reads a line without its end (LF, CRLF or CR-less), bounded.
+// readLine reads a line without its end (LF or CRLF), bounded.
 func (s *Stream) readLine() ([]byte, error) {
 	var line []byte
 	for {
@@ -151,7 +236,8 @@ func (s *Stream) readLine() ([]byte, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, io.EOF
 		}
-		return nil, fmt.Errorf("discovery: reading stream: %w", err)
+		// The connection broke mid-stream: SubscribeToTask resumes.
+		return nil, &TransportError{URL: s.url, Err: fmt.Errorf("reading the stream: %w", err)}
 	}
 	line = bytes.TrimSuffix(line, []byte("\n"))
 	return bytes.TrimSuffix(line, []byte("\r")), nil

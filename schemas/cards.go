@@ -11,7 +11,10 @@ import (
 // process that talks to the agent shares it, so a fleet fetches a card once
 // per max-age, not once per process.
 type CachedCard struct {
-	// URL is the agent's base URL as configured (the cache key's source).
+	// URL is the agent's base URL, the source of the entry's key
+	// (CardCacheKey). discovery's resolver normalises it first (lower-case
+	// scheme and host; no trailing slash, query or fragment), so spellings
+	// of one agent share one entry.
 	URL string `json:"url"`
 	// CardURL is where the card was read (after any fallback).
 	CardURL string `json:"cardUrl"`
@@ -33,8 +36,9 @@ type CachedCard struct {
 	LastErrorAt *Timestamp `json:"lastErrorAt,omitempty"`
 }
 
-// CardCacheKey is the BucketCards key of an agent base URL: a hash, since
-// URLs hold characters KV keys may not.
+// CardCacheKey is the BucketCards key of an agent base URL: the hex of the
+// first 16 bytes of its SHA-256, since URLs hold characters KV keys may
+// not. It hashes the string as given: callers normalise the URL first.
 func CardCacheKey(baseURL string) string {
 	sum := sha256.Sum256([]byte(baseURL))
 	return hex.EncodeToString(sum[:16])
