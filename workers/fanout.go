@@ -167,9 +167,11 @@ func (f FanOut) child(ctx context.Context, req *Request, agent string, timeout t
 		res.why = "parent stopped"
 		return res
 	case err != nil && errors.Is(err, context.DeadlineExceeded):
-		f.cancelChild(ctx, agent, id)
-		res.why = fmt.Sprintf("timed out after %s (canceled)", timeout)
-		return res
+		if rec = f.cancelChild(ctx, agent, id); rec == nil {
+			res.why = fmt.Sprintf("timed out after %s (canceled)", timeout)
+			return res
+		}
+		// It settled just as the time ran out: take its answer.
 	case err != nil:
 		res.why = err.Error()
 		return res
@@ -231,7 +233,16 @@ func (f FanOut) start(ctx context.Context, req *Request, agent, id string) error
 			Agent: agent, CreatedAt: *now,
 		}
 		if _, err := f.Bus.CreateTask(ctx, rec); err != nil {
-			return err
+			// Another attempt of the same parent (a redelivery racing this
+			// one) may have created it first: go on with that child.
+			cur, _, gerr := f.Bus.GetTask(ctx, id)
+			if gerr != nil {
+				return err
+			}
+			if cur.Task.Status.State != schemas.TaskStateSubmitted {
+				return nil
+			}
+			rec = cur
 		}
 	case err != nil:
 		return err
@@ -281,13 +292,18 @@ func (f FanOut) wait(ctx context.Context, id string) (*schemas.TaskRecord, error
 }
 
 // cancelChild cancels a child the way a client would: CANCELED in KV and a
-// notice to its workers.
-func (f FanOut) cancelChild(ctx context.Context, agent, id string) {
+// notice to its workers. If the child had already ended otherwise it
+// returns the child's record, else nil.
+func (f FanOut) cancelChild(ctx context.Context, agent, id string) *schemas.TaskRecord {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_, _, err := f.Bus.Apply(cctx, id, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled,
+	rec, _, err := f.Bus.Apply(cctx, id, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled,
 		Message: AgentMessage("canceled by the fan-out that started it")}}})
-	if err == nil {
+	switch {
+	case err == nil:
 		_ = f.Bus.PublishCancel(cctx, schemas.CancelNotice{TaskID: id, Agent: agent})
+	case errors.Is(err, schemas.ErrTaskTerminal) && rec != nil && rec.Task.Status.State != schemas.TaskStateCanceled:
+		return rec
 	}
+	return nil
 }

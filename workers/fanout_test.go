@@ -178,3 +178,75 @@ func TestFanOutRedeliveryStartsNoDuplicateChildren(t *testing.T) {
 		t.Fatalf("re-attached child's answer: %+v", rec.Task.Artifacts)
 	}
 }
+
+// Each child's answer is added to the parent when that child finishes, not
+// when the last one does; a child that answers with a message (no task)
+// counts too; every child is an ordinary task naming its parent.
+func TestFanOutAddsEachAnswerAsItArrives(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	slow := newHang()
+	replier := workers.AgentFunc(func(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
+		return out.Reply(ctx, schemas.Message{Parts: []schemas.Part{schemas.TextPart("hi from replier")}})
+	})
+	startRunner(t, b, workers.EchoDefinition("ok"), workers.Options{})
+	startRunner(t, b, def("replier", replier), workers.Options{})
+	startRunner(t, b, def("slow", slow), workers.Options{})
+	startRunner(t, b, def("fan", workers.FanOut{Bus: b, Agents: []string{"ok", "replier", "slow"}}), workers.Options{})
+
+	id := submit(t, b, "fan", "as they come")
+	slowChild := recv(t, slow.started, "the slow child")
+	rec := waitFor(t, b, id, "the two quick answers", func(r *schemas.TaskRecord) bool {
+		return artifactByAgent(r, "ok") != nil && artifactByAgent(r, "replier") != nil
+	})
+	if rec.Task.Status.State != schemas.TaskStateWorking || artifactByAgent(rec, "slow") != nil {
+		t.Fatalf("parent before the slow child answered: %s %+v", rec.Task.Status.State, rec.Task.Artifacts)
+	}
+	for _, agent := range []string{"ok", "replier"} {
+		a := artifactByAgent(rec, agent)
+		child, _, err := b.GetTask(context.Background(), a.Metadata[workers.MetaFanOutTaskID].(string))
+		if err != nil || child.Agent != agent || child.Task.Metadata[workers.MetaFanOutParent] != id || child.Task.Status.State != schemas.TaskStateCompleted {
+			t.Fatalf("%s's child: %+v %v", agent, child, err)
+		}
+	}
+	if a := artifactByAgent(rec, "replier"); *a.Parts[0].Text != "hi from replier" {
+		t.Fatalf("reply artifact: %+v", a)
+	}
+	close(slow.release)
+	rec = waitSettled(t, b, id)
+	if rec.Task.Status.State != schemas.TaskStateCompleted || len(rec.Task.Artifacts) != 3 || !strings.Contains(rec.Task.Status.Message.Text(), "3 of 3 agents answered") {
+		t.Fatalf("parent: %s %q %+v", rec.Task.Status.State, rec.Task.Status.Message.Text(), rec.Task.Artifacts)
+	}
+	if a := artifactByAgent(rec, "slow"); a == nil || a.Metadata[workers.MetaFanOutTaskID] != slowChild || *a.Parts[0].Text != "finally" {
+		t.Fatalf("slow child's answer: %+v", a)
+	}
+}
+
+// In partial mode a fan-out where no child answered still fails.
+func TestFanOutPartialWithNoAnswerFails(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	startRunner(t, b, def("bad", boom), workers.Options{})
+	startRunner(t, b, def("fan", workers.FanOut{Bus: b, Agents: []string{"bad"}, Mode: workers.FanOutPartial}), workers.Options{})
+	rec := waitSettled(t, b, submit(t, b, "fan", "x"))
+	if msg := rec.Task.Status.Message.Text(); rec.Task.Status.State != schemas.TaskStateFailed || !strings.Contains(msg, "0 of 1 agents answered; bad: failed: boom") {
+		t.Fatalf("parent: %s %q", rec.Task.Status.State, msg)
+	}
+}
+
+func TestFanOutValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    workers.FanOut
+		ok   bool
+	}{
+		{"ok", workers.FanOut{Agents: []string{"a", "b"}}, true},
+		{"partial", workers.FanOut{Agents: []string{"a"}, Mode: workers.FanOutPartial}, true},
+		{"no agents", workers.FanOut{}, false},
+		{"twice", workers.FanOut{Agents: []string{"a", "a"}}, false},
+		{"bad name", workers.FanOut{Agents: []string{"a.b c"}}, false},
+		{"bad mode", workers.FanOut{Agents: []string{"a"}, Mode: "some"}, false},
+	} {
+		if err := tc.f.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+}

@@ -101,8 +101,12 @@ func (r Remote) Execute(ctx context.Context, req *Request, out *Emitter) error {
 		}
 		// The stream broke (or ended early) while the external task runs
 		// on: follow it again rather than fail work that is still being
-		// done, a bounded number of times.
-		if rel.extID == "" || resumes >= maxResumes {
+		// done, a bounded number of times. An error the agent sent in the
+		// stream is its answer, not a break: the task fails with it
+		// (unless the agent says it is unavailable for now).
+		var pe *schemas.Error
+		answered := errors.As(err, &pe) && !errors.Is(err, schemas.ErrUnavailable)
+		if rel.extID == "" || resumes >= maxResumes || answered {
 			if errors.Is(err, io.EOF) {
 				return fmt.Errorf("the remote agent at %s ended the stream before the task finished", r.URL)
 			}
@@ -129,15 +133,16 @@ func (r Remote) Execute(ctx context.Context, req *Request, out *Emitter) error {
 const maxResumes = 5
 
 // callFailed turns a failed call into the local task's end: a protocol
-// error is the external agent's answer (FAILED with its message), anything
-// else says the agent could not be reached.
+// error is the external agent's answer (FAILED with its message, naming
+// the agent), anything else says the agent could not be reached (the
+// runtime fails the task with the returned error, which names the URL).
 func (r Remote) callFailed(ctx context.Context, out *Emitter, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	var pe *schemas.Error
 	if errors.As(err, &pe) {
-		return out.Fail(ctx, fmt.Sprintf("the remote agent at %s refused the task: %v", r.URL, err))
+		return out.Fail(ctx, fmt.Sprintf("the remote agent at %s answered with an error: %v", r.URL, err))
 	}
 	return fmt.Errorf("remote agent at %s: %w", r.URL, err)
 }

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -314,5 +316,253 @@ func TestRemoteAgentResumesABrokenStream(t *testing.T) {
 	}
 	if got != "first second" {
 		t.Fatalf("artifact %q, want the external one whole", got)
+	}
+}
+
+// miniAgent is a minimal A2A 1.0 agent over JSON-RPC and SSE, written here
+// and sharing nothing with a2abus but the wire types: what it does depends
+// on the text it is sent.
+type miniAgent struct {
+	gate       chan struct{}        // "chunks" sends its second chunk once closed
+	stop       chan struct{}        // closed at the end of the test
+	cancels    chan string          // ids of CancelTask calls
+	continued  chan schemas.Message // continuations (messages naming a task)
+	subscribes atomic.Int64         // SubscribeToTask calls
+	first      chan schemas.Message // the first message of each new task
+}
+
+func startMiniAgent(t *testing.T) (*miniAgent, string) {
+	m := &miniAgent{gate: make(chan struct{}), stop: make(chan struct{}), cancels: make(chan string, 4),
+		continued: make(chan schemas.Message, 4), first: make(chan schemas.Message, 16)}
+	ts := httptest.NewServer(m)
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { close(m.stop) }) // runs first: handlers still waiting return
+	return m, ts.URL + "/a2a"
+}
+
+func (m *miniAgent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, "not JSON", http.StatusBadRequest)
+		return
+	}
+	answer := func(key string, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, key: v})
+	}
+	rpcError := func(code int, msg string) map[string]any { return map[string]any{"code": code, "message": msg} }
+	switch req.Method {
+	case "CancelTask":
+		var p schemas.CancelTaskRequest
+		_ = json.Unmarshal(req.Params, &p)
+		m.cancels <- p.ID
+		answer("result", schemas.Task{ID: p.ID, Status: schemas.TaskStatus{State: schemas.TaskStateCanceled}})
+		return
+	case "SubscribeToTask":
+		m.subscribes.Add(1)
+		answer("error", rpcError(-32001, "task not found"))
+		return
+	case "SendStreamingMessage":
+	default:
+		answer("error", rpcError(-32601, "method not found"))
+		return
+	}
+	var p schemas.SendMessageRequest
+	if err := json.Unmarshal(req.Params, &p); err != nil || p.Message == nil {
+		answer("error", rpcError(-32602, "no message"))
+		return
+	}
+	msg := *p.Message
+	text := msg.Text()
+	if msg.TaskID == "" {
+		m.first <- msg
+	}
+	if text == "error" {
+		answer("error", rpcError(-32602, "bad input: no errors today"))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	send := func(key string, v any) {
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, key: v})
+		_, _ = w.Write([]byte("data: " + string(b) + "\n\n"))
+		w.(http.Flusher).Flush()
+	}
+	id, cid := "ext-"+text, "ctx-"+text
+	if msg.TaskID != "" {
+		m.continued <- msg
+		id, cid = msg.TaskID, msg.ContextID
+	}
+	task := func(st schemas.TaskState) {
+		send("result", schemas.StreamResponse{Task: &schemas.Task{ID: id, ContextID: cid, Status: schemas.TaskStatus{State: st}}})
+	}
+	status := func(st schemas.TaskState, text string) {
+		u := &schemas.TaskStatusUpdateEvent{TaskID: id, ContextID: cid, Status: schemas.TaskStatus{State: st}}
+		if text != "" {
+			u.Status.Message = &schemas.Message{MessageID: "s-" + text, Role: schemas.RoleAgent, TaskID: id, ContextID: cid, Parts: []schemas.Part{schemas.TextPart(text)}}
+		}
+		send("result", schemas.StreamResponse{StatusUpdate: u})
+	}
+	chunk := func(text string, appendParts, last bool) {
+		send("result", schemas.StreamResponse{ArtifactUpdate: &schemas.TaskArtifactUpdateEvent{TaskID: id, ContextID: cid,
+			Artifact: schemas.Artifact{ArtifactID: "out", Parts: []schemas.Part{schemas.TextPart(text)}}, Append: appendParts, LastChunk: last}})
+	}
+	wait := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		case <-r.Context().Done():
+		case <-m.stop:
+		}
+		return false
+	}
+	switch {
+	case msg.TaskID != "":
+		chunk("got: "+text, false, true)
+		status(schemas.TaskStateCompleted, "")
+	case text == "reply":
+		send("result", schemas.StreamResponse{Message: &schemas.Message{MessageID: "r-1", Role: schemas.RoleAgent, ContextID: cid, Parts: []schemas.Part{schemas.TextPart("hi there")}}})
+	case text == "chunks":
+		task(schemas.TaskStateSubmitted)
+		status(schemas.TaskStateWorking, "")
+		chunk("part one, ", false, false)
+		if !wait(m.gate) {
+			return
+		}
+		chunk("part two", true, true)
+		status(schemas.TaskStateCompleted, "")
+	case text == "ask":
+		task(schemas.TaskStateWorking)
+		status(schemas.TaskStateInputRequired, "which one?")
+	case text == "reject":
+		task(schemas.TaskStateSubmitted)
+		status(schemas.TaskStateRejected, "not my job")
+	case text == "fail":
+		task(schemas.TaskStateWorking)
+		status(schemas.TaskStateFailed, "disk full")
+	case text == "midstream":
+		task(schemas.TaskStateWorking)
+		send("error", rpcError(-32603, "internal trouble"))
+	case text == "hang":
+		task(schemas.TaskStateWorking)
+		wait(nil)
+	}
+}
+
+// Against an independent A2A agent: chunks reach the local task one by one
+// as they are sent, a direct message becomes the local reply, an answer to
+// input-required goes to the same external task and context, a cancel is
+// forwarded, and the agent's REJECTED, FAILED and protocol errors (before
+// or during the stream) end the local task with the reason.
+func TestRemoteAgentAgainstAnIndependentA2AAgent(t *testing.T) {
+	mini, url := startMiniAgent(t)
+	_, b := bustest.New(t, bustest.Options{})
+	startRunner(t, b, remoteDef(t, "mini", url), workers.Options{})
+
+	t.Run("chunks-as-they-arrive", func(t *testing.T) {
+		id := submit(t, b, "mini", "chunks")
+		if m := recv(t, mini.first, "the message"); m.Role != schemas.RoleUser || m.TaskID != "" || m.Text() != "chunks" {
+			t.Fatalf("the external agent got %+v", m)
+		}
+		// The first chunk is in the local task while the external agent
+		// still holds back the second.
+		waitFor(t, b, id, "the first chunk", func(r *schemas.TaskRecord) bool {
+			return r.Task.Status.State == schemas.TaskStateWorking && len(r.Task.Artifacts) == 1 && len(r.Task.Artifacts[0].Parts) == 1
+		})
+		close(mini.gate)
+		rec := waitSettled(t, b, id)
+		if rec.Task.Status.State != schemas.TaskStateCompleted || len(rec.Task.Artifacts) != 1 {
+			t.Fatalf("local: %s %+v", rec.Task.Status.State, rec.Task.Artifacts)
+		}
+		var got string
+		for _, p := range rec.Task.Artifacts[0].Parts {
+			got += *p.Text
+		}
+		if got != "part one, part two" || rec.Task.Metadata[workers.MetaRemoteTaskID] != "ext-chunks" || rec.Task.Metadata[workers.MetaRemoteContextID] != "ctx-chunks" {
+			t.Fatalf("local: artifact %q, metadata %v", got, rec.Task.Metadata)
+		}
+	})
+
+	t.Run("reply", func(t *testing.T) {
+		rec := waitSettled(t, b, submit(t, b, "mini", "reply"))
+		<-mini.first
+		if rec.Reply == nil || rec.Reply.Text() != "hi there" || rec.Reply.Role != schemas.RoleAgent {
+			t.Fatalf("local: %s, reply %+v", rec.Task.Status.State, rec.Reply)
+		}
+	})
+
+	t.Run("input-required", func(t *testing.T) {
+		id := submit(t, b, "mini", "ask")
+		<-mini.first
+		rec := waitSettled(t, b, id)
+		if rec.Task.Status.State != schemas.TaskStateInputRequired || rec.Task.Status.Message.Text() != "which one?" {
+			t.Fatalf("local: %s %q", rec.Task.Status.State, rec.Task.Status.Message.Text())
+		}
+		continueTask(t, b, "mini", id, "the red one")
+		m := recv(t, mini.continued, "the answer at the external agent")
+		if m.TaskID != "ext-ask" || m.ContextID != "ctx-ask" || m.Role != schemas.RoleUser {
+			t.Fatalf("the answer went to task %q context %q as %s", m.TaskID, m.ContextID, m.Role)
+		}
+		rec = waitSettled(t, b, id)
+		if rec.Task.Status.State != schemas.TaskStateCompleted || len(rec.Task.Artifacts) != 1 || *rec.Task.Artifacts[0].Parts[0].Text != "got: the red one" {
+			t.Fatalf("local: %s %+v", rec.Task.Status.State, rec.Task.Artifacts)
+		}
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		id := submit(t, b, "mini", "hang")
+		<-mini.first
+		waitFor(t, b, id, "the external id", func(r *schemas.TaskRecord) bool {
+			return r.Task.Metadata[workers.MetaRemoteTaskID] == "ext-hang"
+		})
+		cancelTask(t, b, "mini", id)
+		if got := recv(t, mini.cancels, "the forwarded cancel"); got != "ext-hang" {
+			t.Fatalf("canceled %q", got)
+		}
+		if rec := waitSettled(t, b, id); rec.Task.Status.State != schemas.TaskStateCanceled {
+			t.Fatalf("local: %s", rec.Task.Status.State)
+		}
+	})
+
+	for _, tc := range []struct {
+		text string
+		want schemas.TaskState
+		why  string
+	}{
+		{"reject", schemas.TaskStateRejected, "not my job"},
+		{"fail", schemas.TaskStateFailed, "disk full"},
+		{"error", schemas.TaskStateFailed, "bad input: no errors today"},
+		{"midstream", schemas.TaskStateFailed, "internal trouble"},
+	} {
+		t.Run(tc.text, func(t *testing.T) {
+			rec := waitSettled(t, b, submit(t, b, "mini", tc.text))
+			<-mini.first
+			if msg := rec.Task.Status.Message.Text(); rec.Task.Status.State != tc.want || !strings.Contains(msg, tc.why) || !strings.Contains(msg, url) {
+				t.Fatalf("local: %s %q", rec.Task.Status.State, msg)
+			}
+		})
+	}
+	// An error event is the agent's answer, not a broken stream: nothing
+	// was followed again.
+	if n := mini.subscribes.Load(); n != 0 {
+		t.Fatalf("%d re-subscriptions", n)
+	}
+}
+
+// A remote agent whose client cannot be had (the card did not resolve)
+// fails its tasks saying where the agent was.
+func TestRemoteAgentWithoutAClientFails(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	const url = "http://agents.example/a2a"
+	startRunner(t, b, def("gone", workers.Remote{URL: url, Client: func(context.Context) (workers.RemoteClient, error) {
+		return nil, errors.New("no card")
+	}}), workers.Options{})
+	rec := waitSettled(t, b, submit(t, b, "gone", "x"))
+	if msg := rec.Task.Status.Message.Text(); rec.Task.Status.State != schemas.TaskStateFailed || !strings.Contains(msg, url) || !strings.Contains(msg, "no card") {
+		t.Fatalf("local: %s %q", rec.Task.Status.State, msg)
 	}
 }
