@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -23,48 +25,73 @@ import (
 // The client commands: a2abus as an A2A client of any agent (not only
 // a2abus). They read the agent's card to pick an interface, speak A2A 1.0
 // (JSON-RPC or HTTP+JSON) or 0.3, print a readable summary or the A2A
-// objects as JSON, and exit non-zero with an actionable message when the
-// agent or the network says no.
+// objects as JSON, and exit 1 with a message a person can act on when the
+// agent or the network says no, or when the task they ran ended badly.
 
 const clientUsage = `Usage:
-  a2abus card URL                       the agent's card
+  a2abus card URL                       the agent's card (1.0 or 0.3 shape)
   a2abus send URL TEXT [--stream] [--no-wait] [--task ID] [--context ID]
-  a2abus stream URL TEXT                is send --stream
+  a2abus stream URL TEXT                the same as send --stream
   a2abus get URL TASK_ID [--history N]
   a2abus tasks URL [--context ID] [--state STATE] [--page-size N] [--page-token T]
   a2abus cancel URL TASK_ID
   a2abus subscribe URL TASK_ID [--last-event-id ID]
-  a2abus agents URL [--skill ID] [--tag TAG] [--kind local|remote]   (an a2abus edge's registry)
+  a2abus agents URL [--skill ID] [--tag TAG] [--kind local|remote] [--health H]
+                                        an a2abus edge's agents (GET URL/a2a/agents)
 
-URL is the agent's base URL (its card is read from URL/.well-known/agent-card.json
-to pick an interface) or, with --binding, the endpoint itself. Flags may follow the
-arguments. Exit status: 0 on success, 1 when the agent or the network failed or a
-waited-for task ended FAILED, REJECTED or CANCELED, 2 on a usage error.
+URL is the agent's base URL: its card (URL/.well-known/agent-card.json, or
+URL itself when it ends in .json) names the endpoint, JSON-RPC 1.0 first.
+An agent without a card is called with JSON-RPC 1.0 at URL itself; with
+--binding the card is not read and URL is the endpoint. Flags may come
+before or after the arguments; put -- before a TEXT that starts with "-".
+
+Output (-o): text is a summary for a person. json prints the A2A object of
+the call, one compact JSON object per line: card: the card as served; send:
+the SendMessageResponse ({"task":...} or {"message":...}); get, cancel: the
+Task; tasks: the ListTasksResponse; send --stream, subscribe: one
+StreamResponse per event, printed as it arrives; agents: the registry.
+
+Exit status: 0 on success, also for a task waiting for input (answer it
+with send --task ID); 1 when the agent or the network failed, or when the
+task that send, stream or subscribe ran ended FAILED, REJECTED or CANCELED
+(get, tasks and cancel report states without judging them); 2 on a usage
+error. Errors go to stderr.
 
 Flags:
 `
 
-// clientCommands are the commands runClient handles.
+// clientCommands are the commands runClient handles, with the number of
+// arguments each takes.
 var clientCommands = map[string]int{"card": 1, "send": 2, "stream": 2, "get": 2, "tasks": 1, "cancel": 2, "subscribe": 2, "agents": 1}
 
-// cliError is a failure reported by the agent or the network (exit 1), as
-// opposed to a usage error (exit 2).
-type cliError struct{ err error }
+// errTaskEnded is wrapped by the error of a command whose task ended
+// FAILED, REJECTED or CANCELED.
+var errTaskEnded = errors.New("the task ended unsuccessfully")
 
-func (e *cliError) Error() string { return e.err.Error() }
+// cliError is a failure reported by the agent or the network, or a task
+// that ended badly (exit 1), as opposed to a usage error (exit 2). Its
+// message is written for a person; the error it wraps is the cause, for
+// errors.Is and errors.As.
+type cliError struct {
+	msg string
+	err error
+}
+
+func (e *cliError) Error() string { return e.msg }
 func (e *cliError) Unwrap() error { return e.err }
 
 type clientOptions struct {
-	output, binding           string
-	header                    http.Header
-	timeout                   time.Duration
-	allowPrivate              bool
-	stream, noWait            bool
-	taskID, contextID         string
-	history, pageSize         int
-	state, pageToken, lastEID string
-	skills, tags              multiFlag
-	kind                      string
+	output, binding         string
+	header                  http.Header
+	timeout                 time.Duration
+	allowPrivate            bool
+	stream, noWait          bool
+	taskID, contextID       string
+	history, pageSize       int
+	state                   schemas.TaskState
+	pageToken, lastEID      string
+	skills, tags            multiFlag
+	kind, health, stateFlag string
 }
 
 func runClient(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
@@ -73,187 +100,331 @@ func runClient(ctx context.Context, cmd string, args []string, stdout, stderr io
 	o := clientOptions{header: http.Header{}}
 	fs.StringVar(&o.output, "o", "text", "output: text or json")
 	fs.Var(headerFlag(o.header), "header", "request header \"Name: value\", e.g. for auth (repeatable)")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout of a call (a stream waits as long as the task runs)")
-	fs.StringVar(&o.binding, "binding", "auto", "auto (read the card), jsonrpc, rest or jsonrpc03")
-	fs.BoolVar(&o.allowPrivate, "allow-private", true, "allow loopback and private addresses (metadata addresses are always refused)")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout of a call, and of reading the card (a stream lasts as long as the task)")
+	fs.StringVar(&o.binding, "binding", "auto", "auto (read the card), jsonrpc, rest or jsonrpc03 (URL is then the endpoint)")
+	fs.BoolVar(&o.allowPrivate, "allow-private", true, "allow loopback, private and link-local addresses (metadata addresses are always refused)")
 	if cmd == "stream" {
 		cmd, o.stream = "send", true
 	}
 	switch cmd {
 	case "send":
-		fs.BoolVar(&o.stream, "stream", o.stream, "stream the task's progress as it happens")
-		fs.BoolVar(&o.noWait, "no-wait", false, "return at once with the task as accepted (non-blocking send)")
+		fs.BoolVar(&o.stream, "stream", o.stream, "print the task's progress as it happens (SendStreamingMessage)")
+		fs.BoolVar(&o.noWait, "no-wait", false, "return at once with the task as accepted (returnImmediately)")
 		fs.StringVar(&o.taskID, "task", "", "continue this task (e.g. answer an input-required question)")
 		fs.StringVar(&o.contextID, "context", "", "send within this context (conversation)")
 	case "get":
-		fs.IntVar(&o.history, "history", -1, "history messages to include (default: the agent's choice)")
+		fs.IntVar(&o.history, "history", -1, "at most N history messages, and print them (default: the agent's choice, not printed)")
 	case "tasks":
 		fs.StringVar(&o.contextID, "context", "", "only tasks of this context")
-		fs.StringVar(&o.state, "state", "", "only tasks in this state, e.g. TASK_STATE_COMPLETED or completed")
+		fs.StringVar(&o.stateFlag, "state", "", "only tasks in this state: submitted, working, input-required, auth-required, completed, failed, canceled, rejected (or TASK_STATE_...)")
 		fs.IntVar(&o.pageSize, "page-size", 0, "tasks per page (default: the agent's)")
-		fs.StringVar(&o.pageToken, "page-token", "", "page to read (nextPageToken of the previous page)")
+		fs.StringVar(&o.pageToken, "page-token", "", "page to read (the nextPageToken of the previous page)")
 	case "subscribe":
-		fs.StringVar(&o.lastEID, "last-event-id", "", "resume after this event id")
+		fs.StringVar(&o.lastEID, "last-event-id", "", "resume after this SSE event id (printed when a stream breaks)")
 	case "agents":
 		fs.Var(&o.skills, "skill", "only agents offering this skill id (repeatable)")
 		fs.Var(&o.tags, "tag", "only agents with a skill tagged so (repeatable)")
 		fs.StringVar(&o.kind, "kind", "", "only local or remote agents")
+		fs.StringVar(&o.health, "health", "", "only remote agents in this health: online, degraded or offline")
 	}
 	fs.Usage = func() { fmt.Fprint(stderr, clientUsage); fs.PrintDefaults() }
-	// Flags may come before, between or after the arguments.
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err // the flag package has printed the usage
+	}
+	usageErr := func(format string, a ...any) error {
+		fs.Usage()
+		return fmt.Errorf(format, a...)
+	}
+	if want := clientCommands[cmd]; len(pos) != want {
+		return usageErr("%s takes %d argument(s), got %d", cmd, want, len(pos))
+	}
+	switch {
+	case o.output != "text" && o.output != "json":
+		return usageErr("-o must be text or json, got %q", o.output)
+	case o.binding != "auto" && o.binding != "jsonrpc" && o.binding != "rest" && o.binding != "jsonrpc03":
+		return usageErr("--binding must be auto, jsonrpc, rest or jsonrpc03, got %q", o.binding)
+	case o.timeout <= 0:
+		return usageErr("--timeout must be positive, got %s", o.timeout)
+	case o.stream && o.noWait:
+		return usageErr("--stream and --no-wait do not go together: a stream returns at once and follows the task")
+	case o.pageSize < 0:
+		return usageErr("--page-size must not be negative")
+	case o.history < -1:
+		return usageErr("--history must not be negative")
+	case o.kind != "" && o.kind != "local" && o.kind != "remote":
+		return usageErr("--kind must be local or remote, got %q", o.kind)
+	}
+	if o.stateFlag != "" {
+		if o.state, err = parseState(o.stateFlag); err != nil {
+			return usageErr("%v", err)
+		}
+	}
+	if u, err := url.Parse(pos[0]); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usageErr("URL %q must be an absolute http:// or https:// URL", pos[0])
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r := &clientRun{o: o, url: pos[0], out: &printer{w: stdout, json: o.output == "json"}}
+	switch cmd {
+	case "card":
+		err = r.card(ctx)
+	case "agents":
+		err = r.agents(ctx)
+	default:
+		var c *discovery.Client
+		if c, err = r.client(ctx); err == nil {
+			err = r.call(ctx, cmd, c, pos[1:])
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	var ce *cliError
+	if errors.As(err, &ce) {
+		return err
+	}
+	if ctx.Err() != nil {
+		return &cliError{msg: "interrupted", err: err}
+	}
+	return &cliError{msg: r.describe(err), err: err}
+}
+
+// parseInterspersed parses flags that may come before, between or after
+// the positional arguments, and returns the latter. After "--" everything
+// is an argument.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return err
+			return nil, err
 		}
-		if fs.NArg() == 0 {
-			break
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
 		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	if want := clientCommands[cmd]; len(pos) != want {
-		fs.Usage()
-		return fmt.Errorf("%s takes %d argument(s), got %d", cmd, want, len(pos))
-	}
-	if o.output != "text" && o.output != "json" {
-		return fmt.Errorf("-o must be text or json, got %q", o.output)
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	out := &printer{w: stdout, json: o.output == "json"}
-	var err error
-	switch cmd {
-	case "card":
-		err = cmdCard(ctx, o, pos[0], out)
-	case "agents":
-		err = cmdAgents(ctx, o, pos[0], out)
-	default:
-		var c *discovery.Client
-		if c, err = clientFor(ctx, o, pos[0]); err == nil {
-			err = cmdCall(ctx, o, cmd, c, pos[1:], out)
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
 		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
 	}
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		return &cliError{describe(err)}
-	}
-	return nil
 }
 
-// describe rewrites an error into what a person can act on.
-func describe(err error) error {
-	var pe *schemas.Error
-	if errors.As(err, &pe) {
-		return fmt.Errorf("the agent answered: %s (%s, code %d)", pe.Message, pe.Reason, pe.Code)
+// parseState reads a task state as a person types it: "completed",
+// "input-required", "INPUT_REQUIRED" or "TASK_STATE_INPUT_REQUIRED".
+func parseState(s string) (schemas.TaskState, error) {
+	st := schemas.TaskState(strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", "_")))
+	if !strings.HasPrefix(string(st), "TASK_STATE_") {
+		st = "TASK_STATE_" + st
 	}
-	var te *discovery.TransportError
-	if errors.As(err, &te) {
-		hint := ""
-		switch {
-		case te.Status == 0:
-			hint = " (is the agent running, and is the URL right?)"
-		case te.Status == http.StatusUnauthorized || te.Status == http.StatusForbidden:
-			hint = " (pass credentials with --header 'Authorization: ...')"
-		case te.RetryAfter > 0:
-			hint = fmt.Sprintf(" (retry after %s)", te.RetryAfter)
-		}
-		return fmt.Errorf("cannot reach the agent: %v%s", te, hint)
+	if !st.Valid() {
+		return "", fmt.Errorf("--state %q is not a task state (submitted, working, input-required, auth-required, completed, failed, canceled, rejected)", s)
 	}
-	if errors.Is(err, discovery.ErrForbiddenAddress) {
-		return fmt.Errorf("%v (this address is refused for safety; --allow-private permits loopback and private ones)", err)
-	}
-	return err
+	return st, nil
 }
 
-func (o clientOptions) policy() discovery.Policy {
-	return discovery.Policy{AllowLoopback: o.allowPrivate, AllowPrivate: o.allowPrivate, AllowLinkLocal: o.allowPrivate}
+// clientRun is one client command: its options, the URL as typed and how
+// the endpoint was chosen, which the error messages explain.
+type clientRun struct {
+	o   clientOptions
+	url string
+	out *printer
+	// ep is the endpoint called; fromCard is set when the card named it.
+	ep       discovery.Endpoint
+	fromCard bool
+	// noCard is why the card was not used when --binding auto fell back
+	// to JSON-RPC at the URL.
+	noCard error
 }
 
-func (o clientOptions) fetcher() *discovery.Fetcher {
-	return &discovery.Fetcher{Policy: o.policy(), Header: o.header, Timeout: o.timeout}
+func (r *clientRun) policy() discovery.Policy {
+	p := r.o.allowPrivate
+	return discovery.Policy{AllowLoopback: p, AllowPrivate: p, AllowLinkLocal: p}
 }
 
-// clientFor picks the endpoint: the card's best interface, or with
-// --binding the URL itself. An agent without a readable card is tried as a
-// JSON-RPC 1.0 endpoint at the URL.
-func clientFor(ctx context.Context, o clientOptions, u string) (*discovery.Client, error) {
-	opts := discovery.Options{Policy: o.policy(), Header: o.header, Timeout: o.timeout}
-	ep := discovery.Endpoint{URL: u, Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion}
-	switch o.binding {
-	case "jsonrpc":
+func (r *clientRun) fetcher() *discovery.Fetcher {
+	return &discovery.Fetcher{Policy: r.policy(), Header: r.o.header, Timeout: r.o.timeout}
+}
+
+// client picks the endpoint: with --binding auto the best interface of the
+// card (discovery.ClientFor), or JSON-RPC 1.0 at the URL when there is no
+// usable card; with another --binding the URL itself.
+func (r *clientRun) client(ctx context.Context) (*discovery.Client, error) {
+	opts := discovery.Options{Policy: r.policy(), Header: r.o.header, Timeout: r.o.timeout}
+	r.ep = discovery.Endpoint{URL: r.url, Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion}
+	switch r.o.binding {
 	case "rest":
-		ep.Binding = schemas.BindingHTTPJSON
+		r.ep.Binding = schemas.BindingHTTPJSON
 	case "jsonrpc03":
-		ep.Version = schemas.ProtocolVersion03
+		r.ep.Version = schemas.ProtocolVersion03
 	case "auto":
-		f, err := o.fetcher().Fetch(ctx, u, "")
+		f, err := r.fetcher().Fetch(ctx, r.url, "")
 		if err != nil {
 			var te *discovery.TransportError
-			if errors.As(err, &te) && te.Status == 0 {
-				return nil, err // nothing there at all
+			if (errors.As(err, &te) && te.Status == 0) || errors.Is(err, discovery.ErrForbiddenAddress) {
+				return nil, err // nothing answers there, or it may not be called
 			}
-			break // no card: try the URL as a JSON-RPC endpoint
+			r.noCard = err // try the URL as a JSON-RPC endpoint
+			break
 		}
-		if eps := discovery.Endpoints(&f.Card); len(eps) > 0 {
-			ep = eps[0]
+		c, err := discovery.ClientFor(&f.Card, opts)
+		if err != nil {
+			return nil, err
 		}
-	default:
-		return nil, fmt.Errorf("--binding must be auto, jsonrpc, rest or jsonrpc03, got %q", o.binding)
+		r.ep, r.fromCard = c.Endpoint(), true
+		return c, nil
 	}
-	return discovery.NewClient(ep, opts)
+	return discovery.NewClient(r.ep, opts)
 }
 
-func cmdCard(ctx context.Context, o clientOptions, u string, out *printer) error {
-	f, err := o.fetcher().Fetch(ctx, u, "")
+// describe says what went wrong in words a person can act on.
+func (r *clientRun) describe(err error) string {
+	var pe *schemas.Error
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("%s (%s, code %d)", pe.Message, pe.Reason, pe.Code)
+	}
+	if errors.Is(err, discovery.ErrForbiddenAddress) {
+		return forbidden(err)
+	}
+	var te *discovery.TransportError
+	if !errors.As(err, &te) {
+		return err.Error()
+	}
+	cardNote := ""
+	if r.fromCard {
+		cardNote = fmt.Sprintf("; %s is the %s endpoint the agent's card names (pass another endpoint with --binding)", r.ep.URL, r.ep.Binding)
+	}
+	var ne net.Error
+	switch {
+	case te.Status == 0 && (errors.Is(te.Err, context.DeadlineExceeded) || (errors.As(te.Err, &ne) && ne.Timeout())):
+		return fmt.Sprintf("no answer from %s within %s (raise --timeout; for long tasks use --stream or --no-wait)%s", te.URL, r.o.timeout, cardNote)
+	case te.Status == 0:
+		return fmt.Sprintf("cannot reach %s: %s (is the agent running, and is the URL right?)%s", te.URL, netCause(te.Err), cardNote)
+	case te.Status == http.StatusUnauthorized || te.Status == http.StatusForbidden:
+		return fmt.Sprintf("%s answered HTTP %d %s: pass credentials with --header 'Authorization: ...'", te.URL, te.Status, http.StatusText(te.Status))
+	case r.noCard != nil:
+		why := r.noCard.Error()
+		var ce *discovery.TransportError
+		if errors.As(r.noCard, &ce) && ce.Status != 0 {
+			why = fmt.Sprintf("HTTP %d %s for its card", ce.Status, http.StatusText(ce.Status))
+		}
+		return fmt.Sprintf("%s does not look like an A2A agent (%s; HTTP %d %s for a JSON-RPC call): pass the agent's base URL, or its endpoint with --binding",
+			r.url, why, te.Status, http.StatusText(te.Status))
+	case te.RetryAfter > 0:
+		return fmt.Sprintf("%v (the agent asks to retry after %s)", te, te.RetryAfter)
+	}
+	return te.Error()
+}
+
+// netCause is the part of a network error a person needs: "connection
+// refused" rather than "dial tcp 127.0.0.1:1: connect: connection refused".
+func netCause(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		err = op.Err
+	}
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		err = se.Err
+	}
+	return err.Error()
+}
+
+// forbidden rewrites a refusal of the SSRF guard for the command line,
+// whose only switch is --allow-private.
+func forbidden(err error) string {
+	msg := err.Error()
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if errors.Unwrap(e) == discovery.ErrForbiddenAddress {
+			msg = strings.TrimPrefix(e.Error(), "discovery: ")
+			break
+		}
+	}
+	if strings.HasPrefix(msg, "refusing to connect to ") {
+		// Keep the address and its class; the rest names config settings
+		// this command does not read.
+		if head, _, ok := strings.Cut(msg, "): "); ok {
+			msg = head + ")"
+		}
+	}
+	return msg + "; --allow-private (on by default) permits loopback, private and link-local addresses, never metadata, broadcast or unspecified ones"
+}
+
+// card prints the agent's card.
+func (r *clientRun) card(ctx context.Context) error {
+	f, err := r.fetcher().Fetch(ctx, r.url, "")
 	if err != nil {
+		var te *discovery.TransportError
+		if errors.As(err, &te) && te.Status == http.StatusNotFound {
+			urls, _ := discovery.CardURLs(r.url)
+			return &cliError{err: err, msg: fmt.Sprintf("no agent card at %s (HTTP 404); pass the agent's base URL or its card's URL", strings.Join(urls, " nor at "))}
+		}
 		return err
 	}
-	if out.json {
-		return out.raw(f.Raw)
+	if r.out.json {
+		return r.out.raw(f.Raw)
 	}
 	c := f.Card
-	out.line("%s %s — %s", c.Name, c.Version, c.Description)
-	out.line("  card from %s", f.URL)
-	for _, ep := range discovery.Endpoints(&c) {
-		out.line("  interface  %s", ep)
+	r.out.line("%s %s — %s", c.Name, c.Version, c.Description)
+	r.out.line("  card from  %s", f.URL)
+	if c.Provider != nil && c.Provider.Organization != "" {
+		r.out.line("  provider   %s", c.Provider.Organization)
+	}
+	eps := discovery.Endpoints(&c)
+	for _, ep := range eps {
+		r.out.line("  interface  %s", ep)
+	}
+	if len(eps) == 0 {
+		r.out.line("  interface  none a2abus speaks (JSONRPC or HTTP+JSON, A2A 1.0 or 0.3)")
 	}
 	if c.Capabilities.Streaming != nil && *c.Capabilities.Streaming {
-		out.line("  streaming  yes")
+		r.out.line("  streaming  yes")
 	}
 	for _, s := range c.Skills {
-		out.line("  skill      %s: %s [%s]", s.ID, s.Name, strings.Join(s.Tags, ", "))
+		r.out.line("  skill      %s: %s [%s]", s.ID, s.Name, strings.Join(s.Tags, ", "))
 	}
 	return nil
 }
 
-func cmdAgents(ctx context.Context, o clientOptions, u string, out *printer) error {
+// agents lists the registry of an a2abus edge (GET URL/a2a/agents), a
+// non-standard a2abus extension.
+func (r *clientRun) agents(ctx context.Context) error {
 	q := url.Values{}
-	for _, s := range o.skills {
+	for _, s := range r.o.skills {
 		q.Add("skill", s)
 	}
-	for _, t := range o.tags {
+	for _, t := range r.o.tags {
 		q.Add("tag", t)
 	}
-	if o.kind != "" {
-		q.Set("kind", o.kind)
+	if r.o.kind != "" {
+		q.Set("kind", r.o.kind)
 	}
-	base := strings.TrimRight(u, "/")
-	target := base + "/a2a/agents"
-	if len(q) > 0 {
-		target += "?" + q.Encode()
+	if r.o.health != "" {
+		q.Set("health", r.o.health)
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	u, _ := url.Parse(r.url) // checked by runClient
+	u.Path = strings.TrimRight(u.Path, "/") + "/a2a/agents"
+	u.RawQuery = q.Encode()
+	target := u.String()
+	ctx, cancel := context.WithTimeout(ctx, r.o.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return err
 	}
-	for k, vs := range o.header {
+	for k, vs := range r.o.header {
 		req.Header[k] = vs
 	}
+	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", discovery.UserAgent)
-	res, err := o.policy().Client(o.timeout).Do(req)
+	res, err := r.policy().Client(r.o.timeout).Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return &discovery.TransportError{URL: target, Err: err}
 	}
 	defer res.Body.Close()
@@ -261,30 +432,41 @@ func cmdAgents(ctx context.Context, o clientOptions, u string, out *printer) err
 	if err != nil {
 		return &discovery.TransportError{URL: target, Status: res.StatusCode, Err: err}
 	}
+	if res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden {
+		return &discovery.TransportError{URL: target, Status: res.StatusCode, Err: fmt.Errorf("HTTP %d", res.StatusCode)}
+	}
+	if res.StatusCode == http.StatusBadRequest {
+		return &cliError{msg: fmt.Sprintf("%s refused the filters: %s", target, strings.TrimSpace(string(body)))}
+	}
 	var list edge.AgentList
 	if res.StatusCode != http.StatusOK || json.Unmarshal(body, &list) != nil || list.Agents == nil {
-		return fmt.Errorf("%s did not answer with an a2abus agent registry (HTTP %d); `agents` lists the agents of an a2abus edge, `card` reads any agent's card", target, res.StatusCode)
+		return &cliError{msg: fmt.Sprintf("%s did not answer with an a2abus agent registry (HTTP %d): `agents` lists the agents of an a2abus edge (pass its base URL); `card` reads any agent's card", target, res.StatusCode)}
 	}
-	if out.json {
-		return out.raw(body)
+	if r.out.json {
+		return r.out.raw(body)
 	}
 	if len(list.Agents) == 0 {
-		out.line("no agents match")
+		r.out.line("no agents match")
 	}
 	for _, a := range list.Agents {
 		where := a.Kind
 		if a.Remote != nil {
 			where = fmt.Sprintf("remote %s, %s", a.Remote.Health, a.Remote.URL)
 		}
-		out.line("%s (%s) — %s", a.Name, where, a.Card.Description)
+		r.out.line("%s (%s) — %s", a.Name, where, a.Card.Description)
+		if eps := discovery.Endpoints(&a.Card); len(eps) > 0 {
+			r.out.line("  endpoint %s", eps[0])
+		}
 		for _, s := range a.Card.Skills {
-			out.line("  skill %s: %s [%s]", s.ID, s.Name, strings.Join(s.Tags, ", "))
+			r.out.line("  skill    %s: %s [%s]", s.ID, s.Name, strings.Join(s.Tags, ", "))
 		}
 	}
 	return nil
 }
 
-func cmdCall(ctx context.Context, o clientOptions, cmd string, c *discovery.Client, args []string, out *printer) error {
+// call runs one of the commands that speak A2A to the agent.
+func (r *clientRun) call(ctx context.Context, cmd string, c *discovery.Client, args []string) error {
+	o, out := r.o, r.out
 	switch cmd {
 	case "send":
 		msg := &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, TaskID: o.taskID, ContextID: o.contextID,
@@ -295,7 +477,7 @@ func cmdCall(ctx context.Context, o clientOptions, cmd string, c *discovery.Clie
 			if err != nil {
 				return err
 			}
-			return follow(s, out)
+			return r.follow(ctx, s)
 		}
 		if o.noWait {
 			req.Configuration = &schemas.SendMessageConfiguration{ReturnImmediately: true}
@@ -304,16 +486,24 @@ func cmdCall(ctx context.Context, o clientOptions, cmd string, c *discovery.Clie
 		if err != nil {
 			return err
 		}
-		if res.Message != nil {
-			return out.message(res.Message)
+		if out.json {
+			if err := out.obj(res); err != nil {
+				return err
+			}
 		}
-		if err := out.task(res.Task); err != nil {
-			return err
+		switch {
+		case res.Task != nil:
+			if !out.json {
+				r.task(res.Task, false)
+			}
+			return r.outcome(res.Task.ID, res.Task.Status)
+		case res.Message != nil:
+			if !out.json {
+				out.line("message: %s", partsText(res.Message.Parts))
+			}
+			return nil
 		}
-		if !o.noWait {
-			return endState(res.Task)
-		}
-		return nil
+		return schemas.Errorf(schemas.ErrInvalidAgentResponse, "the agent answered neither a task nor a message")
 	case "get":
 		req := &schemas.GetTaskRequest{ID: args[0]}
 		if o.history >= 0 {
@@ -324,31 +514,32 @@ func cmdCall(ctx context.Context, o clientOptions, cmd string, c *discovery.Clie
 		if err != nil {
 			return err
 		}
-		return out.task(t)
+		if out.json {
+			return out.obj(t)
+		}
+		r.task(t, o.history > 0)
+		return nil
 	case "cancel":
 		t, err := c.CancelTask(ctx, &schemas.CancelTaskRequest{ID: args[0]})
 		if err != nil {
 			return err
 		}
-		return out.task(t)
+		if out.json {
+			return out.obj(t)
+		}
+		r.task(t, false)
+		return nil
 	case "subscribe":
 		s, err := c.SubscribeToTask(ctx, &schemas.SubscribeToTaskRequest{ID: args[0]}, o.lastEID)
 		if err != nil {
 			return err
 		}
-		return follow(s, out)
+		return r.follow(ctx, s)
 	case "tasks":
-		req := &schemas.ListTasksRequest{ContextID: o.contextID, PageToken: o.pageToken}
-		if o.state != "" {
-			st := schemas.TaskState(strings.ToUpper(o.state))
-			if !strings.HasPrefix(string(st), "TASK_STATE_") {
-				st = "TASK_STATE_" + st
-			}
-			if !st.Valid() {
-				return fmt.Errorf("--state %q is not a task state (submitted, working, input_required, completed, failed, canceled, rejected, auth_required)", o.state)
-			}
-			req.Status = st
+		if c.Endpoint().Version == schemas.ProtocolVersion03 {
+			return &cliError{msg: fmt.Sprintf("%s speaks A2A 0.3, which cannot list tasks (get reads one task)", c.Endpoint().URL)}
 		}
+		req := &schemas.ListTasksRequest{ContextID: o.contextID, PageToken: o.pageToken, Status: o.state}
 		if o.pageSize > 0 {
 			n := int32(o.pageSize)
 			req.PageSize = &n
@@ -376,18 +567,27 @@ func cmdCall(ctx context.Context, o clientOptions, cmd string, c *discovery.Clie
 	return fmt.Errorf("unknown command %q", cmd)
 }
 
-// follow prints a stream's events as they arrive, and fails if the task
-// ended badly.
-func follow(s *discovery.Stream, out *printer) error {
+// follow prints a stream's events as they arrive, and judges the state the
+// task was last seen in. A stream that breaks says how to resume it.
+func (r *clientRun) follow(ctx context.Context, s *discovery.Stream) error {
 	defer s.Close()
-	var last *schemas.TaskState
+	out := r.out
+	var taskID string
+	var status *schemas.TaskStatus
 	for {
 		ev, err := s.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return err
+			msg := r.describe(err)
+			if ctx.Err() != nil {
+				msg = "interrupted"
+			}
+			if id := s.LastEventID(); id != "" && taskID != "" {
+				msg += fmt.Sprintf("; resume with: a2abus subscribe %s %s --last-event-id %s", r.url, taskID, id)
+			}
+			return &cliError{msg: msg, err: err}
 		}
 		if out.json {
 			if err := out.obj(ev); err != nil {
@@ -396,63 +596,102 @@ func follow(s *discovery.Stream, out *printer) error {
 		}
 		switch {
 		case ev.Task != nil:
-			st := ev.Task.Status.State
-			last = &st
+			taskID, status = ev.Task.ID, &ev.Task.Status
 			if !out.json {
-				out.line("task %s  %s", ev.Task.ID, st)
+				out.line("task %s  %s  (context %s)", ev.Task.ID, ev.Task.Status.State, ev.Task.ContextID)
+				if m := ev.Task.Status.Message; m != nil && m.Text() != "" {
+					out.line("  status   %s", m.Text())
+				}
+				for _, a := range ev.Task.Artifacts {
+					out.line("  artifact %s: %s", artifactName(a), partsText(a.Parts))
+				}
 			}
 		case ev.StatusUpdate != nil:
-			st := ev.StatusUpdate.Status.State
-			last = &st
+			taskID, status = ev.StatusUpdate.TaskID, &ev.StatusUpdate.Status
 			if !out.json {
-				line := "status " + string(st)
-				if m := ev.StatusUpdate.Status.Message; m != nil && m.Text() != "" {
+				line := "status " + string(status.State)
+				if m := status.Message; m != nil && m.Text() != "" {
 					line += ": " + m.Text()
 				}
 				out.line("%s", line)
 			}
 		case ev.ArtifactUpdate != nil:
+			taskID = ev.ArtifactUpdate.TaskID
 			if !out.json {
 				a := ev.ArtifactUpdate.Artifact
-				name := a.Name
-				if name == "" {
-					name = a.ArtifactID
-				}
-				verb := "artifact"
+				verb := "artifact "
 				if ev.ArtifactUpdate.Append {
-					verb = "  +"
+					verb = "  + "
 				}
-				out.line("%s %s: %s", verb, name, partsText(a.Parts))
+				out.line("%s%s: %s", verb, artifactName(a), partsText(a.Parts))
 			}
 		case ev.Message != nil:
 			if !out.json {
-				out.line("message: %s", ev.Message.Text())
+				out.line("message: %s", partsText(ev.Message.Parts))
 			}
-			return nil
+			return nil // a message ends the exchange
 		}
 	}
-	if last != nil {
-		switch *last {
-		case schemas.TaskStateFailed, schemas.TaskStateRejected, schemas.TaskStateCanceled:
-			return fmt.Errorf("the task ended %s", *last)
-		}
+	if status == nil {
+		return nil
 	}
-	return nil
+	if !out.json {
+		r.hint(taskID, status.State)
+	}
+	return r.outcome(taskID, *status)
 }
 
-// endState fails a waited-for task that ended badly (after it was printed).
-func endState(t *schemas.Task) error {
-	switch t.Status.State {
+// outcome fails a task that ended FAILED, REJECTED or CANCELED, with its
+// status message.
+func (r *clientRun) outcome(id string, st schemas.TaskStatus) error {
+	switch st.State {
 	case schemas.TaskStateFailed, schemas.TaskStateRejected, schemas.TaskStateCanceled:
-		why := ""
-		if t.Status.Message != nil && t.Status.Message.Text() != "" {
-			why = ": " + t.Status.Message.Text()
+		msg := fmt.Sprintf("task %s ended %s", id, st.State)
+		if st.Message != nil && st.Message.Text() != "" {
+			msg += ": " + st.Message.Text()
 		}
-		return fmt.Errorf("task %s ended %s%s", t.ID, t.Status.State, why)
+		return &cliError{msg: msg, err: errTaskEnded}
 	}
 	return nil
 }
 
+// hint tells a person what to do next with a task that is not finished.
+func (r *clientRun) hint(id string, st schemas.TaskState) {
+	switch {
+	case st.Interrupted():
+		r.out.line("  reply    a2abus send %s TEXT --task %s", r.url, id)
+	case !st.Terminal():
+		r.out.line("  follow   a2abus subscribe %s %s", r.url, id)
+	}
+}
+
+// task prints a task for a person.
+func (r *clientRun) task(t *schemas.Task, history bool) {
+	out := r.out
+	out.line("task %s  %s", t.ID, t.Status.State)
+	out.line("  context  %s", t.ContextID)
+	if m := t.Status.Message; m != nil && m.Text() != "" {
+		out.line("  status   %s", m.Text())
+	}
+	for _, a := range t.Artifacts {
+		out.line("  artifact %s: %s", artifactName(a), partsText(a.Parts))
+	}
+	if history {
+		for _, m := range t.History {
+			out.line("  history  %s: %s", strings.TrimPrefix(string(m.Role), "ROLE_"), partsText(m.Parts))
+		}
+	}
+	r.hint(t.ID, t.Status.State)
+}
+
+func artifactName(a schemas.Artifact) string {
+	if a.Name != "" {
+		return a.Name
+	}
+	return a.ArtifactID
+}
+
+// partsText renders parts for a person: text as is, files and data named.
 func partsText(ps []schemas.Part) string {
 	var b strings.Builder
 	for _, p := range ps {
@@ -461,11 +700,22 @@ func partsText(ps []schemas.Part) string {
 			b.WriteString(*p.Text)
 		case p.URL != nil:
 			b.WriteString("[file " + *p.URL + "]")
-		default:
-			b.WriteString("[data]")
+		case p.Raw != nil:
+			fmt.Fprintf(&b, "[file %s, %d bytes]", firstNonEmpty(p.Filename, p.MediaType, "unnamed"), len(p.Raw))
+		case p.Data != nil:
+			b.Write(p.Data)
 		}
 	}
 	return b.String()
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // printer writes either a human summary or JSON objects, one per line.
@@ -485,37 +735,13 @@ func (p *printer) obj(v any) error {
 	return err
 }
 
+// raw prints JSON as the agent sent it, compacted onto one line.
 func (p *printer) raw(b []byte) error {
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
 		return err
 	}
-	return p.obj(v)
-}
-
-func (p *printer) message(m *schemas.Message) error {
-	if p.json {
-		return p.obj(map[string]any{"message": m})
-	}
-	p.line("message: %s", m.Text())
-	return nil
-}
-
-func (p *printer) task(t *schemas.Task) error {
-	if p.json {
-		return p.obj(t)
-	}
-	p.line("task %s  %s", t.ID, t.Status.State)
-	p.line("  context  %s", t.ContextID)
-	if m := t.Status.Message; m != nil && m.Text() != "" {
-		p.line("  status   %s", m.Text())
-	}
-	for _, a := range t.Artifacts {
-		name := a.Name
-		if name == "" {
-			name = a.ArtifactID
-		}
-		p.line("  artifact %s: %s", name, partsText(a.Parts))
-	}
-	return nil
+	buf.WriteByte('\n')
+	_, err := p.w.Write(buf.Bytes())
+	return err
 }

@@ -46,7 +46,7 @@ A client of any A2A agent (-o text|json, --header 'Authorization: ...'):
   a2abus tasks URL                list tasks (--context, --state, --page-size, --page-token)
   a2abus cancel URL TASK_ID       cancel a task
   a2abus subscribe URL TASK_ID    follow a task's events (--last-event-id)
-  a2abus agents URL               an a2abus edge's agents (--skill, --tag, --kind)
+  a2abus agents URL               an a2abus edge's agents (--skill, --tag, --kind, --health)
 
 Run "a2abus <command> --help" for the flags of a command.
 `
