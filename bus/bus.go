@@ -46,7 +46,8 @@ type Config struct {
 	HistoryCap int
 	// EventsMaxAge is how long task events are kept; default TaskTTL.
 	EventsMaxAge time.Duration
-	// EventsMaxPerTask bounds the events kept per task; default 10000.
+	// EventsMaxPerTask bounds the event messages kept per task (a write of
+	// several events is one message); default 10000.
 	EventsMaxPerTask int64
 	// EventsMaxBytes bounds the events stream; default 1 GiB.
 	EventsMaxBytes int64

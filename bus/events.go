@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -106,21 +107,26 @@ func (b *Bus) ReadEvents(ctx context.Context, taskID string, after uint64, buffe
 }
 
 func (r *EventReader) handle(m jetstream.Msg) {
-	u, err := decodeUpdate(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+	us, err := decodeUpdates(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
 	if err != nil {
 		r.log("skipping undecodable task event", "subject", m.Subject(), "err", err)
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.done || u.Cursor <= r.last {
-		return
-	}
-	select {
-	case r.ch <- u:
-		r.last = u.Cursor
-	default:
-		r.finish(ErrReaderOverflow)
+	for _, u := range us {
+		if r.done {
+			return
+		}
+		if u.Cursor <= r.last {
+			continue
+		}
+		select {
+		case r.ch <- u:
+			r.last = u.Cursor
+		default:
+			r.finish(ErrReaderOverflow)
+		}
 	}
 }
 
@@ -157,19 +163,34 @@ func (r *EventReader) Close() {
 	r.mu.Unlock()
 }
 
-func decodeUpdate(m *nats.Msg) (TaskUpdate, error) {
-	var u TaskUpdate
-	ev, err := decodeMsg(m)
+// decodeUpdates reads the events of one message on a task's event subject
+// (one event, or the batch of one write) in order.
+func decodeUpdates(m *nats.Msg) ([]TaskUpdate, error) {
+	evs, err := decodeMsgs(m)
 	if err != nil {
-		return u, err
+		return nil, err
 	}
-	seq, _ := ev.Extensions()[schemas.ExtSequence].(string)
+	us := make([]TaskUpdate, len(evs))
+	for i := range evs {
+		if us[i], err = decodeUpdate(&evs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return us, nil
+}
+
+// decodeUpdate reads one task event. Extension values are read as text:
+// sdk-go types a number in a structured event as an integer.
+func decodeUpdate(ev *cloudevents.Event) (TaskUpdate, error) {
+	var u TaskUpdate
+	var err error
+	seq := extString(ev, schemas.ExtSequence)
 	u.Rev, err = strconv.ParseUint(seq, 10, 64)
 	if err != nil || u.Rev >= 1<<(64-cursorBits) {
 		return u, fmt.Errorf("%w: sequence %q", errMalformedEvent, seq)
 	}
 	index := 0
-	if v, ok := ev.Extensions()[schemas.ExtSequenceIndex].(string); ok && v != "" {
+	if v := extString(ev, schemas.ExtSequenceIndex); v != "" {
 		if index, err = strconv.Atoi(v); err != nil || index < 0 || index > MaxEventsPerWrite {
 			return u, fmt.Errorf("%w: sequence index %q", errMalformedEvent, v)
 		}
@@ -178,17 +199,29 @@ func decodeUpdate(m *nats.Msg) (TaskUpdate, error) {
 	switch ev.Type() {
 	case schemas.TypeTaskStatus:
 		u.Status = new(schemas.TaskStatusUpdateEvent)
-		err = decodeData(&ev, u.Status)
+		err = decodeData(ev, u.Status)
 	case schemas.TypeTaskArtifact:
 		u.Artifact = new(schemas.TaskArtifactUpdateEvent)
-		err = decodeData(&ev, u.Artifact)
+		err = decodeData(ev, u.Artifact)
 	case schemas.TypeTaskMessage:
 		u.Reply = new(schemas.Message)
-		err = decodeData(&ev, u.Reply)
+		err = decodeData(ev, u.Reply)
 	default:
 		err = fmt.Errorf("%w: unexpected type %q on an events subject", errMalformedEvent, ev.Type())
 	}
 	return u, err
+}
+
+// extString is an extension attribute's value as text ("" when absent).
+func extString(ev *cloudevents.Event, name string) string {
+	v, ok := ev.Extensions()[name]
+	if !ok || v == nil {
+		return ""
+	}
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return fmt.Sprint(v)
 }
 
 // EventReaders returns how many readers (consumers) the events stream has

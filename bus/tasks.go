@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -231,10 +232,8 @@ func (b *Bus) ApplyEvents(ctx context.Context, taskID string, cached *schemas.Ta
 	if err != nil {
 		return rec, rev, err
 	}
-	for i, ev := range evs {
-		if err := b.publishEvent(ctx, rec, rev, i, ev); err != nil {
-			return rec, rev, err
-		}
+	if err := b.publishEvents(ctx, rec, rev, evs); err != nil {
+		return rec, rev, err
 	}
 	return rec, rev, nil
 }
@@ -265,7 +264,35 @@ func stamp(r *schemas.TaskRecord, ev TaskEvent) error {
 	return ev.apply(r)
 }
 
-func (b *Bus) publishEvent(ctx context.Context, rec *schemas.TaskRecord, rev uint64, index int, ev TaskEvent) error {
+// publishEvents publishes the events of one write: a single event in
+// binary mode, several as one batch message (see cloudevents.go), so the
+// write costs one publish whatever it stored.
+func (b *Bus) publishEvents(ctx context.Context, rec *schemas.TaskRecord, rev uint64, evs []TaskEvent) error {
+	ces := make([]cloudevents.Event, len(evs))
+	for i, ev := range evs {
+		ce, err := b.taskCloudEvent(rec, rev, i, ev)
+		if err != nil {
+			return err
+		}
+		ces[i] = ce
+	}
+	subject := schemas.SubjectEvents(rec.Task.ID)
+	msg := encodeMsg(subject, &ces[0])
+	if len(ces) > 1 {
+		var err error
+		if msg, err = encodeBatch(subject, ces); err != nil {
+			return err
+		}
+	}
+	if _, err := b.js.PublishMsg(ctx, msg); err != nil {
+		return errUnavailable("bus: publish task event", err)
+	}
+	return nil
+}
+
+// taskCloudEvent is the CloudEvent of the index-th event of the write that
+// produced revision rev.
+func (b *Bus) taskCloudEvent(rec *schemas.TaskRecord, rev uint64, index int, ev TaskEvent) (cloudevents.Event, error) {
 	var typ string
 	var data any
 	switch {
@@ -282,14 +309,7 @@ func (b *Bus) publishEvent(ctx context.Context, rec *schemas.TaskRecord, rev uin
 	if index > 0 {
 		ext[schemas.ExtSequenceIndex] = strconv.Itoa(index)
 	}
-	ce, err := b.newEvent(ev.ID, typ, rec.Task.ID, data, ext)
-	if err != nil {
-		return err
-	}
-	if _, err := b.js.PublishMsg(ctx, encodeMsg(schemas.SubjectEvents(rec.Task.ID), &ce)); err != nil {
-		return errUnavailable("bus: publish task event", err)
-	}
-	return nil
+	return b.newEvent(ev.ID, typ, rec.Task.ID, data, ext)
 }
 
 // TaskFilter selects tasks for ListTasks. Zero fields match everything.

@@ -798,9 +798,29 @@ func TestApplyEventsOneWriteManyEvents(t *testing.T) {
 	if err != nil || got.Task.Status.State != schemas.TaskStateCompleted || len(got.Task.Artifacts) != 1 || got.LastEventIndex != 2 {
 		t.Fatalf("one write of three events: %+v %v", got, err)
 	}
-	// Retried after an unclear failure with the same ids: nothing applied twice.
+	// The write's events went out as one batch message, named by the last
+	// event's id.
+	if n := streamMsgs(t, b, schemas.StreamEvents); n != 1 {
+		t.Fatalf("one write of three events published %d messages, want 1 batch", n)
+	}
+	st, err := b.js.Stream(ctx, schemas.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := st.GetLastMsgForSubject(ctx, schemas.SubjectEvents(rec.Task.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct, id := raw.Header.Get("Content-Type"), raw.Header.Get(nats.MsgIdHdr); ct != contentBatch || id != evs[2].ID {
+		t.Fatalf("batch message: Content-Type %q Nats-Msg-Id %q, want %q and %q", ct, id, contentBatch, evs[2].ID)
+	}
+	// Retried after an unclear failure with the same ids: nothing applied
+	// twice, and the re-published batch is de-duplicated.
 	if again, rev2, err := b.ApplyEvents(ctx, rec.Task.ID, nil, 0, evs); err != nil || rev2 != rev || len(again.Task.Artifacts) != 1 {
 		t.Fatalf("retry: rev %d (was %d), %v", rev2, rev, err)
+	}
+	if n := streamMsgs(t, b, schemas.StreamEvents); n != 1 {
+		t.Fatalf("the retried write left %d messages, want 1", n)
 	}
 	read := func(after uint64) []TaskUpdate {
 		r, err := b.ReadEvents(ctx, rec.Task.ID, after, 16)
