@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,6 +76,74 @@ func decodeRecord(val []byte) (*schemas.TaskRecord, error) {
 		return nil, fmt.Errorf("bus: decode task record: %w", err)
 	}
 	return &rec, nil
+}
+
+// DecodeRecord decodes a stored task record (as UntilStateRaw returns it).
+func DecodeRecord(val []byte) (*schemas.TaskRecord, error) { return decodeRecord(val) }
+
+// recordTaskPrefix is how every record this package writes begins: the
+// task is the first field of schemas.TaskRecord.
+var recordTaskPrefix = []byte(`{"task":`)
+
+// RawTask returns the JSON of the task in a stored record without decoding
+// it, for an edge that answers with the task as stored: a blocking send
+// then costs no decode and re-encode of the record. ok is false when the
+// record does not start with its task, or holds a message reply (the answer
+// is then not the task); the caller decodes the record instead.
+func RawTask(val []byte) (task []byte, ok bool) {
+	if !bytes.HasPrefix(val, recordTaskPrefix) {
+		return nil, false
+	}
+	rest := val[len(recordTaskPrefix):]
+	end := objectEnd(rest)
+	if end < 0 {
+		return nil, false
+	}
+	// Past the task are the record's own fields; their values hold no
+	// object with keys a client chose, so this finds only the reply field
+	// (inside strings a quote is escaped, so "reply": cannot match there).
+	if bytes.Contains(rest[end:], []byte(`"reply":`)) {
+		return nil, false
+	}
+	// KV takes any bytes, and a worker in another language wrote this:
+	// never pass on a task that is not valid JSON.
+	if !json.Valid(rest[:end]) {
+		return nil, false
+	}
+	return rest[:end], true
+}
+
+// objectEnd returns the length of the JSON object b starts with, or -1. It
+// tracks strings and escapes and counts brackets; it does not validate.
+func objectEnd(b []byte) int {
+	if len(b) == 0 || b[0] != '{' {
+		return -1
+	}
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return -1
 }
 
 // UpdateTask applies change to the current record and stores the result with

@@ -147,7 +147,8 @@ func (w *TaskWait) Close() { w.t.unregister(w.id, w.ch) }
 // Until returns the task record as soon as done(record) holds. If ctx ends
 // first it returns the latest record seen together with ctx.Err().
 func (w *TaskWait) Until(ctx context.Context, done func(*schemas.TaskRecord) bool) (*schemas.TaskRecord, error) {
-	return w.until(ctx, nil, done)
+	rec, _, err := w.until(ctx, nil, done, false)
+	return rec, err
 }
 
 // UntilState is Until for a condition on the task's state alone. It is the
@@ -155,15 +156,28 @@ func (w *TaskWait) Until(ctx context.Context, done func(*schemas.TaskRecord) boo
 // decoded at all (a blocking SendMessage sees several updates per task and
 // only needs the last).
 func (w *TaskWait) UntilState(ctx context.Context, done func(schemas.TaskState) bool) (*schemas.TaskRecord, error) {
-	return w.until(ctx, done, func(r *schemas.TaskRecord) bool { return done(r.Task.Status.State) })
+	rec, _, err := w.until(ctx, done, func(r *schemas.TaskRecord) bool { return done(r.Task.Status.State) }, false)
+	return rec, err
 }
 
-func (w *TaskWait) until(ctx context.Context, state func(schemas.TaskState) bool, done func(*schemas.TaskRecord) bool) (*schemas.TaskRecord, error) {
+// UntilStateRaw is UntilState for a caller that may not need the record
+// decoded: when the update that satisfies done came from the watch, it
+// returns that stored record's JSON (raw) and a nil record, and the caller
+// decodes it only if it must (see RawTask). Otherwise, and with every
+// error, it returns what UntilState returns and a nil raw.
+func (w *TaskWait) UntilStateRaw(ctx context.Context, done func(schemas.TaskState) bool) (*schemas.TaskRecord, []byte, error) {
+	return w.until(ctx, done, func(r *schemas.TaskRecord) bool { return done(r.Task.Status.State) }, true)
+}
+
+// until is the one wait behind Until, UntilState and UntilStateRaw.
+// With lazy, a watched update whose state satisfies state is returned
+// undecoded.
+func (w *TaskWait) until(ctx context.Context, state func(schemas.TaskState) bool, done func(*schemas.TaskRecord) bool, lazy bool) (*schemas.TaskRecord, []byte, error) {
 	tick := time.NewTicker(w.t.RecheckEvery)
 	defer tick.Stop()
 	read := w.last == nil // read KV now if the caller holds nothing
 	if !read && done(w.last) {
-		return w.last, nil
+		return w.last, nil, nil
 	}
 	// skipped is the newest value not decoded because its state did not
 	// satisfy the condition; it is decoded only if the wait ends without a
@@ -182,23 +196,27 @@ func (w *TaskWait) until(ctx context.Context, state func(schemas.TaskState) bool
 			rec, _, err := w.t.b.GetTask(ctx, w.id)
 			if err != nil {
 				if ctx.Err() != nil && latest() != nil {
-					return latest(), ctx.Err()
+					return latest(), nil, ctx.Err()
 				}
-				return nil, err
+				return nil, nil, err
 			}
 			w.last, skipped = rec, nil
 			if done(rec) {
-				return rec, nil
+				return rec, nil, nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return latest(), ctx.Err()
+			return latest(), nil, ctx.Err()
 		case val := <-w.ch:
 			if state != nil {
-				if st, ok := peekState(val); ok && !state(st) {
+				st, ok := peekState(val)
+				if ok && !state(st) {
 					skipped, read = val, false
 					continue
+				}
+				if ok && lazy {
+					return nil, val, nil
 				}
 			}
 			rec, err := decodeRecord(val)
@@ -208,7 +226,7 @@ func (w *TaskWait) until(ctx context.Context, state func(schemas.TaskState) bool
 			}
 			w.last, skipped, read = rec, nil, false
 			if done(rec) {
-				return rec, nil
+				return rec, nil, nil
 			}
 		case <-tick.C:
 			read = true

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -203,6 +204,13 @@ func (s *Server) handleJSONRPC(w http.ResponseWriter, r *http.Request) {
 	res, err := fn(r.Context(), c)
 	if err != nil {
 		fail(err)
+		return
+	}
+	if pre, ok := res.(preEncoded); ok {
+		// id was checked by parseEnvelope (a string, number or null).
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(slices.Concat([]byte(`{"jsonrpc":"2.0","id":`), []byte(id), []byte(`,"result":`), []byte(pre), []byte(`}`)))
 		return
 	}
 	writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: id, Result: res})

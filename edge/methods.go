@@ -20,8 +20,18 @@ func (s *Server) rpcSendMessage(ctx context.Context, c *call) (any, error) {
 	if err := decodeParams(c.params, &req); err != nil {
 		return nil, err
 	}
-	return s.sendMessage(ctx, c, &req)
+	res, raw, err := s.send(ctx, c, &req, true)
+	if raw != nil {
+		return raw, err
+	}
+	return res, err
 }
+
+// preEncoded is a method result already encoded as JSON: a blocking send's
+// answer holding the finished task exactly as stored (see bus.RawTask). The
+// 1.0 bindings write it as is, which spares the edge a decode and an encode
+// of the task record on the busiest call.
+type preEncoded []byte
 
 // checkSend validates a send and returns the message, the historyLength
 // asked for, and whether to return at once.
@@ -43,9 +53,17 @@ func (s *Server) checkSend(req *schemas.SendMessageRequest) (*schemas.Message, *
 }
 
 func (s *Server) sendMessage(ctx context.Context, c *call, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error) {
+	res, _, err := s.send(ctx, c, req, false)
+	return res, err
+}
+
+// send runs SendMessage. With allowRaw, a blocking send answered by a task
+// that needs no reshaping (no historyLength asked) comes back as the
+// encoded response instead.
+func (s *Server) send(ctx context.Context, c *call, req *schemas.SendMessageRequest, allowRaw bool) (*schemas.SendMessageResponse, preEncoded, error) {
 	msg, histLen, err := s.checkSend(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	returnNow := req.Configuration != nil && req.Configuration.ReturnImmediately
 	// A blocking call follows the task from before its work is queued, so
@@ -68,12 +86,20 @@ func (s *Server) sendMessage(ctx context.Context, c *call, req *schemas.SendMess
 		rec, err = s.createTask(ctx, c, msg, follow)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if wait != nil {
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.BlockingTimeout)
-		last, err := wait.UntilState(wctx, schemas.TaskState.Settled)
+		last, raw, err := wait.UntilStateRaw(wctx, schemas.TaskState.Settled)
 		cancel()
+		if raw != nil {
+			if task, ok := bus.RawTask(raw); ok && allowRaw && histLen == nil {
+				return nil, preEncoded(append(append([]byte(`{"task":`), task...), '}')), nil
+			}
+			if last, err = bus.DecodeRecord(raw); err != nil {
+				return nil, nil, schemas.Errorf(schemas.ErrInternal, "task %s: %v", rec.Task.ID, err)
+			}
+		}
 		switch {
 		case err == nil:
 			rec = last
@@ -82,14 +108,14 @@ func (s *Server) sendMessage(ctx context.Context, c *call, req *schemas.SendMess
 			// it is; the client polls GetTask or subscribes.
 			rec = last
 		default:
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if rec.Reply != nil {
-		return &schemas.SendMessageResponse{Message: rec.Reply}, nil
+		return &schemas.SendMessageResponse{Message: rec.Reply}, nil, nil
 	}
 	t := rec.Task.WithHistoryLength(histLen)
-	return &schemas.SendMessageResponse{Task: &t}, nil
+	return &schemas.SendMessageResponse{Task: &t}, nil, nil
 }
 
 // createTask stores a new task for the message and queues its work. If the

@@ -2,6 +2,8 @@ package edge_test
 
 import (
 	"context"
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -339,3 +341,51 @@ func TestListTasks(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A blocking send is answered with the finished task as stored, without the
+// edge decoding it; the answer must be the task GetTask gives, over both 1.0
+// bindings, also when the agent's output holds JSON-looking text, quotes,
+// escapes and non-ASCII. A message reply and a historyLength are answered
+// through the decoded path.
+func TestBlockingSendAnswersTheStoredTask(t *testing.T) {
+	tricky := `}{"reply": "x"} \"quoted\" \\ back\slash ] [ ü 🚀`
+	agent := workers.AgentFunc(func(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
+		art := schemas.Artifact{ArtifactID: "a", Name: "out", Parts: []schemas.Part{schemas.TextPart(req.Message.Text() + tricky)},
+			Metadata: map[string]any{"reply": map[string]any{"nested": "}"}}}
+		return out.CompleteWith(ctx, art, false, "done: "+tricky)
+	})
+	h := newHarness(t, harnessOptions{agents: []workers.Definition{{Name: "tricky", Agent: agent}}})
+	check := func(binding string, result []byte) {
+		t.Helper()
+		var res schemas.SendMessageResponse
+		if err := json.Unmarshal(result, &res); err != nil || res.Task == nil {
+			t.Fatalf("%s: answer %s: %v", binding, result, err)
+		}
+		got := mustResult[schemas.Task](t, h.call("tricky", "GetTask", map[string]any{"id": res.Task.ID}))
+		if !reflect.DeepEqual(*res.Task, got) {
+			t.Fatalf("%s: blocking answer differs from GetTask:\n%+v\n%+v", binding, *res.Task, got)
+		}
+		if res.Task.Status.State != schemas.TaskStateCompleted || !strings.HasSuffix(*res.Task.Artifacts[0].Parts[0].Text, tricky) {
+			t.Fatalf("%s: task %+v", binding, res.Task)
+		}
+	}
+	r := h.call("tricky", "SendMessage", schemas.SendMessageRequest{Message: ptr(userMessage("in: "))})
+	if r.Error != nil || string(r.ID) != "7" || r.JSONRPC != "2.0" {
+		t.Fatalf("envelope: %+v", r)
+	}
+	check("JSON-RPC", r.Result)
+	body, _ := json.Marshal(schemas.SendMessageRequest{Message: ptr(userMessage("in: "))})
+	rr := h.rest("POST", "/agents/tricky/message:send", "application/json", string(body))
+	if rr.status != 200 {
+		t.Fatalf("REST: %d %s", rr.status, rr.body)
+	}
+	check("REST", rr.body)
+
+	// historyLength 0 reshapes the task: no history in the answer.
+	zero := int32(0)
+	res := mustResult[schemas.SendMessageResponse](t, h.call("tricky", "SendMessage", schemas.SendMessageRequest{
+		Message: ptr(userMessage("in: ")), Configuration: &schemas.SendMessageConfiguration{HistoryLength: &zero}}))
+	if res.Task == nil || len(res.Task.History) != 0 || res.Task.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("historyLength 0: %+v", res.Task)
+	}
+}

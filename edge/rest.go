@@ -149,9 +149,15 @@ func (s *Server) restSend(w http.ResponseWriter, r *http.Request, c *call) error
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
-	res, err := s.sendMessage(r.Context(), c, &req)
+	res, pre, err := s.send(r.Context(), c, &req, true)
 	if err != nil {
 		return err
+	}
+	if pre != nil {
+		w.Header().Set("Content-Type", contentA2A)
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(pre)
+		return nil
 	}
 	writeREST(w, res)
 	return nil

@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"time"
@@ -257,8 +258,12 @@ func (t *Timestamp) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil
 	}
+	// A timestamp has no escapes: take it between its quotes without a
+	// nested decode (this runs for every record a worker or edge reads).
 	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
+	if n := len(b); n >= 2 && b[0] == '"' && b[n-1] == '"' && bytes.IndexByte(b[1:n-1], '\\') < 0 && bytes.IndexByte(b[1:n-1], '"') < 0 {
+		s = string(b[1 : n-1])
+	} else if err := json.Unmarshal(b, &s); err != nil {
 		return err
 	}
 	v, err := ParseTimestamp(s)
