@@ -386,6 +386,13 @@ func (c *Client) rpc(ctx context.Context, method string, params any, out any) er
 	if err != nil {
 		return err
 	}
+	// One pass straight into out for the common answer; a body that does
+	// not decode that way is read again in two steps, to say exactly what
+	// is wrong with it.
+	fast := rpcResponseInto{Result: out}
+	if err := json.Unmarshal(body, &fast); err == nil && fast.Error == nil && bytes.Contains(body, []byte(`"result"`)) {
+		return nil
+	}
 	var r rpcResponse
 	if err := json.Unmarshal(body, &r); err != nil || (r.Result == nil && r.Error == nil) {
 		return c.notA2A(req, res, body)
@@ -397,6 +404,14 @@ func (c *Client) rpc(ctx context.Context, method string, params any, out any) er
 		return schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s from %s: result does not decode: %v", method, c.ep.URL, err)
 	}
 	return nil
+}
+
+// rpcResponseInto decodes a JSON-RPC response's result into the value
+// Result points at (encoding/json fills a non-nil pointer held in an
+// interface) in the same pass as the envelope.
+type rpcResponseInto struct {
+	Result any        `json:"result"`
+	Error  *wireError `json:"error"`
 }
 
 func (c *Client) rpcStream(ctx context.Context, method string, params any, lastEventID string) (*Stream, error) {

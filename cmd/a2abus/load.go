@@ -9,7 +9,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
+	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strings"
@@ -100,6 +103,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "timeout of one operation")
 	fs.Var(headerFlag(o.header), "header", "extra request header \"Name: value\" (repeatable)")
 	fs.BoolVar(&o.allowAddr, "allow-private", true, "allow loopback and private agent addresses (load runs usually target them)")
+	cpuProfile := fs.String("cpuprofile", "", "write the load generator's own CPU profile to this file (is the generator the bottleneck?)")
 	fs.Usage = func() { fmt.Fprint(stderr, loadUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -121,7 +125,26 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	// The generator shares the machine with what it measures: the GC
+	// target of a server (see Config.GCPercent) keeps its own collection
+	// work from taking CPU the system under test could use.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("load: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("load: %w", err)
+		}
+	}
 	res := runLoadClients(ctx, o, clients)
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	if o.output == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

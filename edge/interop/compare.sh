@@ -37,9 +37,19 @@ for i in $(seq "$rounds"); do
 	wait_url http://127.0.0.1:9733/.well-known/agent-card.json
 	measure a2a-go http://127.0.0.1:9733 "$@"
 	kill $gpid; wait $gpid 2>/dev/null || true
-	python3 - "$bin/a2abus.json" "$bin/a2a-go.json" <<'PY'
+	python3 - "$bin/a2abus.json" "$bin/a2a-go.json" "$bin/ratios" <<'PY'
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
-print("ratio a2abus/a2a-go: %.2fx tasks/s, p99 %.2fx" % (a["perSecond"] / b["perSecond"], a["latencyMs"]["p99"] / b["latencyMs"]["p99"]))
+r, p = a["perSecond"] / b["perSecond"], a["latencyMs"]["p99"] / b["latencyMs"]["p99"]
+print("ratio a2abus/a2a-go: %.2fx tasks/s, p99 %.2fx" % (r, p))
+open(sys.argv[3], "a").write("%f %f\n" % (r, p))
 PY
 done
+# The machine is shared and noisy: the summary is the median round, with
+# the spread, rather than any single figure.
+python3 - "$bin/ratios" <<'PY'
+import statistics, sys
+rows = [tuple(map(float, l.split())) for l in open(sys.argv[1])]
+r, p = [x[0] for x in rows], [x[1] for x in rows]
+print("median of %d rounds: %.2fx tasks/s (min %.2fx, max %.2fx), p99 %.2fx (max %.2fx)" % (len(rows), statistics.median(r), min(r), max(r), statistics.median(p), max(p)))
+PY
