@@ -133,7 +133,21 @@ func (r *Runner) Run(ctx context.Context) error {
 	wg.Go(func() { r.heartbeatRegistration(ctx) })
 	close(r.ready)
 
+	// A fixed pool of Concurrency goroutines takes the work, rather than a
+	// goroutine per item: decoding records and running agents grows a
+	// goroutine's stack, and a fresh goroutine per task paid that growth
+	// every time (a few percent of a short task's CPU). sem holds a slot
+	// per item in flight, so a fetched item always finds a pool goroutine.
 	sem := make(chan struct{}, r.opt.Concurrency)
+	jobs := make(chan *bus.Work)
+	for range r.opt.Concurrency {
+		wg.Go(func() {
+			for w := range jobs {
+				r.handle(agentCtx, w)
+				<-sem
+			}
+		})
+	}
 	for ctx.Err() == nil {
 		select {
 		case sem <- struct{}{}:
@@ -162,12 +176,10 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		}
 		for _, w := range works {
-			wg.Go(func() {
-				defer func() { <-sem }()
-				r.handle(agentCtx, w)
-			})
+			jobs <- w
 		}
 	}
+	close(jobs)
 
 	// Shutdown: give in-flight work the grace period, then stop it.
 	done := make(chan struct{})
