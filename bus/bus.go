@@ -19,6 +19,10 @@ type Config struct {
 	// URL is the NATS server URL list (comma-separated). Ignored when Server
 	// is set.
 	URL string
+	// Metrics is the process's registry; the bus counts its work outcomes,
+	// finished tasks, store conflicts and messages there. Default: a new
+	// one (see Bus.Metrics).
+	Metrics *Metrics
 	// Server, when set, is an embedded server to connect to in-process.
 	Server *Server
 	// Name identifies this connection and is the instance part of
@@ -133,6 +137,7 @@ func (c Config) withDefaults() Config {
 // Bus is a connection to NATS with JetStream and the handles of the
 // provisioned streams and buckets. It is safe for concurrent use.
 type Bus struct {
+	m      busMetrics
 	cfg    Config
 	nc     *nats.Conn
 	js     jetstream.JetStream
@@ -187,7 +192,10 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		nc.Close()
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
 	}
-	b := &Bus{cfg: cfg, nc: nc, js: js, source: schemas.Source(cfg.Role, cfg.Name), log: log}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	b := &Bus{cfg: cfg, nc: nc, js: js, source: schemas.Source(cfg.Role, cfg.Name), log: log, m: newBusMetrics(cfg.Metrics, nc)}
 	// A cluster that is still forming (no JetStream leader yet) refuses
 	// provisioning for a while; keep trying until ctx ends.
 	for {
@@ -388,6 +396,34 @@ func errUnavailable(op string, err error) error {
 // That is what a crashed process looks like to the rest of the system; tests
 // use it to simulate one.
 func (b *Bus) Abort() { b.nc.Close() }
+
+// Metrics returns the process's metrics registry (Config.Metrics).
+func (b *Bus) Metrics() *Metrics { return b.cfg.Metrics }
+
+// busMetrics are the families the bus records.
+type busMetrics struct {
+	work        Counter // a2a_work_messages_total{agent,outcome}
+	redelivered Counter // a2a_work_redeliveries_total{agent}
+	deadLetters Counter // a2a_work_dead_letters_total{agent}
+	finished    Counter // a2a_tasks_finished_total{agent,state}
+	conflicts   Counter // a2a_task_store_conflicts_total
+}
+
+func newBusMetrics(m *Metrics, nc *nats.Conn) busMetrics {
+	m.CounterFunc("a2a_bus_messages_sent_total", "NATS messages this process sent (every JetStream operation is at least one).",
+		func() float64 { return float64(nc.Stats().OutMsgs) })
+	m.CounterFunc("a2a_bus_messages_received_total", "NATS messages this process received.",
+		func() float64 { return float64(nc.Stats().InMsgs) })
+	m.CounterFunc("a2a_bus_reconnects_total", "Times this process reconnected to NATS.",
+		func() float64 { return float64(nc.Stats().Reconnects) })
+	return busMetrics{
+		work:        m.Counter("a2a_work_messages_total", "Work deliveries ended by this process, by how: ack (done or already finished), nak (handed back), term (never retried).", "agent", "outcome"),
+		redelivered: m.Counter("a2a_work_redeliveries_total", "Work deliveries taken that were not the first delivery of their item.", "agent"),
+		deadLetters: m.Counter("a2a_work_dead_letters_total", "Work items this process moved to the dead-letter stream.", "agent"),
+		finished:    m.Counter("a2a_tasks_finished_total", "Tasks this process moved to a terminal state, by state.", "agent", "state"),
+		conflicts:   m.Counter("a2a_task_store_conflicts_total", "Task record writes that lost a compare-and-swap race and were retried."),
+	}
+}
 
 // Stats counts the messages this connection sent and received: every
 // JetStream operation (publish, KV read or write, fetch, ack) is at least one

@@ -60,6 +60,7 @@ func (b *Bus) deadLetter(ctx context.Context, agent string, seq uint64, orig *na
 	if _, err := b.js.PublishMsg(ctx, m); err != nil {
 		return errUnavailable("bus: dead-letter work", err)
 	}
+	b.m.deadLetters.Inc(agent)
 	return nil
 }
 

@@ -169,6 +169,7 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 				return nil, 0, err
 			}
 		}
+		wasFinished := rec.Task.Status.State.Terminal()
 		if err := change(rec); err != nil {
 			return rec, rev, err
 		}
@@ -180,13 +181,18 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 		if len(val) > int(b.cfg.TaskMaxValueSize) {
 			return nil, 0, schemas.Errorf(schemas.ErrInvalidAgentResponse, "task %s would grow to %d bytes, more than the limit of %d", id, len(val), b.cfg.TaskMaxValueSize)
 		}
-		newRev, err := b.casTask(ctx, id, val, rev, rec.Task.Status.State.Terminal())
+		finished := rec.Task.Status.State.Terminal()
+		newRev, err := b.casTask(ctx, id, val, rev, finished)
 		if err == nil {
+			if finished && !wasFinished {
+				b.m.finished.Inc(rec.Agent, string(rec.Task.Status.State))
+			}
 			return rec, newRev, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, 0, errUnavailable("bus: update task", err)
 		}
+		b.m.conflicts.Inc()
 		// Lost a race: back off a little, with jitter, so a crowd of
 		// writers on one task spreads out instead of colliding again.
 		select {

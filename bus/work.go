@@ -139,6 +139,9 @@ func (wc *WorkConsumer) newWork(m jetstream.Msg) *Work {
 	if md, err := m.Metadata(); err == nil {
 		w.Attempt, w.pending, w.seq = md.NumDelivered, md.NumPending, md.Sequence.Stream
 	}
+	if w.Attempt > 1 {
+		wc.b.m.redelivered.Inc(wc.agent)
+	}
 	ev, err := decodeMsg(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
 	if err != nil {
 		w.Err = err
@@ -163,14 +166,24 @@ func (wc *WorkConsumer) newWork(m jetstream.Msg) *Work {
 }
 
 // Ack reports the work done; it is removed from the queue.
-func (w *Work) Ack() error { return w.msg.Ack() }
+func (w *Work) Ack() error {
+	w.count("ack")
+	return w.msg.Ack()
+}
 
 // Nak hands the work back for redelivery after delay (0: at once).
 func (w *Work) Nak(delay time.Duration) error {
+	w.count("nak")
 	if delay > 0 {
 		return w.msg.NakWithDelay(delay)
 	}
 	return w.msg.Nak()
+}
+
+func (w *Work) count(outcome string) {
+	if w.b != nil {
+		w.b.m.work.Inc(w.agent, outcome)
+	}
 }
 
 // InProgress resets the AckWait timer: the holder is alive and working.
@@ -178,7 +191,10 @@ func (w *Work) InProgress() error { return w.msg.InProgress() }
 
 // Term removes poison work from the queue for good, with a reason the server
 // reports in its advisory.
-func (w *Work) Term(reason string) error { return w.msg.TermWithReason(reason) }
+func (w *Work) Term(reason string) error {
+	w.count("term")
+	return w.msg.TermWithReason(reason)
+}
 
 // PublishCancel tells the workers of an agent that a task was canceled. It is
 // a core NATS publish: best effort, the KV state is authoritative.

@@ -102,6 +102,8 @@ type Resolver struct {
 	ErrorBackoff time.Duration
 	// Now is the clock; default time.Now (tests move it).
 	Now func() time.Time
+	// Metrics, when set, counts resolutions by result.
+	Metrics *bus.Metrics
 }
 
 func (r *Resolver) now() time.Time {
@@ -116,14 +118,27 @@ func (r *Resolver) now() time.Time {
 // to serve (wrapping ErrInvalidCard too when the agent served an invalid
 // one), and a plain error when baseURL is not an absolute http(s) URL.
 func (r *Resolver) Resolve(ctx context.Context, baseURL string) (*Resolved, error) {
-	return r.resolve(ctx, baseURL, false)
+	return r.counted(r.resolve(ctx, baseURL, false))
+}
+
+// counted records a resolution in a2a_discovery_cache_total by its source
+// (cache, fetched, revalidated, stale) or "error".
+func (r *Resolver) counted(res *Resolved, err error) (*Resolved, error) {
+	if r.Metrics != nil {
+		result := "error"
+		if err == nil {
+			result = string(res.Source)
+		}
+		r.Metrics.Counter("a2a_discovery_cache_total", "Agent card resolutions through the shared cache, by where the card came from (error: no card to serve).", "result").Inc(result)
+	}
+	return res, err
 }
 
 // Refresh asks the agent even if the cached card is fresh (conditionally,
 // when there is one): the periodic health check. Its results and errors
 // are those of Resolve; a Stale result says the agent is unreachable.
 func (r *Resolver) Refresh(ctx context.Context, baseURL string) (*Resolved, error) {
-	return r.resolve(ctx, baseURL, true)
+	return r.counted(r.resolve(ctx, baseURL, true))
 }
 
 func (r *Resolver) resolve(ctx context.Context, baseURL string, force bool) (*Resolved, error) {

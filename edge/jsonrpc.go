@@ -71,6 +71,9 @@ type call struct {
 	// For tasks created through the older dialect: the id to create the
 	// task under, the client's own id for it, and the dialect to record.
 	taskID, clientTaskID, dialect string
+
+	// obs measures the request (REST: a task route names its method here).
+	obs *observation
 }
 
 // dialect is one JSON-RPC grammar served on the endpoint: its methods, the
@@ -136,25 +139,31 @@ func (s *Server) streamMethods() map[string]streamFunc {
 }
 
 func (s *Server) handleJSONRPC(w http.ResponseWriter, r *http.Request) {
+	o := s.observe("jsonrpc")
+	defer o.done()
 	agent, ok := s.resolveAgent(r)
 	if !ok {
 		// A URL that names no agent is a missing resource: 404, with a
 		// JSON-RPC body so JSON-RPC clients can still read why.
-		writeRPCErrorStatus(w, http.StatusNotFound, nullID, schemas.Errorf(schemas.ErrMethodNotFound, "no agent %q is served here; GET /a2a/agents lists the agents", agent))
+		e := schemas.Errorf(schemas.ErrMethodNotFound, "no agent %q is served here; GET /a2a/agents lists the agents", agent)
+		o.failed(e)
+		writeRPCErrorStatus(w, http.StatusNotFound, nullID, e)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
+		e := schemas.Errorf(schemas.ErrInvalidRequest, "reading request body: %v", err)
 		if errors.As(err, &tooBig) {
-			writeRPCError(w, nullID, schemas.Errorf(schemas.ErrInvalidRequest, "request body exceeds the limit of %d bytes", s.cfg.MaxBodyBytes))
-			return
+			e = schemas.Errorf(schemas.ErrInvalidRequest, "request body exceeds the limit of %d bytes", s.cfg.MaxBodyBytes)
 		}
-		writeRPCError(w, nullID, schemas.Errorf(schemas.ErrInvalidRequest, "reading request body: %v", err))
+		o.failed(e)
+		writeRPCError(w, nullID, e)
 		return
 	}
 	req, rpcErr := s.parseEnvelope(body)
 	if rpcErr != nil {
+		o.failed(rpcErr)
 		id := nullID
 		if req != nil && req.ID != nil {
 			id = req.ID
@@ -173,16 +182,22 @@ func (s *Server) handleJSONRPC(w http.ResponseWriter, r *http.Request) {
 	fn, known := d.methods[*req.Method]
 	sfn, streaming := d.streams[*req.Method]
 	if !known && !streaming {
-		d.writeErr(w, id, schemas.Errorf(schemas.ErrMethodNotFound, "method %q is not an A2A %s method", *req.Method, d.version).With("method", *req.Method))
+		o.method = "unknown"
+		e := schemas.Errorf(schemas.ErrMethodNotFound, "method %q is not an A2A %s method", *req.Method, d.version).With("method", *req.Method)
+		o.failed(e)
+		d.writeErr(w, id, e)
 		return
 	}
+	o.method = *req.Method
 	version := r.Header.Get("A2A-Version")
 	if version == "" {
 		version = r.URL.Query().Get("A2A-Version")
 	}
 	if !d.versionOK(version) {
-		d.writeErr(w, id, schemas.Errorf(schemas.ErrVersionNotSupported, "A2A-Version %q is not supported by %s; it is an A2A %s method", version, *req.Method, d.version).
-			With("requestedVersion", version).With("supportedVersions", d.version))
+		e := schemas.Errorf(schemas.ErrVersionNotSupported, "A2A-Version %q is not supported by %s; it is an A2A %s method", version, *req.Method, d.version).
+			With("requestedVersion", version).With("supportedVersions", d.version)
+		o.failed(e)
+		d.writeErr(w, id, e)
 		return
 	}
 	c := &call{agent: agent, method: *req.Method, params: req.Params, version: version,
@@ -192,9 +207,11 @@ func (s *Server) handleJSONRPC(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(pe, schemas.ErrInternal) {
 			s.log.Error("request failed", "method", c.method, "agent", agent, "err", err)
 		}
+		o.failed(pe)
 		d.writeErr(w, id, pe)
 	}
 	if streaming {
+		defer s.streamOpen(o)()
 		out := d.stream(newSSEWriter(w, s.cfg.StreamWriteTimeout), id, *req.Method)
 		if err := s.finishStream(out, sfn(r.Context(), c, out)); err != nil {
 			fail(err)

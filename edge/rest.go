@@ -21,16 +21,16 @@ import (
 const contentA2A = "application/a2a+json"
 
 func (s *Server) restRoutes(prefix string) {
-	s.mux.HandleFunc("POST "+prefix+"/message:send", s.restHandler(s.restSend))
-	s.mux.HandleFunc("POST "+prefix+"/message:stream", s.restHandler(s.restStream))
-	s.mux.HandleFunc("GET "+prefix+"/tasks", s.restHandler(s.restList))
-	s.mux.HandleFunc("GET "+prefix+"/tasks/{task}", s.restHandler(s.restTaskGET))
-	s.mux.HandleFunc("POST "+prefix+"/tasks/{task}", s.restHandler(s.restTaskPOST))
-	s.mux.HandleFunc("GET "+prefix+"/extendedAgentCard", s.restHandler(func(w http.ResponseWriter, r *http.Request, c *call) error {
+	s.mux.HandleFunc("POST "+prefix+"/message:send", s.restHandler("SendMessage", s.restSend))
+	s.mux.HandleFunc("POST "+prefix+"/message:stream", s.restHandler("SendStreamingMessage", s.restStream))
+	s.mux.HandleFunc("GET "+prefix+"/tasks", s.restHandler("ListTasks", s.restList))
+	s.mux.HandleFunc("GET "+prefix+"/tasks/{task}", s.restHandler("", s.restTaskGET))
+	s.mux.HandleFunc("POST "+prefix+"/tasks/{task}", s.restHandler("", s.restTaskPOST))
+	s.mux.HandleFunc("GET "+prefix+"/extendedAgentCard", s.restHandler("GetExtendedAgentCard", func(w http.ResponseWriter, r *http.Request, c *call) error {
 		_, err := s.rpcGetExtendedAgentCard(r.Context(), c)
 		return err
 	}))
-	push := s.restHandler(func(w http.ResponseWriter, r *http.Request, c *call) error {
+	push := s.restHandler("TaskPushNotificationConfig", func(w http.ResponseWriter, r *http.Request, c *call) error {
 		return schemas.Errorf(schemas.ErrPushNotSupported, "push notifications are not supported by this agent")
 	})
 	s.mux.HandleFunc(prefix+"/tasks/{task}/pushNotificationConfigs", push)
@@ -40,11 +40,20 @@ func (s *Server) restRoutes(prefix string) {
 // restFunc runs one REST method; an error is written as google.rpc.Status.
 type restFunc func(w http.ResponseWriter, r *http.Request, c *call) error
 
-func (s *Server) restHandler(fn restFunc) http.HandlerFunc {
+// restHandler runs the REST method named method (its A2A name, for
+// metrics; "" when fn names it, as the task routes do through c.obs).
+func (s *Server) restHandler(method string, fn restFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		o := s.observe("rest")
+		if method != "" {
+			o.method = method
+		}
+		defer o.done()
 		agent, ok := s.resolveAgent(r)
 		if !ok {
-			writeStatus(w, schemas.Errorf(schemas.ErrTaskNotFound, "no agent %q is served here; GET /a2a/agents lists the agents", agent), http.StatusNotFound)
+			e := schemas.Errorf(schemas.ErrTaskNotFound, "no agent %q is served here; GET /a2a/agents lists the agents", agent)
+			o.failed(e)
+			writeStatus(w, e, http.StatusNotFound)
 			return
 		}
 		version := r.Header.Get("A2A-Version")
@@ -52,13 +61,16 @@ func (s *Server) restHandler(fn restFunc) http.HandlerFunc {
 			version = r.URL.Query().Get("A2A-Version")
 		}
 		if !supportedVersion(version) {
-			writeStatus(w, schemas.Errorf(schemas.ErrVersionNotSupported, "A2A-Version %q is not supported; this endpoint speaks %s", version, schemas.ProtocolVersion).
-				With("requestedVersion", version).With("supportedVersions", schemas.ProtocolVersion), 0)
+			e := schemas.Errorf(schemas.ErrVersionNotSupported, "A2A-Version %q is not supported; this endpoint speaks %s", version, schemas.ProtocolVersion).
+				With("requestedVersion", version).With("supportedVersions", schemas.ProtocolVersion)
+			o.failed(e)
+			writeStatus(w, e, 0)
 			return
 		}
-		c := &call{agent: agent, version: version, trace: r.Header.Get("traceparent"), lastEventID: r.Header.Get("Last-Event-ID")}
+		c := &call{agent: agent, method: method, version: version, trace: r.Header.Get("traceparent"), lastEventID: r.Header.Get("Last-Event-ID"), obs: o}
 		if err := fn(w, r, c); err != nil {
 			pe := schemas.AsError(err)
+			o.failed(pe)
 			if errors.Is(pe, schemas.ErrInternal) {
 				s.log.Error("request failed", "path", r.URL.Path, "agent", agent, "err", err)
 			}
@@ -168,6 +180,7 @@ func (s *Server) restStream(w http.ResponseWriter, r *http.Request, c *call) err
 	if err := s.readBody(w, r, &req); err != nil {
 		return err
 	}
+	defer s.streamOpen(c.obs)()
 	out := &restStream{sseWriter: newSSEWriter(w, s.cfg.StreamWriteTimeout)}
 	return s.finishStream(out, s.sendStreamingMessage(r.Context(), c, &req, out))
 }
@@ -215,6 +228,7 @@ func (s *Server) restTaskGET(w http.ResponseWriter, r *http.Request, c *call) er
 	id, action := splitTaskAction(r.PathValue("task"))
 	switch action {
 	case "":
+		c.obs.method = "GetTask"
 		hl, err := queryInt32(r, "historyLength")
 		if err != nil {
 			return err
@@ -235,6 +249,7 @@ func (s *Server) restTaskPOST(w http.ResponseWriter, r *http.Request, c *call) e
 	id, action := splitTaskAction(r.PathValue("task"))
 	switch action {
 	case "cancel":
+		c.obs.method = "CancelTask"
 		var req schemas.CancelTaskRequest
 		if err := s.readBody(w, r, &req); err != nil {
 			return err
@@ -252,6 +267,8 @@ func (s *Server) restTaskPOST(w http.ResponseWriter, r *http.Request, c *call) e
 }
 
 func (s *Server) restSubscribe(w http.ResponseWriter, r *http.Request, c *call, id string) error {
+	c.obs.method = "SubscribeToTask"
+	defer s.streamOpen(c.obs)()
 	out := &restStream{sseWriter: newSSEWriter(w, s.cfg.StreamWriteTimeout)}
 	return s.finishStream(out, s.subscribe(r.Context(), c, id, out))
 }

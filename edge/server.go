@@ -103,6 +103,7 @@ type Server struct {
 	v1, v03  dialect
 	backlog  backlogCache
 	draining atomic.Bool
+	m        edgeMetrics
 }
 
 // New returns an edge on b. Call Run to start following the bus, and serve
@@ -116,6 +117,7 @@ func New(b *bus.Bus, cfg Config) *Server {
 		tasks:  b.NewTaskWatcher(),
 		agents: b.NewAgentDirectory(),
 		mux:    http.NewServeMux(),
+		m:      newEdgeMetrics(b.Metrics()),
 	}
 	s.v1, s.v03 = s.dialects()
 	s.routes()
@@ -134,6 +136,7 @@ func (s *Server) routes() {
 	s.restRoutes("/agents/{agent}")
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writePlain(w, http.StatusOK, "ok") })
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
+	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
 }
 
 // Handler returns the HTTP handler of the edge.

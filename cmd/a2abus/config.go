@@ -95,6 +95,11 @@ type Config struct {
 	// on its own listener so it is never exposed with the A2A port. Empty
 	// (the default) serves nothing.
 	Pprof string `json:"pprof"`
+	// MetricsListen is a HOST:PORT where the process's Prometheus metrics
+	// are served at /metrics on their own listener: the way to scrape a
+	// worker process, which has no HTTP port. An edge also serves them at
+	// /metrics on its A2A listener. Empty (the default) starts nothing.
+	MetricsListen string `json:"metricsListen"`
 }
 
 // AgentConfig is one agent to run.
@@ -273,6 +278,7 @@ func settings() []setting {
 			return nil
 		}},
 		{"gc-percent", "A2ABUS_GC_PERCENT", "Go GC target percent of the process (default 400; GOGC in the environment wins)", num(func(c *Config) *int { return &c.GCPercent })},
+		{"metrics-listen", "A2ABUS_METRICS_LISTEN", "HOST:PORT serving Prometheus metrics at /metrics on their own listener, e.g. for a worker (an edge also serves /metrics; default off)", str(func(c *Config) *string { return &c.MetricsListen })},
 		{"pprof", "A2ABUS_PPROF", "HOST:PORT serving Go's profiler (net/http/pprof) for diagnosis; keep it on loopback (default off)", str(func(c *Config) *string { return &c.Pprof })},
 		{"log-format", "A2ABUS_LOG_FORMAT", "text or json (default text)", str(func(c *Config) *string { return &c.LogFormat })},
 	}

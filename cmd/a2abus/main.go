@@ -16,6 +16,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/discovery"
 	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/workers"
 )
@@ -120,12 +122,15 @@ type process struct {
 	bus *bus.Bus
 	// monitors follow the external agents of remote agents.
 	monitors []*remoteMonitor
+	// metrics is the process's registry, shared by the bus, the edge, the
+	// runners and the card resolver.
+	metrics *bus.Metrics
 }
 
 func (p *process) busConfig(role string, srv *bus.Server) bus.Config {
 	c := p.cfg
 	return bus.Config{
-		URL: c.NATSURL, Server: srv, Role: role, Logger: p.log,
+		URL: c.NATSURL, Server: srv, Role: role, Logger: p.log, Metrics: p.metrics,
 		Replicas:   c.Replicas,
 		TaskTTL:    time.Duration(c.TaskTTL),
 		HistoryCap: c.HistoryCap,
@@ -137,6 +142,16 @@ func (p *process) busConfig(role string, srv *bus.Server) bus.Config {
 func (p *process) run(ctx context.Context, cmd string) error {
 	if p.cfg.Pprof != "" {
 		stop, err := servePprof(p.cfg.Pprof, p.log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	p.metrics = bus.NewMetrics()
+	p.metrics.Gauge("a2a_build_info", "The a2abus version and Go runtime of this process (always 1).", "version", "go").
+		Set(1, discovery.Version, runtime.Version())
+	if p.cfg.MetricsListen != "" {
+		stop, err := serveMetrics(p.cfg.MetricsListen, p.metrics, p.log)
 		if err != nil {
 			return err
 		}
@@ -334,6 +349,24 @@ func (p *process) definitions() ([]workers.Definition, error) {
 		defs = append(defs, def)
 	}
 	return defs, nil
+}
+
+// serveMetrics serves the Prometheus metrics of the process at /metrics
+// on their own listener until stop is called.
+func serveMetrics(addr string, m *bus.Metrics, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_ = m.WriteText(w)
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	log.Info("metrics listening", "addr", "http://"+ln.Addr().String()+"/metrics")
+	return func() { _ = hs.Close() }, nil
 }
 
 // servePprof serves the profiler on its own listener until stop is called.

@@ -223,7 +223,8 @@ func TestServeEdgeAndWorkerProcesses(t *testing.T) {
 
 	nats := "nats://" + natsAddr
 	edgeProc := startProc(t, "edge", "--nats", nats, "--listen", edgeAddr, "--default-agent", "echo")
-	worker := startProc(t, "worker", "--nats", nats, "--agent", "tck")
+	metricsAddr := freeAddr(t)
+	worker := startProc(t, "worker", "--nats", nats, "--agent", "tck", "--metrics-listen", metricsAddr)
 	base2 := "http://" + edgeAddr
 	waitReady(t, edgeProc, base2)
 	waitAgentCard(t, base2, "tck")
@@ -246,6 +247,37 @@ func TestServeEdgeAndWorkerProcesses(t *testing.T) {
 	if got.ID != send.Task.ID || got.Status.State != schemas.TaskStateCompleted {
 		t.Fatalf("first edge sees %+v", got)
 	}
+
+	// A worker process has no A2A port; --metrics-listen serves what it
+	// did. Its ack of the task's work may follow the client's answer.
+	metrics := func(url, want string) string {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			resp, err := http.Get(url)
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if strings.Contains(string(b), want) {
+					return string(b)
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s lacks %q:\n%s", url, want, b)
+				}
+			} else if time.Now().After(deadline) {
+				t.Fatalf("GET %s: %v", url, err)
+			}
+			time.Sleep(20 * time.Millisecond) // polling another process
+		}
+	}
+	wm := metrics("http://"+metricsAddr+"/metrics", `a2a_work_messages_total{agent="tck",outcome="ack"} 1`+"\n")
+	for _, want := range []string{`a2a_tasks_finished_total{agent="tck",state="TASK_STATE_COMPLETED"} 1`, `a2a_build_info{version="`} {
+		if !strings.Contains(wm, want) {
+			t.Errorf("worker metrics lack %q", want)
+		}
+	}
+	// serve's edge serves the metrics of the whole process on its port.
+	metrics(base+"/metrics", `a2a_rpc_requests_total{binding="jsonrpc",method="SendMessage",code="0"} 2`+"\n")
 
 	worker.stop(t)
 	edgeProc.stop(t)

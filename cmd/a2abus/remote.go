@@ -241,7 +241,7 @@ func (p *process) remoteDefinition(a AgentConfig) (workers.Definition, error) {
 	fetcher := &discovery.Fetcher{Policy: pol, Header: header}
 	m.resolve = func(ctx context.Context, base string, force bool) (*schemas.AgentCard, bool, error, error) {
 		// p.bus is connected before any monitor or worker runs.
-		resolver := &discovery.Resolver{Fetcher: fetcher, Store: p.bus, HardTTL: time.Duration(p.cfg.Outbound.CardHardTTL)}
+		resolver := &discovery.Resolver{Fetcher: fetcher, Store: p.bus, HardTTL: time.Duration(p.cfg.Outbound.CardHardTTL), Metrics: p.bus.Metrics()}
 		var res *discovery.Resolved
 		var err error
 		if force {
