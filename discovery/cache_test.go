@@ -125,7 +125,7 @@ func newResolver(t *testing.T) (*discovery.Resolver, *bus.Bus, *clock) {
 	clk := &clock{t: time.Now().Truncate(time.Millisecond)}
 	return &discovery.Resolver{
 		Fetcher: &discovery.Fetcher{Policy: discovery.Policy{AllowLoopback: true}},
-		Store:   b, HardTTL: time.Hour, Now: clk.now,
+		Store:   b, HardTTL: time.Hour, Now: clk.now, Metrics: b.Metrics(),
 	}, b, clk
 }
 
@@ -244,6 +244,20 @@ func TestResolverServesFreshCardsFromTheCache(t *testing.T) {
 	// Not a URL: an error before any request.
 	if _, err := r.Resolve(ctx, "ftp://agents.example"); err == nil || errors.Is(err, discovery.ErrNoCard) {
 		t.Fatalf("bad URL: %v", err)
+	}
+	// Every resolution is counted by where its card came from.
+	var text strings.Builder
+	if err := b.Metrics().WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`a2a_discovery_cache_total{result="fetched"} 1`,
+		`a2a_discovery_cache_total{result="cache"} 4`,
+		`a2a_discovery_cache_total{result="error"} 1`,
+	} {
+		if !strings.Contains(text.String(), want+"\n") {
+			t.Errorf("metrics lack %q:\n%s", want, text.String())
+		}
 	}
 }
 
