@@ -42,7 +42,7 @@ func (w *Work) DeadLetter(ctx context.Context, reason string) error {
 	if err := w.b.deadLetter(ctx, w.agent, w.seq, &nats.Msg{Header: w.msg.Headers(), Data: w.msg.Data()}, reason); err != nil {
 		return err
 	}
-	return w.msg.TermWithReason(reason)
+	return w.Term(reason)
 }
 
 func (b *Bus) deadLetter(ctx context.Context, agent string, seq uint64, orig *nats.Msg, reason string) error {

@@ -66,6 +66,14 @@ func (m *Metrics) register(name, help, kind string, labels []string, buckets []f
 	return f
 }
 
+// add moves the counter or gauge series of the label values by d; a nil
+// family (a nil registry) records nothing.
+func (f *family) add(d int64, values []string) {
+	if f != nil {
+		f.get(values).n.Add(d)
+	}
+}
+
 // get returns the series of the label values, creating it.
 func (f *family) get(values []string) *series {
 	if len(values) != len(f.labels) {
@@ -95,11 +103,7 @@ func (m *Metrics) Counter(name, help string, labels ...string) Counter {
 }
 
 // Add adds n to the series of the label values.
-func (c Counter) Add(n int64, values ...string) {
-	if c.f != nil {
-		c.f.get(values).n.Add(n)
-	}
-}
+func (c Counter) Add(n int64, values ...string) { c.f.add(n, values) }
 
 // Inc adds one.
 func (c Counter) Inc(values ...string) { c.Add(1, values...) }
@@ -113,11 +117,7 @@ func (m *Metrics) Gauge(name, help string, labels ...string) Gauge {
 }
 
 // Add moves the series of the label values by d.
-func (g Gauge) Add(d int64, values ...string) {
-	if g.f != nil {
-		g.f.get(values).n.Add(d)
-	}
-}
+func (g Gauge) Add(d int64, values ...string) { g.f.add(d, values) }
 
 // Set sets the series of the label values.
 func (g Gauge) Set(v int64, values ...string) {

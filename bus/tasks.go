@@ -352,8 +352,10 @@ func (b *Bus) publishEvents(ctx context.Context, rec *schemas.TaskRecord, rev ui
 		ces[i] = ce
 	}
 	subject := schemas.SubjectEvents(rec.Task.ID)
-	msg := encodeMsg(subject, &ces[0])
-	if len(ces) > 1 {
+	var msg *nats.Msg
+	if len(ces) == 1 {
+		msg = encodeMsg(subject, &ces[0])
+	} else {
 		var err error
 		if msg, err = encodeBatch(subject, ces); err != nil {
 			return err

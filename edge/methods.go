@@ -90,10 +90,17 @@ func (s *Server) send(ctx context.Context, c *call, req *schemas.SendMessageRequ
 	}
 	if wait != nil {
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.BlockingTimeout)
-		last, raw, err := wait.UntilStateRaw(wctx, schemas.TaskState.Settled)
+		// Only an answer that is the stored task as is may skip the decode.
+		var last *schemas.TaskRecord
+		var raw []byte
+		if allowRaw && histLen == nil {
+			last, raw, err = wait.UntilStateRaw(wctx, schemas.TaskState.Settled)
+		} else {
+			last, err = wait.UntilState(wctx, schemas.TaskState.Settled)
+		}
 		cancel()
 		if raw != nil {
-			if task, ok := bus.RawTask(raw); ok && allowRaw && histLen == nil {
+			if task, ok := bus.RawTask(raw); ok {
 				return nil, preEncoded(append(append([]byte(`{"task":`), task...), '}')), nil
 			}
 			if last, err = bus.DecodeRecord(raw); err != nil {
