@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -167,7 +168,7 @@ func (f *Fetcher) fetchOne(ctx context.Context, hc *http.Client, u, etag string)
 		}
 	}
 	if res.StatusCode == http.StatusNotModified {
-		return &Fetched{URL: u, ETag: firstNonEmpty(res.Header.Get("ETag"), etag), MaxAge: cc.maxAge, HasMaxAge: cc.hasMaxAge,
+		return &Fetched{URL: u, ETag: cmp.Or(res.Header.Get("ETag"), etag), MaxAge: cc.maxAge, HasMaxAge: cc.hasMaxAge,
 			NoStore: cc.noStore, FetchedAt: now, NotModified: true}, res.StatusCode, nil
 	}
 	if res.StatusCode != http.StatusOK {
@@ -191,13 +192,6 @@ func (f *Fetcher) fetchOne(ctx context.Context, hc *http.Client, u, etag string)
 	}
 	return &Fetched{Card: *card, Raw: body, URL: u, ETag: res.Header.Get("ETag"), MaxAge: cc.maxAge, HasMaxAge: cc.hasMaxAge,
 		NoStore: cc.noStore, FetchedAt: now}, res.StatusCode, nil
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // cachePolicy is what a Cache-Control header says about reusing a card.

@@ -13,6 +13,7 @@ package discovery
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -143,11 +144,7 @@ func (c *Client) SendMessage(ctx context.Context, req *schemas.SendMessageReques
 		}
 		return &schemas.SendMessageResponse{Task: r.Task, Message: r.Message}, nil
 	default:
-		if c.ep.Tenant != "" && req.Tenant == "" {
-			r := *req
-			r.Tenant = c.ep.Tenant
-			req = &r
-		}
+		req = withTenant(c.ep.Tenant, req, func(r *schemas.SendMessageRequest) *string { return &r.Tenant })
 		if err := c.rpc(ctx, "SendMessage", req, &res); err != nil {
 			return nil, err
 		}
@@ -173,11 +170,7 @@ func (c *Client) GetTask(ctx context.Context, req *schemas.GetTaskRequest) (*sch
 	case c.v03():
 		return c.taskV03(ctx, "tasks/get", schemas.V03TaskQueryParams{ID: req.ID, HistoryLength: req.HistoryLength})
 	default:
-		if c.ep.Tenant != "" && req.Tenant == "" {
-			r := *req
-			r.Tenant = c.ep.Tenant
-			req = &r
-		}
+		req = withTenant(c.ep.Tenant, req, func(r *schemas.GetTaskRequest) *string { return &r.Tenant })
 		if err := c.rpc(ctx, "GetTask", req, &t); err != nil {
 			return nil, err
 		}
@@ -196,16 +189,24 @@ func (c *Client) CancelTask(ctx context.Context, req *schemas.CancelTaskRequest)
 	case c.v03():
 		return c.taskV03(ctx, "tasks/cancel", schemas.V03TaskIDParams{ID: req.ID, Metadata: req.Metadata})
 	default:
-		if c.ep.Tenant != "" && req.Tenant == "" {
-			r := *req
-			r.Tenant = c.ep.Tenant
-			req = &r
-		}
+		req = withTenant(c.ep.Tenant, req, func(r *schemas.CancelTaskRequest) *string { return &r.Tenant })
 		if err := c.rpc(ctx, "CancelTask", req, &t); err != nil {
 			return nil, err
 		}
 	}
 	return c.checkTask("CancelTask", &t)
+}
+
+// withTenant fills a tenant (the endpoint's) into a 1.0 JSON-RPC request
+// that names none, on a copy: the caller's request is not changed. field
+// picks the request's tenant field.
+func withTenant[T any](tenant string, req *T, field func(*T) *string) *T {
+	if tenant == "" || *field(req) != "" {
+		return req
+	}
+	r := *req
+	*field(&r) = tenant
+	return &r
 }
 
 // checkTask refuses a task answer without an id (a null or empty result).
@@ -250,11 +251,7 @@ func (c *Client) ListTasks(ctx context.Context, req *schemas.ListTasksRequest) (
 	case c.v03():
 		return nil, schemas.Errorf(schemas.ErrUnsupportedOperation, "A2A 0.3 agents cannot list tasks")
 	}
-	if c.ep.Tenant != "" && req.Tenant == "" {
-		r := *req
-		r.Tenant = c.ep.Tenant
-		req = &r
-	}
+	req = withTenant(c.ep.Tenant, req, func(r *schemas.ListTasksRequest) *string { return &r.Tenant })
 	if err := c.rpc(ctx, "ListTasks", req, &res); err != nil {
 		return nil, err
 	}
@@ -271,11 +268,7 @@ func (c *Client) SendStreamingMessage(ctx context.Context, req *schemas.SendMess
 	case c.v03():
 		return c.rpcStream(ctx, "message/stream", schemas.SendParamsToV03(req), "")
 	}
-	if c.ep.Tenant != "" && req.Tenant == "" {
-		r := *req
-		r.Tenant = c.ep.Tenant
-		req = &r
-	}
+	req = withTenant(c.ep.Tenant, req, func(r *schemas.SendMessageRequest) *string { return &r.Tenant })
 	return c.rpcStream(ctx, "SendStreamingMessage", req, "")
 }
 
@@ -289,11 +282,7 @@ func (c *Client) SubscribeToTask(ctx context.Context, req *schemas.SubscribeToTa
 	case c.v03():
 		return c.rpcStream(ctx, "tasks/resubscribe", schemas.V03TaskIDParams{ID: req.ID}, lastEventID)
 	}
-	if c.ep.Tenant != "" && req.Tenant == "" {
-		r := *req
-		r.Tenant = c.ep.Tenant
-		req = &r
-	}
+	req = withTenant(c.ep.Tenant, req, func(r *schemas.SubscribeToTaskRequest) *string { return &r.Tenant })
 	return c.rpcStream(ctx, "SubscribeToTask", req, lastEventID)
 }
 
@@ -461,7 +450,7 @@ func (c *Client) rpcStream(ctx context.Context, method string, params any, lastE
 // (the request's, else the endpoint's), the path and the query.
 func (c *Client) restURL(tenant, path string, q url.Values) string {
 	u := strings.TrimRight(c.ep.URL, "/")
-	if tenant = firstNonEmpty(tenant, c.ep.Tenant); tenant != "" {
+	if tenant = cmp.Or(tenant, c.ep.Tenant); tenant != "" {
 		u += "/" + url.PathEscape(tenant)
 	}
 	u += path

@@ -64,7 +64,11 @@ func (s *Server) streamOpen(o *observation) func() {
 	return func() { s.m.streams.Add(-1) }
 }
 
-func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	_ = s.b.Metrics().WriteText(w)
+// MetricsHandler serves m in the Prometheus text format: the edge's
+// GET /metrics, and any process's --metrics-listen.
+func MetricsHandler(m *bus.Metrics) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_ = m.WriteText(w)
+	}
 }

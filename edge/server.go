@@ -136,7 +136,7 @@ func (s *Server) routes() {
 	s.restRoutes("/agents/{agent}")
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writePlain(w, http.StatusOK, "ok") })
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
-	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
+	s.mux.HandleFunc("GET /metrics", MetricsHandler(s.b.Metrics()))
 }
 
 // Handler returns the HTTP handler of the edge.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -701,21 +702,12 @@ func partsText(ps []schemas.Part) string {
 		case p.URL != nil:
 			b.WriteString("[file " + *p.URL + "]")
 		case p.Raw != nil:
-			fmt.Fprintf(&b, "[file %s, %d bytes]", firstNonEmpty(p.Filename, p.MediaType, "unnamed"), len(p.Raw))
+			fmt.Fprintf(&b, "[file %s, %d bytes]", cmp.Or(p.Filename, p.MediaType, "unnamed"), len(p.Raw))
 		case p.Data != nil:
 			b.Write(p.Data)
 		}
 	}
 	return b.String()
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // printer writes either a human summary or JSON objects, one per line.

@@ -359,10 +359,7 @@ func serveMetrics(addr string, m *bus.Metrics, log *slog.Logger) (stop func(), e
 		return nil, fmt.Errorf("metrics listen: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_ = m.WriteText(w)
-	})
+	mux.HandleFunc("GET /metrics", edge.MetricsHandler(m))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	log.Info("metrics listening", "addr", "http://"+ln.Addr().String()+"/metrics")
