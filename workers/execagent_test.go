@@ -31,16 +31,6 @@ func shell(script string) workers.ExecConfig {
 	return workers.ExecConfig{Command: "/bin/sh", Args: []string{"-c", script}, Timeout: workers.ExecDuration(30 * time.Second)}
 }
 
-func artifactText(a schemas.Artifact) string {
-	var s string
-	for _, p := range a.Parts {
-		if p.Text != nil {
-			s += *p.Text
-		}
-	}
-	return s
-}
-
 func TestExecStreamsStdoutAndReadsStdin(t *testing.T) {
 	_, b := bustest.New(t, bustest.Options{})
 	startExec(t, b, "lines", shell(`printf 'line1\nline2\nline3\n'`))

@@ -310,11 +310,7 @@ func TestRemoteAgentResumesABrokenStream(t *testing.T) {
 	if rec.Task.Status.State != schemas.TaskStateCompleted || len(rec.Task.Artifacts) != 1 {
 		t.Fatalf("local task: %s %+v", rec.Task.Status.State, rec.Task.Artifacts)
 	}
-	var got string
-	for _, p := range rec.Task.Artifacts[0].Parts {
-		got += *p.Text
-	}
-	if got != "first second" {
+	if got := artifactText(rec.Task.Artifacts[0]); got != "first second" {
 		t.Fatalf("artifact %q, want the external one whole", got)
 	}
 }
@@ -478,10 +474,7 @@ func TestRemoteAgentAgainstAnIndependentA2AAgent(t *testing.T) {
 		if rec.Task.Status.State != schemas.TaskStateCompleted || len(rec.Task.Artifacts) != 1 {
 			t.Fatalf("local: %s %+v", rec.Task.Status.State, rec.Task.Artifacts)
 		}
-		var got string
-		for _, p := range rec.Task.Artifacts[0].Parts {
-			got += *p.Text
-		}
+		got := artifactText(rec.Task.Artifacts[0])
 		if got != "part one, part two" || rec.Task.Metadata[workers.MetaRemoteTaskID] != "ext-chunks" || rec.Task.Metadata[workers.MetaRemoteContextID] != "ctx-chunks" {
 			t.Fatalf("local: artifact %q, metadata %v", got, rec.Task.Metadata)
 		}

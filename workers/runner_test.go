@@ -62,6 +62,17 @@ func startRunner(t *testing.T, b *bus.Bus, def workers.Definition, opt workers.O
 	})
 }
 
+// artifactText is the text of an artifact's parts, joined.
+func artifactText(a schemas.Artifact) string {
+	var s string
+	for _, p := range a.Parts {
+		if p.Text != nil {
+			s += *p.Text
+		}
+	}
+	return s
+}
+
 func TestEchoCompletesWithChunkedArtifact(t *testing.T) {
 	_, b := bustest.New(t, bustest.Options{})
 	startRunner(t, b, workers.EchoDefinition("echo"), workers.Options{})
@@ -73,10 +84,7 @@ func TestEchoCompletesWithChunkedArtifact(t *testing.T) {
 	if len(rec.Task.Artifacts) != 1 {
 		t.Fatalf("artifacts = %+v", rec.Task.Artifacts)
 	}
-	var got string
-	for _, p := range rec.Task.Artifacts[0].Parts {
-		got += *p.Text
-	}
+	got := artifactText(rec.Task.Artifacts[0])
 	if got != "one two three four five six seven" || len(rec.Task.Artifacts[0].Parts) != 2 {
 		t.Fatalf("artifact text %q in %d parts", got, len(rec.Task.Artifacts[0].Parts))
 	}
