@@ -210,7 +210,8 @@ func cacheControl(h string) cachePolicy {
 	maxAge, shared, noCache := time.Duration(-1), time.Duration(-1), false
 	for _, d := range strings.Split(h, ",") {
 		k, v, _ := strings.Cut(strings.TrimSpace(strings.ToLower(d)), "=")
-		switch strings.TrimSpace(k) {
+		k = strings.TrimSpace(k)
+		switch k {
 		case "no-store":
 			p.noStore = true
 		case "no-cache":
@@ -221,7 +222,7 @@ func cacheControl(h string) cachePolicy {
 				continue
 			}
 			age := time.Duration(min(n, int64(math.MaxInt64/time.Second))) * time.Second
-			if strings.TrimSpace(k) == "s-maxage" {
+			if k == "s-maxage" {
 				shared = age
 			} else {
 				maxAge = age
