@@ -395,7 +395,10 @@ type backlogEntry struct {
 	at time.Time
 }
 
-// admit refuses a new task when the agent's backlog is at its bound.
+// admit refuses a new task when the agent's backlog is at its bound. The
+// backlog is read from the bus at most every 500ms; the tasks this edge
+// admits in between are added to that reading, so a burst cannot pass the
+// bound in the gap (other edges' admissions show at the next reading).
 func (s *Server) admit(ctx context.Context, agent string) error {
 	max := s.cfg.MaxBacklogPerAgent
 	if max == 0 {
@@ -410,16 +413,20 @@ func (s *Server) admit(ctx context.Context, agent string) error {
 		if err != nil {
 			return err
 		}
-		e = backlogEntry{n: n, at: time.Now()}
 		bc.mu.Lock()
 		if bc.seen == nil {
 			bc.seen = map[string]backlogEntry{}
 		}
-		bc.seen[agent] = e
+		bc.seen[agent] = backlogEntry{n: n, at: time.Now()}
 		bc.mu.Unlock()
 	}
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	e = bc.seen[agent]
 	if e.n >= max {
 		return schemas.Errorf(schemas.ErrUnavailable, "agent %s has %d tasks queued or running, its limit; retry shortly", agent, e.n)
 	}
+	e.n++
+	bc.seen[agent] = e
 	return nil
 }
