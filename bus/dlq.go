@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/a2abus/a2abus/schemas"
 )
@@ -127,4 +128,50 @@ func (b *Bus) moveToDLQ(ctx context.Context, agent string, seq, deliveries uint6
 		}
 	}
 	return dl, nil
+}
+
+// DeadLetters lists the work items of agent kept in the dead-letter stream,
+// oldest first: what an operator inspects after poison work was given up.
+// A copy whose work item cannot be decoded is listed without a task id.
+func (b *Bus) DeadLetters(ctx context.Context, agent string) ([]DeadLetter, error) {
+	subject := schemas.SubjectDLQ(agent)
+	st, err := b.js.Stream(ctx, schemas.StreamDLQ)
+	if err != nil {
+		return nil, errUnavailable("bus: read dead letters", err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return nil, errUnavailable("bus: read dead letters", err)
+	}
+	n := int(info.State.Subjects[subject])
+	if n == 0 {
+		return nil, nil
+	}
+	cons, err := b.js.OrderedConsumer(ctx, schemas.StreamDLQ, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		return nil, errUnavailable("bus: read dead letters", err)
+	}
+	var out []DeadLetter
+	for len(out) < n {
+		batch, err := cons.Fetch(n-len(out), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return out, errUnavailable("bus: read dead letters", err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			dl := DeadLetter{Agent: agent, Reason: m.Headers().Get(HeaderDLQReason)}
+			if ev, err := decodeMsg(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}); err == nil {
+				var item schemas.WorkItem
+				if decodeData(&ev, &item) == nil {
+					dl.TaskID = item.TaskID
+				}
+			}
+			out = append(out, dl)
+		}
+		if got == 0 {
+			break // fewer than counted: some aged out meanwhile
+		}
+	}
+	return out, nil
 }

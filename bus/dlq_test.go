@@ -79,6 +79,14 @@ func TestExhaustedWorkIsDeadLettered(t *testing.T) {
 	if info.State.Msgs != 0 {
 		t.Fatalf("work stream still holds %d messages", info.State.Msgs)
 	}
+	// Kept for inspection: listed with its task and why.
+	dls, err := b.DeadLetters(ctx, "poison")
+	if err != nil || len(dls) != 1 || dls[0].TaskID != id || dls[0].Reason != m.Header.Get(HeaderDLQReason) {
+		t.Fatalf("DeadLetters: %+v %v", dls, err)
+	}
+	if none, err := b.DeadLetters(ctx, "healthy"); err != nil || len(none) != 0 {
+		t.Fatalf("DeadLetters of an agent with none: %+v %v", none, err)
+	}
 }
 
 // A malformed item is dead-lettered by the worker that took it.
