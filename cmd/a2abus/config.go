@@ -73,6 +73,9 @@ type Config struct {
 	// way. Default 512 MiB, half the task bucket, so finished tasks are
 	// evicted long before the bucket would refuse new ones.
 	MaxFinishedBytes int64 `json:"maxFinishedBytes"`
+	// SweepEvery is how often an edge deletes finished tasks past the
+	// bounds above. Default 30s.
+	SweepEvery Duration `json:"sweepEvery"`
 	// MaxBacklog bounds the tasks queued or running per agent; past it new
 	// tasks get 503 + Retry-After. Default 10000.
 	MaxBacklog int `json:"maxBacklog"`
@@ -197,6 +200,7 @@ func defaultConfig() Config {
 		MaxBacklog:       10000,
 		MaxFinishedTasks: 100000,
 		MaxFinishedBytes: 512 << 20,
+		SweepEvery:       Duration(30 * time.Second),
 		ShutdownGrace:    Duration(10 * time.Second),
 		LogLevel:         "info",
 		LogFormat:        "text",
@@ -253,6 +257,7 @@ func settings() []setting {
 		{"max-deliver", "A2ABUS_MAX_DELIVER", "deliveries of one work item before it is given up (default 5)", num(func(c *Config) *int { return &c.MaxDeliver })},
 		{"blocking-timeout", "A2ABUS_BLOCKING_TIMEOUT", "longest wait of a blocking SendMessage (default 60s)", dur(func(c *Config) *Duration { return &c.BlockingTimeout })},
 		{"max-finished-tasks", "A2ABUS_MAX_FINISHED_TASKS", "finished tasks kept before the oldest are deleted (default 100000)", num(func(c *Config) *int { return &c.MaxFinishedTasks })},
+		{"sweep-every", "A2ABUS_SWEEP_EVERY", "how often an edge deletes finished tasks past the bounds (default 30s)", dur(func(c *Config) *Duration { return &c.SweepEvery })},
 		{"max-finished-bytes", "A2ABUS_MAX_FINISHED_BYTES", "stored bytes of finished tasks kept before the oldest are deleted (default 536870912)", func(c *Config, v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 {

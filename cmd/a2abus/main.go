@@ -250,6 +250,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		MaxBacklogPerAgent: uint64(max(p.cfg.MaxBacklog, 0)),
 		MaxFinishedTasks:   p.cfg.MaxFinishedTasks,
 		MaxFinishedBytes:   p.cfg.MaxFinishedBytes,
+		SweepEvery:         time.Duration(p.cfg.SweepEvery),
 		BlockingTimeout:    time.Duration(p.cfg.BlockingTimeout),
 		Logger:             p.log,
 	})
