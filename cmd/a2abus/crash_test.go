@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -92,6 +94,45 @@ func TestKilledWorkerProcessTaskFinishesElsewhere(t *testing.T) {
 	serve.stop(t)
 }
 
+// sseEvent is one SSE event: its id and data.
+type sseEvent struct{ id, data string }
+
+// readSSEEvent reads the rest of one event whose first line sc holds.
+func readSSEEvent(sc *bufio.Scanner) (sseEvent, bool) {
+	var ev sseEvent
+	for {
+		line := sc.Text()
+		if line == "" {
+			return ev, ev.data != ""
+		}
+		if v, ok := strings.CutPrefix(line, "id: "); ok {
+			ev.id = v
+		}
+		if v, ok := strings.CutPrefix(line, "data: "); ok {
+			ev.data = v
+		}
+		if !sc.Scan() {
+			return ev, ev.data != ""
+		}
+	}
+}
+
+// parseSSE splits a raw stream into its events that carry data.
+func parseSSE(raw string) []sseEvent {
+	var out []sseEvent
+	sc := bufio.NewScanner(strings.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if sc.Text() == "" || strings.HasPrefix(sc.Text(), ":") {
+			continue
+		}
+		if ev, ok := readSSEEvent(sc); ok {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
 // subscribeAll replays a task's events from a cursor and returns the raw
 // stream.
 func subscribeAll(t *testing.T, base, agent, id, cursor string) string {
@@ -138,25 +179,29 @@ func TestKilledEdgeProcessStreamResumesOnAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	// Read through the task snapshot to the first logged event (WORKING),
+	// then the edge dies under the client.
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var lastID, taskID string
-	for (taskID == "" || lastID == "") && sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "id: ") {
-			lastID = line[4:]
+	var taskID string
+	var before []sseEvent
+	for len(before) == 0 && sc.Scan() {
+		ev, ok := readSSEEvent(sc)
+		if !ok {
+			continue // a keep-alive comment
 		}
-		if strings.HasPrefix(line, "data: ") && taskID == "" {
-			var env struct {
-				Result schemas.StreamResponse `json:"result"`
-			}
-			if err := json.Unmarshal([]byte(line[6:]), &env); err == nil && env.Result.Task != nil {
-				taskID = env.Result.Task.ID
-			}
+		var env struct {
+			Result schemas.StreamResponse `json:"result"`
 		}
+		_ = json.Unmarshal([]byte(ev.data), &env)
+		if env.Result.Task != nil {
+			taskID = env.Result.Task.ID // the snapshot: not an event of the log
+			continue
+		}
+		before = append(before, ev)
 	}
-	if taskID == "" {
-		t.Fatal("no task event before the edge died")
+	if taskID == "" || len(before) == 0 {
+		t.Fatal("no task and event before the edge died")
 	}
 	if err := doomed.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -164,19 +209,22 @@ func TestKilledEdgeProcessStreamResumesOnAnother(t *testing.T) {
 	<-doomed.done
 	doomed.done <- nil
 
-	rest := subscribeAll(t, "http://"+httpAddr, "tck", taskID, lastID)
-	if strings.Count(rest, "TASK_STATE_COMPLETED") != 1 || strings.Contains(rest, `"task":{`) {
-		t.Fatalf("resumed stream:\n%s", rest)
+	// Resume on the other edge from the last cursor; the events had then
+	// equal the task's whole log, replayed from the start, in order.
+	after := parseSSE(subscribeAll(t, "http://"+httpAddr, "tck", taskID, before[len(before)-1].id))
+	full := parseSSE(subscribeAll(t, "http://"+httpAddr, "tck", taskID, "0"))
+	got := append(before, after...)
+	t.Logf("edge kill: events before the kill %d, after resuming %d, task log %d", len(before), len(after), len(full))
+	if len(got) != len(full) {
+		t.Fatalf("client has %d events, the task's log %d", len(got), len(full))
 	}
-	// Cursors keep increasing past the one the client had.
-	prev := lastID
-	for _, line := range strings.Split(rest, "\n") {
-		if strings.HasPrefix(line, "id: ") {
-			if len(line[4:]) < len(prev) || (len(line[4:]) == len(prev) && line[4:] <= prev) {
-				t.Fatalf("cursor %s after %s", line[4:], prev)
-			}
-			prev = line[4:]
+	for i := range full {
+		if got[i] != full[i] {
+			t.Fatalf("event %d: client has %+v, log has %+v", i, got[i], full[i])
 		}
+	}
+	if !strings.Contains(full[len(full)-1].data, "TASK_STATE_COMPLETED") {
+		t.Fatalf("the log does not end COMPLETED: %+v", full[len(full)-1])
 	}
 	serve.stop(t)
 }
@@ -202,6 +250,7 @@ func TestPoisonWorkEndsFailed(t *testing.T) {
 	waitAgentCard(t, base, "poison")
 	task := sendNow(t, base, "poison", "p1", "x")
 	// Each worker dies on the work; a supervisor would restart it, so do we.
+	crashes := 0
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		cur := getTask(t, base, "poison", task.ID)
@@ -217,9 +266,23 @@ func TestPoisonWorkEndsFailed(t *testing.T) {
 		select {
 		case err := <-w.done:
 			w.done <- err
+			crashes++
 			w = startProc(t, append([]string{"worker", "--nats", nats, "--config", cfg}, common...)...)
 		case <-time.After(100 * time.Millisecond): // polling the task
 		}
 	}
+	// The work is kept in the dead-letter stream for inspection.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := bus.Connect(ctx, bus.Config{URL: nats})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	dls, err := b.DeadLetters(ctx, "poison")
+	if err != nil || len(dls) != 1 || dls[0].TaskID != task.ID || !strings.Contains(dls[0].Reason, "deliveries") {
+		t.Fatalf("dead letters: %+v %v", dls, err)
+	}
+	t.Logf("poison: accepted 1, worker crashes %d, failed 1 (%q), dead letters 1", crashes, getTask(t, base, "poison", task.ID).Status.Message.Text())
 	serve.stop(t)
 }
