@@ -2,6 +2,7 @@ package workers_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,5 +88,27 @@ func TestEchoCompletesWithChunkedArtifact(t *testing.T) {
 	got := artifactText(rec.Task.Artifacts[0])
 	if got != "one two three four five six seven" || len(rec.Task.Artifacts[0].Parts) != 2 {
 		t.Fatalf("artifact text %q in %d parts", got, len(rec.Task.Artifacts[0].Parts))
+	}
+}
+
+// A task that runs for several times the AckWait is kept alive by the
+// runner's heartbeats: its work is never handed to another delivery, so
+// the agent runs once and the task completes once.
+func TestHeartbeatsKeepALongTaskWithItsWorker(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{Config: bus.Config{AckWait: 1500 * time.Millisecond}})
+	var runs atomic.Int32
+	long := workers.AgentFunc(func(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
+		runs.Add(1)
+		select {
+		case <-time.After(5 * time.Second): // more than three AckWaits of work
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return out.CompleteWith(ctx, schemas.Artifact{ArtifactID: "a", Parts: []schemas.Part{schemas.TextPart("done")}}, false, "done")
+	})
+	startRunner(t, b, workers.Definition{Name: "long", Agent: long}, workers.Options{Concurrency: 4})
+	rec := waitSettled(t, b, submit(t, b, "long", "x"))
+	if rec.Task.Status.State != schemas.TaskStateCompleted || runs.Load() != 1 {
+		t.Fatalf("state %s after %d runs of the agent, want COMPLETED after 1", rec.Task.Status.State, runs.Load())
 	}
 }
