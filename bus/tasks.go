@@ -190,7 +190,8 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 			return rec, newRev, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, 0, errUnavailable("bus: update task", err)
+			// No answer, or trouble: the write may have been stored.
+			return nil, 0, fmt.Errorf("%w: %w", errWriteUnclear, errUnavailable("bus: update task", err))
 		}
 		b.m.conflicts.Inc()
 		// Lost a race: back off a little, with jitter, so a crowd of
@@ -289,7 +290,7 @@ func (b *Bus) ApplyEvents(ctx context.Context, taskID string, cached *schemas.Ta
 		}
 	}
 	lastID := evs[len(evs)-1].ID
-	rec, rev, err := b.update(ctx, taskID, cached, cachedRev, func(r *schemas.TaskRecord) error {
+	change := func(r *schemas.TaskRecord) error {
 		if r.LastEventID == lastID {
 			return errApplied
 		}
@@ -300,7 +301,11 @@ func (b *Bus) ApplyEvents(ctx context.Context, taskID string, cached *schemas.Ta
 		}
 		r.LastEventID, r.LastEventIndex = lastID, len(evs)-1
 		return nil
-	})
+	}
+	rec, rev, err := b.update(ctx, taskID, cached, cachedRev, change)
+	if unclear(err) {
+		rec, rev, err = b.settleUnclear(ctx, taskID, change)
+	}
 	if errors.Is(err, errApplied) {
 		err = nil // stored by an earlier attempt; make sure it is published
 	}
@@ -311,6 +316,42 @@ func (b *Bus) ApplyEvents(ctx context.Context, taskID string, cached *schemas.Ta
 		return rec, rev, err
 	}
 	return rec, rev, nil
+}
+
+// errWriteUnclear marks a task write whose outcome is unknown: the bus did
+// not answer, or answered with trouble (a node died before it
+// acknowledged), so the write may have been stored.
+var errWriteUnclear = errors.New("outcome of the write unknown")
+
+// unclear reports whether a failed write may have been stored anyway.
+func unclear(err error) bool { return errors.Is(err, errWriteUnclear) }
+
+// settleUnclear finds out what became of a write with an unclear outcome
+// by making it again with the same event ids: a stored one is recognised
+// (errApplied) and only its events remain to publish; one that was not
+// stored is stored now. Until that is known its events cannot be
+// published, and nothing else would publish them later (a redelivery finds
+// the task already changed), so it keeps trying, past the caller's
+// cancellation, for up to publishRetryFor.
+func (b *Bus) settleUnclear(ctx context.Context, taskID string, change func(*schemas.TaskRecord) error) (*schemas.TaskRecord, uint64, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishRetryFor)
+	defer cancel()
+	wait := 50 * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, 0, schemas.Errorf(schemas.ErrUnavailable, "task %s: could not learn whether a write was stored; retry", taskID)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+		actx, acancel := context.WithTimeout(ctx, publishAttemptLimit)
+		rec, rev, err := b.update(actx, taskID, nil, 0, change)
+		acancel()
+		// Reading the record can fail too while the bus recovers.
+		if !unclear(err) && !errors.Is(err, schemas.ErrUnavailable) {
+			return rec, rev, err
+		}
+	}
 }
 
 // stamp fills in an event's task and context ids and timestamp from the
@@ -361,10 +402,41 @@ func (b *Bus) publishEvents(ctx context.Context, rec *schemas.TaskRecord, rev ui
 			return err
 		}
 	}
-	if _, err := b.js.PublishMsg(ctx, msg); err != nil {
-		return errUnavailable("bus: publish task event", err)
+	return b.publishStored(ctx, msg)
+}
+
+// Event publish retries: for how long in all, and for how long one attempt
+// may wait for its acknowledgement.
+const (
+	publishRetryFor     = 30 * time.Second
+	publishAttemptLimit = 5 * time.Second
+)
+
+// publishStored publishes the events of a write that is already stored.
+// Nothing can publish them later (a redelivery finds the task already
+// changed and has only the record), so a failed publish is retried — with
+// the same Nats-Msg-Id, a repeat is de-duplicated — through the seconds a
+// cluster needs to elect a new stream leader after losing a node. The
+// caller's cancellation does not cut this short (a worker shutting down
+// still publishes what it stored); publishRetryFor bounds it.
+func (b *Bus) publishStored(ctx context.Context, msg *nats.Msg) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishRetryFor)
+	defer cancel()
+	wait := 50 * time.Millisecond
+	for {
+		actx, acancel := context.WithTimeout(ctx, publishAttemptLimit)
+		_, err := b.js.PublishMsg(actx, msg)
+		acancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errUnavailable("bus: publish task event", err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
 	}
-	return nil
 }
 
 // taskCloudEvent is the CloudEvent of the index-th event of the write that
