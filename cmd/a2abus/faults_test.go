@@ -180,7 +180,8 @@ func sendOnceHTTP(base, agent, mid string) (status int, retryAfter, id, body str
 }
 
 // outcome is what became of a ledger's tasks.
-type outcome struct{ completed, failed, lost, duplicated int }
+// missing counts completed tasks whose event log lacks the completion.
+type outcome struct{ completed, failed, lost, duplicated, missing int }
 
 // settle follows every accepted task to a terminal state (within a
 // deadline for the whole run) and counts: completed, failed, lost (gone,
@@ -197,9 +198,14 @@ func (tp *topology) settle(name string, l *ledger, within time.Duration) outcome
 			if err == nil && task.Status.State.Terminal() {
 				if task.Status.State == schemas.TaskStateCompleted {
 					o.completed++
-					if n := strings.Count(subscribeAll(t, tp.front, l.agent, id, "0"), `"state":"TASK_STATE_COMPLETED"`); n != 1 {
+					replay := subscribeAll(t, tp.front, l.agent, id, "0")
+					switch n := strings.Count(replay, `"state":"TASK_STATE_COMPLETED"`); {
+					case n == 0:
+						o.missing++
+						t.Errorf("task %s: its event log lacks the completion:\n%s", id, replay)
+					case n > 1:
 						o.duplicated++
-						t.Errorf("task %s: %d completions in its event log", id, n)
+						t.Errorf("task %s: %d completions in its event log:\n%s", id, n, replay)
 					}
 				} else {
 					o.failed++
@@ -215,8 +221,8 @@ func (tp *topology) settle(name string, l *ledger, within time.Duration) outcome
 			time.Sleep(50 * time.Millisecond) // polling other processes
 		}
 	}
-	t.Logf("%s: accepted %d, refused (retryable) %d, unusable answers %d; completed %d, failed %d, lost %d, duplicated %d",
-		name, len(l.accepted), l.refused, len(l.unusable), o.completed, o.failed, o.lost, o.duplicated)
+	t.Logf("%s: accepted %d, refused (retryable) %d, unusable answers %d; completed %d, failed %d, lost %d, duplicated %d, completion missing from the event log %d",
+		name, len(l.accepted), l.refused, len(l.unusable), o.completed, o.failed, o.lost, o.duplicated, o.missing)
 	for _, u := range l.unusable {
 		t.Errorf("an answer that is neither a task nor a retryable refusal: %s", u)
 	}
@@ -264,7 +270,7 @@ func TestFaultWorkersKilledUnderLoad(t *testing.T) {
 	wait()
 	t.Logf("workers killed: %d", kills)
 	o := tp.settle("worker kills", l, 120*time.Second)
-	if o.completed != len(l.accepted) || o.lost != 0 || o.duplicated != 0 {
+	if o.completed != len(l.accepted) || o.lost != 0 || o.duplicated != 0 || o.missing != 0 {
 		t.Fatalf("want every accepted task completed once")
 	}
 }
@@ -297,7 +303,7 @@ func TestClusterTopologySurvivesNodeLoss(t *testing.T) {
 	close(stop)
 	wait()
 	o := tp.settle("node loss", l, 120*time.Second)
-	if o.completed != len(l.accepted) || o.lost != 0 || o.duplicated != 0 {
+	if o.completed != len(l.accepted) || o.lost != 0 || o.duplicated != 0 || o.missing != 0 {
 		t.Fatalf("want every accepted task completed once")
 	}
 }
@@ -323,7 +329,7 @@ func TestFaultOverloadRefusesClearly(t *testing.T) {
 	close(stop)
 	wait()
 	o := tp.settle("overload", l, 120*time.Second)
-	if l.refused == 0 || o.completed != len(l.accepted) || o.lost != 0 || o.duplicated != 0 {
+	if l.refused == 0 || o.completed != len(l.accepted) || o.lost != 0 || o.duplicated != 0 || o.missing != 0 {
 		t.Fatalf("want refusals, and every accepted task completed once")
 	}
 }
