@@ -353,16 +353,18 @@ func (b *Bus) EnsureAgent(ctx context.Context, agent string) error {
 	}
 	c := b.cfg
 	_, err := b.js.CreateOrUpdateConsumer(ctx, schemas.StreamWork, jetstream.ConsumerConfig{
-		Durable:       schemas.ConsumerWork(agent),
-		Description:   "a2abus work for agent " + agent,
-		FilterSubject: schemas.SubjectWork(agent),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       c.AckWait,
-		MaxDeliver:    c.MaxDeliver,
-		MaxAckPending: c.MaxAckPending,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		Replicas:      c.Replicas,
-		MemoryStorage: c.MemoryStorage,
+		Durable:     schemas.ConsumerWork(agent),
+		Description: "a2abus work for agent " + agent,
+		// The per-task subjects, and the agent's own subject where work
+		// from edges before per-task subjects may still wait.
+		FilterSubjects: []string{schemas.SubjectWork(agent), schemas.SubjectWorkTasks(agent)},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        c.AckWait,
+		MaxDeliver:     c.MaxDeliver,
+		MaxAckPending:  c.MaxAckPending,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		Replicas:       c.Replicas,
+		MemoryStorage:  c.MemoryStorage,
 	})
 	if err != nil {
 		return fmt.Errorf("bus: provision consumer for agent %s: %w", agent, err)

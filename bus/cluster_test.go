@@ -146,7 +146,7 @@ func TestFullWorkStreamIsARetryableError(t *testing.T) {
 	accepted := 0
 	var err error
 	for range 100 {
-		if err = b.PublishWork(ctx, item(), PublishOptions{}); err != nil {
+		if err = b.QueueWork(ctx, item(), PublishOptions{}); err != nil {
 			break
 		}
 		accepted++

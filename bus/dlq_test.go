@@ -26,7 +26,7 @@ func TestExhaustedWorkIsDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := schemas.NewID()
-	if err := b.PublishWork(ctx, &schemas.WorkItem{TaskID: id, Agent: "poison", Message: schemas.Message{MessageID: "m", Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("x")}}}, PublishOptions{}); err != nil {
+	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: id, Agent: "poison", Message: schemas.Message{MessageID: "m", Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("x")}}}, PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Take it twice and never finish: a worker that dies every time.

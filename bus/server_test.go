@@ -218,7 +218,7 @@ func TestProvisionUpdatesBoundsInPlace(t *testing.T) {
 	if _, err := b1.CreateTask(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	if err := b1.PublishWork(ctx, workItem(rec), PublishOptions{}); err != nil {
+	if err := b1.QueueWork(ctx, workItem(rec), PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -278,7 +278,7 @@ func TestTasksSurviveServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b1.PublishWork(ctx, workItem(rec), PublishOptions{ID: "work-1"}); err != nil {
+	if err := b1.QueueWork(ctx, workItem(rec), PublishOptions{ID: "work-1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b1.Close(); err != nil {

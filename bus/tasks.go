@@ -28,8 +28,12 @@ import (
 // casAttempts bounds the retries of one compare-and-swap update.
 const casAttempts = 16
 
-// CreateTask stores a new task record and returns its revision. It fails if
-// a record with the same id exists.
+// CreateTask stores a new task record and returns its revision. It fails
+// with an error matching ErrTaskExists if a record with the same id exists.
+// A create whose outcome is unclear (a node died before acknowledging it)
+// is made again until the outcome is known, for up to submitRetryFor
+// within ctx: a record found stored with exactly these bytes is this
+// create's, and its revision is returned.
 func (b *Bus) CreateTask(ctx context.Context, rec *schemas.TaskRecord) (uint64, error) {
 	if !schemas.ValidTaskID(rec.Task.ID) {
 		return 0, fmt.Errorf("bus: create task: invalid task id %q", rec.Task.ID)
@@ -42,32 +46,114 @@ func (b *Bus) CreateTask(ctx context.Context, rec *schemas.TaskRecord) (uint64, 
 	if len(val) > int(b.cfg.TaskMaxValueSize) {
 		return 0, schemas.Errorf(schemas.ErrInvalidParams, "the task would take %d bytes, more than the limit of %d", len(val), b.cfg.TaskMaxValueSize)
 	}
-	rev, err := b.tasks.Create(ctx, rec.Task.ID, val)
-	if err != nil {
+	id := rec.Task.ID
+	rev, err := b.tasks.Create(ctx, id, val)
+	switch {
+	case err == nil:
+		return rev, nil
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return 0, fmt.Errorf("bus: create task %s: %w: %w", id, ErrTaskExists, err)
+	case refused(err):
 		return 0, errUnavailable("bus: create task", err)
+	}
+	first := err
+	err = retrySubmit(ctx, func(actx context.Context) (bool, error) {
+		r, err := b.tasks.Create(actx, id, val)
+		switch {
+		case err == nil:
+			rev = r
+			return true, nil
+		case errors.Is(err, jetstream.ErrKeyExists):
+			// Stored by an earlier attempt, or someone else's?
+			stored, r, gerr := b.leaderGetKey(actx, schemas.BucketTasks, id)
+			if gerr != nil {
+				return false, gerr
+			}
+			if !bytes.Equal(stored, val) {
+				return true, fmt.Errorf("bus: create task %s: %w: %w", id, ErrTaskExists, jetstream.ErrKeyExists)
+			}
+			rev = r
+			return true, nil
+		case refused(err):
+			return true, errUnavailable("bus: create task", err)
+		}
+		return false, err
+	})
+	if err != nil {
+		if errors.Is(err, ErrTaskExists) || errors.Is(err, schemas.ErrUnavailable) {
+			return 0, err
+		}
+		return 0, errUnavailable("bus: create task", fmt.Errorf("%w (first attempt: %w)", err, first))
 	}
 	return rev, nil
 }
 
+// ErrTaskExists is CreateTask's error for an id already taken.
+var ErrTaskExists = errors.New("task exists")
+
 // GetTask returns the record of a task and its revision. It returns an
 // error matching schemas.ErrTaskNotFound if there is no such task (never
-// created, or evicted).
+// created, or evicted). The record may be a moment old on a cluster (any
+// replica answers), but a task is never reported missing because a replica
+// lags: not found is confirmed by the stream leader (see consistent.go).
 func (b *Bus) GetTask(ctx context.Context, id string) (*schemas.TaskRecord, uint64, error) {
+	return b.GetTaskAtLeast(ctx, id, 0)
+}
+
+// GetTaskAtLeast is GetTask for a reader that knows the task reached
+// revision minRev (a worker holding work queued at that revision): a
+// record older than that, or none, is read again from the stream leader.
+// It returns an error matching schemas.ErrTaskNotFound if even the leader
+// has no such task, or only an older revision of it.
+func (b *Bus) GetTaskAtLeast(ctx context.Context, id string, minRev uint64) (*schemas.TaskRecord, uint64, error) {
+	val, rev, err := b.readTask(ctx, id, false)
+	if err == nil && rev >= minRev {
+		return b.decodeAt(val, rev)
+	}
+	if err != nil && !errors.Is(err, schemas.ErrTaskNotFound) {
+		return nil, 0, err
+	}
+	if val, rev, err = b.readTask(ctx, id, true); err != nil {
+		return nil, 0, err
+	}
+	if rev < minRev {
+		return nil, 0, schemas.Errorf(schemas.ErrTaskNotFound, "task %s at revision %d not found (the store has revision %d)", id, minRev, rev).With("taskId", id)
+	}
+	return b.decodeAt(val, rev)
+}
+
+func (b *Bus) decodeAt(val []byte, rev uint64) (*schemas.TaskRecord, uint64, error) {
+	rec, err := decodeRecord(val)
+	if err != nil {
+		return nil, 0, err
+	}
+	return rec, rev, nil
+}
+
+// readTask reads a task's stored value: from any replica, or with fromLeader
+// from the stream leader.
+func (b *Bus) readTask(ctx context.Context, id string, fromLeader bool) ([]byte, uint64, error) {
 	if !schemas.ValidTaskID(id) {
 		return nil, 0, schemas.Errorf(schemas.ErrTaskNotFound, "task %q not found", id).With("taskId", id)
 	}
-	e, err := b.tasks.Get(ctx, id)
+	var val []byte
+	var rev uint64
+	var err error
+	if fromLeader {
+		val, rev, err = b.leaderGetKey(ctx, schemas.BucketTasks, id)
+	} else {
+		var e jetstream.KeyValueEntry
+		if e, err = b.tasks.Get(ctx, id); err == nil {
+			val, rev = e.Value(), e.Revision()
+		}
+	}
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 			return nil, 0, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
 		}
 		return nil, 0, errUnavailable("bus: get task", err)
 	}
-	rec, err := decodeRecord(e.Value())
-	if err != nil {
-		return nil, 0, err
-	}
-	return rec, e.Revision(), nil
+	return val, rev, nil
 }
 
 func decodeRecord(val []byte) (*schemas.TaskRecord, error) {
@@ -159,18 +245,35 @@ func (b *Bus) UpdateTask(ctx context.Context, id string, change func(*schemas.Ta
 // (cached, at revision rev), saving a read when nobody else wrote meanwhile.
 // cached is modified in place and must not be shared.
 func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord, cachedRev uint64, change func(*schemas.TaskRecord) error) (*schemas.TaskRecord, uint64, error) {
+	// The first read may come from a replica that lags (see consistent.go);
+	// once that read lost a compare-and-swap, or change refused what it
+	// showed, the record is read from the stream leader: a refusal is only
+	// final when it was decided on the latest state.
+	fresh := false
 	for attempt := 0; attempt < casAttempts; attempt++ {
 		rec, rev := cached, cachedRev
 		cached = nil
 		if rec == nil {
-			var err error
-			rec, rev, err = b.GetTask(ctx, id)
+			val, r, err := b.readTask(ctx, id, fresh)
+			if err == nil {
+				rec, rev, err = b.decodeAt(val, r)
+			}
+			if errors.Is(err, schemas.ErrTaskNotFound) && !fresh {
+				fresh = true
+				continue
+			}
 			if err != nil {
 				return nil, 0, err
 			}
 		}
 		wasFinished := rec.Task.Status.State.Terminal()
 		if err := change(rec); err != nil {
+			// A finished task stays finished, and an event found applied
+			// was stored: those hold on any replica's record.
+			if !fresh && !errors.Is(err, errApplied) && !errors.Is(err, schemas.ErrTaskTerminal) {
+				fresh = true
+				continue
+			}
 			return rec, rev, err
 		}
 		rec.TrimHistory(b.cfg.HistoryCap)
@@ -194,6 +297,10 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 			return nil, 0, fmt.Errorf("%w: %w", errWriteUnclear, errUnavailable("bus: update task", err))
 		}
 		b.m.conflicts.Inc()
+		if !fresh {
+			fresh = true // perhaps no race at all, only a lagging read
+			continue
+		}
 		// Lost a race: back off a little, with jitter, so a crowd of
 		// writers on one task spreads out instead of colliding again.
 		select {
@@ -542,12 +649,44 @@ type Retention struct {
 // changed meanwhile is skipped (the delete is conditional on the revision
 // read).
 func (b *Bus) SweepFinished(ctx context.Context, keep Retention) (int, error) {
-	if keep.MaxCount <= 0 && keep.MaxBytes <= 0 {
-		return 0, nil
+	r, err := b.Sweep(ctx, SweepOptions{Keep: keep})
+	return r.Deleted, err
+}
+
+// SweepOptions says what one pass over the task bucket does.
+type SweepOptions struct {
+	// Keep bounds the finished tasks (see SweepFinished).
+	Keep Retention
+	// OrphanAfter, when positive, also requeues the work of tasks that
+	// have been SUBMITTED this long with no work queued (see
+	// RequeueOrphans).
+	OrphanAfter time.Duration
+}
+
+// SweepResult counts what a sweep did.
+type SweepResult struct {
+	Deleted, Requeued int
+}
+
+// orphanCandidate is a task that has been SUBMITTED for a while: its work
+// is either still queued (a long backlog) or lost.
+type orphanCandidate struct {
+	id, agent string
+	rev       uint64
+}
+
+// Sweep makes one pass over the task bucket: it enforces the retention
+// bounds on finished tasks and, with OrphanAfter, requeues orphaned work.
+func (b *Bus) Sweep(ctx context.Context, o SweepOptions) (SweepResult, error) {
+	var res SweepResult
+	keep := o.Keep
+	bounded := keep.MaxCount > 0 || keep.MaxBytes > 0
+	if !bounded && o.OrphanAfter <= 0 {
+		return res, nil
 	}
 	w, err := b.tasks.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
-		return 0, errUnavailable("bus: sweep tasks", err)
+		return res, errUnavailable("bus: sweep tasks", err)
 	}
 	defer stopWatcher(w)
 	type finished struct {
@@ -557,24 +696,40 @@ func (b *Bus) SweepFinished(ctx context.Context, keep Retention) (int, error) {
 		size int64
 	}
 	var done []finished
+	var orphans []orphanCandidate
 	var total int64
+	cutoff := time.Now().Add(-o.OrphanAfter)
 	for e := range w.Updates() {
 		if e == nil {
 			break
 		}
 		rec, err := decodeRecord(e.Value())
-		if err != nil || !rec.Task.Status.State.Terminal() {
+		if err != nil {
+			continue
+		}
+		st := rec.Task.Status.State
+		if o.OrphanAfter > 0 && st == schemas.TaskStateSubmitted && rec.StatusTime().Before(cutoff) {
+			orphans = append(orphans, orphanCandidate{id: e.Key(), agent: rec.Agent, rev: e.Revision()})
+		}
+		if !st.Terminal() {
 			continue
 		}
 		size := int64(len(e.Value()))
 		total += size
 		done = append(done, finished{e.Key(), e.Revision(), rec.StatusTime(), size})
 	}
+	if len(orphans) > 0 {
+		n, err := b.requeueOrphans(ctx, orphans)
+		res.Requeued = n
+		if err != nil {
+			b.log.Warn("requeueing orphaned work failed", "err", err)
+		}
+	}
 	over := func(count int, bytes int64) bool {
 		return (keep.MaxCount > 0 && count > keep.MaxCount) || (keep.MaxBytes > 0 && bytes > keep.MaxBytes)
 	}
-	if !over(len(done), total) {
-		return 0, nil
+	if !bounded || !over(len(done), total) {
+		return res, nil
 	}
 	// Oldest finished first; equal status times (millisecond precision)
 	// fall back to the bucket revision, the order the writes were made.
@@ -584,7 +739,7 @@ func (b *Bus) SweepFinished(ctx context.Context, keep Retention) (int, error) {
 		}
 		return done[i].rev < done[j].rev
 	})
-	deleted, count := 0, len(done)
+	count := len(done)
 	for _, f := range done {
 		if !over(count, total) {
 			break
@@ -593,8 +748,64 @@ func (b *Bus) SweepFinished(ctx context.Context, keep Retention) (int, error) {
 		total -= f.size
 		// The purge marker itself expires, so sweeping leaves nothing behind.
 		if err := b.tasks.Purge(ctx, f.id, jetstream.LastRevision(f.rev), jetstream.PurgeTTL(time.Second)); err == nil {
-			deleted++
+			res.Deleted++
 		}
 	}
-	return deleted, nil
+	return res, nil
+}
+
+// RequeueOrphans queues the work of every task that has been SUBMITTED for
+// at least olderThan with no work queued, and returns how many it queued.
+// Such a task is what a process leaves when it dies between storing a
+// task and queueing its work (or a node dies before acknowledging either,
+// or a refused request could not withdraw its task). Any number of
+// processes may run it at once: the work is queued under the
+// submission's own event id, so JetStream keeps one copy.
+func (b *Bus) RequeueOrphans(ctx context.Context, olderThan time.Duration) (int, error) {
+	r, err := b.Sweep(ctx, SweepOptions{OrphanAfter: olderThan})
+	return r.Requeued, err
+}
+
+// requeueOrphans queues the work of the candidates that have none. The
+// work stream is asked (through its leader) which task subjects hold work
+// before each task is read again from its leader: work acknowledged
+// between the two steps moved its task past the revision seen, so a task
+// still at that revision with no work subject has lost its work.
+func (b *Bus) requeueOrphans(ctx context.Context, cands []orphanCandidate) (int, error) {
+	st, err := b.js.Stream(ctx, schemas.StreamWork)
+	if err != nil {
+		return 0, errUnavailable("bus: read work stream", err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(schemas.SubjectWorkAll))
+	if err != nil {
+		return 0, errUnavailable("bus: read work stream", err)
+	}
+	queued := info.State.Subjects
+	n := 0
+	for _, c := range cands {
+		if queued[schemas.SubjectWorkTask(c.agent, c.id)] > 0 || queued[schemas.SubjectWork(c.agent)] > 0 {
+			// Queued, or this agent has work from an edge that predates
+			// per-task subjects, which cannot be told apart: leave it.
+			continue
+		}
+		val, rev, err := b.readTask(ctx, c.id, true)
+		if err != nil {
+			if errors.Is(err, schemas.ErrTaskNotFound) {
+				continue
+			}
+			return n, err
+		}
+		rec, err := decodeRecord(val)
+		if err != nil || rev != c.rev || rec.Task.Status.State != schemas.TaskStateSubmitted || len(rec.Task.History) == 0 {
+			continue
+		}
+		msg := rec.Task.History[len(rec.Task.History)-1]
+		item := &schemas.WorkItem{TaskID: c.id, ContextID: rec.Task.ContextID, Agent: rec.Agent, Message: msg, TaskRevision: rev}
+		if err := b.QueueWork(ctx, item, PublishOptions{}); err != nil {
+			return n, err
+		}
+		b.log.Warn("requeued the work of a task left without it", "task_id", c.id, "agent", rec.Agent, "revision", rev)
+		n++
+	}
+	return n, nil
 }

@@ -854,3 +854,67 @@ func TestApplyEventsOneWriteManyEvents(t *testing.T) {
 		t.Fatal("an empty write was accepted")
 	}
 }
+
+// A task left SUBMITTED with no work queued (its edge died between the two
+// steps) gets its work queued by a sweep, once, under the submission's own
+// event id; a task whose work is queued, a task younger than the bound,
+// and a task that is running are left alone.
+func TestRequeueOrphansQueuesOnlyLostWork(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	create := func() (*schemas.TaskRecord, uint64) {
+		rec := newRecord("echo")
+		rec.Task.Status.Timestamp = &schemas.Timestamp{Time: time.Now().Add(-time.Minute).UTC().Truncate(time.Millisecond)}
+		rev, err := b.CreateTask(ctx, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec, rev
+	}
+	orphan, orphanRev := create()
+	queued, queuedRev := create()
+	item := workItem(queued)
+	item.TaskRevision = queuedRev
+	if err := b.QueueWork(ctx, item, PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	running, _ := create()
+	if _, _, err := b.Apply(ctx, running.Task.ID, status(schemas.TaskStateWorking, nil)); err != nil {
+		t.Fatal(err)
+	}
+
+	if n, err := b.RequeueOrphans(ctx, time.Hour); err != nil || n != 0 {
+		t.Fatalf("RequeueOrphans(1h) = %d, %v; want 0: nothing is that old", n, err)
+	}
+	if n, err := b.RequeueOrphans(ctx, 30*time.Second); err != nil || n != 1 {
+		t.Fatalf("RequeueOrphans = %d, %v; want 1", n, err)
+	}
+	if n, err := b.RequeueOrphans(ctx, 30*time.Second); err != nil || n != 0 {
+		t.Fatalf("second RequeueOrphans = %d, %v; want 0: the work is queued now", n, err)
+	}
+	wc, err := b.WorkConsumer(ctx, "echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*Work{}
+	for len(got) < 2 {
+		ws, err := wc.Fetch(ctx, 4, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ws) == 0 {
+			break
+		}
+		for _, w := range ws {
+			got[w.Item.TaskID] = w
+			_ = w.Ack()
+		}
+	}
+	w := got[orphan.Task.ID]
+	if len(got) != 2 || w == nil || got[queued.Task.ID] == nil {
+		t.Fatalf("work taken for %d tasks: %v; want the orphan's and the queued task's", len(got), got)
+	}
+	if w.Item.TaskRevision != orphanRev || w.EventID != schemas.WorkEventID(orphan.Task.ID, orphanRev) || w.Item.Message.MessageID != orphan.Task.History[0].MessageID {
+		t.Fatalf("requeued work %+v (event %s), want revision %d and the task's message", w.Item, w.EventID, orphanRev)
+	}
+}

@@ -27,28 +27,6 @@ type PublishOptions struct {
 	A2AVersion string
 }
 
-// PublishWork queues a work item for its agent. A publish that JetStream
-// reports as a duplicate (same id inside the window) counts as accepted.
-func (b *Bus) PublishWork(ctx context.Context, item *schemas.WorkItem, o PublishOptions) error {
-	if !schemas.ValidAgentName(item.Agent) {
-		return fmt.Errorf("bus: publish work: invalid agent name %q", item.Agent)
-	}
-	if o.ID == "" {
-		o.ID = schemas.NewID()
-	}
-	ce, err := b.newEvent(o.ID, schemas.TypeWorkExecute, item.TaskID, item, map[string]string{
-		schemas.ExtTraceparent: o.Traceparent,
-		schemas.ExtA2AVersion:  o.A2AVersion,
-	})
-	if err != nil {
-		return err
-	}
-	if _, err := b.js.PublishMsg(ctx, encodeMsg(schemas.SubjectWork(item.Agent), &ce)); err != nil {
-		return errUnavailable("bus: publish work", err)
-	}
-	return nil
-}
-
 // WorkConsumer takes work for one agent from its durable consumer.
 type WorkConsumer struct {
 	c     jetstream.Consumer

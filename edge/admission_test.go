@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/bus/bustest"
 	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/schemas"
 )
@@ -47,5 +49,46 @@ func TestBacklogBoundRefusesNewWork(t *testing.T) {
 		if got := mustResult[schemas.Task](t, h.call("queue", "GetTask", map[string]any{"id": id})); got.Status.State != schemas.TaskStateSubmitted {
 			t.Fatalf("accepted task %s is %s", id, got.Status.State)
 		}
+	}
+}
+
+// A request the bus refuses after its task was stored (the work stream is
+// full) leaves nothing behind: the client gets a retryable error and no
+// task it was never told about stays visible to anyone.
+func TestRefusedRequestLeavesNothingBehind(t *testing.T) {
+	h := newHarness(t, harnessOptions{bus: bustest.Options{Config: bus.Config{WorkMaxBytes: 4 << 10}}})
+	ctx := context.Background()
+	if err := h.b.RegisterAgent(ctx, schemas.AgentRegistration{Agent: "queue", Card: schemas.AgentCard{Name: "queue"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.b.EnsureAgent(ctx, "queue"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitAgent(h.url, "queue")
+	accepted := map[string]bool{}
+	refusals := 0
+	for i := 0; i < 40 && refusals < 5; i++ {
+		r := h.call("queue", "SendMessage", send(userMessage("fill the work stream"), true))
+		if r.Error != nil {
+			mustError(t, r, schemas.ErrUnavailable)
+			if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+				t.Fatalf("refusal: status %d, Retry-After %q", r.status, r.header.Get("Retry-After"))
+			}
+			refusals++
+			continue
+		}
+		accepted[mustResult[schemas.SendMessageResponse](t, r).Task.ID] = true
+	}
+	if refusals == 0 || len(accepted) == 0 {
+		t.Fatalf("accepted %d, refused %d: want both", len(accepted), refusals)
+	}
+	list := mustResult[schemas.ListTasksResponse](t, h.call("queue", "ListTasks", map[string]any{"pageSize": 100}))
+	for _, task := range list.Tasks {
+		if !accepted[task.ID] {
+			t.Errorf("task %s (%s) is visible but was never given to a client", task.ID, task.Status.State)
+		}
+	}
+	if len(list.Tasks) != len(accepted) {
+		t.Fatalf("listed %d tasks, accepted %d", len(list.Tasks), len(accepted))
 	}
 }

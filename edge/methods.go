@@ -126,8 +126,8 @@ func (s *Server) send(ctx context.Context, c *call, req *schemas.SendMessageRequ
 }
 
 // createTask stores a new task for the message and queues its work. If the
-// work cannot be queued the task is failed at once, so nothing is left
-// waiting for work that will never come.
+// work cannot be queued the task is withdrawn, so a refused request leaves
+// nothing behind (see bus/lifecycle.go).
 func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, follow func(*schemas.TaskRecord, uint64)) (*schemas.TaskRecord, error) {
 	if err := s.admit(ctx, c.agent); err != nil {
 		return nil, err
@@ -158,10 +158,23 @@ func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, 
 		return nil, err
 	}
 	follow(rec, rev)
-	if err := s.queue(ctx, c, rec, msg); err != nil {
-		return nil, err
+	err = s.queue(ctx, c, rec, rev, msg)
+	if err == nil {
+		return rec, nil
 	}
-	return rec, nil
+	// Undo the create, unless a worker already took the task (the work
+	// was queued after all, and only the answer was lost).
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	switch werr := s.b.WithdrawTask(wctx, id, rev); {
+	case werr == nil:
+	case errors.Is(werr, bus.ErrTaskTaken):
+		return rec, nil
+	default:
+		// Left SUBMITTED without work: the orphan sweep queues it.
+		s.log.Warn("withdrawing a task whose work could not be queued failed", "task_id", id, "agent", c.agent, "err", werr)
+	}
+	return nil, err
 }
 
 // continueTask adds a client message to an existing task that is waiting
@@ -185,24 +198,22 @@ func (s *Server) continueTask(ctx context.Context, c *call, msg *schemas.Message
 		return nil, err
 	}
 	follow(rec, rev)
-	if err := s.queue(ctx, c, rec, msg); err != nil {
-		return nil, err
+	if err := s.queue(ctx, c, rec, rev, msg); err != nil {
+		// The answer is stored and the task SUBMITTED: it is accepted, and
+		// the orphan sweep queues its work once the bus takes it again.
+		s.log.Warn("queueing a continued task's work failed; the orphan sweep will queue it", "task_id", rec.Task.ID, "agent", rec.Agent, "err", err)
 	}
 	return rec, nil
 }
 
-func (s *Server) queue(ctx context.Context, c *call, rec *schemas.TaskRecord, msg *schemas.Message) error {
-	item := &schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: rec.Agent, Message: *msg}
-	err := s.b.PublishWork(ctx, item, bus.PublishOptions{Traceparent: c.trace, A2AVersion: c.version})
+// queue queues the work of the task's submission at revision rev.
+func (s *Server) queue(ctx context.Context, c *call, rec *schemas.TaskRecord, rev uint64, msg *schemas.Message) error {
+	item := &schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: rec.Agent, Message: *msg, TaskRevision: rev}
+	err := s.b.QueueWork(ctx, item, bus.PublishOptions{Traceparent: c.trace, A2AVersion: c.version})
 	if err == nil {
 		return nil
 	}
-	s.log.Error("queueing work failed; failing the task", "task_id", rec.Task.ID, "agent", rec.Agent, "err", err)
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	failMsg := &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleAgent, TaskID: rec.Task.ID,
-		Parts: []schemas.Part{schemas.TextPart("the task could not be queued; retry")}}
-	_, _, _ = s.b.Apply(fctx, rec.Task.ID, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateFailed, Message: failMsg}}})
+	s.log.Warn("queueing work failed", "task_id", rec.Task.ID, "agent", rec.Agent, "err", err)
 	var pe *schemas.Error
 	if errors.As(err, &pe) {
 		return err
@@ -383,6 +394,10 @@ func (s *Server) rpcPushNotSupported(_ context.Context, c *call) (any, error) {
 	return nil, schemas.Errorf(schemas.ErrPushNotSupported, "%s is not available: this agent does not support push notifications", c.method)
 }
 
+// backlogStaleFor is how old a backlog reading may be and still admit
+// tasks while the bus cannot give a new one.
+const backlogStaleFor = 30 * time.Second
+
 // backlogCache remembers each agent's backlog for a moment, so admission
 // costs one bus read per agent per interval, not one per request.
 type backlogCache struct {
@@ -409,16 +424,28 @@ func (s *Server) admit(ctx context.Context, agent string) error {
 	e, ok := bc.seen[agent]
 	bc.mu.Unlock()
 	if !ok || time.Since(e.at) > 500*time.Millisecond {
-		n, err := s.b.AgentBacklog(ctx, agent)
-		if err != nil {
+		rctx, cancel := ctx, context.CancelFunc(func() {})
+		if ok {
+			// Holding a reading, don't let a leaderless consumer hold up
+			// every request for the bus's whole request timeout.
+			rctx, cancel = context.WithTimeout(ctx, time.Second)
+		}
+		n, err := s.b.AgentBacklog(rctx, agent)
+		cancel()
+		switch {
+		case err == nil:
+			bc.mu.Lock()
+			if bc.seen == nil {
+				bc.seen = map[string]backlogEntry{}
+			}
+			bc.seen[agent] = backlogEntry{n: n, at: time.Now()}
+			bc.mu.Unlock()
+		case !ok || time.Since(e.at) > backlogStaleFor:
 			return err
 		}
-		bc.mu.Lock()
-		if bc.seen == nil {
-			bc.seen = map[string]backlogEntry{}
-		}
-		bc.seen[agent] = backlogEntry{n: n, at: time.Now()}
-		bc.mu.Unlock()
+		// Otherwise a new consumer leader is being elected (a node was
+		// lost): the last reading, a few seconds old, still bounds the
+		// backlog, and creating the task needs the bus anyway.
 	}
 	bc.mu.Lock()
 	defer bc.mu.Unlock()

@@ -45,8 +45,13 @@ type Config struct {
 	// MaxFinishedBytes bounds the stored size of finished task records the
 	// same way, oldest finished first. 0: no bytes bound.
 	MaxFinishedBytes int64
-	// SweepEvery is how often the bounds are enforced; default 30s.
+	// SweepEvery is how often the bounds are enforced and orphaned work is
+	// looked for; default 30s.
 	SweepEvery time.Duration
+	// OrphanAfter is how long a task may stay SUBMITTED with no work queued
+	// before a sweep queues its work (a process died between storing the
+	// task and queueing it); default 30s. Negative: never.
+	OrphanAfter time.Duration
 	// StreamWriteTimeout bounds one write to an SSE client; a client that
 	// takes no data for this long is disconnected. Default 60s.
 	StreamWriteTimeout time.Duration
@@ -73,6 +78,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SweepEvery <= 0 {
 		c.SweepEvery = 30 * time.Second
+	}
+	if c.OrphanAfter == 0 {
+		c.OrphanAfter = 30 * time.Second
 	}
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = 15 * time.Second
@@ -158,11 +166,16 @@ func (s *Server) Run(ctx context.Context) error {
 	return first
 }
 
-// sweep enforces MaxFinishedTasks and MaxFinishedBytes until ctx ends. Every edge sweeps; the
-// deletes are conditional, so edges sweeping together do no harm.
+// sweep enforces MaxFinishedTasks and MaxFinishedBytes, and requeues
+// orphaned work, until ctx ends. Every edge sweeps; deletes are
+// conditional and requeues de-duplicated, so edges sweeping together do
+// no harm.
 func (s *Server) sweep(ctx context.Context) error {
-	keep := bus.Retention{MaxCount: s.cfg.MaxFinishedTasks, MaxBytes: s.cfg.MaxFinishedBytes}
-	if keep.MaxCount <= 0 && keep.MaxBytes <= 0 {
+	o := bus.SweepOptions{
+		Keep:        bus.Retention{MaxCount: s.cfg.MaxFinishedTasks, MaxBytes: s.cfg.MaxFinishedBytes},
+		OrphanAfter: max(s.cfg.OrphanAfter, 0),
+	}
+	if o.Keep.MaxCount <= 0 && o.Keep.MaxBytes <= 0 && o.OrphanAfter <= 0 {
 		return nil
 	}
 	t := time.NewTicker(s.cfg.SweepEvery)
@@ -172,10 +185,15 @@ func (s *Server) sweep(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			if n, err := s.b.SweepFinished(ctx, keep); err != nil && ctx.Err() == nil {
-				s.log.Warn("sweeping finished tasks failed", "err", err)
-			} else if n > 0 {
-				s.log.Info("deleted the oldest finished tasks", "count", n)
+			r, err := s.b.Sweep(ctx, o)
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("sweeping tasks failed", "err", err)
+			}
+			if r.Deleted > 0 {
+				s.log.Info("deleted the oldest finished tasks", "count", r.Deleted)
+			}
+			if r.Requeued > 0 {
+				s.log.Warn("requeued the work of tasks left without it", "count", r.Requeued)
 			}
 		}
 	}

@@ -36,14 +36,20 @@ type TaskRecord struct {
 	LastEventIndex int `json:"lastEventIndex,omitempty"`
 }
 
-// WorkItem is the data of a TypeWorkExecute event on SubjectWork(agent): run
-// the task with this message. The task's current state, history included,
-// is in BucketTasks; workers read it from there.
+// WorkItem is the data of a TypeWorkExecute event on
+// SubjectWorkTask(agent, taskId): run the task with this message. The
+// task's current state, history included, is in BucketTasks; workers read
+// it from there.
 type WorkItem struct {
 	TaskID    string  `json:"taskId"`
 	ContextID string  `json:"contextId"`
 	Agent     string  `json:"agent"`
 	Message   Message `json:"message"`
+	// TaskRevision is the task record's revision in BucketTasks that this
+	// item submits (the write that made the task SUBMITTED). A worker that
+	// reads an older revision, or no record, read a replica that lags and
+	// reads again from the stream leader; 0 (unknown) skips that check.
+	TaskRevision uint64 `json:"taskRevision,omitempty"`
 }
 
 // CancelNotice is the data of a TypeTaskCancel event on SubjectCancel(agent):

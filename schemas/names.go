@@ -96,8 +96,24 @@ func ValidTaskID(id string) bool {
 // NewID returns a new random id for tasks, contexts, messages and events.
 func NewID() string { return uuid.NewString() }
 
-// SubjectWork is the subject of work items for agent.
+// SubjectWork is the subject root of work items for agent: the agent's
+// durable consumer takes SubjectWork(agent) and SubjectWorkTasks(agent).
 func SubjectWork(agent string) string { return subjectWorkPrefix + agent }
+
+// SubjectWorkTask is the subject of the work item of one task:
+// a2a.work.<agent>.<taskId>. A subject per task lets anyone ask the work
+// stream whether a task has work queued (see bus.RequeueOrphans); the
+// stream holds a subject only while its work is queued or in progress.
+func SubjectWorkTask(agent, taskID string) string { return subjectWorkPrefix + agent + "." + taskID }
+
+// SubjectWorkTasks is the wildcard of every task's work subject of agent.
+func SubjectWorkTasks(agent string) string { return subjectWorkPrefix + agent + ".*" }
+
+// WorkEventID is the CloudEvent id (and Nats-Msg-Id) of the work item that
+// submits a task at revision rev: whoever queues that work (the edge, a
+// fan-out parent, a requeue of orphaned work) uses the same id, so
+// JetStream keeps one copy.
+func WorkEventID(taskID string, rev uint64) string { return fmt.Sprintf("work-%s-%d", taskID, rev) }
 
 // SubjectEvents is the subject of a task's events.
 func SubjectEvents(taskID string) string { return subjectEventsPrefix + taskID }

@@ -26,7 +26,7 @@ func submitID(t *testing.T, b *bus.Bus, agent, messageID, text string) string {
 	if _, err := b.CreateTask(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.PublishWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: msg.ContextID, Agent: agent, Message: msg}, bus.PublishOptions{}); err != nil {
+	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: msg.ContextID, Agent: agent, Message: msg}, bus.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return id

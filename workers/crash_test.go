@@ -105,7 +105,7 @@ func TestRedeliveredWorkForFinishedTaskChangesNothing(t *testing.T) {
 	// The same work item again (as a redelivery would bring it), then a
 	// marker task to know the worker has consumed past it.
 	msg := before.Task.History[0]
-	if err := b.PublishWork(context.Background(), &schemas.WorkItem{TaskID: id, ContextID: before.Task.ContextID, Agent: "once", Message: msg}, bus.PublishOptions{}); err != nil {
+	if err := b.QueueWork(context.Background(), &schemas.WorkItem{TaskID: id, ContextID: before.Task.ContextID, Agent: "once", Message: msg}, bus.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	marker := submit(t, b, "once", "marker")

@@ -217,7 +217,7 @@ func (f FanOut) child(ctx context.Context, req *Request, agent string, timeout t
 // under the same id, which JetStream de-duplicates if the first publish
 // landed.
 func (f FanOut) start(ctx context.Context, req *Request, agent, id string) error {
-	rec, _, err := f.Bus.GetTask(ctx, id)
+	rec, rev, err := f.Bus.GetTask(ctx, id)
 	switch {
 	case errors.Is(err, schemas.ErrTaskNotFound):
 		msg := req.Message
@@ -232,26 +232,30 @@ func (f FanOut) start(ctx context.Context, req *Request, agent, id string) error
 				Metadata: map[string]any{MetaFanOutParent: req.Task.ID}},
 			Agent: agent, CreatedAt: *now,
 		}
-		if _, err := f.Bus.CreateTask(ctx, rec); err != nil {
-			// Another attempt of the same parent (a redelivery racing this
-			// one) may have created it first: go on with that child.
-			cur, _, gerr := f.Bus.GetTask(ctx, id)
-			if gerr != nil {
+		if rev, err = f.Bus.CreateTask(ctx, rec); err != nil {
+			if !errors.Is(err, bus.ErrTaskExists) {
 				return err
+			}
+			// Another attempt of the same parent (a redelivery racing this
+			// one) created it first: go on with that child.
+			cur, curRev, gerr := f.Bus.GetTask(ctx, id)
+			if gerr != nil {
+				return gerr
 			}
 			if cur.Task.Status.State != schemas.TaskStateSubmitted {
 				return nil
 			}
-			rec = cur
+			rec, rev = cur, curRev
 		}
 	case err != nil:
 		return err
 	case rec.Task.Status.State != schemas.TaskStateSubmitted:
 		return nil // running or finished: nothing to queue
 	}
+	// Queued under the submission's own id: if an earlier attempt's
+	// publish landed, JetStream keeps one copy.
 	msg := rec.Task.History[len(rec.Task.History)-1]
-	return f.Bus.PublishWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: rec.Task.ContextID, Agent: agent, Message: msg},
-		bus.PublishOptions{ID: "fanout-" + id})
+	return f.Bus.QueueWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: rec.Task.ContextID, Agent: agent, Message: msg, TaskRevision: rev}, bus.PublishOptions{})
 }
 
 // wait follows the child's events until it settles and returns its record.

@@ -89,12 +89,12 @@ func continueTask(t *testing.T, b *bus.Bus, agent, id, text string) {
 	t.Helper()
 	ctx := context.Background()
 	msg := schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, TaskID: id, Parts: []schemas.Part{schemas.TextPart(text)}}
-	rec, _, err := b.Apply(ctx, id, bus.TaskEvent{Continue: &msg})
+	rec, rev, err := b.Apply(ctx, id, bus.TaskEvent{Continue: &msg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	msg.ContextID = rec.Task.ContextID
-	if err := b.PublishWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: rec.Task.ContextID, Agent: agent, Message: msg}, bus.PublishOptions{}); err != nil {
+	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: rec.Task.ContextID, Agent: agent, Message: msg, TaskRevision: rev}, bus.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -258,11 +258,13 @@ func (r *Runner) handle(base context.Context, w *Work) {
 	}
 	opCtx, opCancel := context.WithTimeout(base, 30*time.Second)
 	defer opCancel()
-	rec, rev, err := r.b.GetTask(opCtx, w.Item.TaskID)
+	// The item names the revision it submits, so a record read from a
+	// replica that has not caught up is read again from the leader: work
+	// is never dropped because a read missed.
+	rec, rev, err := r.b.GetTaskAtLeast(opCtx, w.Item.TaskID, w.Item.TaskRevision)
 	switch {
 	case errors.Is(err, schemas.ErrTaskNotFound):
-		log.Warn("work for a task that no longer exists; dropping")
-		_ = w.Term("task not found")
+		r.missingTask(opCtx, w, log, err)
 		return
 	case err != nil:
 		log.Warn("reading task failed; handing work back", "err", err)
@@ -271,6 +273,14 @@ func (r *Runner) handle(base context.Context, w *Work) {
 	case rec.Task.Status.State.Terminal():
 		// A redelivery (or a cancel before the work was taken): the task is
 		// already finished, so the work is done.
+		_ = w.Ack()
+		return
+	case w.Attempt == 1 && w.Item.TaskRevision != 0 && rev > w.Item.TaskRevision:
+		// Nothing but a worker running this submission changes a task
+		// between its submission and the first delivery of its work: this
+		// is a second copy of work another delivery took (queued again
+		// after JetStream's de-duplication window), not a task to run twice.
+		log.Warn("work already taken by another delivery of the same submission; dropping this copy", "revision", rev, "submitted_revision", w.Item.TaskRevision)
 		_ = w.Ack()
 		return
 	case rec.Agent != r.def.Name:
@@ -333,6 +343,28 @@ func (r *Runner) handle(base context.Context, w *Work) {
 		return
 	}
 	_ = w.Ack()
+}
+
+// missingTaskDeliveries is how many deliveries work for a task that cannot
+// be found gets (with back-off between them) before it is dead-lettered.
+const missingTaskDeliveries = 3
+
+// missingTask settles work whose task the store does not have, even read
+// from the stream leader: it is tried again a few times (a task withdrawn
+// by a refused request, or restored, settles meanwhile), then moved to the
+// dead-letter stream with the reason, never acknowledged away in silence.
+func (r *Runner) missingTask(ctx context.Context, w *Work, log *slog.Logger, err error) {
+	limit := min(uint64(missingTaskDeliveries), uint64(max(r.b.Config().MaxDeliver, 1)))
+	if w.Attempt < limit {
+		log.Warn("work for a task not found; trying again later", "err", err)
+		_ = w.Nak(backoff(w.Attempt))
+		return
+	}
+	reason := fmt.Sprintf("task %s not found after %d deliveries: %v", w.Item.TaskID, w.Attempt, err)
+	log.Error("dead-lettering work for a task that does not exist", "err", err)
+	if derr := w.DeadLetter(ctx, reason); derr != nil {
+		_ = w.Nak(backoff(w.Attempt))
+	}
 }
 
 // execute runs the agent, turning a panic into an error so one bad task

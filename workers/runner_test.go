@@ -25,10 +25,11 @@ func submit(t *testing.T, b *bus.Bus, agent, text string) string {
 		Agent:     agent,
 		CreatedAt: *schemas.Now(),
 	}
-	if _, err := b.CreateTask(ctx, rec); err != nil {
+	rev, err := b.CreateTask(ctx, rec)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.PublishWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: msg.ContextID, Agent: agent, Message: msg}, bus.PublishOptions{}); err != nil {
+	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: msg.ContextID, Agent: agent, Message: msg, TaskRevision: rev}, bus.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return id

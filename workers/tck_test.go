@@ -34,10 +34,11 @@ func submitTCK(t *testing.T, b *bus.Bus, agent, messageID string) string {
 		Agent:     agent,
 		CreatedAt: *schemas.Now(),
 	}
-	if _, err := b.CreateTask(ctx, rec); err != nil {
+	rev, err := b.CreateTask(ctx, rec)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.PublishWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: msg.ContextID, Agent: agent, Message: msg}, bus.PublishOptions{}); err != nil {
+	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: msg.ContextID, Agent: agent, Message: msg, TaskRevision: rev}, bus.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return id
@@ -50,10 +51,11 @@ func answerTCK(t *testing.T, b *bus.Bus, agent string, rec *schemas.TaskRecord, 
 	ctx := context.Background()
 	msg := schemas.Message{MessageID: messageID, Role: schemas.RoleUser, TaskID: rec.Task.ID, ContextID: rec.Task.ContextID,
 		Parts: []schemas.Part{schemas.TextPart(text)}}
-	if _, _, err := b.Apply(ctx, rec.Task.ID, bus.TaskEvent{Continue: &msg}); err != nil {
+	_, rev, err := b.Apply(ctx, rec.Task.ID, bus.TaskEvent{Continue: &msg})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.PublishWork(ctx, &schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: agent, Message: msg}, bus.PublishOptions{}); err != nil {
+	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: agent, Message: msg, TaskRevision: rev}, bus.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/a2abus/a2abus/bus"
 )
 
@@ -61,4 +64,56 @@ func New(t testing.TB, o Options) (*bus.Server, *bus.Bus) {
 	t.Helper()
 	s := NewServer(t, o)
 	return s, Connect(t, s, o)
+}
+
+// LaggingReplica adds to s's task bucket a replica that never catches up:
+// a mirror of the bucket's stream holding only key keep, which answers
+// the bucket's direct gets (JetStream spreads them over the stream and its
+// direct mirrors) as a follower that has not seen a write would: with
+// "not found", or an older value. It returns once the mirror answers
+// reads, and is removed when the test ends. s must listen on the network
+// (Options.Listen); keep must already be written (the mirror serves reads
+// only after it copied something).
+func LaggingReplica(t testing.TB, s *bus.Server, bucket, keep string) {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatalf("bustest: lagging replica: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream := "KV_" + bucket
+	name := "LAGGING_" + bucket
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:         name,
+		Mirror:       &jetstream.StreamSource{Name: stream, FilterSubject: "$KV." + bucket + "." + keep},
+		MirrorDirect: true,
+		AllowDirect:  true,
+		Storage:      jetstream.MemoryStorage,
+	}); err != nil {
+		t.Fatalf("bustest: lagging replica: %v", err)
+	}
+	t.Cleanup(func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer dcancel()
+		_ = js.DeleteStream(dctx, name)
+	})
+	// The mirror joins the direct gets once it has copied keep; until then
+	// every read is answered by the bucket itself.
+	for {
+		st, err := js.Stream(ctx, name)
+		if err == nil && st.CachedInfo().State.Msgs > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("bustest: the lagging replica copied nothing")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

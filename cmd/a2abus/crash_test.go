@@ -286,3 +286,47 @@ func TestPoisonWorkEndsFailed(t *testing.T) {
 	t.Logf("poison: accepted 1, worker crashes %d, failed 1 (%q), dead letters 1", crashes, getTask(t, base, "poison", task.ID).Status.Message.Text())
 	serve.stop(t)
 }
+
+// A task stored without its work (the edge was killed between the two
+// steps, or a crash lost the unflushed work message) is found by the
+// sweep and run, also after the whole system was killed and restarted.
+func TestOrphanedTaskIsQueuedAfterAKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("processes")
+	}
+	dir := t.TempDir()
+	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
+	args := []string{"serve", "--listen", httpAddr, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", natsAddr,
+		"--agent", "echo", "--orphan-after", "1s", "--sweep-every", "300ms"}
+	serve := startProc(t, args...)
+	base := "http://" + httpAddr
+	waitReady(t, serve, base)
+
+	// What an edge killed after its create and before its publish leaves.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b, err := bus.Connect(ctx, bus.Config{URL: "nats://" + natsAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, ctxID := schemas.NewID(), schemas.NewID()
+	msg := schemas.Message{MessageID: "orphan-1", Role: schemas.RoleUser, TaskID: id, ContextID: ctxID, Parts: []schemas.Part{schemas.TextPart("left behind")}}
+	rec := &schemas.TaskRecord{Agent: "echo", CreatedAt: *schemas.Now(), Task: schemas.Task{ID: id, ContextID: ctxID,
+		Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: schemas.Now()}, History: []schemas.Message{msg}}}
+	if _, err := b.CreateTask(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Close()
+
+	sigkill(t, serve)
+	serve = startProc(t, args...)
+	waitReady(t, serve, base)
+	task := waitTask(t, base, "echo", id, 30*time.Second, func(task schemas.Task) bool { return task.Status.State.Terminal() })
+	if task.Status.State != schemas.TaskStateCompleted || !strings.Contains(artifactText(task), "left behind") {
+		t.Fatalf("orphaned task ended %s with %q", task.Status.State, artifactText(task))
+	}
+	if !strings.Contains(serve.output(), "requeued the work of a task left without it") {
+		t.Fatalf("the requeue was not logged:\n%s", serve.output())
+	}
+	serve.stop(t)
+}

@@ -251,6 +251,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		MaxFinishedTasks:   p.cfg.MaxFinishedTasks,
 		MaxFinishedBytes:   p.cfg.MaxFinishedBytes,
 		SweepEvery:         time.Duration(p.cfg.SweepEvery),
+		OrphanAfter:        time.Duration(p.cfg.OrphanAfter),
 		BlockingTimeout:    time.Duration(p.cfg.BlockingTimeout),
 		Logger:             p.log,
 	})

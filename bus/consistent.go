@@ -1,0 +1,120 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Reads that decide. A KV Get is a JetStream "direct get", which any
+// replica of the bucket's stream may answer (and mirrors with
+// MirrorDirect): on a cluster a follower that has not yet applied a write
+// answers with the state before it. That is fine for a client polling a
+// task, and wrong for a reader that acts on what it read: a worker that
+// finds no task drops the work, an edge that finds the task not yet
+// waiting for input refuses the client's answer. Such readers confirm a
+// missing or older-than-expected record with leaderGet, which only the
+// stream leader answers, and whose answer includes every write that was
+// acknowledged before it was asked.
+
+// apiMsgGet is the JetStream API subject prefix of a message get
+// answered by the stream leader ($JS.API.STREAM.MSG.GET.<stream>).
+const apiMsgGet = "$JS.API.STREAM.MSG.GET."
+
+// jsErrMessageNotFound is the JetStream error code of a get that found no
+// message.
+const jsErrMessageNotFound = 10037
+
+// leaderReadTimeout bounds one leader read whose caller set no deadline.
+const leaderReadTimeout = 5 * time.Second
+
+// errNoMessage is leaderGet's answer when the subject holds no message.
+var errNoMessage = errors.New("bus: no message on subject")
+
+// storedMsg is a message as the leader read it.
+type storedMsg struct {
+	Subject string
+	Seq     uint64
+	Header  nats.Header
+	Data    []byte
+	Time    time.Time
+}
+
+// leaderGet returns the last message on subject in stream, as the stream
+// leader has it. It returns errNoMessage if there is none, and an error
+// matching schemas.ErrUnavailable when no leader answers (one is being
+// elected, or the bus is unreachable).
+func (b *Bus) leaderGet(ctx context.Context, stream, subject string) (*storedMsg, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, leaderReadTimeout)
+		defer cancel()
+	}
+	req, err := json.Marshal(struct {
+		LastBySubject string `json:"last_by_subj"`
+	}{subject})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := b.nc.RequestWithContext(ctx, apiMsgGet+stream, req)
+	if err != nil {
+		return nil, errUnavailable("bus: read "+stream, err)
+	}
+	var r struct {
+		Error *jetstream.APIError `json:"error"`
+		Msg   *struct {
+			Subject string    `json:"subject"`
+			Seq     uint64    `json:"seq"`
+			Header  []byte    `json:"hdrs"`
+			Data    []byte    `json:"data"`
+			Time    time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return nil, fmt.Errorf("bus: read %s: undecodable answer: %w", stream, err)
+	}
+	if r.Error != nil {
+		if r.Error.ErrorCode == jsErrMessageNotFound {
+			return nil, errNoMessage
+		}
+		return nil, errUnavailable("bus: read "+stream, r.Error)
+	}
+	if r.Msg == nil {
+		return nil, fmt.Errorf("bus: read %s: empty answer", stream)
+	}
+	m := &storedMsg{Subject: r.Msg.Subject, Seq: r.Msg.Seq, Data: r.Msg.Data, Time: r.Msg.Time}
+	if len(r.Msg.Header) > 0 {
+		if m.Header, err = nats.DecodeHeadersMsg(r.Msg.Header); err != nil {
+			return nil, fmt.Errorf("bus: read %s: headers: %w", stream, err)
+		}
+	}
+	return m, nil
+}
+
+// KV headers that mark a key as deleted rather than holding a value.
+const (
+	kvOperationHeader = "KV-Operation"
+	markerReasonHdr   = "Nats-Marker-Reason"
+)
+
+// leaderGetKey reads a KV key through the bucket stream's leader. A key
+// whose last message is a delete, purge or expiry marker is reported as
+// jetstream.ErrKeyNotFound, as for a key never written.
+func (b *Bus) leaderGetKey(ctx context.Context, bucket, key string) (val []byte, rev uint64, err error) {
+	m, err := b.leaderGet(ctx, "KV_"+bucket, "$KV."+bucket+"."+key)
+	if errors.Is(err, errNoMessage) {
+		return nil, 0, jetstream.ErrKeyNotFound
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	if m.Header.Get(kvOperationHeader) != "" || m.Header.Get(markerReasonHdr) != "" {
+		return nil, 0, jetstream.ErrKeyNotFound
+	}
+	return m.Data, m.Seq, nil
+}

@@ -1,0 +1,121 @@
+package workers_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/bus/bustest"
+	"github.com/a2abus/a2abus/schemas"
+	"github.com/a2abus/a2abus/workers"
+)
+
+// On a cluster a worker may read a task from a replica that has not yet
+// seen the edge's create. It must run the task all the same: every task
+// submitted here is read first from a replica that answers "not found"
+// about half the time, and every one completes.
+func TestWorkerRunsTasksALaggingReplicaHasNotSeen(t *testing.T) {
+	s, b := bustest.New(t, bustest.Options{Listen: "127.0.0.1:0"})
+	seed := submit(t, b, "nobody", "seed") // no worker: it stays as it is
+	bustest.LaggingReplica(t, s, schemas.BucketTasks, seed)
+	startRunner(t, b, workers.EchoDefinition("echo"), workers.Options{})
+	var ids []string
+	for i := range 30 {
+		ids = append(ids, submit(t, b, "echo", "task "+string(rune('a'+i%26))))
+	}
+	for _, id := range ids {
+		if rec := waitSettled(t, b, id); rec.Task.Status.State != schemas.TaskStateCompleted {
+			t.Fatalf("task %s ended %s", id, rec.Task.Status.State)
+		}
+	}
+	dls, err := b.DeadLetters(context.Background(), "echo")
+	if err != nil || len(dls) != 0 {
+		t.Fatalf("dead letters: %v %v", dls, err)
+	}
+}
+
+// Work for a task the store does not have (even read from the stream
+// leader) is tried again, then dead-lettered with a reason: never
+// acknowledged away in silence.
+func TestWorkForAMissingTaskIsRetriedThenDeadLettered(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	startRunner(t, b, workers.EchoDefinition("echo"), workers.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	id := schemas.NewID()
+	msg := schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, TaskID: id, Parts: []schemas.Part{schemas.TextPart("where am I")}}
+	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: schemas.NewID(), Agent: "echo", Message: msg, TaskRevision: 7}, bus.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var dls []bus.DeadLetter
+	for len(dls) == 0 {
+		var err error
+		if dls, err = b.DeadLetters(ctx, "echo"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the work was never dead-lettered")
+		case <-time.After(50 * time.Millisecond): // polling the dead-letter stream
+		}
+	}
+	dl := dls[0]
+	if dl.TaskID != id || !strings.Contains(dl.Reason, "not found after 3 deliveries") {
+		t.Fatalf("dead letter %+v, want task %s not found after 3 deliveries", dl, id)
+	}
+	if n, err := b.AgentBacklog(ctx, "echo"); err != nil || n != 0 {
+		t.Fatalf("backlog after the dead letter: %d %v", n, err)
+	}
+}
+
+// A second copy of a submission's work (queued again after JetStream's
+// de-duplication window, say) must not run the task twice: its first
+// delivery finds the task already past the revision it submits.
+func TestASecondCopyOfWorkDoesNotRunTheTaskTwice(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	runs := make(chan string, 8)
+	startRunner(t, b, workers.Definition{Name: "ask", Agent: workers.AgentFunc(func(ctx context.Context, req *workers.Request, em *workers.Emitter) error {
+		runs <- req.Message.Text()
+		return em.InputRequired(ctx, "and then?")
+	})}, workers.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rec := &schemas.TaskRecord{Agent: "ask", CreatedAt: *schemas.Now()}
+	id := schemas.NewID()
+	msg := schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, TaskID: id, ContextID: schemas.NewID(), Parts: []schemas.Part{schemas.TextPart("first")}}
+	rec.Task = schemas.Task{ID: id, ContextID: msg.ContextID, Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: schemas.Now()}, History: []schemas.Message{msg}}
+	rev, err := b.CreateTask(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := &schemas.WorkItem{TaskID: id, ContextID: msg.ContextID, Agent: "ask", Message: msg, TaskRevision: rev}
+	if err := b.QueueWork(ctx, item, bus.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitSettled(t, b, id); got.Task.Status.State != schemas.TaskStateInputRequired {
+		t.Fatalf("task is %s, want input-required", got.Task.Status.State)
+	}
+	// The copy: the same submission under another event id.
+	if err := b.QueueWork(ctx, item, bus.PublishOptions{ID: "late-copy"}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n, err := b.AgentBacklog(ctx, "ask")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the copy was never taken")
+		case <-time.After(20 * time.Millisecond): // polling the consumer
+		}
+	}
+	if got := len(runs); got != 1 {
+		t.Fatalf("the agent ran %d times, want once", got)
+	}
+}
