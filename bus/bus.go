@@ -196,14 +196,24 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		cfg.Metrics = NewMetrics()
 	}
 	b := &Bus{cfg: cfg, nc: nc, js: js, source: schemas.Source(cfg.Role, cfg.Name), log: log, m: newBusMetrics(cfg.Metrics, nc)}
-	// A cluster that is still forming (no JetStream leader yet) refuses
-	// provisioning for a while; keep trying until ctx ends.
+	// A server that is not up yet, or a cluster that is still forming (no
+	// JetStream leader yet), refuses provisioning for a while; keep trying
+	// until ctx ends, saying so every few seconds. A connection the client
+	// closed for good (the server refused its credentials twice, say) will
+	// never provision: that fails at once.
+	start, lastLog := time.Now(), time.Now()
 	for {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := b.provision(actx)
 		cancel()
 		if err == nil {
 			return b, nil
+		}
+		if nc.IsClosed() {
+			if last := nc.LastError(); last != nil {
+				err = last
+			}
+			return nil, fmt.Errorf("%w: %w", ErrConnectionClosed, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -212,8 +222,18 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		case <-time.After(250 * time.Millisecond):
 			log.Debug("provisioning not possible yet; retrying", "err", err)
 		}
+		if time.Since(lastLog) >= 5*time.Second {
+			lastLog = time.Now()
+			log.Warn("waiting for NATS JetStream; still trying", "connected", nc.IsConnected(),
+				"waited", time.Since(start).Round(time.Second).String(), "err", err)
+		}
 	}
 }
+
+// ErrConnectionClosed is returned by Connect when the NATS client closed
+// its connection for good before provisioning succeeded (for instance the
+// server refused its credentials): retrying cannot help.
+var ErrConnectionClosed = errors.New("bus: the NATS connection was closed")
 
 // Config returns the effective configuration, defaults applied.
 func (b *Bus) Config() Config { return b.cfg }

@@ -44,6 +44,12 @@ type Config struct {
 	// NATSURL is the NATS server list that edge and worker connect to.
 	// Default nats://127.0.0.1:4222.
 	NATSURL string `json:"natsUrl"`
+	// StartTimeout bounds how long edge and worker wait at start-up for
+	// NATS to be reachable and provisioned (a cluster may still be
+	// forming) before exiting with an error. Default 0: until stopped,
+	// logging every few seconds; an edge meanwhile answers 503 "not
+	// ready". serve, whose server is in-process, always allows 60s.
+	StartTimeout Duration `json:"startTimeout"`
 	// Agents are the agents this process runs (serve, worker). The first is
 	// the default agent. Default: one echo agent.
 	Agents []AgentConfig `json:"agents"`
@@ -254,6 +260,7 @@ func settings() []setting {
 		{"cluster-listen", "A2ABUS_CLUSTER_LISTEN", "route address HOST:PORT of the embedded server in a cluster", str(func(c *Config) *string { return &c.ClusterListen })},
 		{"routes", "A2ABUS_ROUTES", "route URLs of the cluster members, comma-separated (nats://host:port)", str(func(c *Config) *string { return &c.Routes })},
 		{"nats", "NATS_URL", "NATS server URLs, comma-separated, for edge and worker (default nats://127.0.0.1:4222)", str(func(c *Config) *string { return &c.NATSURL })},
+		{"start-timeout", "A2ABUS_START_TIMEOUT", "how long edge and worker wait at start-up for NATS before exiting (default 0: until stopped; the edge answers 503 not ready meanwhile)", dur(func(c *Config) *Duration { return &c.StartTimeout })},
 		{"default-agent", "A2ABUS_DEFAULT_AGENT", `agent served at "/" (default the first agent)`, str(func(c *Config) *string { return &c.DefaultAgent })},
 		{"replicas", "A2ABUS_REPLICAS", "replicas of streams and buckets (default 1)", num(func(c *Config) *int { return &c.Replicas })},
 		{"task-ttl", "A2ABUS_TASK_TTL", "how long a task is kept after its last change (default 24h)", dur(func(c *Config) *Duration { return &c.TaskTTL })},

@@ -166,6 +166,17 @@ func (p *process) run(ctx context.Context, cmd string) error {
 			return err
 		}
 	}
+	// The edge's port is bound before anything else starts, so a port
+	// conflict fails at once, and it answers from then on: alive, but 503
+	// "not ready" to every A2A request until the edge follows the bus.
+	var web *edgeHTTP
+	if cmd == "serve" || cmd == "edge" {
+		var err error
+		if web, err = p.listen(); err != nil {
+			return err
+		}
+		defer web.stop(5 * time.Second) // early returns: a running edge is stopped in order below
+	}
 	var srv *bus.Server
 	if cmd == "serve" || cmd == "node" {
 		listen := p.cfg.NATSListen
@@ -194,11 +205,21 @@ func (p *process) run(ctx context.Context, cmd string) error {
 			return nil
 		}
 	}
-	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	startCtx, cancel := p.startContext(ctx, cmd)
 	defer cancel()
+	// stopped tells an error of the start from a stop signal during it,
+	// which ends the process cleanly.
+	stopped := func(err error) error {
+		if ctx.Err() != nil {
+			p.log.Info("shutting down before start-up finished")
+			return nil
+		}
+		return err
+	}
+	web.setReason("connecting to NATS")
 	b, err := bus.Connect(startCtx, p.busConfig(cmd, srv))
 	if err != nil {
-		return err
+		return stopped(err)
 	}
 	defer b.Close() // drains the connection before the server stops
 	p.bus = b
@@ -226,13 +247,19 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		})
 	}
 	stopWorkers := func() { stopWork(); workWG.Wait() }
-	for _, r := range runners {
-		select {
-		case <-r.Ready():
-		case <-startCtx.Done():
-			stopWorkers()
-			return fmt.Errorf("agents did not start: %w", startCtx.Err())
+	web.setReason("starting agents")
+	if err := p.await(startCtx, "agents", func(ctx context.Context) error {
+		for _, r := range runners {
+			select {
+			case <-r.Ready():
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
+		return nil
+	}); err != nil {
+		stopWorkers()
+		return stopped(fmt.Errorf("agents did not start: %w", err))
 	}
 
 	if cmd == "worker" {
@@ -259,31 +286,17 @@ func (p *process) run(ctx context.Context, cmd string) error {
 	followDone := make(chan error, 1)
 	go func() { followDone <- e.Run(followCtx) }()
 	defer func() { stopFollow(); <-followDone }()
-	if err := e.WaitReady(startCtx); err != nil {
+	web.setReason("following the bus")
+	if err := p.await(startCtx, "the edge to follow the bus", e.WaitReady); err != nil {
 		stopWorkers()
-		return fmt.Errorf("edge did not become ready: %w", err)
+		return stopped(fmt.Errorf("edge did not become ready: %w", err))
 	}
-
-	ln, err := net.Listen("tcp", p.cfg.Listen)
-	if err != nil {
-		stopWorkers()
-		return fmt.Errorf("edge listen: %w", err)
-	}
-	hs := &http.Server{
-		Handler:           e.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		// No WriteTimeout: blocking calls and streams legitimately last long;
-		// each is bounded by its own timeout instead.
-		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
-	}
-	httpDone := make(chan error, 1)
-	go func() { httpDone <- hs.Serve(ln) }()
-	p.announce(cmd, ln.Addr().String(), srv)
+	web.start.Serve(e.Handler())
+	p.announce(cmd, web.ln.Addr().String(), srv)
 
 	select {
 	case <-ctx.Done():
-	case err := <-httpDone:
+	case err := <-web.done:
 		stopWorkers()
 		return fmt.Errorf("edge http: %w", err)
 	}
@@ -291,13 +304,94 @@ func (p *process) run(ctx context.Context, cmd string) error {
 	// 1. not ready  2. stop accepting HTTP and finish requests in flight
 	// 3. drain workers  4./5. (deferred) drain the connection, stop the server.
 	e.Drain()
-	sctx, scancel := context.WithTimeout(context.Background(), time.Duration(p.cfg.ShutdownGrace)+5*time.Second)
-	defer scancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		_ = hs.Close()
-	}
+	web.stop(time.Duration(p.cfg.ShutdownGrace) + 5*time.Second)
 	stopWorkers()
 	return nil
+}
+
+// startContext bounds the start of cmd: connecting to NATS, provisioning,
+// the agents and the edge becoming ready. serve's server is in-process, so
+// anything it cannot do within 60s is a failure; edge and worker wait for
+// their NATS servers (a cluster may still be forming) until stopped, or for
+// --start-timeout when it is set. The bus logs every few seconds while it
+// waits, and gives up at once on a connection it can never use.
+func (p *process) startContext(ctx context.Context, cmd string) (context.Context, context.CancelFunc) {
+	if cmd == "serve" {
+		return context.WithTimeout(ctx, 60*time.Second)
+	}
+	if d := time.Duration(p.cfg.StartTimeout); d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return context.WithCancel(ctx)
+}
+
+// await waits for ready, a wait bounded by ctx, logging every few seconds
+// that the process is still waiting for what. It returns ctx's error if ctx
+// ends first.
+func (p *process) await(ctx context.Context, what string, ready func(context.Context) error) error {
+	begin := time.Now()
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := ready(wctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		p.log.Warn("start-up still waiting", "waiting_for", what, "waited", time.Since(begin).Round(time.Second).String())
+	}
+}
+
+// edgeHTTP is the HTTP server of an edge process. It owns the listener from
+// start-up on; start answers every request (not ready) until the edge is
+// handed to it.
+type edgeHTTP struct {
+	ln       net.Listener
+	start    *edge.Starting
+	hs       *http.Server
+	done     chan error // what hs.Serve returned
+	stopOnce sync.Once
+}
+
+// listen binds the edge's address and serves it with an edge.Starting.
+func (p *process) listen() (*edgeHTTP, error) {
+	ln, err := net.Listen("tcp", p.cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("edge listen: %w", err)
+	}
+	w := &edgeHTTP{ln: ln, start: edge.NewStarting(p.metrics), done: make(chan error, 1)}
+	w.hs = &http.Server{
+		Handler:           w.start,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		// No WriteTimeout: blocking calls and streams legitimately last long;
+		// each is bounded by its own timeout instead.
+		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+	}
+	go func() { w.done <- w.hs.Serve(ln) }()
+	p.log.Info("edge listening; not ready until it follows the bus", "addr", "http://"+ln.Addr().String())
+	return w, nil
+}
+
+// setReason says what the edge is waiting for (w may be nil: no edge).
+func (w *edgeHTTP) setReason(reason string) {
+	if w != nil {
+		w.start.SetReason(reason)
+	}
+}
+
+// stop stops accepting requests and lets those in flight finish for up to
+// grace (0: closes at once). Only the first call does anything.
+func (w *edgeHTTP) stop(grace time.Duration) {
+	w.stopOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), grace)
+		defer cancel()
+		if grace <= 0 || w.hs.Shutdown(ctx) != nil {
+			_ = w.hs.Close()
+		}
+	})
 }
 
 func (p *process) agentNames() string {

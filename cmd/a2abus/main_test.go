@@ -379,7 +379,7 @@ func TestHelpListsSettingsAndDefaults(t *testing.T) {
 	if err == nil {
 		t.Fatal("--help should end the command")
 	}
-	for _, want := range []string{"-listen", "-data-dir", "-nats-listen", "-agent", "-config", "127.0.0.1:8080", "NATS_URL", "A2ABUS_"} {
+	for _, want := range []string{"-listen", "-data-dir", "-nats-listen", "-start-timeout", "-agent", "-config", "127.0.0.1:8080", "NATS_URL", "A2ABUS_"} {
 		if !strings.Contains(errOut.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}
