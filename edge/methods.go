@@ -153,12 +153,16 @@ func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, 
 		Dialect:      c.dialect,
 		ClientTaskID: c.clientTaskID,
 	}
-	rev, err := s.b.CreateTask(ctx, rec)
+	// A client that goes away mid-request must not leave the task half
+	// submitted: the two steps run to their end whatever the client does
+	// (each bounds its own retries).
+	sctx := context.WithoutCancel(ctx)
+	rev, err := s.b.CreateTask(sctx, rec)
 	if err != nil {
 		return nil, err
 	}
 	follow(rec, rev)
-	err = s.queue(ctx, c, rec, rev, msg)
+	err = s.queue(sctx, c, rec, rev, msg)
 	if err == nil {
 		return rec, nil
 	}
@@ -198,7 +202,7 @@ func (s *Server) continueTask(ctx context.Context, c *call, msg *schemas.Message
 		return nil, err
 	}
 	follow(rec, rev)
-	if err := s.queue(ctx, c, rec, rev, msg); err != nil {
+	if err := s.queue(context.WithoutCancel(ctx), c, rec, rev, msg); err != nil {
 		// The answer is stored and the task SUBMITTED: it is accepted, and
 		// the orphan sweep queues its work once the bus takes it again.
 		s.log.Warn("queueing a continued task's work failed; the orphan sweep will queue it", "task_id", rec.Task.ID, "agent", rec.Agent, "err", err)
