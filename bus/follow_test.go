@@ -163,3 +163,42 @@ func TestFollowerHandsOnKVOperations(t *testing.T) {
 		}
 	}
 }
+
+// The agent directory survives losing its consumer: an agent registered
+// after the consumer was deleted shows up, and the agents it knew stay.
+func TestAgentDirectoryReplacesItsConsumer(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	if err := b.RegisterAgent(ctx, schemas.AgentRegistration{Agent: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	d := b.NewAgentDirectory()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("directory Run: %v", err)
+		}
+	})
+	select {
+	case <-d.Ready():
+	case <-ctx.Done():
+		t.Fatal("directory never became ready")
+	}
+	if _, ok := d.Get("before"); !ok || !d.Following() {
+		t.Fatalf("before the delete: agent listed %v, following %v", ok, d.Following())
+	}
+	old := d.f.consumerName()
+	if err := b.js.DeleteConsumer(ctx, kvStream(schemas.BucketAgents), old); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RegisterAgent(ctx, schemas.AgentRegistration{Agent: "after"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the agent registered after the delete", func() bool { _, ok := d.Get("after"); return ok })
+	if _, ok := d.Get("before"); !ok || !d.Following() || d.f.consumerName() == old {
+		t.Fatalf("after the delete: earlier agent listed %v, following %v, consumer %q (was %q)", ok, d.Following(), d.f.consumerName(), old)
+	}
+}
