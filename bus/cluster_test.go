@@ -1,12 +1,18 @@
 package bus
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
+	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,14 +29,25 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// Three embedded servers form a JetStream cluster on loopback; streams and
-// buckets are R3; a task written before a member stops is read after, and
-// new tasks are taken while it is down.
-func TestThreeNodeClusterSurvivesLosingAMember(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster")
-	}
+// testCluster is three servers forming a JetStream cluster on loopback,
+// each listening for clients: embedded ones, and optionally one run as a
+// child process of the test binary (see TestClusterNodeProcess), which a
+// test can kill as abruptly as a crashed node. They are stopped when the
+// test ends; a test may stop one earlier with stop.
+type testCluster struct {
+	servers [3]*Server   // nil for the member run as a process
+	procs   [3]*exec.Cmd // the member run as a process
+	stopped [3]func()    // stops member i (idempotent)
+	names   [3]string    // server names, as JetStream reports placements
+	urls    [3]string    // client URLs
+}
+
+// startCluster starts the cluster; member proc (if in 0..2) is a child
+// process.
+func startCluster(t *testing.T, proc int) *testCluster {
+	t.Helper()
 	const n = 3
+	var c testCluster
 	var clientPorts, routePorts [n]int
 	for i := range n {
 		clientPorts[i], routePorts[i] = freePort(t), freePort(t)
@@ -39,29 +56,117 @@ func TestThreeNodeClusterSurvivesLosingAMember(t *testing.T) {
 	for i := range n {
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", routePorts[i]))
 	}
-	var servers [n]*Server
 	for i := range n {
-		s, err := StartServer(ServerConfig{
-			Name: fmt.Sprintf("n%d", i), DataDir: t.TempDir(),
+		c.names[i] = fmt.Sprintf("n%d", i)
+		c.urls[i] = fmt.Sprintf("nats://127.0.0.1:%d", clientPorts[i])
+		cfg := ServerConfig{
+			Name: c.names[i], DataDir: t.TempDir(),
 			Listen:      fmt.Sprintf("127.0.0.1:%d", clientPorts[i]),
 			ClusterName: "a2abus-test", ClusterListen: fmt.Sprintf("127.0.0.1:%d", routePorts[i]), Routes: routes,
-		})
+		}
+		if i == proc {
+			c.procs[i], c.stopped[i] = startNodeProcess(t, cfg)
+			continue
+		}
+		s, err := StartServer(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		servers[i] = s
+		c.servers[i], c.stopped[i] = s, s.Shutdown
 		t.Cleanup(s.Shutdown)
 	}
-	var urls string
-	for i := range n {
-		if i > 0 {
-			urls += ","
-		}
-		urls += fmt.Sprintf("nats://127.0.0.1:%d", clientPorts[i])
+	return &c
+}
+
+// stop stops member i: an embedded server shuts down (handing its
+// leaderships over first), a process is killed with SIGKILL (it hands
+// nothing over: the others notice the lost routes and elect new leaders).
+func (c *testCluster) stop(i int) { c.stopped[i]() }
+
+// nodeProcessEnv carries the ServerConfig of a member run as a process.
+const nodeProcessEnv = "A2ABUS_TEST_NODE_PROCESS"
+
+// startNodeProcess runs a member as a child process of the test binary and
+// waits until it accepts clients. kill stops it with SIGKILL; it is also
+// killed when the test ends, and ends by itself if this process dies (its
+// stdin closes).
+func startNodeProcess(t *testing.T, cfg ServerConfig) (*exec.Cmd, func()) {
+	t.Helper()
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterNodeProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), nodeProcessEnv+"="+string(js))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kill := sync.OnceFunc(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = stdin.Close()
+	})
+	t.Cleanup(kill)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", cfg.Listen, time.Second)
+		if err == nil {
+			conn.Close()
+			return cmd, kill
+		}
+		if time.Now().After(deadline) {
+			kill()
+			t.Fatalf("member %s as a process never accepted clients: %v\n%s", cfg.Name, err, out.String())
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		}
+	}
+}
+
+// TestClusterNodeProcess is not a test: it is the body of a cluster member
+// run as a child process by startCluster, and skips unless that set its
+// configuration.
+func TestClusterNodeProcess(t *testing.T) {
+	raw := os.Getenv(nodeProcessEnv)
+	if raw == "" {
+		t.Skip("the body of a cluster member run as a process")
+	}
+	var cfg ServerConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	s, err := StartServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	// Serve until the parent closes stdin or dies (or kills this process).
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// allURLs is the client URL list of every member.
+func (c *testCluster) allURLs() string { return strings.Join(c.urls[:], ",") }
+
+// Three embedded servers form a JetStream cluster on loopback; streams and
+// buckets are R3; a task written before a member stops is read after, and
+// new tasks are taken while it is down.
+func TestThreeNodeClusterSurvivesLosingAMember(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster")
+	}
+	c := startCluster(t, -1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	b, err := Connect(ctx, Config{URL: urls, Replicas: 3})
+	b, err := Connect(ctx, Config{URL: c.allURLs(), Replicas: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,12 +177,12 @@ func TestThreeNodeClusterSurvivesLosingAMember(t *testing.T) {
 	}
 	// Stop the member this client is connected to, if it is one of ours.
 	victim := 0
-	for i := range n {
-		if b.nc.ConnectedUrl() == fmt.Sprintf("nats://127.0.0.1:%d", clientPorts[i]) {
+	for i, u := range c.urls {
+		if b.nc.ConnectedUrl() == u {
 			victim = i
 		}
 	}
-	servers[victim].Shutdown()
+	c.servers[victim].Shutdown()
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,7 +39,9 @@ func (b *Bus) RegisterAgent(ctx context.Context, reg schemas.AgentRegistration) 
 func (b *Bus) AgentHeartbeat() time.Duration { return b.cfg.AgentTTL / 3 }
 
 // AgentDirectory is a process-local, always-current view of the registry,
-// kept by one KV watcher so that request paths never read KV for it.
+// kept by one follower of the bucket so that request paths never read KV
+// for it. The follower replaces a consumer lost with a node within a second
+// or two, well inside AgentTTL, so a node loss does not make agents vanish.
 //
 // An agent whose workers are gone stops refreshing its registration. The
 // bucket's TTL removes the stored value, but JetStream tells watchers
@@ -47,6 +50,7 @@ func (b *Bus) AgentHeartbeat() time.Duration { return b.cfg.AgentTTL / 3 }
 // makes it immune to skew between machines) is no longer listed.
 type AgentDirectory struct {
 	b     *Bus
+	f     *follower
 	mu    sync.RWMutex
 	regs  map[string]dirEntry
 	ready chan struct{}
@@ -60,7 +64,11 @@ type dirEntry struct {
 
 // NewAgentDirectory returns a directory; call Run to fill and follow it.
 func (b *Bus) NewAgentDirectory() *AgentDirectory {
-	return &AgentDirectory{b: b, regs: map[string]dirEntry{}, ready: make(chan struct{}), now: time.Now}
+	return &AgentDirectory{
+		b:    b,
+		f:    b.newFollower("agents", kvStream(schemas.BucketAgents), jetstream.DeliverLastPerSubjectPolicy, kvPrefix(schemas.BucketAgents)+">"),
+		regs: map[string]dirEntry{}, ready: make(chan struct{}), now: time.Now,
+	}
 }
 
 func (d *AgentDirectory) live(e dirEntry) bool { return d.now().Sub(e.seen) < d.b.cfg.AgentTTL }
@@ -79,54 +87,56 @@ func (d *AgentDirectory) prune() {
 // Ready is closed once the directory holds the registry's current content.
 func (d *AgentDirectory) Ready() <-chan struct{} { return d.ready }
 
-// Run follows the registry until ctx ends.
+// Following reports whether the directory currently has a live consumer:
+// it is false from when the consumer is lost (a node died, the connection
+// moved) until a replacement consumes. Entries age meanwhile; readiness
+// should follow it.
+func (d *AgentDirectory) Following() bool { return d.f.Following() }
+
+// Run follows the registry until ctx ends; it returns nil then. It keeps
+// trying while the bus is unreachable.
 func (d *AgentDirectory) Run(ctx context.Context) error {
-	w, err := d.b.agents.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("bus: watch agents: %w", err)
-	}
-	defer stopWatcher(w)
-	readyOnce := sync.OnceFunc(func() { close(d.ready) })
-	initialDone := false
-	tick := time.NewTicker(d.b.cfg.AgentTTL)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			d.prune()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return fmt.Errorf("bus: agent watcher closed")
+	pctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+	wg.Go(func() {
+		tick := time.NewTicker(d.b.cfg.AgentTTL)
+		defer tick.Stop()
+		for {
+			select {
+			case <-pctx.Done():
+				return
+			case <-tick.C:
+				d.prune()
 			}
-			if e == nil {
-				initialDone = true
-				readyOnce()
-				continue
-			}
-			d.mu.Lock()
-			if e.Operation() == jetstream.KeyValuePut {
-				var reg schemas.AgentRegistration
-				if err := json.Unmarshal(e.Value(), &reg); err == nil {
-					// An initial value (read before the watcher caught up)
-					// may be long stale: it starts out as old as the server
-					// says it is. Live updates are fresh by definition, so
-					// clock skew between machines cannot expire them.
-					seen := d.now()
-					if !initialDone {
-						if age := time.Since(e.Created()); age > 0 {
-							seen = seen.Add(-age)
-						}
-					}
-					d.regs[e.Key()] = dirEntry{reg: reg, seen: seen}
-				}
-			} else {
-				delete(d.regs, e.Key())
-			}
-			d.mu.Unlock()
 		}
-	}
+	})
+	prefix := kvPrefix(schemas.BucketAgents)
+	return d.f.run(ctx, func(m followMsg) {
+		key := strings.TrimPrefix(m.Subject, prefix)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if m.Op != jetstream.KeyValuePut {
+			delete(d.regs, key)
+			return
+		}
+		var reg schemas.AgentRegistration
+		if err := json.Unmarshal(m.Value, &reg); err != nil {
+			return
+		}
+		// An initial value (the registry as it was when the directory
+		// started) may be long stale: it starts out as old as the server
+		// says it is. Later updates are fresh by definition, so clock skew
+		// between machines cannot expire them.
+		seen := d.now()
+		if m.Initial {
+			if age := time.Since(m.Stored); age > 0 {
+				seen = seen.Add(-age)
+			}
+		}
+		d.regs[key] = dirEntry{reg: reg, seen: seen}
+	}, func() { close(d.ready) })
 }
 
 // Get returns the registration of an agent.

@@ -3,7 +3,7 @@ package bus
 import (
 	"bytes"
 	"context"
-	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,52 +26,54 @@ func stopWatcher(w jetstream.KeyWatcher) {
 }
 
 // TaskWatcher lets many requests of one process wait for task changes
-// through a single KV watcher on the task bucket (one ordered consumer per
-// process, not one per request), fanned out in memory by task id. The
-// watcher is an ordered consumer: it survives reconnects and server restarts
-// without losing its place. A waiter also re-reads the record from KV when
-// it registers (so a change that happened before is seen) and every
-// RecheckEvery (belt and braces against a watcher being recreated).
+// through a single follower of the task bucket (one consumer per process,
+// not one per request), fanned out in memory by task id. The follower
+// replaces its consumer within a second or two when a node dies or the
+// connection moves, and resumes right after the last change it handed on,
+// so no change is lost. A waiter also re-reads the record from KV when it
+// registers (so a change that happened before is seen) and every
+// RecheckEvery (belt and braces).
 type TaskWatcher struct {
 	b            *Bus
+	f            *follower
 	mu           sync.Mutex
 	waiters      map[string]map[chan []byte]struct{}
 	ready        chan struct{}
 	RecheckEvery time.Duration
+	// tap, when set (tests), sees every message the follower hands on.
+	tap func(followMsg)
 }
 
 // NewTaskWatcher returns a watcher; call Run to start it.
 func (b *Bus) NewTaskWatcher() *TaskWatcher {
-	return &TaskWatcher{b: b, waiters: map[string]map[chan []byte]struct{}{}, ready: make(chan struct{}), RecheckEvery: 5 * time.Second}
+	return &TaskWatcher{
+		b:       b,
+		f:       b.newFollower("tasks", kvStream(schemas.BucketTasks), jetstream.DeliverNewPolicy, kvPrefix(schemas.BucketTasks)+">"),
+		waiters: map[string]map[chan []byte]struct{}{}, ready: make(chan struct{}), RecheckEvery: 5 * time.Second,
+	}
 }
 
 // Ready is closed once the watcher is consuming updates.
 func (t *TaskWatcher) Ready() <-chan struct{} { return t.ready }
 
-// Run consumes task updates until ctx ends.
+// Following reports whether the watcher currently has a live consumer: it
+// is false from when the consumer is lost (a node died, the connection
+// moved) until a replacement consumes. While it is false, waiters hear of
+// changes only through their rechecks; readiness should follow it.
+func (t *TaskWatcher) Following() bool { return t.f.Following() }
+
+// Run consumes task updates until ctx ends; it returns nil then. It keeps
+// trying while the bus is unreachable.
 func (t *TaskWatcher) Run(ctx context.Context) error {
-	w, err := t.b.tasks.WatchAll(ctx, jetstream.UpdatesOnly())
-	if err != nil {
-		return fmt.Errorf("bus: watch tasks: %w", err)
-	}
-	defer stopWatcher(w)
-	close(t.ready)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-w.Updates():
-			if !ok {
-				return fmt.Errorf("bus: task watcher closed")
-			}
-			if e == nil {
-				continue
-			}
-			if e.Operation() == jetstream.KeyValuePut {
-				t.notify(e.Key(), e.Value())
-			}
+	prefix := kvPrefix(schemas.BucketTasks)
+	return t.f.run(ctx, func(m followMsg) {
+		if t.tap != nil {
+			t.tap(m)
 		}
-	}
+		if m.Op == jetstream.KeyValuePut {
+			t.notify(strings.TrimPrefix(m.Subject, prefix), m.Value)
+		}
+	}, func() { close(t.ready) })
 }
 
 // notify hands the new value to every waiter of the task. Each waiter holds
