@@ -73,11 +73,28 @@ type EventReader struct {
 	log  func(msg string, args ...any)
 }
 
+// readerOpenRetryFor bounds how long opening a reader keeps trying while
+// the bus cannot take it. A reader's consumer is created by the cluster's
+// meta leader and placed on a member that holds the stream. After a node
+// is killed, until the others have elected new leaders (a follower waits 4
+// to 9 seconds before it campaigns) and count the node as gone, a create
+// can go unanswered or be told "temporarily unavailable", though the same
+// create a moment later succeeds (measured with a node killed: refusals
+// for up to about 10s). Like a submit (submitRetryFor), opening a reader
+// rides that out rather than refusing the client. (A variable only so that
+// a test can make room for a slower election.)
+var readerOpenRetryFor = 15 * time.Second
+
 // ReadEvents opens a reader of the events of task taskID with cursors
 // greater than after (0: all; SnapshotCursor(rev): those after a record
 // read at rev). At most buffer events wait undelivered; when a slow
 // consumer lets more pile up, the reader ends with ErrReaderOverflow (it
 // never slows the publisher or other readers). Close it when done.
+//
+// While the bus cannot create the reader's consumer (a leader is being
+// elected) it retries for up to readerOpenRetryFor within ctx; an error
+// still matching schemas.ErrUnavailable after that is the caller's to
+// answer as retryable.
 func (b *Bus) ReadEvents(ctx context.Context, taskID string, after uint64, buffer int) (*EventReader, error) {
 	if !schemas.ValidTaskID(taskID) {
 		return nil, fmt.Errorf("bus: read events: invalid task id %q", taskID)
@@ -85,14 +102,9 @@ func (b *Bus) ReadEvents(ctx context.Context, taskID string, after uint64, buffe
 	if buffer <= 0 {
 		buffer = 256
 	}
-	cons, err := b.js.OrderedConsumer(ctx, schemas.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{schemas.SubjectEvents(taskID)},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		// Close deletes the consumer; this reaps those of a crashed edge.
-		InactiveThreshold: 30 * time.Second,
-	})
+	cons, err := b.openEventConsumer(ctx, taskID)
 	if err != nil {
-		return nil, errUnavailable("bus: open event reader", err)
+		return nil, err
 	}
 	r := &EventReader{ch: make(chan TaskUpdate, buffer), cons: cons, js: b.js, last: after, log: b.log.Warn}
 	cc, err := cons.Consume(r.handle, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -104,6 +116,41 @@ func (b *Bus) ReadEvents(ctx context.Context, taskID string, after uint64, buffe
 	}
 	r.cc = cc
 	return r, nil
+}
+
+// openEventConsumer creates the ordered consumer of a task's events,
+// trying again while the bus answers with a retryable error (see
+// readerOpenRetryFor). A connection closed for good is not retried. An
+// attempt that timed out may still have created its consumer on the
+// server: no one reads it, and the inactivity threshold reaps it.
+func (b *Bus) openEventConsumer(ctx context.Context, taskID string) (jetstream.Consumer, error) {
+	cfg := jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{schemas.SubjectEvents(taskID)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		// Close deletes the consumer; this reaps those of a crashed edge.
+		InactiveThreshold: 30 * time.Second,
+	}
+	wctx, cancel := context.WithTimeout(ctx, readerOpenRetryFor)
+	defer cancel()
+	wait := 50 * time.Millisecond
+	for {
+		actx, acancel := context.WithTimeout(wctx, publishAttemptLimit)
+		cons, err := b.js.OrderedConsumer(actx, schemas.StreamEvents, cfg)
+		acancel()
+		if err == nil {
+			return cons, nil
+		}
+		err = errUnavailable("bus: open event reader", err)
+		if !errors.Is(err, schemas.ErrUnavailable) || errors.Is(err, nats.ErrConnectionClosed) {
+			return nil, err
+		}
+		select {
+		case <-wctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 func (r *EventReader) handle(m jetstream.Msg) {

@@ -5,8 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -134,26 +137,54 @@ func parseSSE(raw string) []sseEvent {
 }
 
 // subscribeAll replays a task's events from a cursor and returns the raw
-// stream.
+// stream. A retryable refusal (503 with Retry-After: the edge could not
+// open a reader, say while the cluster elects a leader for longer than the
+// edge waits) is asked again after the wait it names, as a client must;
+// any other answer than an SSE stream that ends cleanly fails the test,
+// so a cut stream is never mistaken for a short event log.
 func subscribeAll(t *testing.T, base, agent, id, cursor string) string {
 	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		status, retryAfter, raw, err := replayOnce(base, agent, id, cursor)
+		switch {
+		case err == nil && status == http.StatusOK:
+			return raw
+		case err == nil && status == http.StatusServiceUnavailable && retryAfter > 0 && time.Now().Before(deadline):
+			t.Logf("replay of task %s refused for now (retry after %s): %s", id, retryAfter, raw)
+			time.Sleep(min(retryAfter, 2*time.Second)) // the back-off the answer asks for
+		default:
+			t.Errorf("replay of task %s: HTTP %d, %v:\n%s", id, status, err, raw)
+			return raw
+		}
+	}
+}
+
+// replayOnce makes one SubscribeToTask request with Last-Event-ID cursor
+// and reads the answer to its end. err reports a stream that did not end
+// cleanly (the connection was cut) or one that is not SSE; raw holds what
+// was read either way.
+func replayOnce(base, agent, id, cursor string) (status int, retryAfter time.Duration, raw string, err error) {
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": map[string]any{"id": id}})
 	req, _ := http.NewRequest("POST", base+"/agents/"+agent, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Last-Event-ID", cursor)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, 0, "", err
 	}
 	defer resp.Body.Close()
-	var b strings.Builder
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		b.WriteString(sc.Text())
-		b.WriteByte('\n')
+	if s, convErr := strconv.Atoi(resp.Header.Get("Retry-After")); convErr == nil && s > 0 {
+		retryAfter = time.Duration(s) * time.Second
 	}
-	return b.String()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, retryAfter, string(b), fmt.Errorf("the stream was cut: %w", err)
+	}
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode == http.StatusOK && !strings.HasPrefix(ct, "text/event-stream") {
+		return resp.StatusCode, retryAfter, string(b), fmt.Errorf("content type %q, want an SSE stream", ct)
+	}
+	return resp.StatusCode, retryAfter, string(b), nil
 }
 
 // An edge process killed mid-stream: the client resumes on another edge
