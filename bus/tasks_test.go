@@ -768,6 +768,9 @@ func TestEventReaderOverflow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Read nothing until the reader has ended: a loop reading while the
+	// events still arrive can keep up with them, and then waits forever.
+	eventually(t, "the reader to overflow", func() bool { return r.Err() != nil })
 	n := 0
 	for range r.C() {
 		n++
