@@ -157,11 +157,18 @@ func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas
 	} else {
 		_, err = s.createTask(ctx, c, msg, follow)
 	}
-	if err == nil {
-		err = openErr
-	}
 	if err != nil {
 		return err
+	}
+	if openErr != nil {
+		// The task is accepted and its work queued, so a refusal now would
+		// hide a task the client cannot see (and a retry would start a
+		// second one). It gets the task, and the stream ends there: the
+		// client follows it with SubscribeToTask, as after any cut stream.
+		s.log.Warn("could not follow a streamed task's events; answering with the task only", "task_id", snap.Task.ID, "err", openErr)
+		t := snap.Task.WithHistoryLength(histLen)
+		_ = out.send(snapRev, &schemas.StreamResponse{Task: &t})
+		return nil
 	}
 	if err := out.start(); err != nil {
 		return nil
