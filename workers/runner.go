@@ -204,15 +204,22 @@ func (r *Runner) register(ctx context.Context) error {
 func (r *Runner) heartbeatRegistration(ctx context.Context) {
 	t := time.NewTicker(r.b.AgentHeartbeat())
 	defer t.Stop()
+	// A failed heartbeat (the registry's leader is being elected) is made
+	// again a second later, not a whole interval later: two missed
+	// intervals would let edges forget the agent.
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-retry:
 		case <-r.def.Changed: // a nil channel never fires
 		}
+		retry = nil
 		if err := r.register(ctx); err != nil && ctx.Err() == nil {
-			r.log.Warn("agent registration heartbeat failed", "err", err)
+			r.log.Warn("agent registration heartbeat failed; retrying", "err", err)
+			retry = time.After(time.Second)
 		}
 	}
 }
