@@ -26,14 +26,16 @@ import (
 
 // topology is one running deployment.
 type topology struct {
-	t        *testing.T
-	dir      string
-	nodes    [3]*proc
-	nodeArgs func(i int) []string
-	env      []string
-	edges    []string
-	front    string
-	workers  []*proc
+	t         *testing.T
+	dir       string
+	nodes     [3]*proc
+	natsAddr  [3]string // each node's client address
+	nodeArgs  func(i int) []string
+	env       []string
+	edges     []string
+	edgeProcs []*proc
+	front     string
+	workers   []*proc
 }
 
 // startTopology starts the nodes, two edges (with edgeFlags) and the
@@ -46,6 +48,7 @@ func startTopology(t *testing.T, edgeFlags []string, workers [][]string, agents 
 	var routes, urls []string
 	for i := range tp.nodes {
 		clientAddrs[i], routeAddrs[i] = freeAddr(t), freeAddr(t)
+		tp.natsAddr[i] = clientAddrs[i]
 		routes = append(routes, "nats://"+routeAddrs[i])
 		urls = append(urls, "nats://"+clientAddrs[i])
 	}
@@ -62,6 +65,7 @@ func startTopology(t *testing.T, edgeFlags []string, workers [][]string, agents 
 		p := startProcEnv(t, tp.env, append([]string{"edge", "--listen", addr, "--public-url", "http://" + addr, "--default-agent", "echo"}, edgeFlags...)...)
 		waitReady(t, p, "http://"+addr)
 		tp.edges = append(tp.edges, "http://"+addr)
+		tp.edgeProcs = append(tp.edgeProcs, p)
 	}
 	for _, w := range workers {
 		tp.worker(w...)
@@ -100,13 +104,30 @@ func sigkill(t *testing.T, p *proc) {
 }
 
 // ledger is what one load run saw: the tasks the system accepted, in
-// order, and the requests it turned away with a retryable error.
+// order (with when each answer came), and the requests it turned away
+// with a retryable error.
 type ledger struct {
 	mu       sync.Mutex
 	agent    string
 	accepted []string
-	refused  int // 503/429 with Retry-After: the client is told to come back
+	at       []time.Time // when each accepted task's answer arrived
+	refused  int         // 503/429 with Retry-After: the client is told to come back
 	unusable []string
+}
+
+// add records one answer.
+func (l *ledger) add(status int, retry, id, raw string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case id != "":
+		l.accepted = append(l.accepted, id)
+		l.at = append(l.at, time.Now())
+	case (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && retry != "":
+		l.refused++
+	default:
+		l.unusable = append(l.unusable, fmt.Sprintf("HTTP %d: %s", status, raw))
+	}
 }
 
 func (l *ledger) count() int {
@@ -114,6 +135,14 @@ func (l *ledger) count() int {
 	defer l.mu.Unlock()
 	return len(l.accepted)
 }
+
+// maxRequestsPerClient bounds the requests of one load client, whatever
+// the run's length.
+const maxRequestsPerClient = 50000
+
+// loadClient is the load's HTTP client: an answer that takes longer than
+// its timeout is recorded as unusable (the client gave up).
+var loadClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 
 // drive sends non-blocking SendMessage requests to agent through base from
 // clients concurrent clients until stop is closed. An answer without a
@@ -125,23 +154,14 @@ func drive(base, agent string, clients int, stop <-chan struct{}) (*ledger, func
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Go(func() {
-			for i := 0; ; i++ {
+			for i := 0; i < maxRequestsPerClient; i++ {
 				select {
 				case <-stop:
 					return
 				default:
 				}
 				status, retry, id, raw := sendOnceHTTP(base, agent, fmt.Sprintf("load-%d-%d-%d", c, i, time.Now().UnixNano()))
-				l.mu.Lock()
-				switch {
-				case id != "":
-					l.accepted = append(l.accepted, id)
-				case (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && retry != "":
-					l.refused++
-				default:
-					l.unusable = append(l.unusable, fmt.Sprintf("HTTP %d: %s", status, raw))
-				}
-				l.mu.Unlock()
+				l.add(status, retry, id, raw)
 				if id == "" {
 					select {
 					case <-stop:
@@ -158,11 +178,16 @@ func drive(base, agent string, clients int, stop <-chan struct{}) (*ledger, func
 // sendOnceHTTP sends one non-blocking message and returns the HTTP status,
 // Retry-After, the task id if one was created, and the body otherwise.
 func sendOnceHTTP(base, agent, mid string) (status int, retryAfter, id, body string) {
+	return sendVia(loadClient, base, agent, mid)
+}
+
+// sendVia is sendOnceHTTP with client.
+func sendVia(client *http.Client, base, agent, mid string) (status int, retryAfter, id, body string) {
 	req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": map[string]any{
 		"message":       schemas.Message{MessageID: mid, Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("load")}},
 		"configuration": map[string]any{"returnImmediately": true},
 	}})
-	resp, err := http.Post(base+"/agents/"+agent, "application/json", bytes.NewReader(req))
+	resp, err := client.Post(base+"/agents/"+agent, "application/json", bytes.NewReader(req))
 	if err != nil {
 		return 0, "", "", err.Error()
 	}
