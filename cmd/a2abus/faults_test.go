@@ -110,8 +110,9 @@ type ledger struct {
 	mu       sync.Mutex
 	agent    string
 	accepted []string
-	at       []time.Time // when each accepted task's answer arrived
-	refused  int         // 503/429 with Retry-After: the client is told to come back
+	at       []time.Time    // when each accepted task's answer arrived
+	refused  int            // 503/429 with Retry-After: the client is told to come back
+	why      map[string]int // the refusals' error messages
 	unusable []string
 }
 
@@ -125,6 +126,16 @@ func (l *ledger) add(status int, retry, id, raw string) {
 		l.at = append(l.at, time.Now())
 	case (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && retry != "":
 		l.refused++
+		var r struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal([]byte(raw), &r)
+		if l.why == nil {
+			l.why = map[string]int{}
+		}
+		l.why[fmt.Sprintf("HTTP %d %q", status, r.Error.Message)]++
 	default:
 		l.unusable = append(l.unusable, fmt.Sprintf("HTTP %d: %s", status, raw))
 	}
@@ -150,6 +161,12 @@ var loadClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transp
 // client then waits as told (capped at 200ms, to keep the run short), as
 // a real client would. Anything else is recorded as unusable.
 func drive(base, agent string, clients int, stop <-chan struct{}) (*ledger, func()) {
+	return drivePaced(base, agent, clients, 0, stop)
+}
+
+// drivePaced is drive with each client waiting pace after each task it
+// was given before its next request (0: at once).
+func drivePaced(base, agent string, clients int, pace time.Duration, stop <-chan struct{}) (*ledger, func()) {
 	l := &ledger{agent: agent}
 	var wg sync.WaitGroup
 	for c := range clients {
@@ -162,11 +179,15 @@ func drive(base, agent string, clients int, stop <-chan struct{}) (*ledger, func
 				}
 				status, retry, id, raw := sendOnceHTTP(base, agent, fmt.Sprintf("load-%d-%d-%d", c, i, time.Now().UnixNano()))
 				l.add(status, retry, id, raw)
+				wait := pace
 				if id == "" {
+					wait = 200 * time.Millisecond // the back-off the answer asks for
+				}
+				if wait > 0 {
 					select {
 					case <-stop:
 						return
-					case <-time.After(200 * time.Millisecond): // the back-off the answer asks for
+					case <-time.After(wait):
 					}
 				}
 			}
