@@ -597,21 +597,14 @@ func renice(p *proc, n int) error {
 	return nil
 }
 
-// probe is one request of a prober.
-type probe struct {
-	sent, done time.Time
-	ok         bool
-}
-
 // prober sends one small non-blocking request to one edge directly every
 // interval, each on its own (a slow answer does not delay the next probe),
-// and records when each was sent and answered. The tasks it is given go
-// into its ledger, to be audited with the load's.
+// and records in its ledger when each was sent and answered. The tasks it
+// is given are audited with the load's.
 type prober struct {
 	edge    string
 	l       *ledger
 	mu      sync.Mutex
-	probes  []probe
 	skipped int // ticks with too many probes in flight
 }
 
@@ -643,10 +636,7 @@ func startProber(edge, agent string, every time.Duration, stop <-chan struct{}) 
 				defer func() { <-inflight }()
 				sent := time.Now()
 				status, retry, id, raw := sendVia(probeClient, edge, agent, fmt.Sprintf("probe-%d-%d", n, sent.UnixNano()))
-				pr.l.add(status, retry, id, raw)
-				pr.mu.Lock()
-				pr.probes = append(pr.probes, probe{sent: sent, done: time.Now(), ok: id != ""})
-				pr.mu.Unlock()
+				pr.l.add(sent, status, retry, id, raw)
 			})
 		}
 	})
@@ -664,8 +654,10 @@ type phase struct {
 // successive answers with a task (counted from the phase's start).
 func (pr *prober) report(t *testing.T, label string, phases []phase) {
 	t.Helper()
+	pr.l.mu.Lock()
+	ps := append([]answer(nil), pr.l.answers...)
+	pr.l.mu.Unlock()
 	pr.mu.Lock()
-	ps := append([]probe(nil), pr.probes...)
 	skipped := pr.skipped
 	pr.mu.Unlock()
 	sort.Slice(ps, func(i, j int) bool { return ps[i].done.Before(ps[j].done) })
@@ -673,12 +665,14 @@ func (pr *prober) report(t *testing.T, label string, phases []phase) {
 	for _, ph := range phases {
 		sent, ok := 0, 0
 		prev, gap := ph.from, time.Duration(0)
+		var slowest time.Duration
 		for _, p := range ps {
 			if !p.sent.Before(ph.from) && p.sent.Before(ph.till) {
 				sent++
 				if p.ok {
 					ok++
 				}
+				slowest = max(slowest, p.done.Sub(p.sent))
 			}
 			if p.ok && p.done.After(ph.from) && p.done.Before(ph.till) {
 				gap = max(gap, p.done.Sub(prev))
@@ -686,8 +680,8 @@ func (pr *prober) report(t *testing.T, label string, phases []phase) {
 			}
 		}
 		gap = max(gap, ph.till.Sub(prev))
-		parts = append(parts, fmt.Sprintf("%s: probes %d, with a task %d, without %d, longest gap between successes %.1fs",
-			ph.name, sent, ok, sent-ok, gap.Seconds()))
+		parts = append(parts, fmt.Sprintf("%s: probes %d, with a task %d, without %d, slowest answer %.1fs, longest gap between successes %.1fs",
+			ph.name, sent, ok, sent-ok, slowest.Seconds(), gap.Seconds()))
 	}
 	t.Logf("prober %s: %s; ticks skipped (32 probes in flight) %d", label, strings.Join(parts, "; "), skipped)
 }
@@ -695,10 +689,10 @@ func (pr *prober) report(t *testing.T, label string, phases []phase) {
 // recovery is the time from at until the edge first answered, with a
 // task, a probe sent at or after at; -1 if it never did.
 func (pr *prober) recovery(at time.Time) time.Duration {
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
+	pr.l.mu.Lock()
+	defer pr.l.mu.Unlock()
 	best := time.Duration(-1)
-	for _, p := range pr.probes {
+	for _, p := range pr.l.answers {
 		if p.ok && !p.sent.Before(at) {
 			if d := p.done.Sub(at); best < 0 || d < best {
 				best = d
@@ -708,24 +702,36 @@ func (pr *prober) recovery(at time.Time) time.Duration {
 	return best
 }
 
-// throughput logs the accepted tasks per second of l in each phase.
+// throughput logs, for each phase, the tasks l was given per second
+// (counted when the answers came), and of the requests sent in the phase:
+// how many, how many were answered without a task, and the slowest
+// answer.
 func throughput(t *testing.T, l *ledger, phases []phase) {
 	t.Helper()
 	l.mu.Lock()
-	at := append([]time.Time(nil), l.at...)
+	answers := append([]answer(nil), l.answers...)
 	l.mu.Unlock()
 	var parts []string
 	for _, ph := range phases {
-		n := 0
-		for _, a := range at {
-			if !a.Before(ph.from) && a.Before(ph.till) {
+		n, sent, without := 0, 0, 0
+		var slowest time.Duration
+		for _, a := range answers {
+			if a.ok && !a.done.Before(ph.from) && a.done.Before(ph.till) {
 				n++
+			}
+			if !a.sent.Before(ph.from) && a.sent.Before(ph.till) {
+				sent++
+				if !a.ok {
+					without++
+				}
+				slowest = max(slowest, a.done.Sub(a.sent))
 			}
 		}
 		d := ph.till.Sub(ph.from).Seconds()
-		parts = append(parts, fmt.Sprintf("%s %d in %.1fs = %.1f/s", ph.name, n, d, float64(n)/d))
+		parts = append(parts, fmt.Sprintf("%s: %d tasks in %.1fs = %.1f/s (requests sent %d, answered without a task %d, slowest answer %.1fs)",
+			ph.name, n, d, float64(n)/d, sent, without, slowest.Seconds()))
 	}
-	t.Logf("throughput (accepted tasks through the front port): %s", strings.Join(parts, "; "))
+	t.Logf("throughput through the front port: %s", strings.Join(parts, "; "))
 }
 
 // workerOn starts one more worker process given only node i's address

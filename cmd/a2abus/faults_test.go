@@ -114,12 +114,21 @@ type ledger struct {
 	refused  int            // 503/429 with Retry-After: the client is told to come back
 	why      map[string]int // the refusals' error messages
 	unusable []string
+	answers  []answer // every request, in the order answered
 }
 
-// add records one answer.
-func (l *ledger) add(status int, retry, id, raw string) {
+// answer is one request of a load: when it was sent and answered, and
+// whether a task came back.
+type answer struct {
+	sent, done time.Time
+	ok         bool
+}
+
+// add records the answer to a request sent at sent.
+func (l *ledger) add(sent time.Time, status int, retry, id, raw string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.answers = append(l.answers, answer{sent: sent, done: time.Now(), ok: id != ""})
 	switch {
 	case id != "":
 		l.accepted = append(l.accepted, id)
@@ -177,8 +186,9 @@ func drivePaced(base, agent string, clients int, pace time.Duration, stop <-chan
 					return
 				default:
 				}
-				status, retry, id, raw := sendOnceHTTP(base, agent, fmt.Sprintf("load-%d-%d-%d", c, i, time.Now().UnixNano()))
-				l.add(status, retry, id, raw)
+				sent := time.Now()
+				status, retry, id, raw := sendOnceHTTP(base, agent, fmt.Sprintf("load-%d-%d-%d", c, i, sent.UnixNano()))
+				l.add(sent, status, retry, id, raw)
 				wait := pace
 				if id == "" {
 					wait = 200 * time.Millisecond // the back-off the answer asks for
