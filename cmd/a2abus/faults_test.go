@@ -26,14 +26,16 @@ import (
 
 // topology is one running deployment.
 type topology struct {
-	t        *testing.T
-	dir      string
-	nodes    [3]*proc
-	nodeArgs func(i int) []string
-	env      []string
-	edges    []string
-	front    string
-	workers  []*proc
+	t         *testing.T
+	dir       string
+	nodes     [3]*proc
+	natsAddr  [3]string // each node's client address
+	nodeArgs  func(i int) []string
+	env       []string
+	edges     []string
+	edgeProcs []*proc
+	front     string
+	workers   []*proc
 }
 
 // startTopology starts the nodes, two edges (with edgeFlags) and the
@@ -46,6 +48,7 @@ func startTopology(t *testing.T, edgeFlags []string, workers [][]string, agents 
 	var routes, urls []string
 	for i := range tp.nodes {
 		clientAddrs[i], routeAddrs[i] = freeAddr(t), freeAddr(t)
+		tp.natsAddr[i] = clientAddrs[i]
 		routes = append(routes, "nats://"+routeAddrs[i])
 		urls = append(urls, "nats://"+clientAddrs[i])
 	}
@@ -62,6 +65,7 @@ func startTopology(t *testing.T, edgeFlags []string, workers [][]string, agents 
 		p := startProcEnv(t, tp.env, append([]string{"edge", "--listen", addr, "--public-url", "http://" + addr, "--default-agent", "echo"}, edgeFlags...)...)
 		waitReady(t, p, "http://"+addr)
 		tp.edges = append(tp.edges, "http://"+addr)
+		tp.edgeProcs = append(tp.edgeProcs, p)
 	}
 	for _, w := range workers {
 		tp.worker(w...)
@@ -100,13 +104,50 @@ func sigkill(t *testing.T, p *proc) {
 }
 
 // ledger is what one load run saw: the tasks the system accepted, in
-// order, and the requests it turned away with a retryable error.
+// order (with when each answer came), and the requests it turned away
+// with a retryable error.
 type ledger struct {
 	mu       sync.Mutex
 	agent    string
 	accepted []string
-	refused  int // 503/429 with Retry-After: the client is told to come back
+	at       []time.Time    // when each accepted task's answer arrived
+	refused  int            // 503/429 with Retry-After: the client is told to come back
+	why      map[string]int // the refusals' error messages
 	unusable []string
+	answers  []answer // every request, in the order answered
+}
+
+// answer is one request of a load: when it was sent and answered, and
+// whether a task came back.
+type answer struct {
+	sent, done time.Time
+	ok         bool
+}
+
+// add records the answer to a request sent at sent.
+func (l *ledger) add(sent time.Time, status int, retry, id, raw string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.answers = append(l.answers, answer{sent: sent, done: time.Now(), ok: id != ""})
+	switch {
+	case id != "":
+		l.accepted = append(l.accepted, id)
+		l.at = append(l.at, time.Now())
+	case (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && retry != "":
+		l.refused++
+		var r struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal([]byte(raw), &r)
+		if l.why == nil {
+			l.why = map[string]int{}
+		}
+		l.why[fmt.Sprintf("HTTP %d %q", status, r.Error.Message)]++
+	default:
+		l.unusable = append(l.unusable, fmt.Sprintf("HTTP %d: %s", status, raw))
+	}
 }
 
 func (l *ledger) count() int {
@@ -115,38 +156,48 @@ func (l *ledger) count() int {
 	return len(l.accepted)
 }
 
+// maxRequestsPerClient bounds the requests of one load client, whatever
+// the run's length.
+const maxRequestsPerClient = 50000
+
+// loadClient is the load's HTTP client: an answer that takes longer than
+// its timeout is recorded as unusable (the client gave up).
+var loadClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
 // drive sends non-blocking SendMessage requests to agent through base from
 // clients concurrent clients until stop is closed. An answer without a
 // task must be a retryable refusal (503 or 429 with Retry-After); the
 // client then waits as told (capped at 200ms, to keep the run short), as
 // a real client would. Anything else is recorded as unusable.
 func drive(base, agent string, clients int, stop <-chan struct{}) (*ledger, func()) {
+	return drivePaced(base, agent, clients, 0, stop)
+}
+
+// drivePaced is drive with each client waiting pace after each task it
+// was given before its next request (0: at once).
+func drivePaced(base, agent string, clients int, pace time.Duration, stop <-chan struct{}) (*ledger, func()) {
 	l := &ledger{agent: agent}
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Go(func() {
-			for i := 0; ; i++ {
+			for i := 0; i < maxRequestsPerClient; i++ {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				status, retry, id, raw := sendOnceHTTP(base, agent, fmt.Sprintf("load-%d-%d-%d", c, i, time.Now().UnixNano()))
-				l.mu.Lock()
-				switch {
-				case id != "":
-					l.accepted = append(l.accepted, id)
-				case (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) && retry != "":
-					l.refused++
-				default:
-					l.unusable = append(l.unusable, fmt.Sprintf("HTTP %d: %s", status, raw))
-				}
-				l.mu.Unlock()
+				sent := time.Now()
+				status, retry, id, raw := sendOnceHTTP(base, agent, fmt.Sprintf("load-%d-%d-%d", c, i, sent.UnixNano()))
+				l.add(sent, status, retry, id, raw)
+				wait := pace
 				if id == "" {
+					wait = 200 * time.Millisecond // the back-off the answer asks for
+				}
+				if wait > 0 {
 					select {
 					case <-stop:
 						return
-					case <-time.After(200 * time.Millisecond): // the back-off the answer asks for
+					case <-time.After(wait):
 					}
 				}
 			}
@@ -158,11 +209,16 @@ func drive(base, agent string, clients int, stop <-chan struct{}) (*ledger, func
 // sendOnceHTTP sends one non-blocking message and returns the HTTP status,
 // Retry-After, the task id if one was created, and the body otherwise.
 func sendOnceHTTP(base, agent, mid string) (status int, retryAfter, id, body string) {
+	return sendVia(loadClient, base, agent, mid)
+}
+
+// sendVia is sendOnceHTTP with client.
+func sendVia(client *http.Client, base, agent, mid string) (status int, retryAfter, id, body string) {
 	req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": map[string]any{
 		"message":       schemas.Message{MessageID: mid, Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("load")}},
 		"configuration": map[string]any{"returnImmediately": true},
 	}})
-	resp, err := http.Post(base+"/agents/"+agent, "application/json", bytes.NewReader(req))
+	resp, err := client.Post(base+"/agents/"+agent, "application/json", bytes.NewReader(req))
 	if err != nil {
 		return 0, "", "", err.Error()
 	}
