@@ -37,10 +37,11 @@ func TestWorkerRunsTasksALaggingReplicaHasNotSeen(t *testing.T) {
 }
 
 // Work for a task the store does not have (even read from the stream
-// leader) is tried again, then dead-lettered with a reason: never
-// acknowledged away in silence.
+// leader, past a replica that lags) is tried again, then dead-lettered
+// with a reason: never acknowledged away in silence.
 func TestWorkForAMissingTaskIsRetriedThenDeadLettered(t *testing.T) {
-	_, b := bustest.New(t, bustest.Options{})
+	s, b := bustest.New(t, bustest.Options{Listen: "127.0.0.1:0"})
+	bustest.LaggingReplica(t, s, schemas.BucketTasks, submit(t, b, "nobody", "seed"))
 	startRunner(t, b, workers.EchoDefinition("echo"), workers.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
