@@ -51,22 +51,7 @@ func get(t *testing.T, url string) (int, string, string) {
 // waitListening polls base/healthz until it answers 200.
 func waitListening(t *testing.T, p *proc, base string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(base + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-		select {
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("a2abus exited early (%v):\n%s", err, p.output())
-		case <-time.After(20 * time.Millisecond): // polling an external process
-		}
-	}
-	t.Fatalf("%s never answered /healthz:\n%s", base, p.output())
+	waitOK(t, p, base+"/healthz", 20*time.Second)
 }
 
 // waitOutput polls p's output until it contains want.

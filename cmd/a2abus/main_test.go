@@ -106,9 +106,16 @@ func freeAddr(t *testing.T) string {
 // waitReady polls /readyz until the edge at base is ready.
 func waitReady(t *testing.T, p *proc, base string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	waitOK(t, p, base+"/readyz", 60*time.Second)
+}
+
+// waitOK polls url until it answers 200, failing the test if p exits first
+// or within passes.
+func waitOK(t *testing.T, p *proc, url string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
-		if resp, err := http.Get(base + "/readyz"); err == nil {
+		if resp, err := http.Get(url); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
 				return
@@ -121,7 +128,7 @@ func waitReady(t *testing.T, p *proc, base string) {
 		case <-time.After(20 * time.Millisecond): // polling an external process
 		}
 	}
-	t.Fatalf("edge at %s never became ready:\n%s", base, p.output())
+	t.Fatalf("%s never answered 200:\n%s", url, p.output())
 }
 
 // tryRPC makes a JSON-RPC call and decodes the result into v; a JSON-RPC
