@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -768,6 +769,9 @@ func (tp *topology) workerOn(i int, args ...string) *proc {
 func TestClusterNoFaultStrandsNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("processes")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("renices a node's threads through /proc (Linux)")
 	}
 	const (
 		rounds   = 3
