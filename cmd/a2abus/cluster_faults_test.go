@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -221,7 +223,7 @@ func (tp *topology) audit(name string, within time.Duration, ls ...*ledger) audi
 	refusedWhy := map[string]int{}
 	for _, l := range ls {
 		l.mu.Lock()
-		if !contains(agents, l.agent) {
+		if !slices.Contains(agents, l.agent) {
 			agents = append(agents, l.agent)
 		}
 		a.refused += l.refused
@@ -285,6 +287,16 @@ func (tp *topology) audit(name string, within time.Duration, ls ...*ledger) audi
 		}
 		time.Sleep(250 * time.Millisecond) // polling other processes
 	}
+	// A task not found at the deadline is read a few more times: one read
+	// may have been answered by a replica that is behind.
+	for _, i := range pending {
+		for try := 0; try < 3 && notFound(last[i].err); try++ {
+			time.Sleep(200 * time.Millisecond) // polling other processes
+			var task schemas.Task
+			err := auditRPC(tp.edges[(i+try+1)%len(tp.edges)]+"/agents/"+agentOf[ids[i]], "GetTask", map[string]any{"id": ids[i], "historyLength": 0}, &task)
+			last[i] = seen{task.Status.State, task.Status.Message.Text(), err}
+		}
+	}
 	followed := time.Since(start)
 
 	var failed, stuck, lost, dup, missing examples
@@ -304,9 +316,12 @@ func (tp *topology) audit(name string, within time.Duration, ls ...*ledger) audi
 			a.stuck++
 			stuckStates[string(s.state)]++
 			stuck.add("task %s (%s) still %s", id, when(i), s.state)
-		default:
+		case notFound(s.err):
 			a.lost++
-			lost.add("task %s (%s): %v", id, when(i), s.err)
+			lost.add("task %s (%s): gone: %v", id, when(i), s.err)
+		default:
+			a.lost++ // not even readable at the deadline
+			lost.add("task %s (%s): unreadable: %v", id, when(i), s.err)
 		}
 	}
 
@@ -415,15 +430,6 @@ func (tp *topology) audit(name string, within time.Duration, ls ...*ledger) audi
 	unusable.log(t, "unusable answers")
 	tp.logSays(name)
 	return a
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // logSays logs how often the processes' logs mention the known ways to
@@ -757,18 +763,21 @@ func (tp *topology) workerOn(i int, args ...string) *proc {
 // stream, its consumer and the events stream (leader stepdowns naming it,
 // as an operator would), and one follower runs at a lower CPU priority
 // (nice 10), like a node on a busier host. Nothing fails; that node is
-// only a little behind the others. (Measured on 2 cores: with
-// the workers on random nodes and no node reniced, about 0.05% of tasks
-// were stranded; set up like this, about 5%.)
+// only a little behind the others. (Measured on 2 cores: with the workers
+// on random nodes and no node reniced, about 0.05% of tasks were
+// stranded; set up like this, about 5%, with or without -race.)
 func TestClusterNoFaultStrandsNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("processes")
 	}
+	if runtime.GOOS != "linux" {
+		t.Skip("renices a node's threads through /proc (Linux)")
+	}
 	const (
 		rounds   = 3
-		clients  = 12
-		perRound = 300 // accepted tasks a round aims for
-		roundMax = 12 * time.Second
+		clients  = 8
+		pace     = 20 * time.Millisecond // each client's wait after each task
+		roundFor = 3 * time.Second       // the lag builds up under sustained load
 	)
 	tp := startTopology(t, nil, nil)
 	leader := -1
@@ -796,17 +805,14 @@ func TestClusterNoFaultStrandsNothing(t *testing.T) {
 	start := time.Now()
 	for range rounds {
 		stop := make(chan struct{})
-		l, wait := drive(tp.front, "echo", clients, stop)
-		end := time.Now().Add(roundMax)
-		for l.count() < perRound && time.Now().Before(end) {
-			time.Sleep(50 * time.Millisecond) // polling the load's count
-		}
+		l, wait := drivePaced(tp.front, "echo", clients, pace, stop)
+		<-time.After(roundFor) // the round's length
 		close(stop)
 		wait()
 		ls = append(ls, l)
 	}
-	t.Logf("load: %d rounds of %d clients through the front port in %s; the task bucket's leader is now nats-%d",
-		rounds, clients, time.Since(start).Round(time.Millisecond), tp.taskBucketLeader()+1)
+	t.Logf("load: %d rounds of %d clients (each waiting %s after each task) through the front port in %s; the task bucket's leader is now nats-%d",
+		rounds, clients, pace, time.Since(start).Round(time.Millisecond), tp.taskBucketLeader()+1)
 	// 40s: time enough for a redelivery after the default 30s AckWait.
 	a := tp.audit("no fault", 40*time.Second, ls...)
 	if !a.clean() {
@@ -926,7 +932,10 @@ func nodeLossAudited(t *testing.T, name string, plan nodeLossPlan) {
 
 // One node SIGKILLed under load and restarted on its data dir, then one
 // worker process SIGKILLed: the audit finds every accepted task completed
-// once and nothing a client was not given. CI size.
+// once and nothing a client was not given (a refused request leaves no
+// task behind). It logs each edge's time from the kill to its next
+// success and the throughput of each phase. CI size: about 50s when it
+// passes.
 func TestClusterNodeLossAudited(t *testing.T) {
 	if testing.Short() {
 		t.Skip("processes")
@@ -937,7 +946,9 @@ func TestClusterNodeLossAudited(t *testing.T) {
 
 // The same, full size: 16 clients per edge for 60s, the node killed at
 // 15s and restarted at 30s, a worker killed at 40s. Set
-// A2ABUS_CLUSTER_SOAK=1 to run it.
+// A2ABUS_CLUSTER_SOAK=1 to run it. It takes minutes: most of it is the
+// audit's listing, as ListTasks reads the whole bucket for every page of
+// 100 (about 4.5 minutes for 12k tasks on 2 cores under -race).
 func TestClusterNodeLossSoak(t *testing.T) {
 	if testing.Short() || os.Getenv("A2ABUS_CLUSTER_SOAK") != "1" {
 		t.Skip("set A2ABUS_CLUSTER_SOAK=1 (and not -short) to run the full-size node-loss soak")
