@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,23 +25,14 @@ import (
 // answered by the stream leader ($JS.API.STREAM.MSG.GET.<stream>).
 const apiMsgGet = "$JS.API.STREAM.MSG.GET."
 
-// jsErrMessageNotFound is the JetStream error code of a get that found no
-// message.
-const jsErrMessageNotFound = 10037
-
-// leaderReadTimeout bounds one leader read whose caller set no deadline.
-const leaderReadTimeout = 5 * time.Second
-
 // errNoMessage is leaderGet's answer when the subject holds no message.
 var errNoMessage = errors.New("bus: no message on subject")
 
 // storedMsg is a message as the leader read it.
 type storedMsg struct {
-	Subject string
-	Seq     uint64
-	Header  nats.Header
-	Data    []byte
-	Time    time.Time
+	Seq    uint64
+	Header nats.Header
+	Data   []byte
 }
 
 // leaderGet returns the last message on subject in stream, as the stream
@@ -52,7 +42,7 @@ type storedMsg struct {
 func (b *Bus) leaderGet(ctx context.Context, stream, subject string) (*storedMsg, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, leaderReadTimeout)
+		ctx, cancel = context.WithTimeout(ctx, attemptLimit)
 		defer cancel()
 	}
 	req, err := json.Marshal(struct {
@@ -68,18 +58,16 @@ func (b *Bus) leaderGet(ctx context.Context, stream, subject string) (*storedMsg
 	var r struct {
 		Error *jetstream.APIError `json:"error"`
 		Msg   *struct {
-			Subject string    `json:"subject"`
-			Seq     uint64    `json:"seq"`
-			Header  []byte    `json:"hdrs"`
-			Data    []byte    `json:"data"`
-			Time    time.Time `json:"time"`
+			Seq    uint64 `json:"seq"`
+			Header []byte `json:"hdrs"`
+			Data   []byte `json:"data"`
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(resp.Data, &r); err != nil {
 		return nil, fmt.Errorf("bus: read %s: undecodable answer: %w", stream, err)
 	}
 	if r.Error != nil {
-		if r.Error.ErrorCode == jsErrMessageNotFound {
+		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
 			return nil, errNoMessage
 		}
 		return nil, errUnavailable("bus: read "+stream, r.Error)
@@ -87,7 +75,7 @@ func (b *Bus) leaderGet(ctx context.Context, stream, subject string) (*storedMsg
 	if r.Msg == nil {
 		return nil, fmt.Errorf("bus: read %s: empty answer", stream)
 	}
-	m := &storedMsg{Subject: r.Msg.Subject, Seq: r.Msg.Seq, Data: r.Msg.Data, Time: r.Msg.Time}
+	m := &storedMsg{Seq: r.Msg.Seq, Data: r.Msg.Data}
 	if len(r.Msg.Header) > 0 {
 		if m.Header, err = nats.DecodeHeadersMsg(r.Msg.Header); err != nil {
 			return nil, fmt.Errorf("bus: read %s: headers: %w", stream, err)
@@ -96,24 +84,18 @@ func (b *Bus) leaderGet(ctx context.Context, stream, subject string) (*storedMsg
 	return m, nil
 }
 
-// KV headers that mark a key as deleted rather than holding a value.
-const (
-	kvOperationHeader = "KV-Operation"
-	markerReasonHdr   = "Nats-Marker-Reason"
-)
-
 // leaderGetKey reads a KV key through the bucket stream's leader. A key
 // whose last message is a delete, purge or expiry marker is reported as
 // jetstream.ErrKeyNotFound, as for a key never written.
 func (b *Bus) leaderGetKey(ctx context.Context, bucket, key string) (val []byte, rev uint64, err error) {
-	m, err := b.leaderGet(ctx, "KV_"+bucket, "$KV."+bucket+"."+key)
+	m, err := b.leaderGet(ctx, kvStream(bucket), kvPrefix(bucket)+key)
 	if errors.Is(err, errNoMessage) {
 		return nil, 0, jetstream.ErrKeyNotFound
 	}
 	if err != nil {
 		return nil, 0, err
 	}
-	if m.Header.Get(kvOperationHeader) != "" || m.Header.Get(markerReasonHdr) != "" {
+	if kvOperation(m.Header) != jetstream.KeyValuePut {
 		return nil, 0, jetstream.ErrKeyNotFound
 	}
 	return m.Data, m.Seq, nil

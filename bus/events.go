@@ -130,27 +130,19 @@ func (b *Bus) openEventConsumer(ctx context.Context, taskID string) (jetstream.C
 		// Close deletes the consumer; this reaps those of a crashed edge.
 		InactiveThreshold: 30 * time.Second,
 	}
-	wctx, cancel := context.WithTimeout(ctx, readerOpenRetryFor)
-	defer cancel()
-	wait := 50 * time.Millisecond
-	for {
-		actx, acancel := context.WithTimeout(wctx, publishAttemptLimit)
-		cons, err := b.js.OrderedConsumer(actx, schemas.StreamEvents, cfg)
-		acancel()
-		if err == nil {
-			return cons, nil
+	var cons jetstream.Consumer
+	err := retryWithin(ctx, readerOpenRetryFor, func(actx context.Context) (bool, error) {
+		var err error
+		if cons, err = b.js.OrderedConsumer(actx, schemas.StreamEvents, cfg); err == nil {
+			return true, nil
 		}
 		err = errUnavailable("bus: open event reader", err)
-		if !errors.Is(err, schemas.ErrUnavailable) || errors.Is(err, nats.ErrConnectionClosed) {
-			return nil, err
-		}
-		select {
-		case <-wctx.Done():
-			return nil, err
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
+		return !errors.Is(err, schemas.ErrUnavailable) || errors.Is(err, nats.ErrConnectionClosed), err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return cons, nil
 }
 
 func (r *EventReader) handle(m jetstream.Msg) {

@@ -35,34 +35,6 @@ func refused(err error) bool {
 	return errors.Is(err, jetstream.ErrMaxBytesExceeded)
 }
 
-// retrySubmit calls attempt until it reports done, the retry window ends
-// or ctx ends; it returns the last error. Each attempt gets its own
-// deadline so a request to a dead node cannot take the whole window.
-func retrySubmit(ctx context.Context, attempt func(context.Context) (done bool, err error)) error {
-	ctx, cancel := context.WithTimeout(ctx, submitRetryFor)
-	defer cancel()
-	wait := 50 * time.Millisecond
-	var last error
-	for {
-		select {
-		case <-ctx.Done():
-			if last == nil {
-				last = ctx.Err()
-			}
-			return last
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
-		actx, acancel := context.WithTimeout(ctx, publishAttemptLimit)
-		done, err := attempt(actx)
-		acancel()
-		if done {
-			return err
-		}
-		last = err
-	}
-}
-
 // QueueWork queues the work item of a task for its agent on the task's own
 // subject, with the event id schemas.WorkEventID(task, item.TaskRevision)
 // unless o.ID is set: a repeat of the same submission is de-duplicated by
@@ -88,16 +60,10 @@ func (b *Bus) QueueWork(ctx context.Context, item *schemas.WorkItem, o PublishOp
 		return err
 	}
 	msg := encodeMsg(schemas.SubjectWorkTask(item.Agent, item.TaskID), &ce)
-	_, err = b.js.PublishMsg(ctx, msg)
-	if err == nil {
-		return nil
-	}
-	if !refused(err) {
-		err = retrySubmit(ctx, func(actx context.Context) (bool, error) {
-			_, err := b.js.PublishMsg(actx, msg)
-			return err == nil || refused(err), err
-		})
-	}
+	err = retryWithin(ctx, submitRetryFor, func(actx context.Context) (bool, error) {
+		_, err := b.js.PublishMsg(actx, msg)
+		return err == nil || refused(err), err
+	})
 	if err != nil {
 		return errUnavailable("bus: queue work", err)
 	}

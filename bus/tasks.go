@@ -47,45 +47,37 @@ func (b *Bus) CreateTask(ctx context.Context, rec *schemas.TaskRecord) (uint64, 
 		return 0, schemas.Errorf(schemas.ErrInvalidParams, "the task would take %d bytes, more than the limit of %d", len(val), b.cfg.TaskMaxValueSize)
 	}
 	id := rec.Task.ID
-	rev, err := b.tasks.Create(ctx, id, val)
-	switch {
-	case err == nil:
-		return rev, nil
-	case errors.Is(err, jetstream.ErrKeyExists):
-		return 0, fmt.Errorf("bus: create task %s: %w: %w", id, ErrTaskExists, err)
-	case refused(err):
-		return 0, errUnavailable("bus: create task", err)
-	}
-	first := err
-	err = retrySubmit(ctx, func(actx context.Context) (bool, error) {
+	var rev uint64
+	err = retryWithin(ctx, submitRetryFor, func(actx context.Context) (bool, error) {
 		r, err := b.tasks.Create(actx, id, val)
 		switch {
 		case err == nil:
 			rev = r
 			return true, nil
 		case errors.Is(err, jetstream.ErrKeyExists):
-			// Stored by an earlier attempt, or someone else's?
+			// Someone else's, or stored by an earlier attempt whose answer
+			// was lost: only ours has exactly these bytes.
 			stored, r, gerr := b.leaderGetKey(actx, schemas.BucketTasks, id)
 			if gerr != nil {
 				return false, gerr
 			}
 			if !bytes.Equal(stored, val) {
-				return true, fmt.Errorf("bus: create task %s: %w: %w", id, ErrTaskExists, jetstream.ErrKeyExists)
+				return true, fmt.Errorf("bus: create task %s: %w: %w", id, ErrTaskExists, err)
 			}
 			rev = r
 			return true, nil
 		case refused(err):
-			return true, errUnavailable("bus: create task", err)
+			return true, err
 		}
-		return false, err
+		return false, err // no answer: perhaps stored, perhaps not
 	})
-	if err != nil {
-		if errors.Is(err, ErrTaskExists) || errors.Is(err, schemas.ErrUnavailable) {
-			return 0, err
-		}
-		return 0, errUnavailable("bus: create task", fmt.Errorf("%w (first attempt: %w)", err, first))
+	switch {
+	case err == nil:
+		return rev, nil
+	case errors.Is(err, ErrTaskExists):
+		return 0, err
 	}
-	return rev, nil
+	return 0, errUnavailable("bus: create task", err)
 }
 
 // ErrTaskExists is CreateTask's error for an id already taken.
@@ -319,17 +311,13 @@ func (b *Bus) casTask(ctx context.Context, id string, val []byte, rev uint64, fi
 	if !finished {
 		return b.tasks.Update(ctx, id, val, rev)
 	}
-	m := &nats.Msg{Subject: kvTasksPrefix + id, Data: val}
+	m := &nats.Msg{Subject: kvPrefix(schemas.BucketTasks) + id, Data: val}
 	pa, err := b.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(b.cfg.TaskTTL))
 	if err != nil {
 		return 0, err
 	}
 	return pa.Sequence, nil
 }
-
-// kvTasksPrefix is the subject prefix of the task bucket's keys (the KV
-// bucket is a stream named KV_<bucket> with subjects $KV.<bucket>.<key>).
-const kvTasksPrefix = "$KV." + schemas.BucketTasks + "."
 
 // TaskEvent is one change to a task, as agents and edges produce them:
 // exactly one field is set.
@@ -441,24 +429,18 @@ func unclear(err error) bool { return errors.Is(err, errWriteUnclear) }
 // the task already changed), so it keeps trying, past the caller's
 // cancellation, for up to publishRetryFor.
 func (b *Bus) settleUnclear(ctx context.Context, taskID string, change func(*schemas.TaskRecord) error) (*schemas.TaskRecord, uint64, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishRetryFor)
-	defer cancel()
-	wait := 50 * time.Millisecond
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, 0, schemas.Errorf(schemas.ErrUnavailable, "task %s: could not learn whether a write was stored; retry", taskID)
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
-		actx, acancel := context.WithTimeout(ctx, publishAttemptLimit)
-		rec, rev, err := b.update(actx, taskID, nil, 0, change)
-		acancel()
+	var rec *schemas.TaskRecord
+	var rev uint64
+	err := retryWithin(context.WithoutCancel(ctx), publishRetryFor, func(actx context.Context) (bool, error) {
+		var err error
+		rec, rev, err = b.update(actx, taskID, nil, 0, change)
 		// Reading the record can fail too while the bus recovers.
-		if !unclear(err) && !errors.Is(err, schemas.ErrUnavailable) {
-			return rec, rev, err
-		}
+		return !unclear(err) && !errors.Is(err, schemas.ErrUnavailable), err
+	})
+	if unclear(err) || errors.Is(err, schemas.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		return nil, 0, schemas.Errorf(schemas.ErrUnavailable, "task %s: could not learn whether a write was stored; retry", taskID)
 	}
+	return rec, rev, err
 }
 
 // stamp fills in an event's task and context ids and timestamp from the
@@ -512,12 +494,9 @@ func (b *Bus) publishEvents(ctx context.Context, rec *schemas.TaskRecord, rev ui
 	return b.publishStored(ctx, msg)
 }
 
-// Event publish retries: for how long in all, and for how long one attempt
-// may wait for its acknowledgement.
-const (
-	publishRetryFor     = 30 * time.Second
-	publishAttemptLimit = 5 * time.Second
-)
+// publishRetryFor bounds the retries of publishing a stored write's
+// events, and of settling a write whose outcome is unclear.
+const publishRetryFor = 30 * time.Second
 
 // publishStored publishes the events of a write that is already stored.
 // Nothing can publish them later (a redelivery finds the task already
@@ -527,23 +506,14 @@ const (
 // caller's cancellation does not cut this short (a worker shutting down
 // still publishes what it stored); publishRetryFor bounds it.
 func (b *Bus) publishStored(ctx context.Context, msg *nats.Msg) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishRetryFor)
-	defer cancel()
-	wait := 50 * time.Millisecond
-	for {
-		actx, acancel := context.WithTimeout(ctx, publishAttemptLimit)
+	err := retryWithin(context.WithoutCancel(ctx), publishRetryFor, func(actx context.Context) (bool, error) {
 		_, err := b.js.PublishMsg(actx, msg)
-		acancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errUnavailable("bus: publish task event", err)
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
+		return err == nil, err
+	})
+	if err != nil {
+		return errUnavailable("bus: publish task event", err)
 	}
+	return nil
 }
 
 // taskCloudEvent is the CloudEvent of the index-th event of the write that

@@ -1,0 +1,43 @@
+package bus
+
+import (
+	"context"
+	"time"
+)
+
+// retryWithin is the one retry loop of the bus: for a step that must ride
+// out a cluster electing new leaders (a few seconds after losing a node)
+// rather than fail the caller. It calls attempt at once and again after
+// pauses growing from 50ms to 1s, until attempt reports done, window
+// passes or ctx ends, and returns the last attempt's error (ctx's, if no
+// attempt finished). Each attempt gets at most attemptLimit, so a request
+// to a dead node cannot take the whole window.
+func retryWithin(ctx context.Context, window time.Duration, attempt func(context.Context) (done bool, err error)) error {
+	ctx, cancel := context.WithTimeout(ctx, window)
+	defer cancel()
+	wait := 50 * time.Millisecond
+	var last error
+	for {
+		actx, acancel := context.WithTimeout(ctx, attemptLimit)
+		done, err := attempt(actx)
+		acancel()
+		if done {
+			return err
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			if last == nil {
+				last = ctx.Err()
+			}
+			return last
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// attemptLimit bounds one attempt of a retried step (see retryWithin).
+const attemptLimit = 5 * time.Second
