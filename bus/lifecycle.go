@@ -70,6 +70,19 @@ func (b *Bus) QueueWork(ctx context.Context, item *schemas.WorkItem, o PublishOp
 	return nil
 }
 
+// QueueSubmission queues the work of the submission that left rec
+// SUBMITTED at revision rev: its last message (the one that created or
+// continued it) for its agent. The edge, a fan-out parent and the orphan
+// sweep all queue a task's work this way, under the submission's id.
+func (b *Bus) QueueSubmission(ctx context.Context, rec *schemas.TaskRecord, rev uint64, o PublishOptions) error {
+	h := rec.Task.History
+	if len(h) == 0 {
+		return fmt.Errorf("bus: queue work: task %s has no message to run", rec.Task.ID)
+	}
+	item := &schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: rec.Agent, Message: h[len(h)-1], TaskRevision: rev}
+	return b.QueueWork(ctx, item, o)
+}
+
 // ErrTaskTaken is WithdrawTask's answer when the task changed since the
 // revision given: a worker took it, so it must not be withdrawn.
 var ErrTaskTaken = errors.New("task changed since it was submitted")

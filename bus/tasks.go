@@ -688,18 +688,17 @@ func (b *Bus) Sweep(ctx context.Context, o SweepOptions) (SweepResult, error) {
 		total += size
 		done = append(done, finished{e.Key(), e.Revision(), rec.StatusTime(), size})
 	}
+	// Orphans are requeued before finished tasks are deleted; an error in
+	// either part does not stop the other, and is the caller's to report.
+	var requeueErr error
 	if len(orphans) > 0 {
-		n, err := b.requeueOrphans(ctx, orphans)
-		res.Requeued = n
-		if err != nil {
-			b.log.Warn("requeueing orphaned work failed", "err", err)
-		}
+		res.Requeued, requeueErr = b.requeueOrphans(ctx, orphans)
 	}
 	over := func(count int, bytes int64) bool {
 		return (keep.MaxCount > 0 && count > keep.MaxCount) || (keep.MaxBytes > 0 && bytes > keep.MaxBytes)
 	}
 	if !bounded || !over(len(done), total) {
-		return res, nil
+		return res, requeueErr
 	}
 	// Oldest finished first; equal status times (millisecond precision)
 	// fall back to the bucket revision, the order the writes were made.
@@ -721,7 +720,7 @@ func (b *Bus) Sweep(ctx context.Context, o SweepOptions) (SweepResult, error) {
 			res.Deleted++
 		}
 	}
-	return res, nil
+	return res, requeueErr
 }
 
 // RequeueOrphans queues the work of every task that has been SUBMITTED for
@@ -769,9 +768,7 @@ func (b *Bus) requeueOrphans(ctx context.Context, cands []orphanCandidate) (int,
 		if err != nil || rev != c.rev || rec.Task.Status.State != schemas.TaskStateSubmitted || len(rec.Task.History) == 0 {
 			continue
 		}
-		msg := rec.Task.History[len(rec.Task.History)-1]
-		item := &schemas.WorkItem{TaskID: c.id, ContextID: rec.Task.ContextID, Agent: rec.Agent, Message: msg, TaskRevision: rev}
-		if err := b.QueueWork(ctx, item, PublishOptions{}); err != nil {
+		if err := b.QueueSubmission(ctx, rec, rev, PublishOptions{}); err != nil {
 			return n, err
 		}
 		b.log.Warn("requeued the work of a task left without it", "task_id", c.id, "agent", rec.Agent, "revision", rev)

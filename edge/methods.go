@@ -162,7 +162,7 @@ func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, 
 		return nil, err
 	}
 	follow(rec, rev)
-	err = s.queue(sctx, c, rec, rev, msg)
+	err = s.queue(sctx, c, rec, rev)
 	if err == nil {
 		return rec, nil
 	}
@@ -202,7 +202,7 @@ func (s *Server) continueTask(ctx context.Context, c *call, msg *schemas.Message
 		return nil, err
 	}
 	follow(rec, rev)
-	if err := s.queue(context.WithoutCancel(ctx), c, rec, rev, msg); err != nil {
+	if err := s.queue(context.WithoutCancel(ctx), c, rec, rev); err != nil {
 		// The answer is stored and the task SUBMITTED: it is accepted, and
 		// the orphan sweep queues its work once the bus takes it again.
 		s.log.Warn("queueing a continued task's work failed; the orphan sweep will queue it", "task_id", rec.Task.ID, "agent", rec.Agent, "err", err)
@@ -211,9 +211,8 @@ func (s *Server) continueTask(ctx context.Context, c *call, msg *schemas.Message
 }
 
 // queue queues the work of the task's submission at revision rev.
-func (s *Server) queue(ctx context.Context, c *call, rec *schemas.TaskRecord, rev uint64, msg *schemas.Message) error {
-	item := &schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: rec.Agent, Message: *msg, TaskRevision: rev}
-	err := s.b.QueueWork(ctx, item, bus.PublishOptions{Traceparent: c.trace, A2AVersion: c.version})
+func (s *Server) queue(ctx context.Context, c *call, rec *schemas.TaskRecord, rev uint64) error {
+	err := s.b.QueueSubmission(ctx, rec, rev, bus.PublishOptions{Traceparent: c.trace, A2AVersion: c.version})
 	if err == nil {
 		return nil
 	}

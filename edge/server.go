@@ -195,9 +195,6 @@ func (s *Server) sweep(ctx context.Context) error {
 			if r.Deleted > 0 {
 				s.log.Info("deleted the oldest finished tasks", "count", r.Deleted)
 			}
-			if r.Requeued > 0 {
-				s.log.Warn("requeued the work of tasks left without it", "count", r.Requeued)
-			}
 		}
 	}
 }

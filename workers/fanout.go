@@ -254,8 +254,7 @@ func (f FanOut) start(ctx context.Context, req *Request, agent, id string) error
 	}
 	// Queued under the submission's own id: if an earlier attempt's
 	// publish landed, JetStream keeps one copy.
-	msg := rec.Task.History[len(rec.Task.History)-1]
-	return f.Bus.QueueWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: rec.Task.ContextID, Agent: agent, Message: msg, TaskRevision: rev}, bus.PublishOptions{})
+	return f.Bus.QueueSubmission(ctx, rec, rev, bus.PublishOptions{})
 }
 
 // wait follows the child's events until it settles and returns its record.
