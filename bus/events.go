@@ -62,16 +62,36 @@ var ErrReaderOverflow = errors.New("bus: event reader buffer full; resume from t
 
 // EventReader delivers a task's events; see ReadEvents.
 type EventReader struct {
-	ch   chan TaskUpdate
-	cc   jetstream.ConsumeContext
-	cons jetstream.Consumer
-	js   jetstream.JetStream
+	b      *Bus
+	taskID string
+	ch     chan TaskUpdate
+	// stopWatch ends the stall watch; watched is closed when it has ended.
+	stopWatch context.CancelFunc
+	watched   chan struct{}
+
 	mu   sync.Mutex
+	cc   jetstream.ConsumeContext // replaced by the stall watch
+	cons jetstream.Consumer
 	err  error
 	done bool
 	last uint64
-	log  func(msg string, args ...any)
+	// moved is set by every delivery and cleared by the stall watch.
+	moved bool
 }
+
+// A reader whose consumer sits on a replica still catching up (after a
+// node restart) or on a node that is gone may deliver nothing while the
+// task's events are in the stream. Its stall watch checks, each
+// readerStallAfter with no delivery, whether the task's record holds
+// events the reader has not delivered, and if so replaces the consumer
+// from the reader's cursor, at most maxReaderReplacements times. The watch
+// ends once the reader has caught up with the record: after that, quiet
+// means the task is quiet, and the ordered consumer's own heartbeats watch
+// the consumer.
+const (
+	readerStallAfter      = 2 * time.Second
+	maxReaderReplacements = 3
+)
 
 // readerOpenRetryFor bounds how long opening a reader keeps trying while
 // the bus cannot take it. A reader's consumer is created by the cluster's
@@ -106,16 +126,75 @@ func (b *Bus) ReadEvents(ctx context.Context, taskID string, after uint64, buffe
 	if err != nil {
 		return nil, err
 	}
-	r := &EventReader{ch: make(chan TaskUpdate, buffer), cons: cons, js: b.js, last: after, log: b.log.Warn}
+	r := &EventReader{b: b, taskID: taskID, ch: make(chan TaskUpdate, buffer), watched: make(chan struct{}), cons: cons, last: after}
+	if r.cc, err = r.consume(cons); err != nil {
+		return nil, err
+	}
+	wctx, stop := context.WithCancel(context.Background())
+	r.stopWatch = stop
+	go r.watchStall(wctx)
+	return r, nil
+}
+
+// consume starts delivering cons's messages to the reader.
+func (r *EventReader) consume(cons jetstream.Consumer) (jetstream.ConsumeContext, error) {
 	cc, err := cons.Consume(r.handle, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		// Ordered consumers recreate themselves after these; only log.
-		b.log.Debug("event reader", "task_id", taskID, "err", err)
+		r.b.log.Debug("event reader", "task_id", r.taskID, "err", err)
 	}))
 	if err != nil {
 		return nil, errUnavailable("bus: start event reader", err)
 	}
-	r.cc = cc
-	return r, nil
+	return cc, nil
+}
+
+// watchStall is the reader's stall watch (see readerStallAfter); it ends
+// when the reader is closed or has caught up with the task's record.
+func (r *EventReader) watchStall(ctx context.Context) {
+	defer close(r.watched)
+	t := time.NewTicker(readerStallAfter)
+	defer t.Stop()
+	for replaced := 0; replaced < maxReaderReplacements; {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		moved, last, done := r.moved, r.last, r.done
+		r.moved = false
+		r.mu.Unlock()
+		if done {
+			return
+		}
+		if moved {
+			continue
+		}
+		rctx, rcancel := context.WithTimeout(ctx, attemptLimit)
+		rec, rev, err := r.b.GetTask(rctx, r.taskID)
+		rcancel()
+		if err != nil {
+			continue
+		}
+		if RecordCursor(rec, rev) <= last {
+			return // caught up: nothing is missing
+		}
+		cons, err := r.b.openEventConsumer(ctx, r.taskID)
+		if err != nil {
+			continue
+		}
+		cc, err := r.consume(cons)
+		if err != nil {
+			continue
+		}
+		r.mu.Lock()
+		oldCC, oldCons := r.cc, r.cons
+		r.cc, r.cons = cc, cons
+		r.mu.Unlock()
+		r.b.deleteEventConsumer(oldCC, oldCons)
+		replaced++
+		r.b.log.Warn("replaced an event reader that delivered nothing while its task has newer events", "task_id", r.taskID)
+	}
 }
 
 // openEventConsumer creates the ordered consumer of a task's events,
@@ -148,7 +227,7 @@ func (b *Bus) openEventConsumer(ctx context.Context, taskID string) (jetstream.C
 func (r *EventReader) handle(m jetstream.Msg) {
 	us, err := decodeUpdates(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
 	if err != nil {
-		r.log("skipping undecodable task event", "subject", m.Subject(), "err", err)
+		r.b.log.Warn("skipping undecodable task event", "subject", m.Subject(), "err", err)
 		return
 	}
 	r.mu.Lock()
@@ -162,7 +241,7 @@ func (r *EventReader) handle(m jetstream.Msg) {
 		}
 		select {
 		case r.ch <- u:
-			r.last = u.Cursor
+			r.last, r.moved = u.Cursor, true
 		default:
 			r.finish(ErrReaderOverflow)
 		}
@@ -191,15 +270,25 @@ func (r *EventReader) Err() error {
 // Close stops the reader and deletes its consumer on the server at once
 // (an ordered consumer's Stop leaves it to the inactivity reaper).
 func (r *EventReader) Close() {
-	r.cc.Stop()
-	if info := r.cons.CachedInfo(); info != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = r.js.DeleteConsumer(ctx, schemas.StreamEvents, info.Name)
-		cancel()
-	}
+	r.stopWatch()
+	<-r.watched
+	r.mu.Lock()
+	cc, cons := r.cc, r.cons
+	r.mu.Unlock()
+	r.b.deleteEventConsumer(cc, cons)
 	r.mu.Lock()
 	r.finish(nil)
 	r.mu.Unlock()
+}
+
+// deleteEventConsumer stops consuming and deletes the consumer.
+func (b *Bus) deleteEventConsumer(cc jetstream.ConsumeContext, cons jetstream.Consumer) {
+	cc.Stop()
+	if info := cons.CachedInfo(); info != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), attemptLimit)
+		_ = b.js.DeleteConsumer(ctx, schemas.StreamEvents, info.Name)
+		cancel()
+	}
 }
 
 // decodeUpdates reads the events of one message on a task's event subject

@@ -780,6 +780,44 @@ func TestEventReaderOverflow(t *testing.T) {
 	}
 }
 
+// A reader whose consumer delivers nothing while the task's record holds
+// newer events (its consumer sits on a replica still catching up, say) is
+// given a new consumer from its cursor, and misses nothing.
+func TestEventReaderReplacesAConsumerThatDeliversNothing(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}, Agent: "a"}
+	rev, err := b.CreateTask(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.ReadEvents(ctx, rec.Task.ID, SnapshotCursor(rev), 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// The consumer goes silent: it is there, but nothing comes of it.
+	r.mu.Lock()
+	r.cc.Stop()
+	r.mu.Unlock()
+	for i := range 3 {
+		a := schemas.Artifact{ArtifactID: fmt.Sprint(i), Parts: []schemas.Part{schemas.TextPart("x")}}
+		if _, _, err := b.Apply(ctx, rec.Task.ID, TaskEvent{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: a}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		select {
+		case u := <-r.C():
+			if u.Artifact == nil || u.Artifact.Artifact.ArtifactID != fmt.Sprint(i) {
+				t.Fatalf("event %d: %+v", i, u)
+			}
+		case <-ctx.Done():
+			t.Fatalf("event %d never came: the silent consumer was not replaced", i)
+		}
+	}
+}
+
 // Several events stored by one write share the revision and are told apart
 // by their index: readers get them once each, in order, and a cursor in
 // the middle of a write resumes with the rest of it.

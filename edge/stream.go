@@ -263,50 +263,13 @@ func (s *Server) subscribe(ctx context.Context, c *call, id string, out streamOu
 // client leaves, or the reader overflows. On each keep-alive tick it also
 // checks the task in KV: a task that settled without its final event
 // reaching the stream (a writer crashed between storing and publishing) is
-// closed with a final Task snapshot instead of hanging. A reader that has
-// delivered nothing for readerStallAfter while the record holds events it
-// has not delivered is replaced from the last cursor: its consumer may sit
-// on a replica still catching up after a node restart, or on a node that
-// is gone.
+// closed with a final Task snapshot instead of hanging.
 func (s *Server) relay(ctx context.Context, agent, id string, last uint64, reader *bus.EventReader, out streamOut, keep *time.Ticker) {
 	quiet := false // no event since the last tick
-	stall := time.NewTicker(readerStallAfter)
-	defer stall.Stop()
-	stalled := false // no event since the last stall check
-	replaced := 0
-	// The reader passed in is the caller's to close; a replacement is ours.
-	var own *bus.EventReader
-	defer func() {
-		if own != nil {
-			own.Close()
-		}
-	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-stall.C:
-			if !stalled {
-				stalled = true
-				continue
-			}
-			if replaced == maxReaderReplacements {
-				continue // an event lost for good: the keep-alive check ends a settled task
-			}
-			rec, rev, err := s.visibleTaskRev(ctx, agent, id)
-			if err != nil || bus.RecordCursor(rec, rev) <= last {
-				continue // nothing is missing: the task is only quiet
-			}
-			replaced++
-			r, err := s.b.ReadEvents(ctx, id, last, s.cfg.StreamBuffer)
-			if err != nil {
-				continue
-			}
-			s.log.Warn("replaced a stream's event reader that delivered nothing", "task_id", id)
-			if own != nil {
-				own.Close()
-			}
-			own, reader = r, r
 		case <-keep.C:
 			if out.keepAlive() != nil {
 				return
@@ -332,7 +295,7 @@ func (s *Server) relay(ctx context.Context, agent, id string, last uint64, reade
 			if !ok {
 				return
 			}
-			quiet, stalled = false, false
+			quiet = false
 			last = u.Cursor
 			if s.sendUpdate(out, u) {
 				return
@@ -340,13 +303,6 @@ func (s *Server) relay(ctx context.Context, agent, id string, last uint64, reade
 		}
 	}
 }
-
-// readerStallAfter is how long a stream's reader may deliver nothing while
-// the task's record holds newer events before it is replaced.
-const readerStallAfter = 2 * time.Second
-
-// maxReaderReplacements bounds the replacements of one stream's reader.
-const maxReaderReplacements = 3
 
 // sendUpdate writes one event and reports whether the stream should end
 // (the write failed, or the task settled).
