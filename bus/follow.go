@@ -55,6 +55,7 @@ type follower struct {
 	inactive time.Duration
 
 	following atomic.Bool
+	lostAt    atomic.Int64           // unix nanoseconds the live consumer was lost; 0 while following
 	consumer  atomic.Pointer[string] // name of the live consumer (tests, logs)
 
 	// The cursor and the catch-up state are owned by the goroutine in run.
@@ -98,6 +99,15 @@ func kvPrefix(bucket string) string { return "$KV." + bucket + "." }
 // from the first sign of trouble until a replacement is consuming.
 func (f *follower) Following() bool { return f.following.Load() }
 
+// NotFollowingFor is how long ago the follower lost its live consumer, 0
+// while it has one (or before it ever had one).
+func (f *follower) NotFollowingFor() time.Duration {
+	if at := f.lostAt.Load(); at != 0 && !f.following.Load() {
+		return time.Since(time.Unix(0, at))
+	}
+	return 0
+}
+
 // consumerName returns the name of the live consumer, "" if none.
 func (f *follower) consumerName() string {
 	if p := f.consumer.Load(); p != nil {
@@ -108,6 +118,11 @@ func (f *follower) consumerName() string {
 
 func (f *follower) setFollowing(name string) {
 	f.consumer.Store(&name)
+	if name != "" {
+		f.lostAt.Store(0)
+	} else if f.following.Load() {
+		f.lostAt.Store(time.Now().UnixNano())
+	}
 	f.following.Store(name != "")
 	v := int64(0)
 	if name != "" {

@@ -526,3 +526,27 @@ func watcherLosesItsNode(t *testing.T, kill, edgeOnVictim bool) {
 		taskResume(), agentResume(), storedAfter.Round(time.Millisecond), handedAfter.Round(time.Millisecond),
 		lastApplied.Round(time.Millisecond), lastNotified.Round(time.Millisecond), c.names[edgeNode], edge.nc.ConnectedServerName())
 }
+
+// How long a follower has been without a consumer counts from the loss,
+// not from whoever asks first, and is 0 again once it follows.
+func TestFollowerNotFollowingFor(t *testing.T) {
+	b := newTestBus(t, Config{})
+	f := b.newFollower("test", kvStream(schemas.BucketTasks), jetstream.DeliverNewPolicy, kvPrefix(schemas.BucketTasks)+">")
+	if d := f.NotFollowingFor(); d != 0 {
+		t.Fatalf("before any consumer: %v", d)
+	}
+	f.setFollowing("c1")
+	if d := f.NotFollowingFor(); d != 0 {
+		t.Fatalf("following: %v", d)
+	}
+	f.setFollowing("")
+	lost := time.Now()
+	f.lostAt.Store(lost.Add(-3 * time.Second).UnixNano()) // as if lost 3s ago
+	if d := f.NotFollowingFor(); d < 3*time.Second {
+		t.Fatalf("lost 3s ago: %v", d)
+	}
+	f.setFollowing("c2")
+	if d := f.NotFollowingFor(); d != 0 {
+		t.Fatalf("following again: %v", d)
+	}
+}

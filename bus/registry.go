@@ -93,6 +93,11 @@ func (d *AgentDirectory) Ready() <-chan struct{} { return d.ready }
 // should follow it.
 func (d *AgentDirectory) Following() bool { return d.f.Following() }
 
+// NotFollowingFor is how long ago the live consumer was lost: 0 while
+// following. Readiness allows a moment of it (every reconnect replaces the
+// consumer) but not a lost node.
+func (d *AgentDirectory) NotFollowingFor() time.Duration { return d.f.NotFollowingFor() }
+
 // Run follows the registry until ctx ends; it returns nil then. It keeps
 // trying while the bus is unreachable.
 func (d *AgentDirectory) Run(ctx context.Context) error {

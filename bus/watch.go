@@ -62,6 +62,11 @@ func (t *TaskWatcher) Ready() <-chan struct{} { return t.ready }
 // changes only through their rechecks; readiness should follow it.
 func (t *TaskWatcher) Following() bool { return t.f.Following() }
 
+// NotFollowingFor is how long ago the live consumer was lost: 0 while
+// following. Readiness allows a moment of it (every reconnect replaces the
+// consumer) but not a lost node.
+func (t *TaskWatcher) NotFollowingFor() time.Duration { return t.f.NotFollowingFor() }
+
 // Run consumes task updates until ctx ends; it returns nil then. It keeps
 // trying while the bus is unreachable.
 func (t *TaskWatcher) Run(ctx context.Context) error {

@@ -111,10 +111,7 @@ type Server struct {
 	v1, v03  dialect
 	backlog  backlogCache
 	draining atomic.Bool
-	// unfollowedSince is when readiness first saw a follower not following
-	// (unix nanoseconds; 0 while both follow).
-	unfollowedSince atomic.Int64
-	m               edgeMetrics
+	m        edgeMetrics
 }
 
 // New returns an edge on b. Call Run to start following the bus, and serve
@@ -238,17 +235,7 @@ const unfollowedGrace = 2 * time.Second
 // followingBus reports whether the task watcher and the agent directory
 // follow the bus, or stopped doing so less than unfollowedGrace ago.
 func (s *Server) followingBus() bool {
-	if s.tasks.Following() && s.agents.Following() {
-		s.unfollowedSince.Store(0)
-		return true
-	}
-	now := time.Now().UnixNano()
-	since := s.unfollowedSince.Load()
-	if since == 0 {
-		s.unfollowedSince.CompareAndSwap(0, now)
-		return true
-	}
-	return time.Duration(now-since) < unfollowedGrace
+	return s.tasks.NotFollowingFor() < unfollowedGrace && s.agents.NotFollowingFor() < unfollowedGrace
 }
 
 func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
