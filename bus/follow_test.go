@@ -175,20 +175,7 @@ func TestAgentDirectoryReplacesItsConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := b.NewAgentDirectory()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- d.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("directory Run: %v", err)
-		}
-	})
-	select {
-	case <-d.Ready():
-	case <-ctx.Done():
-		t.Fatal("directory never became ready")
-	}
+	startRun(t, ctx, "directory", d.Run, d.Ready())
 	if _, ok := d.Get("before"); !ok || !d.Following() {
 		t.Fatalf("before the delete: agent listed %v, following %v", ok, d.Following())
 	}

@@ -59,6 +59,27 @@ func connect(t testing.TB, s *Server, cfg Config) *Bus {
 }
 
 // newTestBus starts a server and connects one memory-storage Bus to it.
+// startRun runs a follower of the bus (a task watcher, an agent
+// directory) until the test ends, checking it stops cleanly, and waits
+// until it is ready.
+func startRun(t testing.TB, ctx context.Context, what string, run func(context.Context) error, ready <-chan struct{}) {
+	t.Helper()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("%s Run: %v", what, err)
+		}
+	})
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		t.Fatalf("%s never became ready", what)
+	}
+}
+
 func newTestBus(t testing.TB, cfg Config) *Bus {
 	t.Helper()
 	cfg.MemoryStorage = true
@@ -324,20 +345,7 @@ func TestAgentDirectory(t *testing.T) {
 	}
 
 	d := edge.NewAgentDirectory()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- d.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("directory Run: %v", err)
-		}
-	})
-	select {
-	case <-d.Ready():
-	case <-ctx.Done():
-		t.Fatal("directory never became ready")
-	}
+	startRun(t, ctx, "directory", d.Run, d.Ready())
 	reg, ok := d.Get("zeta")
 	if !ok || reg.Card.Name != "Zeta" || reg.Instance != "z-1" || reg.UpdatedAt.IsZero() {
 		t.Fatalf("Get(zeta) right after Ready = %+v, %v", reg, ok)

@@ -619,20 +619,7 @@ func TestTaskWatcher(t *testing.T) {
 	// Rechecks would mask a watcher that never notifies; push them out of
 	// the test's reach.
 	tw.RecheckEvery = time.Hour
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- tw.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("watcher Run: %v", err)
-		}
-	})
-	select {
-	case <-tw.Ready():
-	case <-ctx.Done():
-		t.Fatal("watcher never became ready")
-	}
+	startRun(t, ctx, "watcher", tw.Run, tw.Ready())
 	settled := func(r *schemas.TaskRecord) bool { return r.Task.Status.State.Settled() }
 
 	t.Run("updates by another goroutine", func(t *testing.T) {
