@@ -168,7 +168,7 @@ func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, 
 	}
 	// Undo the create, unless a worker already took the task (the work
 	// was queued after all, and only the answer was lost).
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	wctx, cancel := context.WithTimeout(sctx, 5*time.Second)
 	defer cancel()
 	switch werr := s.b.WithdrawTask(wctx, id, rev); {
 	case werr == nil:
