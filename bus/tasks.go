@@ -494,6 +494,49 @@ func (b *Bus) publishEvents(ctx context.Context, rec *schemas.TaskRecord, rev ui
 	return b.publishStored(ctx, msg)
 }
 
+// PublishMissingFinalEvent makes sure the event that settled a task is in
+// its event log, and reports whether it had to publish it. A writer that
+// died between storing a write and publishing its events leaves the task
+// settled in the store with no settling event: its redelivered work finds
+// the task finished and has nothing else to do, and every reader of the
+// log would wait for an end that never comes. Whoever finds a settled task
+// this way calls it: it reads the log's last event through the stream
+// leader and, if that is older than the record, publishes the record's
+// final status (or its reply) as the write's last event, with that
+// event's id and cursor, so a publish that did land earlier is
+// de-duplicated and readers order it where it belongs.
+func (b *Bus) PublishMissingFinalEvent(ctx context.Context, rec *schemas.TaskRecord, rev uint64) (bool, error) {
+	if !rec.Task.Status.State.Settled() || rec.LastEventID == "" {
+		return false, nil
+	}
+	subject := schemas.SubjectEvents(rec.Task.ID)
+	m, err := b.leaderGet(ctx, schemas.StreamEvents, subject)
+	switch {
+	case errors.Is(err, errNoMessage):
+	case err != nil:
+		return false, err
+	default:
+		us, err := decodeUpdates(&nats.Msg{Subject: subject, Header: m.Header, Data: m.Data})
+		if err == nil && len(us) > 0 && us[len(us)-1].Cursor >= RecordCursor(rec, rev) {
+			return false, nil
+		}
+	}
+	ev := TaskEvent{ID: rec.LastEventID}
+	if rec.Reply != nil {
+		ev.Reply = rec.Reply
+	} else {
+		ev.Status = &schemas.TaskStatusUpdateEvent{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Status: rec.Task.Status}
+	}
+	ce, err := b.taskCloudEvent(rec, rev, rec.LastEventIndex, ev)
+	if err != nil {
+		return false, err
+	}
+	if err := b.publishStored(ctx, encodeMsg(subject, &ce)); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // publishRetryFor bounds the retries of publishing a stored write's
 // events, and of settling a write whose outcome is unclear.
 const publishRetryFor = 30 * time.Second

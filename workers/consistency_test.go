@@ -120,3 +120,46 @@ func TestASecondCopyOfWorkDoesNotRunTheTaskTwice(t *testing.T) {
 		t.Fatalf("the agent ran %d times, want once", got)
 	}
 }
+
+// A writer that died between storing a task's final write and publishing
+// its events leaves the task finished with no end in its event log. The
+// worker that takes the redelivered work publishes it, so readers of the
+// log see the task finish.
+func TestRedeliveryPublishesAFinalEventAWriterLeftUnpublished(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id := schemas.NewID()
+	msg := schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, TaskID: id, ContextID: schemas.NewID(), Parts: []schemas.Part{schemas.TextPart("x")}}
+	rec := &schemas.TaskRecord{Agent: "echo", CreatedAt: *schemas.Now(), Task: schemas.Task{ID: id, ContextID: msg.ContextID,
+		Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: schemas.Now()}, History: []schemas.Message{msg}}}
+	rev, err := b.CreateTask(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The dead writer's last write: stored, never published.
+	done, doneRev, err := b.UpdateTask(ctx, id, func(r *schemas.TaskRecord) error {
+		r.LastEventID = "final-" + id
+		return r.ApplyStatus(&schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCompleted, Timestamp: schemas.Now()}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := b.ReadEvents(ctx, id, 0, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	startRunner(t, b, workers.EchoDefinition("echo"), workers.Options{})
+	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: msg.ContextID, Agent: "echo", Message: msg, TaskRevision: rev}, bus.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case u := <-reader.C():
+		if u.Status == nil || u.Status.Status.State != schemas.TaskStateCompleted || u.Cursor != bus.RecordCursor(done, doneRev) {
+			t.Fatalf("event %+v, want COMPLETED at the record's cursor", u)
+		}
+	case <-ctx.Done():
+		t.Fatal("the final event was never published")
+	}
+}

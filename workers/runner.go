@@ -279,7 +279,18 @@ func (r *Runner) handle(base context.Context, w *Work) {
 		return
 	case rec.Task.Status.State.Terminal():
 		// A redelivery (or a cancel before the work was taken): the task is
-		// already finished, so the work is done.
+		// already finished, so the work is done, once the event that
+		// finished it is in its log (the writer may have died before
+		// publishing it).
+		published, err := r.b.PublishMissingFinalEvent(opCtx, rec, rev)
+		if err != nil {
+			log.Warn("checking a finished task's event log failed; handing work back", "err", err)
+			_ = w.Nak(backoff(w.Attempt))
+			return
+		}
+		if published {
+			log.Warn("published the final event of a task whose writer died before publishing it")
+		}
 		_ = w.Ack()
 		return
 	case w.Attempt == 1 && w.Item.TaskRevision != 0 && rev > w.Item.TaskRevision:
