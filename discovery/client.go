@@ -316,14 +316,9 @@ type rpcResponse struct {
 	Error  *wireError      `json:"error"`
 }
 
-// wireError is a JSON-RPC error object, or the body of google.rpc.Status.
-type wireError struct {
-	Code    int             `json:"code"`
-	Status  string          `json:"status"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data"`
-	Details json.RawMessage `json:"details"`
-}
+// wireError is a JSON-RPC error object, or the body of google.rpc.Status;
+// schemas decodes it into the one error table.
+type wireError = schemas.WireError
 
 func (c *Client) newRequest(ctx context.Context, method, u string, body any) (*http.Request, error) {
 	var rd io.Reader
@@ -571,89 +566,10 @@ func (c *Client) notA2A(req *http.Request, res *http.Response, body []byte) erro
 		Err: fmt.Errorf("answer is not an A2A response (HTTP %d %s): %q", res.StatusCode, http.StatusText(res.StatusCode), snippet)}
 }
 
-// protocolError turns a wire error into an occurrence of our table: by
-// ErrorInfo reason when the agent sent one, else by JSON-RPC code, else by
-// gRPC status name.
+// protocolError turns a wire error into an occurrence of our table (see
+// schemas.WireError.Decode), with the answer's Retry-After.
 func (c *Client) protocolError(w *wireError, res *http.Response) error {
-	details := w.Details
-	if len(details) == 0 {
-		details = w.Data
-	}
-	reason, meta := errorInfo(details)
-	row := schemas.ErrorByReason(reason)
-	if row == nil && w.Status == "" {
-		row = schemas.ErrorByCode(w.Code)
-	}
-	if row == nil && w.Status != "" {
-		row = byGRPCStatus[w.Status]
-	}
-	if row == nil {
-		row = schemas.ErrInternal
-	}
-	msg := w.Message
-	if msg == "" {
-		msg = row.Message
-	}
-	e := schemas.Errorf(row, "%s", msg)
-	for k, v := range meta {
-		e = e.With(k, v)
-	}
-	if res != nil {
-		if s := retryAfter(res); s > 0 {
-			e.RetryAfter = int(s / time.Second)
-		}
-	}
-	return e
-}
-
-// byGRPCStatus reads a google.rpc.Status without an ErrorInfo reason: its
-// status name alone is shared by several rows, so each name maps to its
-// most general row.
-var byGRPCStatus = map[string]*schemas.Error{
-	"INVALID_ARGUMENT":    schemas.ErrInvalidParams,
-	"NOT_FOUND":           schemas.ErrTaskNotFound,
-	"UNIMPLEMENTED":       schemas.ErrMethodNotFound,
-	"FAILED_PRECONDITION": schemas.ErrUnsupportedOperation,
-	"INTERNAL":            schemas.ErrInternal,
-	"UNAVAILABLE":         schemas.ErrUnavailable,
-}
-
-// errorInfo finds the ErrorInfo in error details: a 1.0 details array of
-// typed objects, or a 0.3 data object carrying a reason.
-func errorInfo(raw json.RawMessage) (string, map[string]string) {
-	if len(raw) == 0 {
-		return "", nil
-	}
-	type info struct {
-		Type     string         `json:"@type"`
-		Reason   string         `json:"reason"`
-		Metadata map[string]any `json:"metadata"`
-	}
-	strs := func(m map[string]any) map[string]string {
-		out := map[string]string{}
-		for k, v := range m {
-			if s, ok := v.(string); ok && k != "reason" && k != "domain" && k != "@type" {
-				out[k] = s
-			}
-		}
-		return out
-	}
-	var list []info
-	if json.Unmarshal(raw, &list) == nil {
-		for _, d := range list {
-			if d.Reason != "" && (d.Type == "" || strings.HasSuffix(d.Type, "google.rpc.ErrorInfo")) {
-				return d.Reason, strs(d.Metadata)
-			}
-		}
-		return "", nil
-	}
-	var obj map[string]any
-	if json.Unmarshal(raw, &obj) == nil {
-		if r, ok := obj["reason"].(string); ok {
-			return r, strs(obj)
-		}
-	}
-	return "", nil
+	return w.Decode(int(retryAfter(res) / time.Second))
 }
 
 // retryAfter reads Retry-After: delay-seconds, or an HTTP date (rounded

@@ -28,33 +28,10 @@ type rpcRequest struct {
 }
 
 type rpcResponse struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Result  any             `json:"result,omitempty"`
-	Error   *rpcError       `json:"error,omitempty"`
-}
-
-type rpcError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-	Data    any    `json:"data,omitempty"`
-}
-
-// errorInfo is google.rpc.ErrorInfo as a typed detail.
-type errorInfo struct {
-	Type     string            `json:"@type"`
-	Reason   string            `json:"reason"`
-	Domain   string            `json:"domain"`
-	Metadata map[string]string `json:"metadata,omitempty"`
-}
-
-const errorInfoType = "type.googleapis.com/google.rpc.ErrorInfo"
-
-// errorDetails is the typed-detail list of an error: its ErrorInfo. Every
-// binding and dialect sends it (JSON-RPC error.data, google.rpc.Status
-// details).
-func errorDetails(e *schemas.Error) []errorInfo {
-	return []errorInfo{{Type: errorInfoType, Reason: e.Reason, Domain: schemas.ErrorDomain, Metadata: e.Metadata}}
+	JSONRPC string            `json:"jsonrpc"`
+	ID      json.RawMessage   `json:"id"`
+	Result  any               `json:"result,omitempty"`
+	Error   *schemas.RPCError `json:"error,omitempty"`
 }
 
 var nullID = json.RawMessage("null")
@@ -363,7 +340,7 @@ func writeRPCError(w http.ResponseWriter, id json.RawMessage, e *schemas.Error) 
 }
 
 func writeRPCErrorStatus(w http.ResponseWriter, status int, id json.RawMessage, e *schemas.Error) {
-	writeJSON(w, status, rpcResponse{JSONRPC: "2.0", ID: id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: errorDetails(e)}})
+	writeJSON(w, status, rpcResponse{JSONRPC: "2.0", ID: id, Error: e.RPC()})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

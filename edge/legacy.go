@@ -139,7 +139,7 @@ func (r *legacyRPCStream) send(cursor uint64, resp *schemas.StreamResponse) erro
 }
 
 func (r *legacyRPCStream) fail(e *schemas.Error) error {
-	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: errorDetails(e)}})
+	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: e.RPC()})
 	if err != nil {
 		return err
 	}
@@ -222,7 +222,7 @@ func writeLegacyError(w http.ResponseWriter, e *schemas.Error, status int) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	writeJSON(w, status, map[string]any{"error": rpcError{Code: e.Code, Message: e.Message, Data: schemas.V03ErrorData(e)}})
+	writeJSON(w, status, map[string]any{"error": e.RPCLegacy()})
 }
 
 // readRaw reads a JSON body within the limits, without decoding it.

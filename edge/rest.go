@@ -119,32 +119,10 @@ func writeREST(w http.ResponseWriter, v any) {
 	_, _ = w.Write(b)
 }
 
-// rpcStatus is google.rpc.Status as JSON.
-type rpcStatus struct {
-	Error statusBody `json:"error"`
-}
-
-type statusBody struct {
-	Code    int         `json:"code"`
-	Status  string      `json:"status"`
-	Message string      `json:"message"`
-	Details []errorInfo `json:"details"`
-}
-
-func statusOf(e *schemas.Error, httpStatus int) rpcStatus {
-	if httpStatus == 0 {
-		httpStatus = e.HTTPStatus
-	}
-	return rpcStatus{Error: statusBody{
-		Code: httpStatus, Status: e.GRPCStatus, Message: e.Message,
-		Details: errorDetails(e),
-	}}
-}
-
 // writeStatus writes an error as google.rpc.Status with the table's HTTP
 // status (or httpStatus when non-zero).
 func writeStatus(w http.ResponseWriter, e *schemas.Error, httpStatus int) {
-	st := statusOf(e, httpStatus)
+	st := e.Status(httpStatus)
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
@@ -207,7 +185,7 @@ func (r *restStream) send(cursor uint64, resp *schemas.StreamResponse) error {
 }
 
 func (r *restStream) fail(e *schemas.Error) error {
-	b, err := json.Marshal(statusOf(e, 0))
+	b, err := json.Marshal(e.Status(0))
 	if err != nil {
 		return err
 	}

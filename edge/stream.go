@@ -112,7 +112,7 @@ func (r *rpcStream) send(cursor uint64, resp *schemas.StreamResponse) error {
 }
 
 func (r *rpcStream) fail(e *schemas.Error) error {
-	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: errorDetails(e)}})
+	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: e.RPC()})
 	if err != nil {
 		return err
 	}

@@ -134,7 +134,7 @@ func (r *v03RPCStream) send(cursor uint64, resp *schemas.StreamResponse) error {
 }
 
 func (r *v03RPCStream) fail(e *schemas.Error) error {
-	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: &rpcError{Code: e.Code, Message: e.Message, Data: errorDetails(e)}})
+	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: e.RPC()})
 	if err != nil {
 		return err
 	}
