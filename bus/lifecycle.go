@@ -101,3 +101,229 @@ func (b *Bus) WithdrawTask(ctx context.Context, id string, rev uint64) error {
 	}
 	return errUnavailable("bus: withdraw task", err)
 }
+
+// The task lifecycle: the one way any caller — the edge for every binding
+// and dialect, the fan-out agent for its children — submits, continues,
+// reads, follows and cancels a task. Each operation names its Owner and
+// checks it before it hands anything back, so a caller sees only the tasks
+// it owns and an error never tells whether an id exists elsewhere.
+
+// Owner is whom a task operation acts for: the agent whose endpoint was
+// called (a task belongs to the agent it was sent to).
+type Owner struct {
+	Agent string
+}
+
+// owns reports whether rec is visible to o. A message-only exchange (a
+// reply instead of a task) is internal and visible to no one.
+func (o Owner) owns(rec *schemas.TaskRecord) bool {
+	return rec.Agent == o.Agent && rec.Reply == nil
+}
+
+func notFound(id string) error {
+	return schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
+}
+
+// Task reads a task owned by o, with its revision.
+func (b *Bus) Task(ctx context.Context, o Owner, id string) (*schemas.TaskRecord, uint64, error) {
+	if id == "" {
+		return nil, 0, schemas.Errorf(schemas.ErrInvalidParams, "id is required")
+	}
+	rec, rev, err := b.GetTask(ctx, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !o.owns(rec) {
+		return nil, 0, notFound(id)
+	}
+	return rec, rev, nil
+}
+
+// Submission is a new task: its first message for an agent.
+type Submission struct {
+	Agent   string
+	Message *schemas.Message
+	// TaskID is the id to create the task under; "" makes a new one. A
+	// caller that must find its task again after a crash (the fan-out)
+	// derives it; ErrTaskExists then tells it the task is there.
+	TaskID string
+	// Metadata is the task's metadata.
+	Metadata map[string]any
+	// Dialect and ClientTaskID are recorded for tasks created through the
+	// older tasks/send dialect, so reads answer in its shapes.
+	Dialect, ClientTaskID string
+	// Publish carries the trace and protocol version to the work item.
+	Publish PublishOptions
+}
+
+// Follow is called once a submission or continuation is stored and before
+// its work is queued, so a caller that follows the task's events cannot
+// miss what a fast worker publishes.
+type Follow func(rec *schemas.TaskRecord, rev uint64)
+
+// Submit stores a new task SUBMITTED and queues its work. If the work
+// cannot be queued the task is withdrawn, so a refused request leaves
+// nothing behind; a task the withdraw could not remove is left to the
+// orphan sweep. The two steps run to their end even if ctx is canceled
+// mid-way (each bounds its own retries): a caller that goes away must not
+// leave a task half submitted. The message gets the task's id and context
+// (a new context when it names none).
+func (b *Bus) Submit(ctx context.Context, s Submission, follow Follow) (*schemas.TaskRecord, uint64, error) {
+	msg := s.Message
+	id := s.TaskID
+	if id == "" {
+		id = schemas.NewID()
+	}
+	if msg.ContextID == "" {
+		msg.ContextID = schemas.NewID()
+	}
+	msg.TaskID = id
+	now := schemas.Now()
+	rec := &schemas.TaskRecord{
+		Task: schemas.Task{
+			ID:        id,
+			ContextID: msg.ContextID,
+			Status:    schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: now},
+			History:   []schemas.Message{*msg},
+			Metadata:  s.Metadata,
+		},
+		Agent:        s.Agent,
+		CreatedAt:    *now,
+		Dialect:      s.Dialect,
+		ClientTaskID: s.ClientTaskID,
+	}
+	sctx := context.WithoutCancel(ctx)
+	rev, err := b.CreateTask(sctx, rec)
+	if err != nil {
+		return nil, 0, err
+	}
+	if follow != nil {
+		follow(rec, rev)
+	}
+	qerr := b.queue(sctx, rec, rev, s.Publish)
+	if qerr == nil {
+		return rec, rev, nil
+	}
+	// Undo the create, unless a worker already took the task (the work
+	// was queued after all, and only the answer was lost).
+	wctx, cancel := context.WithTimeout(sctx, 5*time.Second)
+	defer cancel()
+	switch werr := b.WithdrawTask(wctx, id, rev); {
+	case werr == nil:
+	case errors.Is(werr, ErrTaskTaken):
+		return rec, rev, nil
+	default:
+		b.log.Warn("withdrawing a task whose work could not be queued failed; the orphan sweep will queue it", "task_id", id, "agent", s.Agent, "err", werr)
+	}
+	return nil, 0, qerr
+}
+
+// queue queues the work of rec's submission at rev; an error is a
+// retryable ErrUnavailable unless the bus gave a protocol error.
+func (b *Bus) queue(ctx context.Context, rec *schemas.TaskRecord, rev uint64, o PublishOptions) error {
+	err := b.QueueSubmission(ctx, rec, rev, o)
+	if err == nil {
+		return nil
+	}
+	b.log.Warn("queueing work failed", "task_id", rec.Task.ID, "agent", rec.Agent, "err", err)
+	var pe *schemas.Error
+	if errors.As(err, &pe) {
+		return err
+	}
+	return schemas.Errorf(schemas.ErrUnavailable, "the task could not be queued; retry shortly")
+}
+
+// Continue adds a client message to a task of o's that is waiting for
+// input (INPUT_REQUIRED or AUTH_REQUIRED) and queues it. The move back to
+// SUBMITTED is one compare-and-swap, so of two concurrent answers only one
+// is taken. Once the answer is stored the task is accepted: if its work
+// cannot be queued now, the orphan sweep queues it.
+func (b *Bus) Continue(ctx context.Context, o Owner, msg *schemas.Message, p PublishOptions, follow Follow) (*schemas.TaskRecord, uint64, error) {
+	cur, _, err := b.Task(ctx, o, msg.TaskID)
+	if err != nil {
+		return nil, 0, err
+	}
+	if msg.ContextID != "" && msg.ContextID != cur.Task.ContextID {
+		return nil, 0, schemas.Errorf(schemas.ErrInvalidParams, "message.contextId %q does not match the context of task %s", msg.ContextID, msg.TaskID)
+	}
+	rec, rev, err := b.Apply(ctx, msg.TaskID, TaskEvent{Continue: msg})
+	switch {
+	case errors.Is(err, schemas.ErrTaskTerminal):
+		return nil, 0, schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s and accepts no more messages; start a new task in context %s and list this one in referenceTaskIds", msg.TaskID, rec.Task.Status.State, rec.Task.ContextID).With("taskId", msg.TaskID)
+	case errors.Is(err, schemas.ErrNotInterrupted):
+		return nil, 0, schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s; send the next message when it asks for input", msg.TaskID, rec.Task.Status.State).With("taskId", msg.TaskID)
+	case err != nil:
+		return nil, 0, err
+	}
+	if follow != nil {
+		follow(rec, rev)
+	}
+	_ = b.queue(context.WithoutCancel(ctx), rec, rev, p)
+	return rec, rev, nil
+}
+
+// Cancel moves a task of o's to CANCELED (one compare-and-swap, one event)
+// and tells its agent's workers to stop it; work still queued is skipped
+// when a worker takes it. A task already in a terminal state, CANCELED
+// included, is not cancelable (ErrTaskNotCancelable, as the spec's error
+// table says); the error comes with the task's record, so a caller can
+// tell how it ended.
+func (b *Bus) Cancel(ctx context.Context, o Owner, id string, why *schemas.Message) (*schemas.TaskRecord, error) {
+	if _, _, err := b.Task(ctx, o, id); err != nil {
+		return nil, err
+	}
+	rec, _, err := b.Apply(ctx, id, TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled, Message: why}}})
+	if errors.Is(err, schemas.ErrTaskTerminal) {
+		return rec, schemas.Errorf(schemas.ErrTaskNotCancelable, "task %s is already %s and cannot be canceled", id, rec.Task.Status.State).With("taskId", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := b.PublishCancel(ctx, schemas.CancelNotice{TaskID: id, Agent: o.Agent}); err != nil {
+		// The task is canceled in KV; its worker also notices it there.
+		b.log.Warn("cancel notice not sent", "task_id", id, "err", err)
+	}
+	return rec, nil
+}
+
+// Await follows a task of o's until it settles (a terminal or interrupted
+// state, or a message-only reply) and returns its record then. A reader
+// that overflows is replaced from the last event it delivered.
+func (b *Bus) Await(ctx context.Context, o Owner, id string) (*schemas.TaskRecord, error) {
+	var after uint64
+	for {
+		rec, rev, err := b.GetTask(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if rec.Agent != o.Agent {
+			return nil, notFound(id)
+		}
+		if rec.Reply != nil || rec.Task.Status.State.Settled() {
+			return rec, nil
+		}
+		if after == 0 {
+			after = SnapshotCursor(rev)
+		}
+		r, err := b.ReadEvents(ctx, id, after, 64)
+		if err != nil {
+			return nil, err
+		}
+		settled := false
+		for !settled {
+			select {
+			case <-ctx.Done():
+				r.Close()
+				return nil, ctx.Err()
+			case u, ok := <-r.C():
+				if !ok {
+					settled = true // overflow: re-read the record and go on
+					break
+				}
+				after = u.Cursor
+				settled = u.Reply != nil || (u.Status != nil && u.Status.Status.State.Settled())
+			}
+		}
+		r.Close()
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -51,6 +52,14 @@ type call struct {
 
 	// obs measures the request (REST: a task route names its method here).
 	obs *observation
+}
+
+// owner is whom the call acts for in the task lifecycle.
+func (c *call) owner() bus.Owner { return bus.Owner{Agent: c.agent} }
+
+// publish is what the call passes on to the work it queues.
+func (c *call) publish() bus.PublishOptions {
+	return bus.PublishOptions{Traceparent: c.trace, A2AVersion: c.version}
 }
 
 // dialect is one JSON-RPC grammar served on the endpoint: its methods, the

@@ -125,116 +125,28 @@ func (s *Server) send(ctx context.Context, c *call, req *schemas.SendMessageRequ
 	return &schemas.SendMessageResponse{Task: &t}, nil, nil
 }
 
-// createTask stores a new task for the message and queues its work. If the
-// work cannot be queued the task is withdrawn, so a refused request leaves
-// nothing behind (see bus/lifecycle.go).
-func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, follow func(*schemas.TaskRecord, uint64)) (*schemas.TaskRecord, error) {
+// createTask admits a new task for the agent and submits it (see
+// bus.Submit: a refused request leaves nothing behind).
+func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, follow bus.Follow) (*schemas.TaskRecord, error) {
 	if err := s.admit(ctx, c.agent); err != nil {
 		return nil, err
 	}
-	id := c.taskID
-	if id == "" {
-		id = schemas.NewID()
-	}
-	if msg.ContextID == "" {
-		msg.ContextID = schemas.NewID()
-	}
-	msg.TaskID = id
-	now := schemas.Now()
-	rec := &schemas.TaskRecord{
-		Task: schemas.Task{
-			ID:        id,
-			ContextID: msg.ContextID,
-			Status:    schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: now},
-			History:   []schemas.Message{*msg},
-		},
-		Agent:        c.agent,
-		CreatedAt:    *now,
-		Dialect:      c.dialect,
-		ClientTaskID: c.clientTaskID,
-	}
-	// A client that goes away mid-request must not leave the task half
-	// submitted: the two steps run to their end whatever the client does
-	// (each bounds its own retries).
-	sctx := context.WithoutCancel(ctx)
-	rev, err := s.b.CreateTask(sctx, rec)
-	if err != nil {
-		return nil, err
-	}
-	follow(rec, rev)
-	err = s.queue(sctx, c, rec, rev)
-	if err == nil {
-		return rec, nil
-	}
-	// Undo the create, unless a worker already took the task (the work
-	// was queued after all, and only the answer was lost).
-	wctx, cancel := context.WithTimeout(sctx, 5*time.Second)
-	defer cancel()
-	switch werr := s.b.WithdrawTask(wctx, id, rev); {
-	case werr == nil:
-	case errors.Is(werr, bus.ErrTaskTaken):
-		return rec, nil
-	default:
-		// Left SUBMITTED without work: the orphan sweep queues it.
-		s.log.Warn("withdrawing a task whose work could not be queued failed", "task_id", id, "agent", c.agent, "err", werr)
-	}
-	return nil, err
+	rec, _, err := s.b.Submit(ctx, bus.Submission{
+		Agent: c.agent, Message: msg, TaskID: c.taskID,
+		Dialect: c.dialect, ClientTaskID: c.clientTaskID, Publish: c.publish(),
+	}, follow)
+	return rec, err
 }
 
-// continueTask adds a client message to an existing task that is waiting
-// for input and queues it. The move from the interrupted state to SUBMITTED
-// is one compare-and-swap, so of two concurrent answers only one is taken.
-func (s *Server) continueTask(ctx context.Context, c *call, msg *schemas.Message, follow func(*schemas.TaskRecord, uint64)) (*schemas.TaskRecord, error) {
-	cur, err := s.visibleTask(ctx, c.agent, msg.TaskID)
-	if err != nil {
-		return nil, err
-	}
-	if msg.ContextID != "" && msg.ContextID != cur.Task.ContextID {
-		return nil, schemas.Errorf(schemas.ErrInvalidParams, "message.contextId %q does not match the context of task %s", msg.ContextID, msg.TaskID)
-	}
-	rec, rev, err := s.b.Apply(ctx, msg.TaskID, bus.TaskEvent{Continue: msg})
-	switch {
-	case errors.Is(err, schemas.ErrTaskTerminal):
-		return nil, schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s and accepts no more messages; start a new task in context %s and list this one in referenceTaskIds", msg.TaskID, rec.Task.Status.State, rec.Task.ContextID).With("taskId", msg.TaskID)
-	case errors.Is(err, schemas.ErrNotInterrupted):
-		return nil, schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s; send the next message when it asks for input", msg.TaskID, rec.Task.Status.State).With("taskId", msg.TaskID)
-	case err != nil:
-		return nil, err
-	}
-	follow(rec, rev)
-	if err := s.queue(context.WithoutCancel(ctx), c, rec, rev); err != nil {
-		// The answer is stored and the task SUBMITTED: it is accepted, and
-		// the orphan sweep queues its work once the bus takes it again.
-		s.log.Warn("queueing a continued task's work failed; the orphan sweep will queue it", "task_id", rec.Task.ID, "agent", rec.Agent, "err", err)
-	}
-	return rec, nil
+// continueTask answers a task of the agent's that waits for input.
+func (s *Server) continueTask(ctx context.Context, c *call, msg *schemas.Message, follow bus.Follow) (*schemas.TaskRecord, error) {
+	rec, _, err := s.b.Continue(ctx, c.owner(), msg, c.publish(), follow)
+	return rec, err
 }
 
-// queue queues the work of the task's submission at revision rev.
-func (s *Server) queue(ctx context.Context, c *call, rec *schemas.TaskRecord, rev uint64) error {
-	err := s.b.QueueSubmission(ctx, rec, rev, bus.PublishOptions{Traceparent: c.trace, A2AVersion: c.version})
-	if err == nil {
-		return nil
-	}
-	s.log.Warn("queueing work failed", "task_id", rec.Task.ID, "agent", rec.Agent, "err", err)
-	var pe *schemas.Error
-	if errors.As(err, &pe) {
-		return err
-	}
-	return schemas.Errorf(schemas.ErrUnavailable, "the task could not be queued; retry shortly")
-}
-
-// visibleTask reads a task and hides tasks of other agents (and internal
-// message-only exchanges) as not found: an endpoint only sees its agent's
-// tasks, and the error never tells whether the id exists elsewhere.
-// visibleTask reads a task and hides tasks of other agents (and internal
-// message-only exchanges) as not found: an endpoint only sees its agent's
-// tasks, and the error never tells whether the id exists elsewhere.
+// visibleTask reads a task of the agent's (see bus.Task).
 func (s *Server) visibleTask(ctx context.Context, agent, id string) (*schemas.TaskRecord, error) {
-	if id == "" {
-		return nil, schemas.Errorf(schemas.ErrInvalidParams, "id is required")
-	}
-	rec, _, err := s.visibleTaskRev(ctx, agent, id)
+	rec, _, err := s.b.Task(ctx, bus.Owner{Agent: agent}, id)
 	return rec, err
 }
 
@@ -270,28 +182,9 @@ func (s *Server) rpcCancelTask(ctx context.Context, c *call) (any, error) {
 	return &rec.Task, nil
 }
 
-// cancelTask moves a task to CANCELED (one CAS, one event) and tells the
-// agent's workers to stop it. Work still queued is skipped when a worker
-// takes it. Canceling a canceled task returns it unchanged.
+// cancelTask cancels a task of the agent's (see bus.Cancel).
 func (s *Server) cancelTask(ctx context.Context, agent, id string) (*schemas.TaskRecord, error) {
-	if _, err := s.visibleTask(ctx, agent, id); err != nil {
-		return nil, err
-	}
-	rec, _, err := s.b.Apply(ctx, id, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled}}})
-	if errors.Is(err, schemas.ErrTaskTerminal) {
-		if rec.Task.Status.State == schemas.TaskStateCanceled {
-			return rec, nil
-		}
-		return nil, schemas.Errorf(schemas.ErrTaskNotCancelable, "task %s is already %s and cannot be canceled", id, rec.Task.Status.State).With("taskId", id)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := s.b.PublishCancel(ctx, schemas.CancelNotice{TaskID: id, Agent: agent}); err != nil {
-		// The task is canceled in KV; the worker also notices it there.
-		s.log.Warn("cancel notice not sent", "task_id", id, "err", err)
-	}
-	return rec, nil
+	return s.b.Cancel(ctx, bus.Owner{Agent: agent}, id, nil)
 }
 
 const (

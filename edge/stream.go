@@ -324,12 +324,5 @@ func (s *Server) sendUpdate(out streamOut, u bus.TaskUpdate) (end bool) {
 
 // visibleTaskRev is visibleTask with the record's revision.
 func (s *Server) visibleTaskRev(ctx context.Context, agent, id string) (*schemas.TaskRecord, uint64, error) {
-	rec, rev, err := s.b.GetTask(ctx, id)
-	if err != nil {
-		return nil, 0, err
-	}
-	if rec.Agent != agent || rec.Reply != nil {
-		return nil, 0, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
-	}
-	return rec, rev, nil
+	return s.b.Task(ctx, bus.Owner{Agent: agent}, id)
 }

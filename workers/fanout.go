@@ -156,7 +156,7 @@ func (f FanOut) child(ctx context.Context, req *Request, agent string, timeout t
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	rec, err := f.wait(cctx, id)
+	rec, err := f.wait(cctx, agent, id)
 	switch {
 	case ctx.Err() != nil:
 		// The parent was canceled (or the worker is stopping: then the
@@ -212,100 +212,57 @@ func (f FanOut) child(ctx context.Context, req *Request, agent string, timeout t
 	return res
 }
 
-// start creates the child task and queues its work, unless an earlier
-// attempt did. A child found still SUBMITTED has its work queued again
-// under the same id, which JetStream de-duplicates if the first publish
-// landed.
+// start submits the child task, unless an earlier attempt did. A child
+// found still SUBMITTED has its work queued again under the submission's
+// id, which JetStream de-duplicates if the first publish landed.
 func (f FanOut) start(ctx context.Context, req *Request, agent, id string) error {
 	rec, rev, err := f.Bus.GetTask(ctx, id)
 	switch {
 	case errors.Is(err, schemas.ErrTaskNotFound):
 		msg := req.Message
 		msg.MessageID = schemas.NewID()
-		msg.TaskID, msg.ContextID = id, req.Task.ContextID
+		msg.ContextID = req.Task.ContextID
 		msg.Metadata = map[string]any{MetaFanOutParent: req.Task.ID}
-		now := schemas.Now()
-		rec = &schemas.TaskRecord{
-			Task: schemas.Task{ID: id, ContextID: req.Task.ContextID,
-				Status:   schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: now},
-				History:  []schemas.Message{msg},
-				Metadata: map[string]any{MetaFanOutParent: req.Task.ID}},
-			Agent: agent, CreatedAt: *now,
+		_, _, err = f.Bus.Submit(ctx, bus.Submission{Agent: agent, Message: &msg, TaskID: id,
+			Metadata: map[string]any{MetaFanOutParent: req.Task.ID}}, nil)
+		if !errors.Is(err, bus.ErrTaskExists) {
+			return err
 		}
-		if rev, err = f.Bus.CreateTask(ctx, rec); err != nil {
-			if !errors.Is(err, bus.ErrTaskExists) {
-				return err
-			}
-			// Another attempt of the same parent (a redelivery racing this
-			// one) created it first: go on with that child.
-			cur, curRev, gerr := f.Bus.GetTask(ctx, id)
-			if gerr != nil {
-				return gerr
-			}
-			if cur.Task.Status.State != schemas.TaskStateSubmitted {
-				return nil
-			}
-			rec, rev = cur, curRev
+		// Another attempt of the same parent (a redelivery racing this
+		// one) created it first: go on with that child.
+		if rec, rev, err = f.Bus.GetTask(ctx, id); err != nil {
+			return err
 		}
 	case err != nil:
 		return err
-	case rec.Task.Status.State != schemas.TaskStateSubmitted:
+	}
+	if rec.Task.Status.State != schemas.TaskStateSubmitted {
 		return nil // running or finished: nothing to queue
 	}
-	// Queued under the submission's own id: if an earlier attempt's
-	// publish landed, JetStream keeps one copy.
 	return f.Bus.QueueSubmission(ctx, rec, rev, bus.PublishOptions{})
 }
 
-// wait follows the child's events until it settles and returns its record.
-func (f FanOut) wait(ctx context.Context, id string) (*schemas.TaskRecord, error) {
-	var after uint64
-	for {
-		rec, rev, err := f.Bus.GetTask(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if rec.Task.Status.State.Settled() {
-			return rec, nil
-		}
-		if after == 0 {
-			after = bus.SnapshotCursor(rev)
-		}
-		r, err := f.Bus.ReadEvents(ctx, id, after, 64)
-		if err != nil {
-			return nil, err
-		}
-		settled := false
-		for !settled {
-			select {
-			case <-ctx.Done():
-				r.Close()
-				return nil, ctx.Err()
-			case u, ok := <-r.C():
-				if !ok {
-					settled = true // overflow: re-read the record and go on
-					break
-				}
-				after = u.Cursor
-				settled = u.Reply != nil || (u.Status != nil && u.Status.Status.State.Settled())
-			}
-		}
-		r.Close()
-	}
+// wait follows the child until it settles and returns its record.
+func (f FanOut) wait(ctx context.Context, agent, id string) (*schemas.TaskRecord, error) {
+	return f.Bus.Await(ctx, bus.Owner{Agent: agent}, id)
 }
 
-// cancelChild cancels a child the way a client would: CANCELED in KV and a
-// notice to its workers. If the child had already ended otherwise it
-// returns the child's record, else nil.
+// cancelChild cancels a child the way a client would (bus.Cancel). If the
+// child had already ended otherwise it returns the child's record, else
+// nil.
 func (f FanOut) cancelChild(ctx context.Context, agent, id string) *schemas.TaskRecord {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	rec, _, err := f.Bus.Apply(cctx, id, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled,
-		Message: AgentMessage("canceled by the fan-out that started it")}}})
-	switch {
-	case err == nil:
-		_ = f.Bus.PublishCancel(cctx, schemas.CancelNotice{TaskID: id, Agent: agent})
-	case errors.Is(err, schemas.ErrTaskTerminal) && rec != nil && rec.Task.Status.State != schemas.TaskStateCanceled:
+	rec, err := f.Bus.Cancel(cctx, bus.Owner{Agent: agent}, id, AgentMessage("canceled by the fan-out that started it"))
+	if err == nil {
+		return nil
+	}
+	if rec == nil {
+		// A child that answered with a message alone is no task to the
+		// lifecycle; read how it ended.
+		rec, _, _ = f.Bus.GetTask(cctx, id)
+	}
+	if rec != nil && (rec.Reply != nil || (rec.Task.Status.State.Terminal() && rec.Task.Status.State != schemas.TaskStateCanceled)) {
 		return rec
 	}
 	return nil
