@@ -1,10 +1,38 @@
 // Package bus is the only package of a2abus that speaks NATS, JetStream and
-// CloudEvents. It owns the embedded server, the connection (reconnect,
-// drain), idempotent provisioning of streams, consumers and buckets, the
-// CloudEvents-on-NATS codec, the task store on KV (create, get, CAS update,
-// list), work publishing and consumption, task events, the task watcher the
-// edge waits on, and the live agent registry.
+// CloudEvents; everything else reaches the bus through it. It owns:
 //
-// bus depends on schemas, nats.go, nats-server and sdk-go; nothing here knows
-// HTTP or agents.
+//   - the embedded NATS server (StartServer), the connection (reconnect,
+//     drain, Abort for crash tests) and idempotent provisioning of every
+//     stream, consumer and bucket the bus contract names;
+//   - the CloudEvents-on-NATS codec: binary mode written, structured mode
+//     and JSON batches read, the event id as Nats-Msg-Id;
+//   - the task store on KV: create once, compare-and-swap updates that fold
+//     events (Apply, ApplyEvents) and publish them after storing, TTL on the
+//     terminal write, list, and reads that decide confirmed with the stream
+//     leader (GetTaskAtLeast, and a leader read after a lost CAS);
+//   - the task lifecycle (lifecycle.go): the one place where a task is
+//     submitted (created, its work queued on its own subject under a
+//     deterministic id, withdrawn when the bus refuses the work), continued,
+//     canceled, read on behalf of its owner (checked before anything is
+//     read) and followed to its end; the edge and the fan-out agent use it
+//     rather than composing those steps themselves;
+//   - retries that ride out a leader election (one loop, retry.go);
+//   - work delivery (WorkConsumer, Work: ack, nak with back-off, in-progress,
+//     term), cancel notices, the dead-letter stream and max-delivery
+//     advisories (dlq.go);
+//   - following: one follower per stream of interest that replaces a lost
+//     consumer within seconds (follow.go), behind the TaskWatcher that
+//     blocking requests wait on and the AgentDirectory; per-task event
+//     readers with resumable cursors (ReadEvents);
+//   - sweeps: retention of finished tasks and requeueing of orphaned work;
+//   - the live agent registry, the external card cache store, and the
+//     process's metrics registry.
+//
+// Nothing here knows HTTP or what an agent does. See ARCHITECTURE.md for
+// the bus contract and the task lifecycle; schemas/jsonschema/README.md
+// has the contract for workers in other languages.
+//
+// Dependency rule: bus depends on schemas, nats.go, nats-server and sdk-go
+// only; no other package of a2abus may import NATS or CloudEvents
+// libraries. bus/bustest (in-process JetStream for tests) is for tests only.
 package bus

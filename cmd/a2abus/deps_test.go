@@ -1,80 +1,231 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
+	"io"
 	"os/exec"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 )
 
-// The dependency rules of DESIGN.md, enforced: schemas ← bus ← {edge,
-// workers} ← cmd; only bus touches NATS and CloudEvents; edge and workers
-// never import each other; the product uses no module beyond the four it
-// allows.
+// The dependency rules of ARCHITECTURE.md, enforced. It lives in cmd
+// because cmd is the one package allowed to see every other.
+
+// modPath is the module; rules name its packages relative to it.
+const modPath = "github.com/a2abus/a2abus"
+
+// layer is the rule of one package of the module.
+type layer struct {
+	// may lists the packages of the module it may depend on, directly or
+	// through others. Everything else of the module is forbidden to it.
+	may []string
+	// tests lists what its tests may import beyond itself, may and (for a
+	// package above bus) bus/bustest. Every entry is an allowance the
+	// design makes for end-to-end tests; the reason is in the table.
+	tests []string
+	// natsInTests lets its tests import NATS or CloudEvents libraries.
+	natsInTests bool
+}
+
+// layers holds a rule for every package of the module: schemas ← bus ←
+// {edge, workers, discovery} ← cmd. TestImportRules fails for a package
+// that has no rule here, so a new package must be given its place.
+var layers = map[string]layer{
+	// The vocabulary: below everything (and only stdlib and uuid, below).
+	"schemas": {},
+	// The only package that speaks NATS, JetStream and CloudEvents.
+	"bus": {may: []string{"schemas"}},
+	// In-process JetStream for tests. It imports testing, so no product
+	// package may depend on it: only tests (see testMay).
+	"bus/bustest": {may: []string{"bus", "schemas"}},
+	// edge, workers and discovery never import each other; cmd wires them.
+	"edge": {
+		may: []string{"schemas", "bus"},
+		// End-to-end tests put real agents (echo, exec, fan-out) behind
+		// the edge on an in-process bus, instead of fakes of the runtime.
+		tests: []string{"workers"},
+	},
+	"workers": {
+		may: []string{"schemas", "bus"},
+		// The remote agent kind is tested end to end as cmd wires it: the
+		// external agent is a real a2abus edge (with agents), reached
+		// through the discovery client.
+		tests: []string{"edge", "discovery"},
+	},
+	// discovery uses bus only for the card cache store (A2A_CARDS) and the
+	// metrics registry.
+	"discovery": {
+		may: []string{"schemas", "bus"},
+		// The client is tested against a real A2A server: an a2abus edge
+		// with agents on an in-process bus, in every binding and version.
+		tests: []string{"edge", "workers"},
+	},
+	"cmd/a2abus": {
+		may: []string{"schemas", "bus", "edge", "workers", "discovery"},
+		// The cluster fault tests ask the NATS cluster which node leads a
+		// stream, to kill that one.
+		natsInTests: true,
+	},
+}
+
+// natsPrefixes are the libraries only bus (and bus/bustest) may import.
+var natsPrefixes = []string{"github.com/nats-io/", "github.com/cloudevents/"}
+
+// allowedModules are the product's direct requirements: the four modules
+// the design allows, besides the module itself.
+var allowedModules = []string{
+	"github.com/nats-io/nats.go", "github.com/nats-io/nats-server/v2",
+	"github.com/cloudevents/sdk-go/v2", "github.com/google/uuid",
+}
+
+// listedPackage is what go list -json says of one package.
+type listedPackage struct {
+	ImportPath   string
+	Deps         []string // every package it depends on, transitively
+	Imports      []string
+	TestImports  []string // of its _test.go files in the package
+	XTestImports []string // of its _test.go files in package <name>_test
+}
+
+// standard reports whether an import path is of the standard library:
+// its first element has no dot (the rule the go command applies).
+func standard(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+// local returns path relative to the module, and whether it is in it.
+func local(path string) (string, bool) {
+	if path == modPath {
+		return ".", true
+	}
+	rel, ok := strings.CutPrefix(path, modPath+"/")
+	return rel, ok
+}
+
+func isNATS(path string) bool {
+	return slices.ContainsFunc(natsPrefixes, func(p string) bool { return strings.HasPrefix(path, p) })
+}
+
+// listPackages lists every package of the module with one go list call.
+func listPackages(t *testing.T) map[string]listedPackage {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", modPath+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := map[string]listedPackage{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p listedPackage
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		rel, ok := local(p.ImportPath)
+		if !ok {
+			t.Fatalf("go list %s/... listed %s", modPath, p.ImportPath)
+		}
+		pkgs[rel] = p
+	}
+	return pkgs
+}
+
+// testMay is the set of packages of the module the tests of pkg may
+// import: pkg itself (external tests), what pkg may depend on, bus/bustest
+// for a package at or above bus, and the rule's end-to-end allowances.
+func testMay(pkg string, l layer) map[string]bool {
+	ok := map[string]bool{pkg: true}
+	for _, p := range l.may {
+		ok[p] = true
+	}
+	if pkg == "bus" || ok["bus"] {
+		ok["bus/bustest"] = true
+	}
+	for _, p := range l.tests {
+		ok[p] = true
+	}
+	return ok
+}
+
 func TestImportRules(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs go list")
-	}
-	const mod = "github.com/a2abus/a2abus/"
-	nats := []string{"github.com/nats-io/", "github.com/cloudevents/"}
-	// Packages of the module: nothing may depend on these, even indirectly.
-	rules := []struct {
-		pkg    string
-		forbid []string
-	}{
-		{"schemas", []string{mod + "bus", mod + "edge", mod + "workers", mod + "cmd"}},
-		{"bus", []string{mod + "edge", mod + "workers", mod + "cmd"}},
-		{"edge", []string{mod + "workers", mod + "cmd", mod + "discovery"}},
-		{"workers", []string{mod + "edge", mod + "cmd", mod + "discovery"}},
-	}
-	for _, r := range rules {
-		out, err := exec.Command("go", "list", "-deps", mod+r.pkg).Output()
-		if err != nil {
-			t.Fatalf("go list %s: %v", r.pkg, err)
+	pkgs := listPackages(t)
+
+	// Every package has a rule, and every rule a package.
+	for rel := range pkgs {
+		if _, ok := layers[rel]; !ok {
+			t.Errorf("package %s has no rule in layers: give it its place in the design (ARCHITECTURE.md) and here", rel)
 		}
-		for _, dep := range strings.Fields(string(out)) {
-			for _, f := range r.forbid {
-				if strings.HasPrefix(dep, f) {
-					t.Errorf("%s depends on %s, which the design forbids", r.pkg, dep)
+	}
+	for rel := range layers {
+		if _, ok := pkgs[rel]; !ok {
+			t.Errorf("layers has a rule for %s, which is not a package of the module any more", rel)
+		}
+	}
+
+	names := make([]string, 0, len(pkgs))
+	for rel := range pkgs {
+		names = append(names, rel)
+	}
+	sort.Strings(names)
+	for _, rel := range names {
+		p, l := pkgs[rel], layers[rel]
+
+		// The product: only what the rule allows, even indirectly.
+		for _, dep := range p.Deps {
+			if d, ok := local(dep); ok && !slices.Contains(l.may, d) {
+				t.Errorf("%s depends on %s, which the design forbids (it may depend on %v)", rel, d, l.may)
+			}
+		}
+		// Only bus (and its test helper) imports NATS or CloudEvents.
+		if rel != "bus" && rel != "bus/bustest" {
+			for _, imp := range p.Imports {
+				if isNATS(imp) {
+					t.Errorf("%s imports %s; only bus may", rel, imp)
 				}
 			}
 		}
-	}
-	// Only bus (and cmd, which wires it) imports NATS or CloudEvents.
-	for _, pkg := range []string{"schemas", "edge", "workers"} {
-		out, err := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, mod+pkg).Output()
-		if err != nil {
-			t.Fatalf("go list %s: %v", pkg, err)
-		}
-		for _, imp := range strings.Fields(string(out)) {
-			for _, f := range nats {
-				if strings.HasPrefix(imp, f) {
-					t.Errorf("%s imports %s; only bus may", pkg, imp)
-				}
+
+		// The tests: what the product may use, plus the allowances.
+		ok := testMay(rel, l)
+		for _, imp := range slices.Concat(p.TestImports, p.XTestImports) {
+			if d, in := local(imp); in && !ok[d] {
+				t.Errorf("tests of %s import %s, which the design does not allow them", rel, d)
+			}
+			if isNATS(imp) && rel != "bus" && rel != "bus/bustest" && !l.natsInTests {
+				t.Errorf("tests of %s import %s; they use bus/bustest, not NATS", rel, imp)
 			}
 		}
 	}
-	// schemas: standard library and uuid only.
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", mod+"schemas").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		if !strings.HasPrefix(dep, mod+"schemas") && dep != "github.com/google/uuid" {
-			t.Errorf("schemas depends on %s", dep)
+
+	// schemas: the standard library and uuid only.
+	for _, dep := range pkgs["schemas"].Deps {
+		if !standard(dep) && dep != "github.com/google/uuid" {
+			t.Errorf("schemas depends on %s; it may use the standard library and uuid only", dep)
 		}
 	}
+
 	// The product's direct requirements are the four allowed modules.
-	out, err = exec.Command("go", "list", "-m", "-f", "{{if not .Indirect}}{{.Path}}{{end}}", "all").Output()
+	out, err := exec.Command("go", "mod", "edit", "-json").Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("go mod edit -json: %v", err)
 	}
-	allowed := map[string]bool{
-		"github.com/a2abus/a2abus": true, "github.com/nats-io/nats.go": true, "github.com/nats-io/nats-server/v2": true,
-		"github.com/cloudevents/sdk-go/v2": true, "github.com/google/uuid": true,
+	var gomod struct {
+		Require []struct {
+			Path     string
+			Indirect bool
+		}
 	}
-	for _, m := range strings.Fields(string(out)) {
-		if !allowed[m] {
-			t.Errorf("go.mod requires %s directly; the product allows only nats.go, nats-server, sdk-go and uuid", m)
+	if err := json.Unmarshal(out, &gomod); err != nil {
+		t.Fatalf("go mod edit -json: %v", err)
+	}
+	for _, r := range gomod.Require {
+		if !r.Indirect && !slices.Contains(allowedModules, r.Path) {
+			t.Errorf("go.mod requires %s directly; the product allows only nats.go, nats-server, sdk-go and uuid", r.Path)
 		}
 	}
 }
