@@ -89,19 +89,22 @@ func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
 	s.writeCacheable(w, r, s.card(reg))
 }
 
-// AgentEntry is one agent in GET /a2a/agents: its served card, whether it
-// runs here ("local") or is proxied to an external A2A agent ("remote"),
-// and for a remote one, that agent's address and health.
+// AgentEntry is one agent in GET /a2a/agents: its served card (the list
+// is of cards, as OpenFang's GET /a2a/agents is), and beside the card's
+// fields the agent's registered name, whether it runs here ("local") or is
+// proxied to an external A2A agent ("remote"), and for a remote one, that
+// agent's address and health.
 type AgentEntry struct {
-	Name   string                     `json:"name"`
+	schemas.AgentCard
+	Agent  string                     `json:"agent"`
 	Kind   string                     `json:"kind"`
-	Card   schemas.AgentCard          `json:"card"`
 	Remote *schemas.RemoteAgentStatus `json:"remote,omitempty"`
 }
 
-// AgentList is the body of GET /a2a/agents.
+// AgentList is the body of GET /a2a/agents: the cards and how many.
 type AgentList struct {
 	Agents []AgentEntry `json:"agents"`
+	Total  int          `json:"total"`
 }
 
 // handleAgentList lists the live registry. Query parameters narrow it:
@@ -120,7 +123,7 @@ func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
 	regs := s.agents.List()
 	out := AgentList{Agents: make([]AgentEntry, 0, len(regs))}
 	for _, reg := range regs {
-		e := AgentEntry{Name: reg.Agent, Kind: "local", Card: s.card(reg), Remote: reg.Remote}
+		e := AgentEntry{AgentCard: s.card(reg), Agent: reg.Agent, Kind: "local", Remote: reg.Remote}
 		if reg.Remote != nil {
 			e.Kind = "remote"
 		}
@@ -128,6 +131,7 @@ func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
 			out.Agents = append(out.Agents, e)
 		}
 	}
+	out.Total = len(out.Agents)
 	s.writeCacheable(w, r, out)
 }
 
@@ -139,12 +143,12 @@ func (e AgentEntry) matches(skills, tags []string, kind, health string) bool {
 		return false
 	}
 	for _, id := range skills {
-		if !slices.ContainsFunc(e.Card.Skills, func(sk schemas.AgentSkill) bool { return sk.ID == id }) {
+		if !slices.ContainsFunc(e.Skills, func(sk schemas.AgentSkill) bool { return sk.ID == id }) {
 			return false
 		}
 	}
 	for _, tag := range tags {
-		if !slices.ContainsFunc(e.Card.Skills, func(sk schemas.AgentSkill) bool { return slices.Contains(sk.Tags, tag) }) {
+		if !slices.ContainsFunc(e.Skills, func(sk schemas.AgentSkill) bool { return slices.Contains(sk.Tags, tag) }) {
 			return false
 		}
 	}

@@ -2,16 +2,13 @@ package edge
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -37,71 +34,75 @@ type rpcResponse struct {
 
 var nullID = json.RawMessage("null")
 
-// call is one decoded JSON-RPC call on its way to a method.
-type call struct {
-	agent       string
-	method      string
-	params      json.RawMessage
-	version     string // A2A-Version as sent ("" if absent)
-	trace       string // traceparent header
-	lastEventID string // Last-Event-ID header: a stream resume cursor
-
-	// For tasks created through the older dialect: the id to create the
-	// task under, the client's own id for it, and the dialect to record.
-	taskID, clientTaskID, dialect string
-
-	// obs measures the request (REST: a task route names its method here).
-	obs *observation
+// jsonRPC is the JSON-RPC 2.0 binding of A2A 1.0 and 0.3 (and of the older
+// tasks/send dialect): one POST per call to an agent's URL; the method's
+// grammar tells the dialects apart ("message/send" vs "SendMessage").
+var jsonRPC = &binding{
+	name: "jsonrpc", agentOf: pathAgent, noAgent: schemas.ErrMethodNotFound, rpc: true,
+	writeResult: func(w http.ResponseWriter, c *call, res any) {
+		if pre, ok := res.(preEncoded); ok {
+			// The id was checked by parseEnvelope (a string, number or null).
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(slices.Concat([]byte(`{"jsonrpc":"2.0","id":`), []byte(c.rpcID()), []byte(`,"result":`), []byte(pre), []byte(`}`)))
+			return
+		}
+		writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: c.rpcID(), Result: res})
+	},
+	writeError: func(w http.ResponseWriter, c *call, e *schemas.Error, status int) {
+		if status != 0 {
+			writeRPCErrorStatus(w, status, c.rpcID(), e)
+			return
+		}
+		writeRPCError(w, c.rpcID(), e)
+	},
 }
 
-// owner is whom the call acts for in the task lifecycle.
-func (c *call) owner() bus.Owner { return bus.Owner{Agent: c.agent} }
-
-// publish is what the call passes on to the work it queues.
-func (c *call) publish() bus.PublishOptions {
-	return bus.PublishOptions{Traceparent: c.trace, A2AVersion: c.version}
-}
-
-// dialect is one JSON-RPC grammar served on the endpoint: its methods, the
-// A2A-Version values it accepts, and how its errors and streams are framed.
-type dialect struct {
-	version   string
-	methods   map[string]methodFunc
-	streams   map[string]streamFunc
-	versionOK func(string) bool
-	writeErr  func(http.ResponseWriter, json.RawMessage, *schemas.Error)
-	stream    func(w *sseWriter, id json.RawMessage, method string) sseStreamOut
-}
-
-// sseStreamOut is a streamOut that knows whether it has started.
-type sseStreamOut interface {
-	streamOut
-	isStarted() bool
+// decodeJSONRPC reads a JSON-RPC request: a JSON body, the envelope, and
+// the dialect its method belongs to.
+func decodeJSONRPC(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
+	c.d = &s.v1
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	req, perr := s.parseEnvelope(body)
+	if req != nil && req.ID != nil {
+		c.id = req.ID
+	}
+	if perr != nil {
+		return perr
+	}
+	c.method, c.params = *req.Method, req.Params
+	if isV03Method(c.method) {
+		c.d = &s.v03
+	}
+	return nil
 }
 
 func (s *Server) dialects() (v1, v03 dialect) {
 	v1 = dialect{
 		version: schemas.ProtocolVersion, methods: s.methods(), streams: s.streamMethods(),
-		versionOK: supportedVersion, writeErr: writeRPCError,
-		stream: func(w *sseWriter, id json.RawMessage, _ string) sseStreamOut { return &rpcStream{sseWriter: w, id: id} },
+		versionOK: supportedVersion,
+		event:     func(*call) func(*schemas.StreamResponse) any { return func(r *schemas.StreamResponse) any { return r } },
 	}
 	v03 = dialect{
 		version: schemas.ProtocolVersion03, methods: s.v03Methods(), streams: s.v03StreamMethods(),
-		versionOK: supportedVersion03, writeErr: writeV03Error,
-		stream: func(w *sseWriter, id json.RawMessage, method string) sseStreamOut {
-			if method == "tasks/sendSubscribe" {
-				return &legacyRPCStream{sseWriter: w, id: id}
+		versionOK: supportedVersion03,
+		event: func(c *call) func(*schemas.StreamResponse) any {
+			if c.method == "tasks/sendSubscribe" {
+				return legacyEvents(c)
 			}
-			return &v03RPCStream{sseWriter: w, id: id}
+			return func(r *schemas.StreamResponse) any { return schemas.StreamResponseToV03(*r) }
 		},
 	}
 	// The older dialect shares the 0.3 grammar (and tasks/get, tasks/cancel).
 	s.legacyMethods(v03.methods, v03.streams)
+	for _, d := range []dialect{v1, v03} {
+		s.gatewayMethods(d.methods)
+	}
 	return v1, v03
 }
-
-// methodFunc runs one A2A method and returns its result.
-type methodFunc func(ctx context.Context, c *call) (any, error)
 
 func (s *Server) methods() map[string]methodFunc {
 	return map[string]methodFunc{
@@ -122,101 +123,6 @@ func (s *Server) streamMethods() map[string]streamFunc {
 		"SendStreamingMessage": s.rpcSendStreamingMessage,
 		"SubscribeToTask":      s.rpcSubscribeToTask,
 	}
-}
-
-func (s *Server) handleJSONRPC(w http.ResponseWriter, r *http.Request) {
-	o := s.observe("jsonrpc")
-	defer o.done()
-	agent, ok := s.resolveAgent(r)
-	if !ok {
-		// A URL that names no agent is a missing resource: 404, with a
-		// JSON-RPC body so JSON-RPC clients can still read why.
-		e := schemas.Errorf(schemas.ErrMethodNotFound, "no agent %q is served here; GET /a2a/agents lists the agents", agent)
-		o.failed(e)
-		writeRPCErrorStatus(w, http.StatusNotFound, nullID, e)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		e := schemas.Errorf(schemas.ErrInvalidRequest, "reading request body: %v", err)
-		if errors.As(err, &tooBig) {
-			e = schemas.Errorf(schemas.ErrInvalidRequest, "request body exceeds the limit of %d bytes", s.cfg.MaxBodyBytes)
-		}
-		o.failed(e)
-		writeRPCError(w, nullID, e)
-		return
-	}
-	req, rpcErr := s.parseEnvelope(body)
-	if rpcErr != nil {
-		o.failed(rpcErr)
-		id := nullID
-		if req != nil && req.ID != nil {
-			id = req.ID
-		}
-		writeRPCError(w, id, rpcErr)
-		return
-	}
-	id := req.ID
-	if id == nil {
-		id = nullID
-	}
-	d := s.v1
-	if isV03Method(*req.Method) {
-		d = s.v03
-	}
-	fn, known := d.methods[*req.Method]
-	sfn, streaming := d.streams[*req.Method]
-	if !known && !streaming {
-		o.method = "unknown"
-		e := schemas.Errorf(schemas.ErrMethodNotFound, "method %q is not an A2A %s method", *req.Method, d.version).With("method", *req.Method)
-		o.failed(e)
-		d.writeErr(w, id, e)
-		return
-	}
-	o.method = *req.Method
-	version := r.Header.Get("A2A-Version")
-	if version == "" {
-		version = r.URL.Query().Get("A2A-Version")
-	}
-	if !d.versionOK(version) {
-		e := schemas.Errorf(schemas.ErrVersionNotSupported, "A2A-Version %q is not supported by %s; it is an A2A %s method", version, *req.Method, d.version).
-			With("requestedVersion", version).With("supportedVersions", d.version)
-		o.failed(e)
-		d.writeErr(w, id, e)
-		return
-	}
-	c := &call{agent: agent, method: *req.Method, params: req.Params, version: version,
-		trace: r.Header.Get("traceparent"), lastEventID: r.Header.Get("Last-Event-ID")}
-	fail := func(err error) {
-		pe := schemas.AsError(err)
-		if errors.Is(pe, schemas.ErrInternal) {
-			s.log.Error("request failed", "method", c.method, "agent", agent, "err", err)
-		}
-		o.failed(pe)
-		d.writeErr(w, id, pe)
-	}
-	if streaming {
-		defer s.streamOpen(o)()
-		out := d.stream(newSSEWriter(w, s.cfg.StreamWriteTimeout), id, *req.Method)
-		if err := s.finishStream(out, sfn(r.Context(), c, out)); err != nil {
-			fail(err)
-		}
-		return
-	}
-	res, err := fn(r.Context(), c)
-	if err != nil {
-		fail(err)
-		return
-	}
-	if pre, ok := res.(preEncoded); ok {
-		// id was checked by parseEnvelope (a string, number or null).
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(slices.Concat([]byte(`{"jsonrpc":"2.0","id":`), []byte(id), []byte(`,"result":`), []byte(pre), []byte(`}`)))
-		return
-	}
-	writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: id, Result: res})
 }
 
 // supportedVersion reports whether an A2A-Version value is served by the

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,79 +15,118 @@ import (
 // The older tasks/send dialect of the systems a2abus replaces: JSON-RPC
 // methods tasks/send, tasks/sendSubscribe (and tasks/get, tasks/cancel,
 // which it shares with 0.3: the task's recorded dialect picks the answer's
-// shape), and REST routes under /a2a/. The client chooses task ids; a2abus
-// maps each to a UUID (schemas.LegacyTaskID) and echoes the client's id.
+// shape), and OpenFang's REST routes under /a2a/. The client may choose
+// task ids (AgentOS does); a2abus maps each to a UUID
+// (schemas.LegacyTaskID) and echoes the client's id. A tasks/send without
+// an id (OpenFang's client sends none) creates a task under a new id.
 
 func (s *Server) legacyMethods(m map[string]methodFunc, st map[string]streamFunc) {
 	m["tasks/send"] = s.legacySend
 	st["tasks/sendSubscribe"] = s.legacySendSubscribe
 }
 
-// legacyCall prepares a tasks/send: the 1.0 request, and the call carrying
-// the task id to create (or the message aimed at the existing task).
-func (s *Server) legacyCall(ctx context.Context, c *call, params json.RawMessage) (*call, *schemas.SendMessageRequest, string, error) {
+// legacyCall prepares a tasks/send: the 1.0 request, and on c the task id
+// to create (or the message aimed at the existing task) and the client's id
+// answers carry.
+func (s *Server) legacyCall(ctx context.Context, c *call) (*schemas.SendMessageRequest, error) {
 	var p schemas.LegacySendParams
-	if err := decodeParams(params, &p); err != nil {
-		return nil, nil, "", err
+	if err := decodeParams(c.params, &p); err != nil {
+		return nil, err
+	}
+	clientID := p.ID
+	if clientID == "" {
+		p.ID = schemas.NewID()
 	}
 	req, err := p.ToV1()
 	if err != nil {
-		return nil, nil, "", err
+		return nil, err
 	}
 	id := schemas.LegacyTaskID(p.ID)
-	cc := *c
-	if rec, _, err := s.b.GetTask(ctx, id); err == nil {
-		if rec.Agent != c.agent {
-			return nil, nil, "", schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", p.ID).With("taskId", p.ID)
+	c.clientTaskID = p.ID
+	if clientID != "" {
+		switch _, _, err := s.b.Task(ctx, c.owner(), id); {
+		case err == nil:
+			req.Message.TaskID = id // a follow-up on the existing task
+			return req, nil
+		case !errors.Is(err, schemas.ErrTaskNotFound):
+			return nil, err
 		}
-		req.Message.TaskID = id // a follow-up on the existing task
-	} else if errors.Is(err, schemas.ErrTaskNotFound) {
-		cc.taskID, cc.clientTaskID, cc.dialect = id, p.ID, schemas.DialectLegacy
-	} else {
-		return nil, nil, "", err
+		if rec, _, err := s.b.GetTask(ctx, id); err == nil && rec != nil {
+			// The id names a task this agent does not own.
+			return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", clientID).With("taskId", clientID)
+		}
 	}
-	return &cc, req, p.ID, nil
+	c.taskID, c.dialect = id, schemas.DialectLegacy
+	return req, nil
 }
 
 func (s *Server) legacySend(ctx context.Context, c *call) (any, error) {
-	cc, req, clientID, err := s.legacyCall(ctx, c, c.params)
+	res, err := s.legacySendTask(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.sendMessage(ctx, cc, req)
-	if err != nil {
-		return nil, err
-	}
-	return legacyResult(res, clientID), nil
+	return schemas.LegacyTaskFromV1(*res, c.clientTaskID), nil
 }
 
-// legacyResult shapes a send result for the older dialect, which has no
-// message-only answers: a Message reply becomes a completed task.
-func legacyResult(res *schemas.SendMessageResponse, clientID string) schemas.LegacyTask {
-	if res.Message != nil {
-		m := schemas.LegacyMessageFromV1(*res.Message)
-		return schemas.LegacyTask{ID: clientID, SessionID: res.Message.ContextID, Status: schemas.LegacyTaskStatus{State: "completed", Message: &m}}
+// legacySendTask runs a tasks/send and returns the task it answers with.
+// The older dialect has no message-only answers: a Message reply becomes a
+// completed task holding it.
+func (s *Server) legacySendTask(ctx context.Context, c *call) (*schemas.Task, error) {
+	req, err := s.legacyCall(ctx, c)
+	if err != nil {
+		return nil, err
 	}
-	return schemas.LegacyTaskFromV1(*res.Task, clientID)
+	res, err := s.sendMessage(ctx, c, req)
+	if err != nil {
+		return nil, err
+	}
+	if m := res.Message; m != nil {
+		return &schemas.Task{ID: c.clientTaskID, ContextID: m.ContextID,
+			Status: schemas.TaskStatus{State: schemas.TaskStateCompleted, Message: m, Timestamp: schemas.Now()}}, nil
+	}
+	return res.Task, nil
 }
 
 func (s *Server) legacySendSubscribe(ctx context.Context, c *call, out streamOut) error {
-	cc, req, clientID, err := s.legacyCall(ctx, c, c.params)
+	req, err := s.legacyCall(ctx, c)
 	if err != nil {
 		return err
 	}
-	if ls, ok := out.(*legacyRPCStream); ok {
-		ls.clientID = clientID
-	}
-	return s.sendStreamingMessage(ctx, cc, req, out)
+	return s.sendStreamingMessage(ctx, c, req, out)
 }
 
-// legacyTask reads a task by a 0.3 or legacy id and tells its dialect.
-func (s *Server) legacyTask(ctx context.Context, agent, id string) (*schemas.TaskRecord, error) {
+// legacyEvents shapes the events of one tasks/sendSubscribe stream: each
+// carries the client's task id, and artifacts are numbered in the order
+// the stream first sees them.
+func legacyEvents(c *call) func(*schemas.StreamResponse) any {
+	var mu sync.Mutex
+	index := map[string]int{}
+	indexOf := func(id string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		i, ok := index[id]
+		if !ok {
+			i = len(index)
+			index[id] = i
+		}
+		return i
+	}
+	return func(r *schemas.StreamResponse) any {
+		if r.Task != nil {
+			for _, a := range r.Task.Artifacts {
+				indexOf(a.ArtifactID)
+			}
+		}
+		return schemas.LegacyStreamEvent(*r, c.clientTaskID, indexOf)
+	}
+}
+
+// legacyTask reads a task by a 0.3 or legacy id.
+func (s *Server) legacyTask(ctx context.Context, c *call, id string) (*schemas.TaskRecord, error) {
 	if id == "" {
 		return nil, schemas.Errorf(schemas.ErrInvalidParams, "id is required")
 	}
-	rec, _, err := s.visibleTaskRev(ctx, agent, schemas.LegacyTaskID(id))
+	rec, _, err := s.b.Task(ctx, c.owner(), schemas.LegacyTaskID(id))
 	if errors.Is(err, schemas.ErrTaskNotFound) {
 		return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
 	}
@@ -102,119 +142,141 @@ func shapeTask(rec *schemas.TaskRecord, historyLength *int32) any {
 	return schemas.TaskToV03(t)
 }
 
-// legacyRPCStream frames tasks/sendSubscribe events.
-type legacyRPCStream struct {
-	*sseWriter
-	id       json.RawMessage
-	clientID string
-	mu       sync.Mutex
-	index    map[string]int
-}
+// OpenFang's REST routes. The agent is the ?agent= query parameter, or the
+// default agent. Answers are bare tasks in OpenFang's shape; errors are
+// {"error":{"code","message","data"}} with the table's HTTP status (404
+// for an unknown or evicted task, as OpenFang's document says).
 
-func (r *legacyRPCStream) artifactIndex(id string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.index == nil {
-		r.index = map[string]int{}
-	}
-	i, ok := r.index[id]
-	if !ok {
-		i = len(r.index)
-		r.index[id] = i
-	}
-	return i
-}
-
-func (r *legacyRPCStream) send(cursor uint64, resp *schemas.StreamResponse) error {
-	if resp.Task != nil {
-		for _, a := range resp.Task.Artifacts {
-			r.artifactIndex(a.ArtifactID)
-		}
-	}
-	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Result: schemas.LegacyStreamEvent(*resp, r.clientID, r.artifactIndex)})
-	if err != nil {
-		return err
-	}
-	return r.event(strconv.FormatUint(cursor, 10), b)
-}
-
-func (r *legacyRPCStream) fail(e *schemas.Error) error {
-	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: e.RPC()})
-	if err != nil {
-		return err
-	}
-	return r.event("", b)
-}
-
-// REST routes of the older dialect. The agent is the ?agent= query
-// parameter, or the default agent.
-
-func (s *Server) legacyRoutes() {
-	s.mux.HandleFunc("POST /a2a/tasks/send", s.legacyREST(func(w http.ResponseWriter, r *http.Request, c *call) error {
-		body, err := s.readRaw(w, r)
-		if err != nil {
-			return err
-		}
-		c.params = body
-		res, err := s.legacySend(r.Context(), c)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, res)
-		return nil
-	}))
-	s.mux.HandleFunc("GET /a2a/tasks/{task}", s.legacyREST(func(w http.ResponseWriter, r *http.Request, c *call) error {
-		hl, err := queryInt32(r, "historyLength")
-		if err == nil {
-			err = schemas.ValidateHistoryLength(hl)
-		}
-		if err != nil {
-			return err
-		}
-		rec, err := s.legacyTask(r.Context(), c.agent, r.PathValue("task"))
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, shapeTask(rec, hl))
-		return nil
-	}))
-	s.mux.HandleFunc("POST /a2a/tasks/{task}/cancel", s.legacyREST(func(w http.ResponseWriter, r *http.Request, c *call) error {
-		rec, err := s.legacyTask(r.Context(), c.agent, r.PathValue("task"))
-		if err != nil {
-			return err
-		}
-		rec, err = s.cancelTask(r.Context(), c.agent, rec.Task.ID)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, shapeTask(rec, nil))
-		return nil
-	}))
-}
-
-func (s *Server) legacyREST(fn restFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+var openFangREST = &binding{
+	name: "openfang",
+	agentOf: func(s *Server, r *http.Request) (string, bool) {
 		agent := r.URL.Query().Get("agent")
 		if agent == "" {
 			agent, _ = s.resolveAgent(r)
 		}
-		if _, ok := s.agents.Get(agent); !ok {
-			writeLegacyError(w, schemas.Errorf(schemas.ErrTaskNotFound, "no agent %q is served here; GET /a2a/agents lists the agents", agent), http.StatusNotFound)
-			return
+		if !schemas.ValidAgentName(agent) {
+			return agent, false
 		}
-		c := &call{agent: agent, trace: r.Header.Get("traceparent")}
-		if err := fn(w, r, c); err != nil {
-			pe := schemas.AsError(err)
-			if errors.Is(pe, schemas.ErrInternal) {
-				s.log.Error("request failed", "path", r.URL.Path, "agent", agent, "err", err)
-			}
-			writeLegacyError(w, pe, 0)
-		}
+		_, ok := s.agents.Get(agent)
+		return agent, ok
+	},
+	noAgent:     schemas.ErrTaskNotFound,
+	writeResult: func(w http.ResponseWriter, _ *call, res any) { writeJSON(w, http.StatusOK, res) },
+	writeError:  func(w http.ResponseWriter, _ *call, e *schemas.Error, status int) { writeLegacyError(w, e, status) },
+}
+
+func (s *Server) openFangDialect() dialect {
+	return dialect{
+		// OpenFang's routes predate A2A-Version; whatever a client sends
+		// there, the routes answer the same.
+		version: "tasks/send", versionOK: func(string) bool { return true },
+		methods: map[string]methodFunc{
+			"tasks/send":   s.openFangSend,
+			"tasks/get":    s.openFangGet,
+			"tasks/cancel": s.openFangCancel,
+		},
+		event: func(*call) func(*schemas.StreamResponse) any { return nil },
 	}
 }
 
+func (s *Server) legacyRoutes() {
+	route := func(pattern string, decode decodeFunc) {
+		s.mux.HandleFunc(pattern, s.serve(openFangREST, func(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
+			c.d = &s.openFang
+			return decode(s, w, r, c)
+		}))
+	}
+	// The body is the JSON-RPC request OpenFang documents, or (as a2abus
+	// took before) its params alone.
+	route("POST /a2a/tasks/send", func(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
+		c.method = "tasks/send"
+		body, err := s.readParams(w, r)
+		if err != nil || !isEnvelope(body) {
+			c.params = body
+			return err
+		}
+		req, perr := s.parseEnvelope(body)
+		if perr != nil {
+			return perr
+		}
+		c.method, c.params = *req.Method, req.Params
+		if c.method != "tasks/send" {
+			return schemas.Errorf(schemas.ErrMethodNotFound, "POST /a2a/tasks/send takes the method tasks/send, not %q", c.method).With("method", c.method)
+		}
+		return nil
+	})
+	route("GET /a2a/tasks/{task}", func(_ *Server, _ http.ResponseWriter, r *http.Request, c *call) error {
+		c.method = "tasks/get"
+		p := map[string]any{"id": r.PathValue("task")}
+		err := queryInt32(r, p, "historyLength")
+		c.params = paramsOf(p)
+		return err
+	})
+	route("POST /a2a/tasks/{task}/cancel", func(_ *Server, _ http.ResponseWriter, r *http.Request, c *call) error {
+		c.method = "tasks/cancel"
+		c.params = paramsOf(map[string]any{"id": r.PathValue("task")})
+		return nil
+	})
+}
+
+// isEnvelope reports whether a JSON object body is a JSON-RPC request
+// rather than bare params.
+func isEnvelope(body []byte) bool {
+	var probe struct {
+		JSONRPC json.RawMessage `json:"jsonrpc"`
+	}
+	return len(body) > 0 && json.Unmarshal(body, &probe) == nil && len(bytes.TrimSpace(probe.JSONRPC)) > 0
+}
+
+func (s *Server) openFangSend(ctx context.Context, c *call) (any, error) {
+	t, err := s.legacySendTask(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return schemas.OpenFangTaskFromV1(*t, c.clientTaskID), nil
+}
+
+func (s *Server) openFangGet(ctx context.Context, c *call) (any, error) {
+	var p schemas.LegacyTaskQueryParams
+	if err := decodeParams(c.params, &p); err != nil {
+		return nil, err
+	}
+	if err := schemas.ValidateHistoryLength(p.HistoryLength); err != nil {
+		return nil, err
+	}
+	rec, err := s.legacyTask(ctx, c, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	return schemas.OpenFangTaskFromV1(rec.Task.WithHistoryLength(p.HistoryLength), clientID(rec, p.ID)), nil
+}
+
+func (s *Server) openFangCancel(ctx context.Context, c *call) (any, error) {
+	var p schemas.LegacyTaskIDParams
+	if err := decodeParams(c.params, &p); err != nil {
+		return nil, err
+	}
+	rec, err := s.legacyTask(ctx, c, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	if rec, err = s.cancelTask(ctx, c.agent, rec.Task.ID); err != nil {
+		return nil, err
+	}
+	return schemas.OpenFangTaskFromV1(rec.Task, clientID(rec, p.ID)), nil
+}
+
+// clientID is the id a client named a task by: the one it chose, if the
+// task was created through the older dialect, else the one it asked with.
+func clientID(rec *schemas.TaskRecord, asked string) string {
+	if rec.ClientTaskID != "" {
+		return rec.ClientTaskID
+	}
+	return asked
+}
+
 // writeLegacyError writes {"error":{"code","message","data"}} with the
-// table's HTTP status (404 for an unknown or evicted task).
+// table's HTTP status (or status when non-zero).
 func writeLegacyError(w http.ResponseWriter, e *schemas.Error, status int) {
 	if status == 0 {
 		status = e.HTTPStatus
@@ -223,13 +285,4 @@ func writeLegacyError(w http.ResponseWriter, e *schemas.Error, status int) {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
 	writeJSON(w, status, map[string]any{"error": e.RPCLegacy()})
-}
-
-// readRaw reads a JSON body within the limits, without decoding it.
-func (s *Server) readRaw(w http.ResponseWriter, r *http.Request) (json.RawMessage, error) {
-	var raw json.RawMessage
-	if err := s.readBody(w, r, &raw); err != nil {
-		return nil, err
-	}
-	return raw, nil
 }

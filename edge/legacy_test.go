@@ -94,12 +94,13 @@ func TestLegacyRESTRoutes(t *testing.T) {
 	})
 	body, _ := json.Marshal(legacyParams("rest-1", "s", "via rest"))
 	r := h.rest("POST", "/a2a/tasks/send", "application/json", string(body))
-	task := restOK[schemas.LegacyTask](t, r)
-	if task.ID != "rest-1" || task.Status.State != "completed" {
+	// OpenFang's routes answer in OpenFang's shape: the status a string.
+	task := restOK[schemas.OpenFangTask](t, r)
+	if task.ID != "rest-1" || task.Status != "completed" || task.SessionID != "s" {
 		t.Fatalf("send: %s", r.body)
 	}
-	got := restOK[schemas.LegacyTask](t, h.rest("GET", "/a2a/tasks/rest-1", "", ""))
-	if got.ID != "rest-1" || len(got.Artifacts) != 1 {
+	got := restOK[schemas.OpenFangTask](t, h.rest("GET", "/a2a/tasks/rest-1", "", ""))
+	if got.ID != "rest-1" || len(got.Artifacts) != 1 || len(got.Messages) == 0 || got.Messages[0].Role != "user" {
 		t.Fatalf("get: %+v", got)
 	}
 	if r := h.rest("GET", "/a2a/tasks/unknown-task", "", ""); r.status != http.StatusNotFound {
@@ -113,12 +114,12 @@ func TestLegacyRESTRoutes(t *testing.T) {
 	done := make(chan *restReply, 1)
 	go func() { done <- h.rest("POST", "/a2a/tasks/send?agent=slow", "application/json", string(body)) }()
 	recv(t, bl.started, "agent start")
-	canceled := restOK[schemas.LegacyTask](t, h.rest("POST", "/a2a/tasks/rest-2/cancel?agent=slow", "", ""))
-	if canceled.Status.State != "canceled" {
+	canceled := restOK[schemas.OpenFangTask](t, h.rest("POST", "/a2a/tasks/rest-2/cancel?agent=slow", "", ""))
+	if canceled.Status != "cancelled" {
 		t.Fatalf("cancel: %+v", canceled.Status)
 	}
-	if res := restOK[schemas.LegacyTask](t, <-done); res.Status.State != "canceled" {
-		t.Fatalf("the blocked send ended with %s", res.Status.State)
+	if res := restOK[schemas.OpenFangTask](t, <-done); res.Status != "cancelled" {
+		t.Fatalf("the blocked send ended with %s", res.Status)
 	}
 	if r := h.rest("GET", "/a2a/tasks/rest-1?agent=nobody", "", ""); r.status != http.StatusNotFound {
 		t.Fatalf("unknown agent: %d", r.status)

@@ -36,7 +36,7 @@ func listAgents(t *testing.T, base, query string) (int, edge.AgentList) {
 func names(l edge.AgentList) []string {
 	var out []string
 	for _, a := range l.Agents {
-		out = append(out, a.Name)
+		out = append(out, a.Agent)
 	}
 	return out
 }
@@ -104,11 +104,11 @@ func TestAgentRegistryListingQueryAndExpiry(t *testing.T) {
 	}
 	echo, weather := all.Agents[0], all.Agents[1]
 	if echo.Kind != "local" || echo.Remote != nil || weather.Kind != "remote" || weather.Remote == nil ||
-		weather.Remote.Health != schemas.HealthOnline || weather.Card.Version != "2.0.0" {
+		weather.Remote.Health != schemas.HealthOnline || weather.Version != "2.0.0" {
 		t.Fatalf("entries: %+v / %+v", echo, weather)
 	}
-	if weather.Card.SupportedInterfaces[0].URL != h.url+"/agents/weather" {
-		t.Fatalf("a remote agent is served through this edge, got %s", weather.Card.SupportedInterfaces[0].URL)
+	if weather.SupportedInterfaces[0].URL != h.url+"/agents/weather" {
+		t.Fatalf("a remote agent is served through this edge, got %s", weather.SupportedInterfaces[0].URL)
 	}
 
 	for _, c := range []struct {

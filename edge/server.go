@@ -108,7 +108,9 @@ type Server struct {
 	tasks    *bus.TaskWatcher
 	agents   *bus.AgentDirectory
 	mux      *http.ServeMux
+	handler  http.Handler
 	v1, v03  dialect
+	openFang dialect
 	backlog  backlogCache
 	draining atomic.Bool
 	m        edgeMetrics
@@ -128,13 +130,15 @@ func New(b *bus.Bus, cfg Config) *Server {
 		m:      newEdgeMetrics(b.Metrics()),
 	}
 	s.v1, s.v03 = s.dialects()
+	s.openFang = s.openFangDialect()
 	s.routes()
+	s.handler = withoutTrailingSlash(s.mux)
 	return s
 }
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("POST /{$}", s.handleJSONRPC)
-	s.mux.HandleFunc("POST /agents/{agent}", s.handleJSONRPC)
+	s.mux.HandleFunc("POST /{$}", s.serve(jsonRPC, decodeJSONRPC))
+	s.mux.HandleFunc("POST /agents/{agent}", s.serve(jsonRPC, decodeJSONRPC))
 	s.mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
 	s.mux.HandleFunc("GET /.well-known/agent.json", s.handleCard) // the path older clients fetch
 	s.mux.HandleFunc("GET /agents/{agent}/.well-known/agent-card.json", s.handleCard)
@@ -147,8 +151,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /metrics", MetricsHandler(s.b.Metrics()))
 }
 
-// Handler returns the HTTP handler of the edge.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the HTTP handler of the edge. Every route is also served
+// with a trailing slash.
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Run follows the bus (task watcher, agent directory) until ctx ends.
 func (s *Server) Run(ctx context.Context) error {

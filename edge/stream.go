@@ -97,32 +97,42 @@ func (s *sseWriter) keepAlive() error {
 	return s.write([]byte(": keep-alive\n\n"))
 }
 
-// rpcStream frames events as JSON-RPC responses to the request id.
-type rpcStream struct {
+// sseStream is the one stream framer of every binding and dialect: each
+// event is the dialect's shape of a 1.0 StreamResponse, wrapped as a
+// JSON-RPC response to the request's id on the JSON-RPC binding and bare
+// on HTTP+JSON; a protocol error is the stream's last event, in the same
+// framing (a JSON-RPC error object, or google.rpc.Status).
+type sseStream struct {
 	*sseWriter
-	id json.RawMessage
+	rpcID json.RawMessage // JSON-RPC binding: the request id; nil: bare events
+	shape func(*schemas.StreamResponse) any
 }
 
-func (r *rpcStream) send(cursor uint64, resp *schemas.StreamResponse) error {
-	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Result: resp})
+func (o *sseStream) send(cursor uint64, resp *schemas.StreamResponse) error {
+	var v any = o.shape(resp)
+	if o.rpcID != nil {
+		v = rpcResponse{JSONRPC: "2.0", ID: o.rpcID, Result: v}
+	}
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return r.event(strconv.FormatUint(cursor, 10), b)
+	return o.event(strconv.FormatUint(cursor, 10), b)
 }
 
-func (r *rpcStream) fail(e *schemas.Error) error {
-	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: e.RPC()})
+func (o *sseStream) fail(e *schemas.Error) error {
+	var v any = e.Status(0)
+	if o.rpcID != nil {
+		v = rpcResponse{JSONRPC: "2.0", ID: o.rpcID, Error: e.RPC()}
+	}
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return r.event("", b)
+	return o.event("", b)
 }
 
-// streamFunc runs one streaming method. It returns an error only while
-// nothing has been streamed yet (the binding answers it as a plain error);
-// once the stream started it reports errors in the stream itself.
-type streamFunc func(ctx context.Context, c *call, out streamOut) error
+func (s *sseWriter) isStarted() bool { return s.started }
 
 func (s *Server) rpcSendStreamingMessage(ctx context.Context, c *call, out streamOut) error {
 	var req schemas.SendMessageRequest
@@ -197,10 +207,10 @@ func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas
 			if out.send(snapRev, &schemas.StreamResponse{Task: &t}) != nil {
 				return nil
 			}
-			if s.sendUpdate(out, u) {
+			if s.sendUpdate(out, u, schemas.TaskState.Settled) {
 				return nil
 			}
-			s.relay(ctx, c.agent, snap.Task.ID, u.Cursor, reader, out, keep)
+			s.relay(ctx, c, snap.Task.ID, u.Cursor, reader, out, keep, schemas.TaskState.Settled)
 			return nil
 		}
 	}
@@ -216,11 +226,14 @@ func (s *Server) rpcSubscribeToTask(ctx context.Context, c *call, out streamOut)
 
 // subscribe streams a task: without a cursor, its current snapshot and then
 // every newer event; with a cursor (Last-Event-ID), every event after it.
+// A subscription follows the task until it is terminal: an interrupted
+// state (INPUT_REQUIRED, AUTH_REQUIRED) ends a send's stream, whose client
+// must answer, but a watcher stays to see the task resume and finish.
 func (s *Server) subscribe(ctx context.Context, c *call, id string, out streamOut) error {
 	if id == "" {
 		return schemas.Errorf(schemas.ErrInvalidParams, "id is required")
 	}
-	rec, rev, err := s.visibleTaskRev(ctx, c.agent, id)
+	rec, rev, err := s.b.Task(ctx, c.owner(), id)
 	if err != nil {
 		return err
 	}
@@ -232,7 +245,7 @@ func (s *Server) subscribe(ctx context.Context, c *call, id string, out streamOu
 		if err != nil {
 			return schemas.Errorf(schemas.ErrInvalidParams, "Last-Event-ID %q is not a cursor this server issued", c.lastEventID)
 		}
-		if state.Settled() && bus.RecordCursor(rec, rev) <= after {
+		if state.Terminal() && bus.RecordCursor(rec, rev) <= after {
 			// Nothing newer will come: the client already has the end.
 			_ = out.start()
 			return nil
@@ -247,7 +260,7 @@ func (s *Server) subscribe(ctx context.Context, c *call, id string, out streamOu
 	defer reader.Close()
 	if !resume {
 		t := rec.Task
-		if out.send(after, &schemas.StreamResponse{Task: &t}) != nil || state.Settled() {
+		if out.send(after, &schemas.StreamResponse{Task: &t}) != nil {
 			return nil
 		}
 	} else if err := out.start(); err != nil {
@@ -255,16 +268,17 @@ func (s *Server) subscribe(ctx context.Context, c *call, id string, out streamOu
 	}
 	keep := time.NewTicker(s.cfg.KeepAlive)
 	defer keep.Stop()
-	s.relay(ctx, c.agent, id, after, reader, out, keep)
+	s.relay(ctx, c, id, after, reader, out, keep, schemas.TaskState.Terminal)
 	return nil
 }
 
-// relay passes a task's events to the client until the task settles, the
-// client leaves, or the reader overflows. On each keep-alive tick it also
-// checks the task in KV: a task that settled without its final event
-// reaching the stream (a writer crashed between storing and publishing) is
-// closed with a final Task snapshot instead of hanging.
-func (s *Server) relay(ctx context.Context, agent, id string, last uint64, reader *bus.EventReader, out streamOut, keep *time.Ticker) {
+// relay passes a task's events to the client until the task reaches a
+// state that ends the stream (ends), the client leaves, or the reader
+// overflows. On each keep-alive tick it also checks the task in KV: a task
+// that ended without its last event reaching the stream (a writer crashed
+// between storing and publishing) is closed with a final Task snapshot
+// instead of hanging.
+func (s *Server) relay(ctx context.Context, c *call, id string, last uint64, reader *bus.EventReader, out streamOut, keep *time.Ticker, ends func(schemas.TaskState) bool) {
 	quiet := false // no event since the last tick
 	for {
 		select {
@@ -275,7 +289,7 @@ func (s *Server) relay(ctx context.Context, agent, id string, last uint64, reade
 				return
 			}
 			if quiet {
-				rec, rev, err := s.visibleTaskRev(ctx, agent, id)
+				rec, rev, err := s.b.Task(ctx, c.owner(), id)
 				if err != nil {
 					var pe *schemas.Error
 					if errors.As(err, &pe) && errors.Is(pe, schemas.ErrTaskNotFound) {
@@ -284,7 +298,7 @@ func (s *Server) relay(ctx context.Context, agent, id string, last uint64, reade
 					}
 					continue
 				}
-				if rec.Task.Status.State.Settled() && bus.RecordCursor(rec, rev) > last {
+				if ends(rec.Task.Status.State) && bus.RecordCursor(rec, rev) > last {
 					t := rec.Task
 					_ = out.send(bus.SnapshotCursor(rev), &schemas.StreamResponse{Task: &t})
 					return
@@ -297,7 +311,7 @@ func (s *Server) relay(ctx context.Context, agent, id string, last uint64, reade
 			}
 			quiet = false
 			last = u.Cursor
-			if s.sendUpdate(out, u) {
+			if s.sendUpdate(out, u, ends) {
 				return
 			}
 		}
@@ -305,8 +319,8 @@ func (s *Server) relay(ctx context.Context, agent, id string, last uint64, reade
 }
 
 // sendUpdate writes one event and reports whether the stream should end
-// (the write failed, or the task settled).
-func (s *Server) sendUpdate(out streamOut, u bus.TaskUpdate) (end bool) {
+// (the write failed, a reply came, or the task reached a state that ends).
+func (s *Server) sendUpdate(out streamOut, u bus.TaskUpdate, ends func(schemas.TaskState) bool) (end bool) {
 	var r schemas.StreamResponse
 	switch {
 	case u.Status != nil:
@@ -319,10 +333,6 @@ func (s *Server) sendUpdate(out streamOut, u bus.TaskUpdate) (end bool) {
 	if err := out.send(u.Cursor, &r); err != nil {
 		return true
 	}
-	return u.Reply != nil || (u.Status != nil && u.Status.Status.State.Settled())
+	return u.Reply != nil || (u.Status != nil && ends(u.Status.Status.State))
 }
 
-// visibleTaskRev is visibleTask with the record's revision.
-func (s *Server) visibleTaskRev(ctx context.Context, agent, id string) (*schemas.TaskRecord, uint64, error) {
-	return s.b.Task(ctx, bus.Owner{Agent: agent}, id)
-}

@@ -31,10 +31,13 @@ type sseStream struct {
 	resp     *http.Response
 	r        *bufio.Reader
 	comments int
+	pending  *sseEvent // read by openStream to tell an error stream apart
 }
 
 // openStream POSTs a JSON-RPC streaming call and returns the stream, or the
-// plain JSON-RPC reply when the server answered without streaming.
+// JSON-RPC error reply when the call failed before its stream opened: a
+// plain reply, or (as clients that accept SSE get it) a stream whose one
+// event is the error.
 func openStream(t testing.TB, base, agent, method string, params any, lastEventID string) (*sseStream, *rpcReply) {
 	t.Helper()
 	return openStreamWith(t, base, agent, method, params, lastEventID, "1.0")
@@ -73,11 +76,27 @@ func openStreamWith(t testing.TB, base, agent, method string, params any, lastEv
 	}
 	s := &sseStream{t: t, resp: resp, r: newReader(resp)}
 	t.Cleanup(func() { resp.Body.Close() })
+	first, ok := s.next()
+	if !ok {
+		return s, nil
+	}
+	var r rpcReply
+	if json.Unmarshal([]byte(first.data), &r) == nil && r.Error != nil {
+		if ev, more := s.next(); more {
+			t.Fatalf("an error stream goes on after its error: %q", ev.data)
+		}
+		return nil, &r
+	}
+	s.pending = &first
 	return s, nil
 }
 
 // next returns the next event, or ok=false at the end of the stream.
 func (s *sseStream) next() (ev sseEvent, ok bool) {
+	if p := s.pending; p != nil {
+		s.pending = nil
+		return *p, true
+	}
 	var data []string
 	for {
 		line, err := s.r.ReadString('\n')
@@ -217,7 +236,7 @@ func TestStreamClosesOnInputRequired(t *testing.T) {
 	}
 }
 
-func TestStreamingErrorsBeforeTheFirstEventArePlainErrors(t *testing.T) {
+func TestStreamingErrorsBeforeTheFirstEvent(t *testing.T) {
 	h := newHarness(t, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo")}})
 	_, r := openStream(t, h.url, "echo", "SubscribeToTask", map[string]any{"id": schemas.NewID()}, "")
 	mustError(t, r, schemas.ErrTaskNotFound)

@@ -2,9 +2,6 @@ package edge
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/a2abus/a2abus/schemas"
@@ -76,7 +73,7 @@ func (s *Server) v03Get(ctx context.Context, c *call) (any, error) {
 	if err := schemas.ValidateHistoryLength(p.HistoryLength); err != nil {
 		return nil, err
 	}
-	rec, err := s.legacyTask(ctx, c.agent, p.ID)
+	rec, err := s.legacyTask(ctx, c, p.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +85,7 @@ func (s *Server) v03Cancel(ctx context.Context, c *call) (any, error) {
 	if err := decodeParams(c.params, &p); err != nil {
 		return nil, err
 	}
-	rec, err := s.legacyTask(ctx, c.agent, p.ID)
+	rec, err := s.legacyTask(ctx, c, p.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -116,35 +113,4 @@ func (s *Server) v03Resubscribe(ctx context.Context, c *call, out streamOut) err
 		return err
 	}
 	return s.subscribe(ctx, c, p.ID, out)
-}
-
-// v03Stream frames events as JSON-RPC responses whose result is the 0.3
-// object of the event (Task, Message, or an update with "final").
-type v03RPCStream struct {
-	*sseWriter
-	id json.RawMessage
-}
-
-func (r *v03RPCStream) send(cursor uint64, resp *schemas.StreamResponse) error {
-	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Result: schemas.StreamResponseToV03(*resp)})
-	if err != nil {
-		return err
-	}
-	return r.event(strconv.FormatUint(cursor, 10), b)
-}
-
-func (r *v03RPCStream) fail(e *schemas.Error) error {
-	b, err := json.Marshal(rpcResponse{JSONRPC: "2.0", ID: r.id, Error: e.RPC()})
-	if err != nil {
-		return err
-	}
-	return r.event("", b)
-}
-
-// writeV03Error writes a 0.3 JSON-RPC error. 0.3 left error.data free-form;
-// a2abus sends the same typed-detail array as 1.0 (with the ErrorInfo
-// reason), which the official Go SDK's 0.3 client requires and other 0.3
-// clients accept (they read the code).
-func writeV03Error(w http.ResponseWriter, id json.RawMessage, e *schemas.Error) {
-	writeRPCError(w, id, e)
 }

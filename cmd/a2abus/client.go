@@ -454,11 +454,11 @@ func (r *clientRun) agents(ctx context.Context) error {
 		if a.Remote != nil {
 			where = fmt.Sprintf("remote %s, %s", a.Remote.Health, a.Remote.URL)
 		}
-		r.out.line("%s (%s) — %s", a.Name, where, a.Card.Description)
-		if eps := discovery.Endpoints(&a.Card); len(eps) > 0 {
+		r.out.line("%s (%s) — %s", a.Agent, where, a.Description)
+		if eps := discovery.Endpoints(&a.AgentCard); len(eps) > 0 {
 			r.out.line("  endpoint %s", eps[0])
 		}
-		for _, s := range a.Card.Skills {
+		for _, s := range a.Skills {
 			r.out.line("  skill    %s: %s [%s]", s.ID, s.Name, strings.Join(s.Tags, ", "))
 		}
 	}

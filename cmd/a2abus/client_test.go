@@ -407,7 +407,7 @@ func TestCLIAgainstServe(t *testing.T) {
 			}
 		}
 		list := cliJSON[edge.AgentList](t, "agents", base, "--skill", "echo")
-		if len(list.Agents) != 1 || list.Agents[0].Name != "echo" {
+		if len(list.Agents) != 1 || list.Agents[0].Agent != "echo" {
 			t.Fatalf("agents json --skill echo: %+v", list)
 		}
 		if out := mustCLI(t, "agents", base, "--kind", "remote"); out != "no agents match\n" {

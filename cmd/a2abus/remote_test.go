@@ -37,7 +37,7 @@ func waitAgents(t *testing.T, base, query, what string, cond func(edge.AgentList
 
 func health(l edge.AgentList, name string) string {
 	for _, a := range l.Agents {
-		if a.Name == name && a.Remote != nil {
+		if a.Agent == name && a.Remote != nil {
 			return a.Remote.Health
 		}
 	}
@@ -79,7 +79,7 @@ func TestRemoteAndFanOutAgentsThroughServe(t *testing.T) {
 	for _, a := range l.Agents {
 		switch a.Name {
 		case "far":
-			if len(a.Card.Skills) == 0 || a.Card.Skills[0].ID != "echo" || a.Remote.LastSeen == nil {
+			if len(a.Skills) == 0 || a.Skills[0].ID != "echo" || a.Remote.LastSeen == nil {
 				t.Fatalf("far's entry does not carry the external card: %+v", a)
 			}
 		case "later":

@@ -1,0 +1,287 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// The front door. Every A2A request — 1.0 JSON-RPC, 1.0 HTTP+JSON, 0.3
+// JSON-RPC, the older tasks/send dialect on JSON-RPC and on its REST routes
+// under /a2a/ — enters through serve: its binding decodes it into one call
+// (agent, dialect, method, params, protocol version), the call passes one
+// pipeline (the agent is served here, body limits and content type, the
+// method exists in the dialect, the version is one the dialect speaks),
+// runs, and its binding encodes the answer or the error. Whatever must hold
+// for every request — authentication, authorization, rate limits — is
+// added to serve and applies to every binding and dialect at once; task
+// operations then go through the one lifecycle in bus, which checks the
+// owner. A route that does not go through serve is a defect.
+
+// call is one decoded request on its way to a method.
+type call struct {
+	agent       string
+	d           *dialect
+	method      string
+	params      json.RawMessage
+	version     string          // A2A-Version as sent ("" if absent)
+	trace       string          // traceparent header
+	lastEventID string          // Last-Event-ID header: a stream resume cursor
+	accept      string          // Accept header
+	id          json.RawMessage // JSON-RPC request id; nil on other bindings
+
+	// For tasks of the older dialect: the id to create the task under (""
+	// when continuing one), the client's own id for it (what answers
+	// carry), and the dialect to record.
+	taskID, clientTaskID, dialect string
+
+	obs *observation
+}
+
+// owner is whom the call acts for in the task lifecycle.
+func (c *call) owner() bus.Owner { return bus.Owner{Agent: c.agent} }
+
+// publish is what the call passes on to the work it queues.
+func (c *call) publish() bus.PublishOptions {
+	return bus.PublishOptions{Traceparent: c.trace, A2AVersion: c.version}
+}
+
+// dialect is one grammar of A2A methods: their names, the A2A-Version
+// values it accepts, and the shape of its stream events.
+type dialect struct {
+	version   string
+	methods   map[string]methodFunc
+	streams   map[string]streamFunc
+	versionOK func(string) bool
+	// event returns how one stream of c shapes each 1.0 StreamResponse.
+	event func(c *call) func(*schemas.StreamResponse) any
+}
+
+// methodFunc runs one A2A method and returns its result.
+type methodFunc func(ctx context.Context, c *call) (any, error)
+
+// streamFunc runs one streaming method. It returns an error only while
+// nothing has been streamed yet; once the stream started it reports errors
+// in the stream itself.
+type streamFunc func(ctx context.Context, c *call, out streamOut) error
+
+// binding is one wire form requests arrive in and answers leave in.
+type binding struct {
+	name string // the metrics label
+	// agentOf names the agent a request addresses and whether it is served.
+	agentOf func(s *Server, r *http.Request) (string, bool)
+	// noAgent is the error row for an agent not served here (HTTP 404).
+	noAgent *schemas.Error
+	// rpc: answers and stream events are JSON-RPC responses to the
+	// request's id, and a streaming request that fails before its stream
+	// opens is answered as a stream carrying the error when the client
+	// accepts one (JSON-RPC stream clients read only the stream).
+	rpc         bool
+	writeResult func(w http.ResponseWriter, c *call, res any)
+	writeError  func(w http.ResponseWriter, c *call, e *schemas.Error, status int)
+}
+
+// decodeFunc reads a request into c: its dialect, method and params.
+type decodeFunc func(s *Server, w http.ResponseWriter, r *http.Request, c *call) error
+
+// serve is the front door of every A2A route: see the top of this file.
+func (s *Server) serve(b *binding, decode decodeFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		o := s.observe(b.name)
+		defer o.done()
+		c := &call{obs: o, version: a2aVersion(r), trace: r.Header.Get("traceparent"),
+			lastEventID: r.Header.Get("Last-Event-ID"), accept: r.Header.Get("Accept")}
+		agent, ok := b.agentOf(s, r)
+		c.agent = agent
+		if !ok {
+			s.refuse(w, b, c, schemas.Errorf(b.noAgent, "no agent %q is served here; GET /a2a/agents lists the agents", agent), http.StatusNotFound)
+			return
+		}
+		if err := decode(s, w, r, c); err != nil {
+			s.refuse(w, b, c, schemas.AsError(err), 0)
+			return
+		}
+		d := c.d
+		fn, unary := d.methods[c.method]
+		sfn, streaming := d.streams[c.method]
+		if !unary && !streaming {
+			o.method = "unknown"
+			s.refuse(w, b, c, schemas.Errorf(schemas.ErrMethodNotFound, "method %q is not an A2A %s method", c.method, d.version).With("method", c.method), 0)
+			return
+		}
+		o.method = c.method
+		if !d.versionOK(c.version) {
+			s.refuse(w, b, c, schemas.Errorf(schemas.ErrVersionNotSupported, "A2A-Version %q is not supported by %s; it is an A2A %s method", c.version, c.method, d.version).
+				With("requestedVersion", c.version).With("supportedVersions", d.version), 0)
+			return
+		}
+		if streaming {
+			s.serveStream(w, r, b, c, sfn)
+			return
+		}
+		res, err := fn(r.Context(), c)
+		if err != nil {
+			s.refuse(w, b, c, s.protocolError(c, err), 0)
+			return
+		}
+		b.writeResult(w, c, res)
+	}
+}
+
+// serveStream runs a streaming method over one SSE stream, framed for the
+// binding and shaped for the dialect.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, b *binding, c *call, fn streamFunc) {
+	defer s.streamOpen(c.obs)()
+	out := &sseStream{sseWriter: newSSEWriter(w, s.cfg.StreamWriteTimeout), shape: c.d.event(c)}
+	if b.rpc {
+		out.rpcID = c.rpcID()
+	}
+	err := fn(r.Context(), c, out)
+	if err == nil {
+		return
+	}
+	pe := s.protocolError(c, err)
+	c.obs.failed(pe)
+	// A retryable refusal keeps its HTTP status (503 + Retry-After), so
+	// proxies and clients back off.
+	if out.isStarted() || (b.rpc && pe.RetryAfter == 0 && acceptsSSE(c.accept)) {
+		_ = out.fail(pe)
+		return
+	}
+	b.writeError(w, c, pe, 0)
+}
+
+// refuse answers a call with an error in its binding's form.
+func (s *Server) refuse(w http.ResponseWriter, b *binding, c *call, e *schemas.Error, status int) {
+	c.obs.failed(e)
+	b.writeError(w, c, e, status)
+}
+
+// protocolError classifies a method's error; an internal one is logged
+// with its cause, which the client never sees.
+func (s *Server) protocolError(c *call, err error) *schemas.Error {
+	pe := schemas.AsError(err)
+	if errors.Is(pe, schemas.ErrInternal) {
+		s.log.Error("request failed", "method", c.method, "agent", c.agent, "err", err)
+	}
+	return pe
+}
+
+// rpcID is the id JSON-RPC answers carry: the request's, or null.
+func (c *call) rpcID() json.RawMessage {
+	if c.id == nil {
+		return nullID
+	}
+	return c.id
+}
+
+func a2aVersion(r *http.Request) string {
+	if v := r.Header.Get("A2A-Version"); v != "" {
+		return v
+	}
+	return r.URL.Query().Get("A2A-Version")
+}
+
+func acceptsSSE(accept string) bool {
+	return strings.Contains(accept, "text/event-stream")
+}
+
+// pathAgent is the agent of the routes under /agents/{agent} and of the
+// root routes (the default agent).
+func pathAgent(s *Server, r *http.Request) (string, bool) { return s.resolveAgent(r) }
+
+// readBody reads a request body within the edge's limits, after checking
+// that its media type is JSON (a missing Content-Type is taken as JSON:
+// many clients send none).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !jsonMediaType(ct) {
+		return nil, schemas.Errorf(schemas.ErrContentTypeNotSupported, "Content-Type %q is not supported; send %s or application/json", ct, contentA2A)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, schemas.Errorf(schemas.ErrInvalidRequest, "request body exceeds the limit of %d bytes", s.cfg.MaxBodyBytes)
+		}
+		return nil, schemas.Errorf(schemas.ErrInvalidRequest, "reading request body: %v", err)
+	}
+	return body, nil
+}
+
+// readParams reads a body that is a method's params object: valid JSON
+// within the nesting limit; an empty body is {}.
+func (s *Server) readParams(w http.ResponseWriter, r *http.Request) (json.RawMessage, error) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return nil, nil
+	}
+	if !json.Valid(body) {
+		return nil, schemas.Errorf(schemas.ErrParse, "request body is not valid JSON")
+	}
+	if d := jsonDepth(body); d > s.cfg.MaxJSONDepth {
+		return nil, schemas.Errorf(schemas.ErrInvalidRequest, "JSON nesting depth %d exceeds the limit of %d", d, s.cfg.MaxJSONDepth)
+	}
+	if body[0] != '{' {
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "the request body must be a JSON object")
+	}
+	return body, nil
+}
+
+func jsonMediaType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || mt == contentA2A)
+}
+
+// paramsOf encodes params built from a URL (path and query) as the JSON a
+// method decodes, so every binding hands methods the same params.
+func paramsOf(v map[string]any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// queryInt32 reads an optional integer query parameter into m.
+func queryInt32(r *http.Request, m map[string]any, name string) error {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return nil
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		return schemas.Errorf(schemas.ErrInvalidParams, "%s must be an integer, got %q", name, v)
+	}
+	m[name] = n
+	return nil
+}
+
+// withoutTrailingSlash serves a path with a trailing slash as the path
+// without it: some clients join the card's interface URL and a method
+// with one slash too many.
+func withoutTrailingSlash(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
+			u := *r.URL
+			u.Path = strings.TrimRight(p, "/")
+			if u.Path == "" {
+				u.Path = "/"
+			}
+			u.RawPath = ""
+			r2 := *r
+			r2.URL = &u
+			r = &r2
+		}
+		next.ServeHTTP(w, r)
+	})
+}
