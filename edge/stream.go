@@ -335,4 +335,3 @@ func (s *Server) sendUpdate(out streamOut, u bus.TaskUpdate, ends func(schemas.T
 	}
 	return u.Reply != nil || (u.Status != nil && ends(u.Status.Status.State))
 }
-
