@@ -176,7 +176,7 @@ func TestCancelQueuedTaskAndLateWorkerSkipsIt(t *testing.T) {
 	if canceled.Status.State != schemas.TaskStateCanceled {
 		t.Fatalf("cancel returned %s", canceled.Status.State)
 	}
-	// A canceled task is terminal, and no terminal task is cancelable.
+	// A repeat cancel is refused: the task is already finished.
 	mustError(t, h.call("later", "CancelTask", map[string]any{"id": task.ID}), schemas.ErrTaskNotCancelable)
 	// A worker that now takes the queued work acks and skips it: the agent
 	// never runs and the task stays canceled.

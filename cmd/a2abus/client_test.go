@@ -377,9 +377,9 @@ func TestCLIAgainstServe(t *testing.T) {
 		if k := kinds(evs); strings.Contains(k, "task") || !strings.HasSuffix(k, "TASK_STATE_CANCELED") || !errors.Is(err, errTaskEnded) {
 			t.Fatalf("subscribe --last-event-id %s: %s (%v)", cursor, k, err)
 		}
-		// A canceled task is terminal, and no terminal task is cancelable.
+		// Canceling it again is refused: it is already finished.
 		_, _, err = cli(t, "cancel", sleepy, id)
-		wantCLIError(t, err, "cannot be canceled")
+		wantCLIError(t, err, "TASK_NOT_CANCELABLE, code -32002")
 	})
 
 	t.Run("failed-task", func(t *testing.T) {
@@ -407,7 +407,7 @@ func TestCLIAgainstServe(t *testing.T) {
 			}
 		}
 		list := cliJSON[edge.AgentList](t, "agents", base, "--skill", "echo")
-		if len(list.Agents) != 1 || list.Agents[0].Agent != "echo" {
+		if len(list.Agents) != 1 || list.Agents[0].Name != "echo" {
 			t.Fatalf("agents json --skill echo: %+v", list)
 		}
 		if out := mustCLI(t, "agents", base, "--kind", "remote"); out != "no agents match\n" {
