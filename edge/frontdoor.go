@@ -218,15 +218,15 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 }
 
 // readParams reads a body that is a method's params object: valid JSON
-// within the nesting limit; an empty body is {}.
+// within the nesting limit; an empty body or null is {}.
 func (s *Server) readParams(w http.ResponseWriter, r *http.Request) (json.RawMessage, error) {
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return nil, err
 	}
 	body = bytes.TrimSpace(body)
-	if len(body) == 0 {
-		return nil, nil
+	if len(body) == 0 || string(body) == "null" {
+		return nil, nil // no params (some clients send a JSON null)
 	}
 	if !json.Valid(body) {
 		return nil, schemas.Errorf(schemas.ErrParse, "request body is not valid JSON")

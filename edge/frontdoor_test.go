@@ -341,7 +341,7 @@ func TestRecancelIsAnError(t *testing.T) {
 	})
 	t.Run("older dialect REST", func(t *testing.T) {
 		id := start()
-		if got := restOK[schemas.LegacyTask](t, h.rest("POST", "/a2a/tasks/"+id+"/cancel", "", "")); got.Status.State != "canceled" {
+		if got := restOK[schemas.OpenFangTask](t, h.rest("POST", "/a2a/tasks/"+id+"/cancel", "", "")); got.Status != "cancelled" {
 			t.Fatalf("first cancel: %+v", got.Status)
 		}
 		r := h.rest("POST", "/a2a/tasks/"+id+"/cancel", "", "")
