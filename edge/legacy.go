@@ -237,14 +237,7 @@ func (s *Server) openFangSend(ctx context.Context, c *call) (any, error) {
 }
 
 func (s *Server) openFangGet(ctx context.Context, c *call) (any, error) {
-	var p schemas.LegacyTaskQueryParams
-	if err := decodeParams(c.params, &p); err != nil {
-		return nil, err
-	}
-	if err := schemas.ValidateHistoryLength(p.HistoryLength); err != nil {
-		return nil, err
-	}
-	rec, err := s.legacyTask(ctx, c, p.ID)
+	rec, p, err := s.queryTask(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -252,18 +245,11 @@ func (s *Server) openFangGet(ctx context.Context, c *call) (any, error) {
 }
 
 func (s *Server) openFangCancel(ctx context.Context, c *call) (any, error) {
-	var p schemas.LegacyTaskIDParams
-	if err := decodeParams(c.params, &p); err != nil {
-		return nil, err
-	}
-	rec, err := s.legacyTask(ctx, c, p.ID)
+	rec, asked, err := s.cancelByParams(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	if rec, err = s.cancelTask(ctx, c.agent, rec.Task.ID); err != nil {
-		return nil, err
-	}
-	return schemas.OpenFangTaskFromV1(rec.Task, clientID(rec, p.ID)), nil
+	return schemas.OpenFangTaskFromV1(rec.Task, clientID(rec, asked)), nil
 }
 
 // clientID is the id a client named a task by: the one it chose, if the

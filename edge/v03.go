@@ -66,14 +66,7 @@ func (s *Server) v03Send(ctx context.Context, c *call) (any, error) {
 }
 
 func (s *Server) v03Get(ctx context.Context, c *call) (any, error) {
-	var p schemas.V03TaskQueryParams
-	if err := decodeParams(c.params, &p); err != nil {
-		return nil, err
-	}
-	if err := schemas.ValidateHistoryLength(p.HistoryLength); err != nil {
-		return nil, err
-	}
-	rec, err := s.legacyTask(ctx, c, p.ID)
+	rec, p, err := s.queryTask(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -81,18 +74,40 @@ func (s *Server) v03Get(ctx context.Context, c *call) (any, error) {
 }
 
 func (s *Server) v03Cancel(ctx context.Context, c *call) (any, error) {
-	var p schemas.V03TaskIDParams
-	if err := decodeParams(c.params, &p); err != nil {
-		return nil, err
-	}
-	rec, err := s.legacyTask(ctx, c, p.ID)
+	rec, _, err := s.cancelByParams(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	if rec, err = s.cancelTask(ctx, c.agent, rec.Task.ID); err != nil {
-		return nil, err
-	}
 	return shapeTask(rec, nil), nil
+}
+
+// queryTask reads the params of a tasks/get (0.3 and the older dialect)
+// and the task they name by its 0.3 or client id.
+func (s *Server) queryTask(ctx context.Context, c *call) (*schemas.TaskRecord, *schemas.V03TaskQueryParams, error) {
+	var p schemas.V03TaskQueryParams
+	if err := decodeParams(c.params, &p); err != nil {
+		return nil, nil, err
+	}
+	if err := schemas.ValidateHistoryLength(p.HistoryLength); err != nil {
+		return nil, nil, err
+	}
+	rec, err := s.legacyTask(ctx, c, p.ID)
+	return rec, &p, err
+}
+
+// cancelByParams cancels the task the params of a tasks/cancel name, and
+// returns it with the id it was asked by.
+func (s *Server) cancelByParams(ctx context.Context, c *call) (*schemas.TaskRecord, string, error) {
+	var p schemas.V03TaskIDParams
+	if err := decodeParams(c.params, &p); err != nil {
+		return nil, "", err
+	}
+	rec, err := s.legacyTask(ctx, c, p.ID)
+	if err != nil {
+		return nil, "", err
+	}
+	rec, err = s.cancelTask(ctx, c.agent, rec.Task.ID)
+	return rec, p.ID, err
 }
 
 func (s *Server) v03ExtendedCard(_ context.Context, _ *call) (any, error) {
