@@ -18,8 +18,8 @@ import (
 )
 
 // Card discovery: fetch an agent's card from its well-known path, accept
-// the 1.0 and 0.3 shapes, validate the fields a client needs, and pick the
-// interface to talk to.
+// the 1.0 and 0.3 shapes and those of the older tasks/send dialect,
+// validate the fields a client needs, and pick the interface to talk to.
 
 // Well-known card paths: the 1.0 (and 0.3) path, then the path older agents
 // serve.
@@ -245,6 +245,17 @@ func cacheControl(h string) cachePolicy {
 // capabilities, and at least one interface with an absolute http(s) URL.
 // A 0.3 card (url + preferredTransport) gets the equivalent
 // supportedInterfaces, so callers read one shape.
+//
+// A card with a url but no supportedInterfaces is told apart by what it
+// declares: a protocolVersion names its version ("0.3.0"); without one,
+// any of the fields A2A 0.2 brought with message/send (preferredTransport,
+// additionalInterfaces, securitySchemes, security,
+// supportsAuthenticatedExtendedCard) makes it 0.3 too; a card with none of
+// them, as OpenFang's and AgentOS's are, is taken for the older tasks/send
+// dialect: its interface gets protocolVersion
+// schemas.ProtocolVersionLegacy, and it needs no version (AgentOS's has
+// none). The guess between the two is only a guess: the client tries the
+// other when the agent does not know the method (see Client).
 func ParseCard(b []byte) (*schemas.AgentCard, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil {
@@ -254,8 +265,12 @@ func ParseCard(b []byte) (*schemas.AgentCard, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidCard, err)
 	}
+	legacy := len(c.SupportedInterfaces) == 0 && c.URL != "" && legacyCard(fields)
 	var missing []string
 	for _, k := range []string{"name", "description", "version", "skills", "capabilities", "defaultInputModes", "defaultOutputModes"} {
+		if k == "version" && legacy {
+			continue
+		}
 		if v, ok := fields[k]; !ok || string(v) == "null" {
 			missing = append(missing, k)
 		}
@@ -267,7 +282,7 @@ func ParseCard(b []byte) (*schemas.AgentCard, error) {
 		return nil, fmt.Errorf("%w: missing %s", ErrInvalidCard, strings.Join(missing, ", "))
 	}
 	if len(c.SupportedInterfaces) == 0 && c.URL != "" {
-		c.SupportedInterfaces = v03Interfaces(&c)
+		c.SupportedInterfaces = v03Interfaces(&c, legacy)
 	}
 	if len(c.SupportedInterfaces) == 0 {
 		return nil, fmt.Errorf("%w: no interface (supportedInterfaces, or url for an A2A 0.3 card)", ErrInvalidCard)
@@ -284,6 +299,18 @@ func ParseCard(b []byte) (*schemas.AgentCard, error) {
 	return &c, nil
 }
 
+// legacyCard reports whether a card's fields (a card without
+// supportedInterfaces) show none of the marks of A2A 0.2 and later: see
+// ParseCard.
+func legacyCard(fields map[string]json.RawMessage) bool {
+	for _, k := range []string{"protocolVersion", "preferredTransport", "additionalInterfaces", "securitySchemes", "security", "supportsAuthenticatedExtendedCard"} {
+		if v, ok := fields[k]; ok && string(v) != "null" {
+			return false
+		}
+	}
+	return true
+}
+
 func contains(list []string, s string) bool {
 	for _, v := range list {
 		if v == s {
@@ -294,10 +321,14 @@ func contains(list []string, s string) bool {
 }
 
 // v03Interfaces lists a 0.3 card's url (in its preferred transport, JSONRPC
-// when unnamed) and its additional interfaces as 1.0 interfaces.
-func v03Interfaces(c *schemas.AgentCard) []schemas.AgentInterface {
+// when unnamed) and its additional interfaces as 1.0 interfaces; the url
+// of a card of the older dialect (legacy) as its one JSONRPC interface.
+func v03Interfaces(c *schemas.AgentCard, legacy bool) []schemas.AgentInterface {
 	version := c.ProtocolVersion
-	if version == "" {
+	switch {
+	case legacy:
+		version = schemas.ProtocolVersionLegacy
+	case version == "":
 		version = "0.3"
 	}
 	transport := c.PreferredTransport
@@ -315,9 +346,11 @@ func v03Interfaces(c *schemas.AgentCard) []schemas.AgentInterface {
 }
 
 // Endpoints lists the interfaces of a card a2abus can speak, best first:
-// 1.0 before 0.3, then in the order of prefer (default JSONRPC, then
-// HTTP+JSON), then in the card's order. Bindings not in prefer are left
-// out, and so is any binding a2abus does not speak, preferred or not.
+// 1.0 before 0.3 before the older tasks/send dialect, then in the order of
+// prefer (default JSONRPC, then HTTP+JSON), then in the card's order.
+// Bindings not in prefer are left out, and so is any binding a2abus does
+// not speak, preferred or not. Endpoints of the older dialect carry the
+// card's capabilities.streaming.
 func Endpoints(c *schemas.AgentCard, prefer ...string) []Endpoint {
 	if len(prefer) == 0 {
 		prefer = []string{schemas.BindingJSONRPC, schemas.BindingHTTPJSON}
@@ -339,6 +372,8 @@ func Endpoints(c *schemas.AgentCard, prefer ...string) []Endpoint {
 		case isV1(in.ProtocolVersion):
 		case isV03(in.ProtocolVersion) && strings.EqualFold(in.ProtocolBinding, schemas.BindingJSONRPC):
 			r += 100
+		case isLegacy(in.ProtocolVersion) && strings.EqualFold(in.ProtocolBinding, schemas.BindingJSONRPC):
+			r += 200
 		default:
 			return -1
 		}
@@ -354,17 +389,18 @@ func Endpoints(c *schemas.AgentCard, prefer ...string) []Endpoint {
 		if r < 0 {
 			continue
 		}
-		version := in.ProtocolVersion
-		if isV1(version) {
-			version = schemas.ProtocolVersion
-		} else {
-			version = schemas.ProtocolVersion03
+		ep := Endpoint{URL: in.URL, Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion03, Tenant: in.Tenant}
+		switch {
+		case isV1(in.ProtocolVersion):
+			ep.Version = schemas.ProtocolVersion
+		case isLegacy(in.ProtocolVersion):
+			ep.Version = schemas.ProtocolVersionLegacy
+			ep.Streaming = c.Capabilities.Streaming != nil && *c.Capabilities.Streaming
 		}
-		binding := schemas.BindingJSONRPC
 		if strings.EqualFold(in.ProtocolBinding, schemas.BindingHTTPJSON) {
-			binding = schemas.BindingHTTPJSON
+			ep.Binding = schemas.BindingHTTPJSON
 		}
-		cands = append(cands, cand{Endpoint{URL: in.URL, Binding: binding, Version: version, Tenant: in.Tenant}, r})
+		cands = append(cands, cand{ep, r})
 	}
 	// A stable insertion sort: cards list a handful of interfaces.
 	for i := 1; i < len(cands); i++ {
@@ -383,7 +419,7 @@ func Endpoints(c *schemas.AgentCard, prefer ...string) []Endpoint {
 func ClientFor(c *schemas.AgentCard, opts Options, prefer ...string) (*Client, error) {
 	eps := Endpoints(c, prefer...)
 	if len(eps) == 0 {
-		return nil, fmt.Errorf("discovery: agent %q offers no interface a2abus speaks (JSONRPC or HTTP+JSON, A2A 1.0 or 0.3)", c.Name)
+		return nil, fmt.Errorf("discovery: agent %q offers no interface a2abus speaks (JSONRPC or HTTP+JSON, A2A 1.0 or 0.3, or the tasks/send dialect)", c.Name)
 	}
 	return NewClient(eps[0], opts)
 }

@@ -1,7 +1,8 @@
 // Package discovery is a2abus's A2A client side: it resolves, validates and
 // caches agent cards (cards.go, cache.go), talks to any A2A agent in 1.0
-// JSON-RPC, 1.0 HTTP+JSON or 0.3 JSON-RPC (this file), and guards every
-// outbound URL against SSRF (ssrf.go). The CLI, the load tool and the
+// JSON-RPC, 1.0 HTTP+JSON or 0.3 JSON-RPC (this file) or in the older
+// tasks/send dialect (legacy.go), and guards every outbound URL against
+// SSRF (ssrf.go). The CLI, the load tool and the
 // remote and fan-out agent kinds are all built on it.
 //
 // Protocol errors an agent answers come back as *schemas.Error occurrences
@@ -39,13 +40,25 @@ const UserAgent = "a2abus/" + Version + " (+https://github.com/a2abus/a2abus)"
 type Endpoint struct {
 	URL     string
 	Binding string // schemas.BindingJSONRPC or schemas.BindingHTTPJSON
-	// Version is the A2A protocol version spoken there: "1.0" or "0.3".
+	// Version is the A2A protocol version spoken there: "1.0", "0.3", or
+	// schemas.ProtocolVersionLegacy ("0.1") for the older tasks/send
+	// dialect (JSON-RPC only).
 	Version string
 	Tenant  string
+	// Streaming is the card's capabilities.streaming, set by Endpoints for
+	// the older dialect, the only one that heeds it: its client streams
+	// with tasks/sendSubscribe only when it is set, and otherwise polls.
+	// 1.0 and 0.3 clients try to stream regardless.
+	Streaming bool
 }
 
 // String names the endpoint for logs and messages.
-func (e Endpoint) String() string { return e.Binding + " " + e.Version + " " + e.URL }
+func (e Endpoint) String() string {
+	if isLegacy(e.Version) {
+		return e.Binding + " " + e.Version + " (tasks/send) " + e.URL
+	}
+	return e.Binding + " " + e.Version + " " + e.URL
+}
 
 // Options configure a Client. The zero value is usable: a guarded HTTP
 // client that only reaches public addresses, and the default limits.
@@ -64,15 +77,27 @@ type Options struct {
 	// MaxResponseBytes bounds a unary response body and one stream event.
 	// Default 16 MiB.
 	MaxResponseBytes int64
+	// PollInterval is how long a stream of an agent of the older dialect
+	// that cannot stream waits before polling the task; it doubles while
+	// nothing changes, up to MaxPollInterval. Defaults 250ms and 5s.
+	PollInterval, MaxPollInterval time.Duration
 }
 
-// Client calls one A2A endpoint. It is safe for concurrent use.
+// Client calls one A2A endpoint. It is safe for concurrent use. It keeps
+// what its calls taught it about the endpoint (which dialect answers, see
+// inDialect; how an agent of the older dialect is reached, see legacy.go),
+// so only the first calls pay for finding out: keep one Client per
+// endpoint.
 type Client struct {
 	ep     Endpoint
 	http   *http.Client
 	header http.Header
 	opts   Options
 	ids    atomic.Int64
+
+	// spoken is the dialect an answer confirmed (0 until one did).
+	spoken atomic.Int32
+	legacy legacyMemo
 }
 
 // NewClient returns a client of the endpoint.
@@ -88,18 +113,24 @@ func NewClient(ep Endpoint, opts Options) (*Client, error) {
 	}
 	switch {
 	case isV1(ep.Version):
-	case isV03(ep.Version):
+	case isV03(ep.Version), isLegacy(ep.Version):
 		if ep.Binding != schemas.BindingJSONRPC {
-			return nil, fmt.Errorf("discovery: A2A 0.3 is supported over JSONRPC only, not %s", ep.Binding)
+			return nil, fmt.Errorf("discovery: A2A %s is supported over JSONRPC only, not %s", ep.Version, ep.Binding)
 		}
 	default:
-		return nil, fmt.Errorf("discovery: protocol version %q is not supported (1.0 or 0.3)", ep.Version)
+		return nil, fmt.Errorf("discovery: protocol version %q is not supported (1.0, 0.3, or 0.1: the tasks/send dialect)", ep.Version)
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Second
 	}
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = 16 << 20
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 250 * time.Millisecond
+	}
+	if opts.MaxPollInterval < opts.PollInterval {
+		opts.MaxPollInterval = max(5*time.Second, opts.PollInterval)
 	}
 	hc := opts.HTTP
 	if hc == nil {
@@ -115,44 +146,126 @@ func isV1(v string) bool { return v == "" || v == "1" || strings.HasPrefix(v, "1
 func isV03(v string) bool {
 	return v == "0.3" || strings.HasPrefix(v, "0.3.") || v == "0.2" || strings.HasPrefix(v, "0.2.")
 }
+func isLegacy(v string) bool {
+	return v == schemas.ProtocolVersionLegacy || strings.HasPrefix(v, schemas.ProtocolVersionLegacy+".")
+}
 
-func (c *Client) v03() bool  { return isV03(c.ep.Version) }
+// dialect is a method set spoken over JSON-RPC (or, for 1.0, HTTP+JSON).
+type dialect int32
+
+const (
+	dialectV1     dialect = iota + 1
+	dialectV03            // message/send, tasks/get, ...
+	dialectLegacy         // tasks/send, tasks/get, ...
+)
+
+// dialect is what the client speaks: what an answer confirmed, else what
+// the endpoint's version says.
+func (c *Client) dialect() dialect {
+	if d := dialect(c.spoken.Load()); d != 0 {
+		return d
+	}
+	switch {
+	case isLegacy(c.ep.Version):
+		return dialectLegacy
+	case isV03(c.ep.Version):
+		return dialectV03
+	}
+	return dialectV1
+}
+
+func (c *Client) v03() bool  { return c.dialect() == dialectV03 }
 func (c *Client) rest() bool { return c.ep.Binding == schemas.BindingHTTPJSON }
+
+// inDialect runs a send in the dialect the client speaks and, while no
+// answer has confirmed that dialect, once more in the other JSON-RPC one
+// when the agent says the method does not exist (-32601). A card tells
+// 0.3 from the older tasks/send dialect only by what it leaves out (see
+// ParseCard), which A2A 0.2 cards leave out too, and an agent may publish
+// a 0.3 card while speaking only tasks/send. The dialect that answers is
+// kept, so later calls go straight to it. When neither knows the method,
+// the first answer is returned.
+func inDialect[T any](c *Client, call func(dialect) (T, error)) (T, error) {
+	d := c.dialect()
+	out, err := call(d)
+	if c.spoken.Load() != 0 || (d != dialectV03 && d != dialectLegacy) || !errors.Is(err, schemas.ErrMethodNotFound) {
+		c.confirm(d, err)
+		return out, err
+	}
+	other := dialectLegacy
+	if d == dialectLegacy {
+		other = dialectV03
+	}
+	out2, err2 := call(other)
+	if errors.Is(err2, schemas.ErrMethodNotFound) {
+		return out, err
+	}
+	c.confirm(other, err2)
+	return out2, err2
+}
+
+// confirm keeps d as the dialect spoken when the agent's answer shows it
+// knew the method: a result, or an error of its own other than
+// method-not-found (not a failure to reach it, nor an answer a2abus could
+// not read).
+func (c *Client) confirm(d dialect, err error) {
+	var pe *schemas.Error
+	if err == nil || (errors.As(err, &pe) && !errors.Is(err, schemas.ErrMethodNotFound) && !errors.Is(err, schemas.ErrInvalidAgentResponse)) {
+		c.spoken.CompareAndSwap(0, int32(d))
+	}
+}
 
 // SendMessage sends a message and returns the task or message the agent
 // answers. With Configuration.ReturnImmediately the agent answers at once.
 // An answer holding neither is an error matching
 // schemas.ErrInvalidAgentResponse.
+//
+// An agent of the older dialect is sent tasks/send: with the id of the
+// task the message continues (Message.TaskID), else with a new id the
+// client chooses (an agent may choose its own instead: the answer's id is
+// the task's); Message.ContextID is the sessionId. The dialect has no
+// returnImmediately: the agent answers when it chooses.
 func (c *Client) SendMessage(ctx context.Context, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error) {
-	var res schemas.SendMessageResponse
-	switch {
-	case c.rest():
+	if c.rest() {
+		var res schemas.SendMessageResponse
 		if err := c.restCall(ctx, http.MethodPost, req.Tenant, "/message:send", nil, req, &res); err != nil {
 			return nil, err
 		}
-	case c.v03():
-		var raw json.RawMessage
-		if err := c.rpc(ctx, "message/send", schemas.SendParamsToV03(req), &raw); err != nil {
-			return nil, err
+		return c.checkSend(&res)
+	}
+	return inDialect(c, func(d dialect) (*schemas.SendMessageResponse, error) {
+		switch d {
+		case dialectLegacy:
+			return c.legacySend(ctx, req)
+		case dialectV03:
+			var raw json.RawMessage
+			if err := c.rpc(ctx, "message/send", schemas.SendParamsToV03(req), &raw); err != nil {
+				return nil, err
+			}
+			r, err := schemas.ResultFromV03(raw)
+			if err != nil {
+				return nil, err
+			}
+			if r.Task == nil && r.Message == nil {
+				return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "message/send answered an event, not a task or message")
+			}
+			return &schemas.SendMessageResponse{Task: r.Task, Message: r.Message}, nil
 		}
-		r, err := schemas.ResultFromV03(raw)
-		if err != nil {
-			return nil, err
-		}
-		if r.Task == nil && r.Message == nil {
-			return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "message/send answered an event, not a task or message")
-		}
-		return &schemas.SendMessageResponse{Task: r.Task, Message: r.Message}, nil
-	default:
-		req = withTenant(c.ep.Tenant, req, func(r *schemas.SendMessageRequest) *string { return &r.Tenant })
+		var res schemas.SendMessageResponse
+		req := withTenant(c.ep.Tenant, req, func(r *schemas.SendMessageRequest) *string { return &r.Tenant })
 		if err := c.rpc(ctx, "SendMessage", req, &res); err != nil {
 			return nil, err
 		}
-	}
+		return c.checkSend(&res)
+	})
+}
+
+// checkSend refuses a send answer holding neither a task nor a message.
+func (c *Client) checkSend(res *schemas.SendMessageResponse) (*schemas.SendMessageResponse, error) {
 	if res.Task == nil && res.Message == nil {
 		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "SendMessage from %s answered neither a task nor a message", c.ep.URL)
 	}
-	return &res, nil
+	return res, nil
 }
 
 // GetTask returns a task.
@@ -167,6 +280,8 @@ func (c *Client) GetTask(ctx context.Context, req *schemas.GetTaskRequest) (*sch
 		if err := c.restCall(ctx, http.MethodGet, req.Tenant, "/tasks/"+url.PathEscape(req.ID), q, nil, &t); err != nil {
 			return nil, err
 		}
+	case c.dialect() == dialectLegacy:
+		return c.legacyGet(ctx, req.ID, req.HistoryLength)
 	case c.v03():
 		return c.taskV03(ctx, "tasks/get", schemas.V03TaskQueryParams{ID: req.ID, HistoryLength: req.HistoryLength})
 	default:
@@ -186,6 +301,8 @@ func (c *Client) CancelTask(ctx context.Context, req *schemas.CancelTaskRequest)
 		if err := c.restCall(ctx, http.MethodPost, req.Tenant, "/tasks/"+url.PathEscape(req.ID)+":cancel", nil, req, &t); err != nil {
 			return nil, err
 		}
+	case c.dialect() == dialectLegacy:
+		return c.legacyCancel(ctx, req.ID, req.Metadata)
 	case c.v03():
 		return c.taskV03(ctx, "tasks/cancel", schemas.V03TaskIDParams{ID: req.ID, Metadata: req.Metadata})
 	default:
@@ -217,8 +334,8 @@ func (c *Client) checkTask(method string, t *schemas.Task) (*schemas.Task, error
 	return t, nil
 }
 
-// ListTasks lists tasks. A 0.3 agent has no such method: the answer is
-// ErrUnsupportedOperation.
+// ListTasks lists tasks. A 0.3 agent, or one of the older dialect, has no
+// such method: the answer is ErrUnsupportedOperation.
 func (c *Client) ListTasks(ctx context.Context, req *schemas.ListTasksRequest) (*schemas.ListTasksResponse, error) {
 	var res schemas.ListTasksResponse
 	switch {
@@ -250,6 +367,8 @@ func (c *Client) ListTasks(ctx context.Context, req *schemas.ListTasksRequest) (
 		return &res, nil
 	case c.v03():
 		return nil, schemas.Errorf(schemas.ErrUnsupportedOperation, "A2A 0.3 agents cannot list tasks")
+	case c.dialect() == dialectLegacy:
+		return nil, schemas.Errorf(schemas.ErrUnsupportedOperation, "agents of the tasks/send dialect cannot list tasks")
 	}
 	req = withTenant(c.ep.Tenant, req, func(r *schemas.ListTasksRequest) *string { return &r.Tenant })
 	if err := c.rpc(ctx, "ListTasks", req, &res); err != nil {
@@ -261,24 +380,42 @@ func (c *Client) ListTasks(ctx context.Context, req *schemas.ListTasksRequest) (
 // SendStreamingMessage sends a message and streams the task's events.
 // The agent has the client's Timeout to start the stream, which then lasts
 // as long as ctx and the task.
+//
+// An agent of the older dialect (see SendMessage for the ids) is sent
+// tasks/sendSubscribe when its card says it streams; one that does not, or
+// answers that it cannot (-32601, or a JSON answer instead of a stream),
+// is sent tasks/send and its task polled with tasks/get: the stream starts
+// with the task as the agent answered it, then gives an artifact update
+// for each new or changed artifact and a status update for each change of
+// status, and ends when the task settles.
 func (c *Client) SendStreamingMessage(ctx context.Context, req *schemas.SendMessageRequest) (*Stream, error) {
-	switch {
-	case c.rest():
+	if c.rest() {
 		return c.restStream(ctx, http.MethodPost, req.Tenant, "/message:stream", req, "")
-	case c.v03():
-		return c.rpcStream(ctx, "message/stream", schemas.SendParamsToV03(req), "")
 	}
-	req = withTenant(c.ep.Tenant, req, func(r *schemas.SendMessageRequest) *string { return &r.Tenant })
-	return c.rpcStream(ctx, "SendStreamingMessage", req, "")
+	return inDialect(c, func(d dialect) (*Stream, error) {
+		switch d {
+		case dialectLegacy:
+			return c.legacySendStream(ctx, req)
+		case dialectV03:
+			return c.rpcStream(ctx, "message/stream", schemas.SendParamsToV03(req), "")
+		}
+		req := withTenant(c.ep.Tenant, req, func(r *schemas.SendMessageRequest) *string { return &r.Tenant })
+		return c.rpcStream(ctx, "SendStreamingMessage", req, "")
+	})
 }
 
 // SubscribeToTask streams the events of an existing task. lastEventID,
 // when not empty, resumes after the event of that SSE id (an a2abus edge
-// honours it; other agents may ignore it and send a fresh snapshot).
+// honours it; other agents may ignore it and send a fresh snapshot). An
+// agent of the older dialect is sent tasks/resubscribe when its card says
+// it streams, and is otherwise polled as SendStreamingMessage says,
+// starting from the task as tasks/get answers it.
 func (c *Client) SubscribeToTask(ctx context.Context, req *schemas.SubscribeToTaskRequest, lastEventID string) (*Stream, error) {
 	switch {
 	case c.rest():
 		return c.restStream(ctx, http.MethodGet, req.Tenant, "/tasks/"+url.PathEscape(req.ID)+":subscribe", nil, lastEventID)
+	case c.dialect() == dialectLegacy:
+		return c.legacySubscribe(ctx, req.ID, lastEventID)
 	case c.v03():
 		return c.rpcStream(ctx, "tasks/resubscribe", schemas.V03TaskIDParams{ID: req.ID}, lastEventID)
 	}
@@ -290,6 +427,24 @@ func (c *Client) taskV03(ctx context.Context, method string, params any) (*schem
 	var raw json.RawMessage
 	if err := c.rpc(ctx, method, params, &raw); err != nil {
 		return nil, err
+	}
+	return taskAnswer(method, raw)
+}
+
+// taskAnswer reads a task result of tasks/get or tasks/cancel, methods
+// 0.3 shares with the older dialect: a 0.3 task (it has a "kind"), else a
+// task of the older dialect, since the card's guess between the two may
+// be wrong (see inDialect).
+func taskAnswer(method string, raw json.RawMessage) (*schemas.Task, error) {
+	var head struct {
+		Kind string `json:"kind"`
+	}
+	if json.Unmarshal(raw, &head) == nil && head.Kind == "" {
+		t, err := schemas.LegacyAgentTaskToV1(raw)
+		if err != nil {
+			return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s: %s", method, err.Error())
+		}
+		return &t, nil
 	}
 	r, err := schemas.ResultFromV03(raw)
 	if err != nil {
@@ -342,7 +497,7 @@ func (c *Client) newRequest(ctx context.Context, method, u string, body any) (*h
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("User-Agent", UserAgent)
-	if !c.v03() {
+	if c.dialect() == dialectV1 {
 		req.Header.Set("A2A-Version", schemas.ProtocolVersion)
 	}
 	return req, nil

@@ -20,23 +20,28 @@ import (
 // ErrStreamClosed is returned by Stream.Next once Close was called.
 var ErrStreamClosed = errors.New("discovery: stream closed")
 
-// Stream is an open SSE stream of task events from an agent. Next returns
+// Stream is an open SSE stream of task events from an agent, or, for an
+// agent of the older tasks/send dialect that cannot stream, the same
+// events made by polling the task (see SendStreamingMessage). Next returns
 // the events in order and io.EOF after the last one: the event that
 // settles the task (a terminal or interrupted status, or a Task in such a
-// state), a direct Message, a 0.3 event marked final, or the agent ending
-// the stream. An error event the agent sends comes back as its
+// state), a direct Message, a 0.3 or older-dialect event marked final, or
+// the agent ending the stream. An error event the agent sends comes back as its
 // *schemas.Error. Close releases the connection; it is safe to call at any
 // time, from any goroutine (a Next waiting for an event then returns
 // ErrStreamClosed), and more than once. Next itself is for one goroutine.
 type Stream struct {
 	url     string
-	body    io.ReadCloser
+	body    io.ReadCloser // nil for a polled stream
 	rd      *bufio.Reader
 	max     int64
 	decode  decodeFunc
 	release sync.Once
 	cancel  context.CancelFunc
 	closed  atomic.Bool
+	// poll, when set, makes the events instead of an SSE body: an agent of
+	// the older dialect that cannot stream is polled (legacy.go).
+	poll *poller
 
 	// Owned by Next.
 	lastID string
@@ -67,22 +72,11 @@ func endsStream(ev *schemas.StreamResponse) bool {
 // the stream of its answer. The agent has the client's Timeout to start
 // answering; the stream then lasts as long as the task.
 func (c *Client) openStream(req *http.Request, cancel context.CancelFunc, decode decodeFunc) (*Stream, error) {
-	timer := time.AfterFunc(c.opts.Timeout, cancel)
-	res, err := c.do(req)
-	timedOut := !timer.Stop()
-	if timedOut {
-		if err == nil {
-			drain(res.Body)
-		}
-		cancel()
-		return nil, &TransportError{URL: req.URL.String(), Err: fmt.Errorf("no answer within %s", c.opts.Timeout)}
-	}
+	res, sse, err := c.startStream(req, cancel)
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
-	if res.StatusCode/100 != 2 || mt != "text/event-stream" {
+	if !sse {
 		// An error before the stream starts comes as an ordinary answer:
 		// JSON-RPC (HTTP 200), google.rpc.Status, or something not A2A.
 		defer cancel()
@@ -100,8 +94,36 @@ func (c *Client) openStream(req *http.Request, cancel context.CancelFunc, decode
 		}
 		return nil, c.notA2A(req, res, body)
 	}
+	return c.sseStream(req, res, cancel, decode), nil
+}
+
+// startStream sends req (made with a context that cancel ends) and waits
+// the client's Timeout for the answer to start. sse says whether it is an
+// event stream (a 2xx text/event-stream); when it is not, the caller
+// reads, drains and cancels it. On an error cancel has been called.
+func (c *Client) startStream(req *http.Request, cancel context.CancelFunc) (res *http.Response, sse bool, err error) {
+	timer := time.AfterFunc(c.opts.Timeout, cancel)
+	res, err = c.do(req)
+	timedOut := !timer.Stop()
+	if timedOut {
+		if err == nil {
+			drain(res.Body)
+		}
+		cancel()
+		return nil, false, &TransportError{URL: req.URL.String(), Err: fmt.Errorf("no answer within %s", c.opts.Timeout)}
+	}
+	if err != nil {
+		cancel()
+		return nil, false, err
+	}
+	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
+	return res, res.StatusCode/100 == 2 && mt == "text/event-stream", nil
+}
+
+// sseStream is the Stream of an event-stream answer.
+func (c *Client) sseStream(req *http.Request, res *http.Response, cancel context.CancelFunc, decode decodeFunc) *Stream {
 	return &Stream{url: req.URL.String(), body: res.Body, rd: bufio.NewReaderSize(res.Body, 16<<10), max: c.opts.MaxResponseBytes,
-		decode: decode, cancel: cancel}, nil
+		decode: decode, cancel: cancel}
 }
 
 // Next returns the next event, io.EOF after the last one, ErrStreamClosed
@@ -116,6 +138,20 @@ func (s *Stream) Next() (*schemas.StreamResponse, error) {
 	}
 	if s.done {
 		return nil, s.fail(io.EOF)
+	}
+	if s.poll != nil {
+		ev, final, err := s.poll.next()
+		if err != nil {
+			if s.closed.Load() {
+				err = ErrStreamClosed
+			}
+			return nil, s.fail(err)
+		}
+		if final {
+			s.done = true
+			s.close()
+		}
+		return ev, nil
 	}
 	for {
 		data, id, hasID, err := s.readEvent()
@@ -151,7 +187,7 @@ func (s *Stream) fail(err error) error {
 }
 
 // LastEventID is the SSE id of the last event read: pass it to
-// SubscribeToTask to resume after it.
+// SubscribeToTask to resume after it. A polled stream has none.
 func (s *Stream) LastEventID() string { return s.lastID }
 
 // Close ends the stream and releases its connection.
@@ -163,7 +199,9 @@ func (s *Stream) Close() error {
 
 func (s *Stream) close() {
 	s.release.Do(func() {
-		_ = s.body.Close()
+		if s.body != nil {
+			_ = s.body.Close()
+		}
 		s.cancel()
 	})
 }

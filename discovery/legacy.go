@@ -1,0 +1,508 @@
+package discovery
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// The client side of the older tasks/send dialect, spoken by agents of the
+// systems a2abus replaces (OpenFang, AgentOS): tasks/send, tasks/get,
+// tasks/cancel and, when the card says the agent streams,
+// tasks/sendSubscribe and tasks/resubscribe, mapped onto the client's
+// 1.0 operations through the conversions in schemas.
+//
+// Agents of the dialect are reached in one of two ways, which their cards
+// do not tell apart:
+//
+//   - JSON-RPC at the card's url, every method (AgentOS: url ".../a2a/rpc");
+//   - REST routes below the card's url (OpenFang: url ".../a2a"): POST
+//     {url}/tasks/send with the JSON-RPC request as its body, answered with
+//     the bare task; GET {url}/tasks/{id}; POST {url}/tasks/{id}/cancel;
+//     404 for a task it does not know. No streaming.
+//
+// The first call posts JSON-RPC to the url; an answer of 404 or 405 that
+// is not JSON-RPC means there is nothing to post to there, and the REST
+// routes are used from then on. What was found out is kept in the Client
+// (legacyMemo), as is an agent's refusal to stream, so each is paid for
+// once. Every request goes through the client's HTTP client, with its SSRF
+// guard, timeout and size bounds, like those of the other dialects.
+
+// How an agent of the older dialect is reached (legacyMemo.route).
+const (
+	routeUnknown int32 = iota // not called yet: try JSON-RPC at the url
+	routeRPC                  // JSON-RPC at the url
+	routeREST                 // OpenFang's REST routes below the url
+)
+
+// maxPollFailures bounds the polls in a row of an emulated stream that may
+// fail for a reason worth retrying (the agent unreachable or overloaded)
+// before the stream fails with the last such error.
+const maxPollFailures = 5
+
+// legacyMemo is what calls taught a Client about an agent of the older
+// dialect. Concurrent first calls may each find out; they find the same.
+type legacyMemo struct {
+	route atomic.Int32
+	// noSendSubscribe and noResubscribe are set when the agent answered
+	// that method without a stream: it is polled instead from then on.
+	noSendSubscribe, noResubscribe atomic.Bool
+}
+
+// legacyOp is one call of the older dialect, in both of its transports.
+type legacyOp struct {
+	method string // the JSON-RPC method
+	params any
+	// The REST route: the HTTP method and the path below the endpoint's
+	// URL. Only tasks/send has a body there (the JSON-RPC request).
+	httpMethod, path string
+	query            url.Values
+	body             bool
+	// taskID names the task of get and cancel: a 404 from their REST route
+	// is ErrTaskNotFound for it.
+	taskID string
+}
+
+// legacyTask makes one call and returns the task the agent answers: by
+// JSON-RPC at the endpoint's URL, or by the REST route once the URL was
+// found to take no JSON-RPC.
+func (c *Client) legacyTask(ctx context.Context, op legacyOp) (*schemas.Task, error) {
+	if c.legacy.route.Load() != routeREST {
+		t, err := c.legacyRPC(ctx, op)
+		if !errors.Is(err, errNoRPC) {
+			return t, err
+		}
+		c.legacy.route.Store(routeREST)
+	}
+	return c.legacyREST(ctx, op)
+}
+
+// errNoRPC is returned by legacyRPC, while the route is unknown, when the
+// endpoint's URL answers 404 or 405 without JSON-RPC: nothing takes
+// JSON-RPC there, and the REST routes are tried.
+var errNoRPC = errors.New("no JSON-RPC at the url")
+
+func (c *Client) legacyRPC(ctx context.Context, op legacyOp) (*schemas.Task, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	req, err := c.newRequest(ctx, http.MethodPost, c.ep.URL, c.rpcBody(op.method, op.params))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	res, err := c.do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer drain(res.Body)
+	body, err := c.readBody(req, res)
+	if err != nil {
+		return nil, err
+	}
+	if c.noRPC(res, body) {
+		return nil, errNoRPC
+	}
+	t, err := c.legacyAnswer(op.method, req, res, body)
+	c.legacy.route.CompareAndSwap(routeUnknown, routeRPC)
+	return t, err
+}
+
+// noRPC reports whether an answer to JSON-RPC posted to the endpoint's URL
+// says, while the route is unknown, that nothing takes JSON-RPC there.
+func (c *Client) noRPC(res *http.Response, body []byte) bool {
+	return c.legacy.route.Load() == routeUnknown &&
+		(res.StatusCode == http.StatusNotFound || res.StatusCode == http.StatusMethodNotAllowed) && !isRPCAnswer(body)
+}
+
+// isRPCAnswer reports whether body is a JSON-RPC response.
+func isRPCAnswer(body []byte) bool {
+	var env map[string]json.RawMessage
+	if json.Unmarshal(body, &env) != nil {
+		return false
+	}
+	_, v := env["jsonrpc"]
+	_, r := env["result"]
+	_, e := env["error"]
+	return v || r || e
+}
+
+func (c *Client) legacyREST(ctx context.Context, op legacyOp) (*schemas.Task, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	u := strings.TrimRight(c.ep.URL, "/") + op.path
+	if len(op.query) > 0 {
+		u += "?" + op.query.Encode()
+	}
+	var body any
+	if op.body {
+		body = c.rpcBody(op.method, op.params)
+	}
+	req, err := c.newRequest(ctx, op.httpMethod, u, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	res, err := c.do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer drain(res.Body)
+	b, err := c.readBody(req, res)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode == http.StatusNotFound && op.taskID != "" && !hasErrorObject(b) {
+		return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found at %s", op.taskID, c.ep.URL).With("taskId", op.taskID)
+	}
+	return c.legacyAnswer(op.method, req, res, b)
+}
+
+// hasErrorObject reports whether body carries an error object an agent
+// wrote ({"error":{"code","message",...}}), which says more than its HTTP
+// status.
+func hasErrorObject(body []byte) bool {
+	var st struct {
+		Error *wireError `json:"error"`
+	}
+	return json.Unmarshal(body, &st) == nil && st.Error != nil && (st.Error.Message != "" || st.Error.Code != 0)
+}
+
+// legacyAnswer reads an answer of the older dialect: a JSON-RPC response
+// (AgentOS), whose error is decoded into the error table, or a bare task
+// (OpenFang's REST routes); an answer that is neither is a
+// TransportError, or for a task that does not read, an
+// ErrInvalidAgentResponse occurrence.
+func (c *Client) legacyAnswer(method string, req *http.Request, res *http.Response, body []byte) (*schemas.Task, error) {
+	var env struct {
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		return nil, c.notA2A(req, res, body)
+	}
+	if e := bytes.TrimSpace(env.Error); len(e) > 0 && string(e) != "null" {
+		// An error object; a bare message ({"error":"..."}) has only its
+		// HTTP status to be classified by, which a TransportError keeps.
+		var w wireError
+		if json.Unmarshal(e, &w) != nil {
+			return nil, c.notA2A(req, res, body)
+		}
+		return nil, c.protocolError(&w, res)
+	}
+	if res.StatusCode/100 != 2 {
+		return nil, c.notA2A(req, res, body)
+	}
+	raw := env.Result
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = body // a bare task
+	}
+	t, err := taskAnswer(method, raw)
+	if err != nil {
+		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s from %s: %s", method, req.URL, err.Error())
+	}
+	return t, nil
+}
+
+// legacyParams are the params of tasks/send for req: the task the message
+// continues, else a new id of the client's choosing.
+func legacyParams(req *schemas.SendMessageRequest) schemas.LegacySendParams {
+	id := ""
+	if req.Message != nil {
+		id = req.Message.TaskID
+	}
+	if id == "" {
+		id = schemas.NewID()
+	}
+	return schemas.LegacySendParamsFromV1(req, id)
+}
+
+func (c *Client) legacySend(ctx context.Context, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error) {
+	t, err := c.legacySendTask(ctx, legacyParams(req))
+	if err != nil {
+		return nil, err
+	}
+	return &schemas.SendMessageResponse{Task: t}, nil
+}
+
+// legacySendTask sends tasks/send. The session sent is the task's context
+// when the agent's answer names none.
+func (c *Client) legacySendTask(ctx context.Context, p schemas.LegacySendParams) (*schemas.Task, error) {
+	t, err := c.legacyTask(ctx, legacyOp{method: "tasks/send", params: p, httpMethod: http.MethodPost, path: "/tasks/send", body: true})
+	if err != nil {
+		return nil, err
+	}
+	if t.ContextID == "" {
+		t.ContextID = p.SessionID
+	}
+	return t, nil
+}
+
+func (c *Client) legacyGet(ctx context.Context, id string, historyLength *int32) (*schemas.Task, error) {
+	q := url.Values{}
+	if historyLength != nil {
+		q.Set("historyLength", strconv.Itoa(int(*historyLength)))
+	}
+	return c.legacyTask(ctx, legacyOp{method: "tasks/get", params: schemas.LegacyTaskQueryParams{ID: id, HistoryLength: historyLength},
+		httpMethod: http.MethodGet, path: "/tasks/" + url.PathEscape(id), query: q, taskID: id})
+}
+
+// legacyCancel sends tasks/cancel. An agent whose REST route answers the
+// cancel with something other than the task (the documents do not say
+// what it answers) is asked for the task.
+func (c *Client) legacyCancel(ctx context.Context, id string, metadata map[string]any) (*schemas.Task, error) {
+	t, err := c.legacyTask(ctx, legacyOp{method: "tasks/cancel", params: schemas.LegacyTaskIDParams{ID: id, Metadata: metadata},
+		httpMethod: http.MethodPost, path: "/tasks/" + url.PathEscape(id) + "/cancel", taskID: id})
+	if errors.Is(err, schemas.ErrInvalidAgentResponse) && c.legacy.route.Load() == routeREST {
+		return c.legacyGet(ctx, id, nil)
+	}
+	return t, err
+}
+
+// streams reports whether to ask the agent for a stream with a method it
+// has not refused (refused).
+func (c *Client) streams(refused *atomic.Bool) bool {
+	return c.ep.Streaming && c.legacy.route.Load() != routeREST && !refused.Load()
+}
+
+func (c *Client) legacySendStream(ctx context.Context, req *schemas.SendMessageRequest) (*Stream, error) {
+	p := legacyParams(req)
+	if c.streams(&c.legacy.noSendSubscribe) {
+		s, t, err := c.legacySSE(ctx, "tasks/sendSubscribe", p, p.SessionID, &c.legacy.noSendSubscribe)
+		switch {
+		case err != nil:
+			return nil, err
+		case s != nil:
+			return s, nil
+		case t != nil: // answered as tasks/send: the task exists
+			if t.ContextID == "" {
+				t.ContextID = p.SessionID
+			}
+			return c.pollStream(ctx, t), nil
+		}
+	}
+	t, err := c.legacySendTask(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return c.pollStream(ctx, t), nil
+}
+
+func (c *Client) legacySubscribe(ctx context.Context, id, lastEventID string) (*Stream, error) {
+	if c.streams(&c.legacy.noResubscribe) {
+		s, t, err := c.legacySSE(ctx, "tasks/resubscribe", schemas.LegacyTaskQueryParams{ID: id}, "", &c.legacy.noResubscribe)
+		switch {
+		case err != nil:
+			return nil, err
+		case s != nil:
+			return s, nil
+		case t != nil:
+			return c.pollStream(ctx, t), nil
+		}
+	}
+	t, err := c.legacyGet(ctx, id, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.pollStream(ctx, t), nil
+}
+
+// legacySSE asks for a stream with method. It returns the stream; or,
+// when the agent does not stream this way, nothing (refused is set, and
+// so is the REST route when the url takes no JSON-RPC) or the task it
+// answered instead (an agent that treats the method as tasks/send). The
+// agent's errors are returned, method-not-found excepted.
+func (c *Client) legacySSE(ctx context.Context, method string, params any, contextID string, refused *atomic.Bool) (*Stream, *schemas.Task, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	req, err := c.newRequest(ctx, http.MethodPost, c.ep.URL, c.rpcBody(method, params))
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	res, sse, err := c.startStream(req, cancel)
+	if err != nil {
+		return nil, nil, err
+	}
+	if sse {
+		c.legacy.route.CompareAndSwap(routeUnknown, routeRPC)
+		return c.sseStream(req, res, cancel, c.legacyDecode(contextID)), nil, nil
+	}
+	defer cancel()
+	defer drain(res.Body)
+	body, err := c.readBody(req, res)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.noRPC(res, body) {
+		c.legacy.route.Store(routeREST)
+		return nil, nil, nil
+	}
+	t, err := c.legacyAnswer(method, req, res, body)
+	if errors.Is(err, schemas.ErrMethodNotFound) || errors.Is(err, schemas.ErrUnsupportedOperation) {
+		c.legacy.route.CompareAndSwap(routeUnknown, routeRPC)
+		refused.Store(true)
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	c.legacy.route.CompareAndSwap(routeUnknown, routeRPC)
+	refused.Store(true)
+	return nil, t, nil
+}
+
+// legacyDecode reads the events of tasks/sendSubscribe and
+// tasks/resubscribe: JSON-RPC responses whose result is a status or
+// artifact update (a bare update is read too). contextID is the session
+// the client sent, which the events do not repeat.
+func (c *Client) legacyDecode(contextID string) decodeFunc {
+	return func(data []byte) (*schemas.StreamResponse, bool, error) {
+		var r rpcResponse
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, false, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event is not a JSON-RPC response: %v", err)
+		}
+		if r.Error != nil {
+			return nil, false, c.protocolError(r.Error, nil)
+		}
+		raw := []byte(r.Result)
+		if len(raw) == 0 || string(raw) == "null" {
+			raw = data
+		}
+		ev, final, err := schemas.LegacyAgentEventToV1(raw, contextID)
+		if err != nil {
+			return nil, false, err
+		}
+		return &ev, final || endsStream(&ev), nil
+	}
+}
+
+// --- streams made by polling ----------------------------------------------
+
+// pollStream is the stream of a task of an agent that does not stream:
+// first the task as given, then what polling tasks/get finds changed.
+func (c *Client) pollStream(ctx context.Context, first *schemas.Task) *Stream {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &poller{c: c, ctx: ctx, last: first, wait: c.opts.PollInterval, done: first.Status.State.Settled()}
+	snapshot := *first
+	p.queue = []*schemas.StreamResponse{{Task: &snapshot}}
+	return &Stream{url: c.ep.URL, poll: p, cancel: cancel}
+}
+
+// poller makes a task's events by polling it: it waits PollInterval, then
+// twice as long each time nothing changed, up to MaxPollInterval (back to
+// PollInterval after a change), and turns each change into the events a
+// stream would have sent. It stops at a settled state: terminal, or
+// interrupted (input-required, auth-required), as streams do. Owned by
+// the Stream's Next.
+type poller struct {
+	c     *Client
+	ctx   context.Context // ends when the stream is closed
+	last  *schemas.Task
+	queue []*schemas.StreamResponse
+	wait  time.Duration
+	fails int  // polls failed in a row
+	done  bool // the task settled: the queue holds the last events
+}
+
+// next returns the next event and whether it is the last.
+func (p *poller) next() (*schemas.StreamResponse, bool, error) {
+	for len(p.queue) == 0 {
+		if p.done {
+			return nil, false, io.EOF
+		}
+		if err := p.poll(); err != nil {
+			return nil, false, err
+		}
+	}
+	ev := p.queue[0]
+	p.queue = p.queue[1:]
+	return ev, p.done && len(p.queue) == 0, nil
+}
+
+// poll waits, reads the task once and queues what changed.
+func (p *poller) poll() error {
+	t := time.NewTimer(p.wait)
+	select {
+	case <-p.ctx.Done():
+		t.Stop()
+		return p.ctx.Err()
+	case <-t.C:
+	}
+	task, err := p.c.legacyGet(p.ctx, p.last.ID, nil)
+	if err != nil {
+		if p.ctx.Err() == nil && IsRetryable(err) && p.fails < maxPollFailures {
+			p.fails++
+			p.backOff()
+			return nil
+		}
+		return err
+	}
+	p.fails = 0
+	if task.ContextID == "" {
+		task.ContextID = p.last.ContextID
+	}
+	evs := taskChanges(p.last, task)
+	if len(evs) == 0 {
+		p.backOff()
+	} else {
+		p.wait = p.c.opts.PollInterval
+	}
+	p.queue = append(p.queue, evs...)
+	p.last = task
+	p.done = task.Status.State.Settled()
+	return nil
+}
+
+func (p *poller) backOff() { p.wait = min(2*p.wait, p.c.opts.MaxPollInterval) }
+
+// taskChanges lists the events that take a task from prev to cur: an
+// artifact update for each artifact that is new or changed (replacing it
+// whole), then a status update if the state or the status message
+// changed.
+func taskChanges(prev, cur *schemas.Task) []*schemas.StreamResponse {
+	var out []*schemas.StreamResponse
+	had := make(map[string]string, len(prev.Artifacts))
+	for _, a := range prev.Artifacts {
+		had[a.ArtifactID] = jsonString(a)
+	}
+	for _, a := range cur.Artifacts {
+		if j, ok := had[a.ArtifactID]; ok && j == jsonString(a) {
+			continue
+		}
+		out = append(out, &schemas.StreamResponse{ArtifactUpdate: &schemas.TaskArtifactUpdateEvent{
+			TaskID: cur.ID, ContextID: cur.ContextID, Artifact: a, LastChunk: true}})
+	}
+	if prev.Status.State != cur.Status.State || messageContent(prev.Status.Message) != messageContent(cur.Status.Message) {
+		out = append(out, &schemas.StreamResponse{StatusUpdate: &schemas.TaskStatusUpdateEvent{
+			TaskID: cur.ID, ContextID: cur.ContextID, Status: cur.Status}})
+	}
+	return out
+}
+
+// messageContent is what a message says, without its id (which the older
+// dialect does not have: each read of the task gives new ones).
+func messageContent(m *schemas.Message) string {
+	if m == nil {
+		return ""
+	}
+	return jsonString(struct {
+		Role     schemas.Role   `json:"role"`
+		Parts    []schemas.Part `json:"parts"`
+		Metadata map[string]any `json:"metadata"`
+	}{m.Role, m.Parts, m.Metadata})
+}
+
+func jsonString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
