@@ -25,12 +25,13 @@ import (
 
 // The client commands: a2abus as an A2A client of any agent (not only
 // a2abus). They read the agent's card to pick an interface, speak A2A 1.0
-// (JSON-RPC or HTTP+JSON) or 0.3, print a readable summary or the A2A
-// objects as JSON, and exit 1 with a message a person can act on when the
-// agent or the network says no, or when the task they ran ended badly.
+// (JSON-RPC or HTTP+JSON), 0.3 or the older tasks/send dialect (OpenFang,
+// AgentOS), print a readable summary or the A2A objects as JSON, and exit
+// 1 with a message a person can act on when the agent or the network says
+// no, or when the task they ran ended badly.
 
 const clientUsage = `Usage:
-  a2abus card URL                       the agent's card (1.0 or 0.3 shape)
+  a2abus card URL                       the agent's card (1.0, 0.3 or tasks/send shape)
   a2abus send URL TEXT [--stream] [--no-wait] [--task ID] [--context ID]
   a2abus stream URL TEXT                the same as send --stream
   a2abus get URL TASK_ID [--history N]
@@ -40,8 +41,10 @@ const clientUsage = `Usage:
   a2abus agents URL [--skill ID] [--tag TAG] [--kind local|remote] [--health H]
                                         an a2abus edge's agents (GET URL/a2a/agents)
 
-URL is the agent's base URL: its card (URL/.well-known/agent-card.json, or
-URL itself when it ends in .json) names the endpoint, JSON-RPC 1.0 first.
+URL is the agent's base URL: its card (URL/.well-known/agent-card.json,
+then URL/.well-known/agent.json, or URL itself when it ends in .json) names
+the endpoint, JSON-RPC 1.0 first; a card with neither supportedInterfaces
+nor a protocolVersion is read as the older tasks/send dialect's.
 An agent without a card is called with JSON-RPC 1.0 at URL itself; with
 --binding the card is not read and URL is the endpoint. Flags may come
 before or after the arguments; put -- before a TEXT that starts with "-".
@@ -378,7 +381,7 @@ func (r *clientRun) card(ctx context.Context) error {
 		r.out.line("  interface  %s", ep)
 	}
 	if len(eps) == 0 {
-		r.out.line("  interface  none a2abus speaks (JSONRPC or HTTP+JSON, A2A 1.0 or 0.3)")
+		r.out.line("  interface  none a2abus speaks (JSONRPC or HTTP+JSON, A2A 1.0 or 0.3, or the tasks/send dialect)")
 	}
 	if c.Capabilities.Streaming != nil && *c.Capabilities.Streaming {
 		r.out.line("  streaming  yes")
@@ -537,8 +540,11 @@ func (r *clientRun) call(ctx context.Context, cmd string, c *discovery.Client, a
 		}
 		return r.follow(ctx, s)
 	case "tasks":
-		if c.Endpoint().Version == schemas.ProtocolVersion03 {
+		switch c.Endpoint().Version {
+		case schemas.ProtocolVersion03:
 			return &cliError{msg: fmt.Sprintf("%s speaks A2A 0.3, which cannot list tasks (get reads one task)", c.Endpoint().URL)}
+		case schemas.ProtocolVersionLegacy:
+			return &cliError{msg: fmt.Sprintf("%s speaks the older tasks/send dialect, which cannot list tasks (get reads one task)", c.Endpoint().URL)}
 		}
 		req := &schemas.ListTasksRequest{ContextID: o.contextID, PageToken: o.pageToken, Status: o.state}
 		if o.pageSize > 0 {
