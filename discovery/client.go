@@ -2,8 +2,8 @@
 // caches agent cards (cards.go, cache.go), talks to any A2A agent in 1.0
 // JSON-RPC, 1.0 HTTP+JSON or 0.3 JSON-RPC (this file) or in the older
 // tasks/send dialect (legacy.go), and guards every outbound URL against
-// SSRF (ssrf.go). The CLI, the load tool and the
-// remote and fan-out agent kinds are all built on it.
+// SSRF (ssrf.go). The CLI, the load tool and the remote and fan-out agent
+// kinds are all built on it.
 //
 // Protocol errors an agent answers come back as *schemas.Error occurrences
 // of our own error table (errors.Is works against the table rows), so a
@@ -129,9 +129,10 @@ func NewClient(ep Endpoint, opts Options) (*Client, error) {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 250 * time.Millisecond
 	}
-	if opts.MaxPollInterval < opts.PollInterval {
-		opts.MaxPollInterval = max(5*time.Second, opts.PollInterval)
+	if opts.MaxPollInterval <= 0 {
+		opts.MaxPollInterval = 5 * time.Second
 	}
+	opts.MaxPollInterval = max(opts.MaxPollInterval, opts.PollInterval)
 	hc := opts.HTTP
 	if hc == nil {
 		hc = opts.Policy.Client(0)

@@ -2,14 +2,18 @@
 // commands, the load tool and (through cmd) the remote agent kind. It owns:
 //
 //   - agent cards: fetching from the well-known paths (Fetcher), reading
-//     the 1.0 and 0.3 shapes and validating them (ParseCard), and choosing
-//     the interface to speak (Endpoints, ClientFor);
+//     the 1.0 and 0.3 shapes and those of the older tasks/send dialect and
+//     validating them (ParseCard), and choosing the interface to speak
+//     (Endpoints, ClientFor);
 //   - the card cache policy (Resolver): freshness from HTTP caching
 //     headers, ETag revalidation, stale-if-error up to a hard TTL, over the
 //     A2A_CARDS bucket shared by every process (the store itself is bus's);
 //   - the A2A client (Client): A2A 1.0 JSON-RPC, 1.0 HTTP+JSON and 0.3
-//     JSON-RPC, with agents' errors decoded back to the table in schemas;
-//   - streams of task events over Server-Sent Events (Stream);
+//     JSON-RPC, and the older tasks/send dialect of OpenFang and AgentOS
+//     (JSON-RPC, or OpenFang's REST routes), with agents' errors decoded
+//     back to the table in schemas;
+//   - streams of task events over Server-Sent Events (Stream), or made by
+//     polling an agent of the older dialect that cannot stream;
 //   - the SSRF guard (Policy) every outbound request passes, on the URL,
 //     every redirect and the address dialled.
 //

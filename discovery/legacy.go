@@ -277,7 +277,8 @@ func (c *Client) streams(refused *atomic.Bool) bool {
 func (c *Client) legacySendStream(ctx context.Context, req *schemas.SendMessageRequest) (*Stream, error) {
 	p := legacyParams(req)
 	if c.streams(&c.legacy.noSendSubscribe) {
-		s, t, err := c.legacySSE(ctx, "tasks/sendSubscribe", p, p.SessionID, &c.legacy.noSendSubscribe)
+		send := func(ctx context.Context) (*schemas.Task, error) { return c.legacySendTask(ctx, p) }
+		s, t, err := c.legacySSE(ctx, "tasks/sendSubscribe", p, p.SessionID, "", &c.legacy.noSendSubscribe, send)
 		switch {
 		case err != nil:
 			return nil, err
@@ -299,7 +300,8 @@ func (c *Client) legacySendStream(ctx context.Context, req *schemas.SendMessageR
 
 func (c *Client) legacySubscribe(ctx context.Context, id, lastEventID string) (*Stream, error) {
 	if c.streams(&c.legacy.noResubscribe) {
-		s, t, err := c.legacySSE(ctx, "tasks/resubscribe", schemas.LegacyTaskQueryParams{ID: id}, "", &c.legacy.noResubscribe)
+		get := func(ctx context.Context) (*schemas.Task, error) { return c.legacyGet(ctx, id, nil) }
+		s, t, err := c.legacySSE(ctx, "tasks/resubscribe", schemas.LegacyTaskQueryParams{ID: id}, "", lastEventID, &c.legacy.noResubscribe, get)
 		switch {
 		case err != nil:
 			return nil, err
@@ -320,8 +322,13 @@ func (c *Client) legacySubscribe(ctx context.Context, id, lastEventID string) (*
 // when the agent does not stream this way, nothing (refused is set, and
 // so is the REST route when the url takes no JSON-RPC) or the task it
 // answered instead (an agent that treats the method as tasks/send). The
-// agent's errors are returned, method-not-found excepted.
-func (c *Client) legacySSE(ctx context.Context, method string, params any, contextID string, refused *atomic.Bool) (*Stream, *schemas.Task, error) {
+// agent's errors are returned, method-not-found excepted. An agent that
+// says it does not know the method in the stream itself is polled from
+// the task fallback returns (tasks/send, or tasks/get), by the stream.
+// lastEventID, when set, is sent as Last-Event-ID (the dialect has no
+// resumption of its own; an a2abus edge honours it).
+func (c *Client) legacySSE(ctx context.Context, method string, params any, contextID, lastEventID string, refused *atomic.Bool,
+	fallback func(context.Context) (*schemas.Task, error)) (*Stream, *schemas.Task, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	req, err := c.newRequest(ctx, http.MethodPost, c.ep.URL, c.rpcBody(method, params))
 	if err != nil {
@@ -329,13 +336,28 @@ func (c *Client) legacySSE(ctx context.Context, method string, params any, conte
 		return nil, nil, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
 	res, sse, err := c.startStream(req, cancel)
 	if err != nil {
 		return nil, nil, err
 	}
 	if sse {
 		c.legacy.route.CompareAndSwap(routeUnknown, routeRPC)
-		return c.sseStream(req, res, cancel, c.legacyDecode(contextID)), nil, nil
+		s := c.sseStream(req, res, cancel, c.legacyDecode(contextID))
+		s.refused = func() (*poller, error) {
+			refused.Store(true)
+			t, err := fallback(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if t.ContextID == "" {
+				t.ContextID = contextID
+			}
+			return c.newPoller(ctx, t), nil
+		}
+		return s, nil, nil
 	}
 	defer cancel()
 	defer drain(res.Body)
@@ -364,7 +386,9 @@ func (c *Client) legacySSE(ctx context.Context, method string, params any, conte
 // legacyDecode reads the events of tasks/sendSubscribe and
 // tasks/resubscribe: JSON-RPC responses whose result is a status or
 // artifact update (a bare update is read too). contextID is the session
-// the client sent, which the events do not repeat.
+// the client sent, which the events do not repeat. tasks/resubscribe is a
+// method 0.3 shares, and an agent that speaks both may answer it in 0.3's
+// events (they have a "kind"), which are read as such.
 func (c *Client) legacyDecode(contextID string) decodeFunc {
 	return func(data []byte) (*schemas.StreamResponse, bool, error) {
 		var r rpcResponse
@@ -377,6 +401,17 @@ func (c *Client) legacyDecode(contextID string) decodeFunc {
 		raw := []byte(r.Result)
 		if len(raw) == 0 || string(raw) == "null" {
 			raw = data
+		}
+		var head struct {
+			Kind  string `json:"kind"`
+			Final bool   `json:"final"`
+		}
+		if json.Unmarshal(raw, &head) == nil && head.Kind != "" {
+			ev, err := schemas.ResultFromV03(raw)
+			if err != nil {
+				return nil, false, err
+			}
+			return &ev, head.Final || endsStream(&ev), nil
 		}
 		ev, final, err := schemas.LegacyAgentEventToV1(raw, contextID)
 		if err != nil {
@@ -392,10 +427,14 @@ func (c *Client) legacyDecode(contextID string) decodeFunc {
 // first the task as given, then what polling tasks/get finds changed.
 func (c *Client) pollStream(ctx context.Context, first *schemas.Task) *Stream {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &poller{c: c, ctx: ctx, last: first, wait: c.opts.PollInterval, done: first.Status.State.Settled()}
+	return &Stream{url: c.ep.URL, poll: c.newPoller(ctx, first), cancel: cancel}
+}
+
+// newPoller returns the poller of a task, polling until ctx ends.
+func (c *Client) newPoller(ctx context.Context, first *schemas.Task) *poller {
 	snapshot := *first
-	p.queue = []*schemas.StreamResponse{{Task: &snapshot}}
-	return &Stream{url: c.ep.URL, poll: p, cancel: cancel}
+	return &poller{c: c, ctx: ctx, last: first, wait: c.opts.PollInterval, done: first.Status.State.Settled(),
+		queue: []*schemas.StreamResponse{{Task: &snapshot}}}
 }
 
 // poller makes a task's events by polling it: it waits PollInterval, then

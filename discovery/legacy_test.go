@@ -889,6 +889,57 @@ func TestLegacyStreamSSE(t *testing.T) {
 	}
 }
 
+// An agent asked for a stream may say it does not know the method as the
+// stream's one event (as a2a-go's servers and a2abus's edge do for a
+// client that accepts text/event-stream): the stream goes on by sending
+// the task and polling it, and the method is not asked for again.
+func TestLegacyStreamRefusedInTheStream(t *testing.T) {
+	ctx := context.Background()
+	var rec recorder
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req := rec.record(t, r)
+		p := req["params"].(map[string]any)
+		if m := req["method"]; m == "tasks/sendSubscribe" || m == "tasks/resubscribe" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%v,\"error\":{\"code\":-32601,\"message\":\"Method not found\"}}\n\n", req["id"])
+			return
+		}
+		writeJSONBody(w, 200, map[string]any{"jsonrpc": "2.0", "id": req["id"], "result": map[string]any{"id": p["id"], "status": "completed",
+			"messages": []any{map[string]any{"role": "agent", "parts": []any{map[string]any{"type": "text", "text": "done"}}}}}})
+	}))
+	defer srv.Close()
+	c, err := discovery.NewClient(discovery.Endpoint{URL: srv.URL, Binding: schemas.BindingJSONRPC, Version: "0.1", Streaming: true}, legacyOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		msg := text("go")
+		msg.ContextID = "s-1"
+		s, err := c.SendStreamingMessage(ctx, &schemas.SendMessageRequest{Message: msg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := readAll(t, s)
+		if len(evs) != 1 || evs[0].ev.Task == nil || evs[0].ev.Task.Status.Message.Text() != "done" || evs[0].ev.Task.ContextID != "s-1" {
+			t.Fatalf("events: %s", jsonOf(t, evs))
+		}
+	}
+	s, err := c.SubscribeToTask(ctx, &schemas.SubscribeToTaskRequest{ID: "t-1"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := readAll(t, s); len(evs) != 1 || evs[0].ev.Task.ID != "t-1" {
+		t.Fatalf("subscribe: %s", jsonOf(t, evs))
+	}
+	var methods []string
+	for _, r := range rec.requests() {
+		methods = append(methods, r.rpcMethod())
+	}
+	if got := strings.Join(methods, ", "); got != "tasks/sendSubscribe, tasks/send, tasks/send, tasks/resubscribe, tasks/get" {
+		t.Fatalf("methods: %s", got)
+	}
+}
+
 // The guards of the other dialects hold here too: the SSRF policy refuses
 // a loopback agent before any request, an answer over the size bound is
 // refused, and an agent that does not answer in time is a transport
@@ -1020,4 +1071,126 @@ func TestLegacyPolledStreamEnds(t *testing.T) {
 	if _, err := s.Next(); !errors.As(err, &te) || te.Status != http.StatusServiceUnavailable {
 		t.Fatalf("agent down: %v", err)
 	}
+}
+
+// The client in the older dialect against a2abus's own edge, which serves
+// it (tasks/send and tasks/sendSubscribe at an agent's JSON-RPC endpoint,
+// OpenFang's REST routes under /a2a): both sides of a2abus agree.
+func TestLegacyAgainstA2Abus(t *testing.T) {
+	ctx := context.Background()
+	base := startA2Abus(t)
+	c, err := discovery.NewClient(discovery.Endpoint{URL: base + "/agents/echo", Binding: schemas.BindingJSONRPC, Version: "0.1", Streaming: true}, legacyOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := text("hello legacy")
+	msg.ContextID = "session-1"
+	res, err := c.SendMessage(ctx, &schemas.SendMessageRequest{Message: msg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.Task
+	if task.Status.State != schemas.TaskStateCompleted || task.ContextID != "session-1" || len(task.Artifacts) != 1 || *task.Artifacts[0].Parts[0].Text != "hello legacy" {
+		t.Fatalf("send: %s", jsonOf(t, res))
+	}
+	if got, err := c.GetTask(ctx, &schemas.GetTaskRequest{ID: task.ID}); err != nil || got.ID != task.ID || got.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("get: %v %v", got, err)
+	}
+	if _, err := c.GetTask(ctx, &schemas.GetTaskRequest{ID: "nope"}); !errors.Is(err, schemas.ErrTaskNotFound) {
+		t.Fatalf("get unknown: %v", err)
+	}
+
+	s, err := c.SendStreamingMessage(ctx, &schemas.SendMessageRequest{Message: text("one two three four five six")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := readAll(t, s)
+	var chunks []string
+	for _, e := range evs {
+		if u := e.ev.ArtifactUpdate; u != nil {
+			for _, p := range u.Artifact.Parts {
+				chunks = append(chunks, *p.Text)
+			}
+		}
+	}
+	if lastState(evs) != schemas.TaskStateCompleted || strings.Join(chunks, "") != "one two three four five six" {
+		t.Fatalf("stream ended %s, chunks %q", lastState(evs), chunks)
+	}
+	// tasks/resubscribe replays the finished task's events from the start.
+	streamed := evs[0].ev.StatusUpdate.TaskID
+	s, err = c.SubscribeToTask(ctx, &schemas.SubscribeToTaskRequest{ID: streamed}, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (a2abus answers it in 0.3's events, which carry more: artifact ids,
+	// the context.)
+	again := readAll(t, s)
+	if len(again) != len(evs)-1 {
+		t.Fatalf("resubscribe: %d events", len(again))
+	}
+	for i, e := range again {
+		if g, w := eventSummary(e.ev), eventSummary(evs[i+1].ev); g != w {
+			t.Errorf("replayed event %d: %s, want %s", i, g, w)
+		}
+	}
+
+	// A task that works until canceled: followed, then canceled.
+	hang, err := discovery.NewClient(discovery.Endpoint{URL: base + "/agents/hang", Binding: schemas.BindingJSONRPC, Version: "0.1", Streaming: true}, legacyOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = hang.SendStreamingMessage(ctx, &schemas.SendMessageRequest{Message: text("wait")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for id == "" {
+		ev, err := s.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state(ev) == schemas.TaskStateWorking && ev.StatusUpdate != nil {
+			id = ev.StatusUpdate.TaskID
+		}
+	}
+	if got, err := hang.CancelTask(ctx, &schemas.CancelTaskRequest{ID: id}); err != nil || got.Status.State != schemas.TaskStateCanceled {
+		t.Fatalf("cancel: %v %v", got, err)
+	}
+	if evs := readAll(t, s); lastState(evs) != schemas.TaskStateCanceled {
+		t.Fatalf("the stream ended %s", lastState(evs))
+	}
+
+	// OpenFang's routes, under /a2a.
+	rest, err := discovery.NewClient(discovery.Endpoint{URL: base + "/a2a", Binding: schemas.BindingJSONRPC, Version: "0.1"}, legacyOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = rest.SendMessage(ctx, &schemas.SendMessageRequest{Message: text("by the routes")})
+	if err != nil || res.Task.Status.State != schemas.TaskStateCompleted || len(res.Task.Artifacts) != 1 {
+		t.Fatalf("send by the routes: %s %v", jsonOf(t, res), err)
+	}
+	if got, err := rest.GetTask(ctx, &schemas.GetTaskRequest{ID: res.Task.ID}); err != nil || got.ID != res.Task.ID {
+		t.Fatalf("get by the routes: %v %v", got, err)
+	}
+	if _, err := rest.GetTask(ctx, &schemas.GetTaskRequest{ID: "nope"}); !errors.Is(err, schemas.ErrTaskNotFound) {
+		t.Fatalf("get unknown by the routes: %v", err)
+	}
+}
+
+// eventSummary is what an event says in both dialects: its task, its state
+// and status text, or its artifact chunk.
+func eventSummary(ev *schemas.StreamResponse) string {
+	switch {
+	case ev.StatusUpdate != nil:
+		return fmt.Sprintf("%s %s %q", ev.StatusUpdate.TaskID, ev.StatusUpdate.Status.State, ev.StatusUpdate.Status.Message.Text())
+	case ev.ArtifactUpdate != nil:
+		u := ev.ArtifactUpdate
+		return fmt.Sprintf("%s artifact %s %q append=%v last=%v", u.TaskID, u.Artifact.Name, *u.Artifact.Parts[0].Text, u.Append, u.LastChunk)
+	}
+	return jsonString(ev)
+}
+
+func jsonString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

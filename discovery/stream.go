@@ -42,6 +42,11 @@ type Stream struct {
 	// poll, when set, makes the events instead of an SSE body: an agent of
 	// the older dialect that cannot stream is polled (legacy.go).
 	poll *poller
+	// refused, when set, gives the poller to switch to when the agent
+	// answers the stream's request with an error event saying it does not
+	// know the method (an agent of the older dialect may, being asked for
+	// text/event-stream); only before the first event.
+	refused func() (*poller, error)
 
 	// Owned by Next.
 	lastID string
@@ -168,6 +173,22 @@ func (s *Stream) Next() (*schemas.StreamResponse, error) {
 			continue // a comment, keep-alive or id only
 		}
 		ev, final, err := s.decode(data)
+		if err != nil && s.refused != nil && (errors.Is(err, schemas.ErrMethodNotFound) || errors.Is(err, schemas.ErrUnsupportedOperation)) {
+			// Poll instead. The body goes now; the context stays, for the
+			// poller, until Close.
+			_ = s.body.Close()
+			p, err := s.refused()
+			s.refused = nil
+			if err != nil {
+				if s.closed.Load() {
+					err = ErrStreamClosed
+				}
+				return nil, s.fail(err)
+			}
+			s.poll = p
+			return s.Next()
+		}
+		s.refused = nil
 		if err != nil {
 			return nil, s.fail(err)
 		}

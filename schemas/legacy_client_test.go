@@ -147,6 +147,27 @@ func TestLegacyAgentTaskRoundTrip(t *testing.T) {
 	}
 }
 
+// a2abus's answers on OpenFang's routes (OpenFangTaskFromV1: a string
+// status, the answer appended to "messages") read back: the answer is the
+// status message again.
+func TestLegacyAgentTaskFromOpenFangShape(t *testing.T) {
+	task := Task{ID: NewID(), ContextID: "s-1",
+		Status:  TaskStatus{State: TaskStateCanceled, Message: &Message{MessageID: "m-2", Role: RoleAgent, Parts: []Part{TextPart("stopped")}}},
+		History: []Message{{MessageID: "m-1", Role: RoleUser, Parts: []Part{TextPart("go")}}}}
+	b, err := json.Marshal(OpenFangTaskFromV1(task, "client-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := LegacyAgentTaskToV1(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.ID != "client-7" || back.ContextID != "s-1" || back.Status.State != TaskStateCanceled || back.Status.Message.Text() != "stopped" ||
+		len(back.History) != 2 || back.History[0].Text() != "go" {
+		t.Fatalf("read back %s from %s", norm(t, back), b)
+	}
+}
+
 // What agents in the field vary in: flat file and data parts (OpenFang's
 // A2aPart), data that is not an object, artifacts without an index, a
 // timestamp that does not parse; and what is refused.
