@@ -1,15 +1,3 @@
-// Package discovery is a2abus's A2A client side: it resolves, validates and
-// caches agent cards (cards.go, cache.go), talks to any A2A agent in 1.0
-// JSON-RPC, 1.0 HTTP+JSON or 0.3 JSON-RPC (this file) or in the older
-// tasks/send dialect (legacy.go), and guards every outbound URL against
-// SSRF (ssrf.go). The CLI, the load tool and the remote and fan-out agent
-// kinds are all built on it.
-//
-// Protocol errors an agent answers come back as *schemas.Error occurrences
-// of our own error table (errors.Is works against the table rows), so a
-// caller handles a remote TaskNotFound exactly like a local one. Failures
-// to reach the agent, or answers that are not A2A, are plain errors that
-// say which URL failed and how; IsRetryable tells the transient ones.
 package discovery
 
 import (
@@ -391,17 +379,17 @@ func (c *Client) ListTasks(ctx context.Context, req *schemas.ListTasksRequest) (
 // status, and ends when the task settles.
 func (c *Client) SendStreamingMessage(ctx context.Context, req *schemas.SendMessageRequest) (*Stream, error) {
 	if c.rest() {
-		return c.restStream(ctx, http.MethodPost, req.Tenant, "/message:stream", req, "")
+		return c.restStream(ctx, http.MethodPost, req.Tenant, "/message:stream", req, "", false)
 	}
 	return inDialect(c, func(d dialect) (*Stream, error) {
 		switch d {
 		case dialectLegacy:
 			return c.legacySendStream(ctx, req)
 		case dialectV03:
-			return c.rpcStream(ctx, "message/stream", schemas.SendParamsToV03(req), "")
+			return c.rpcStream(ctx, "message/stream", schemas.SendParamsToV03(req), "", false)
 		}
 		req := withTenant(c.ep.Tenant, req, func(r *schemas.SendMessageRequest) *string { return &r.Tenant })
-		return c.rpcStream(ctx, "SendStreamingMessage", req, "")
+		return c.rpcStream(ctx, "SendStreamingMessage", req, "", false)
 	})
 }
 
@@ -414,14 +402,14 @@ func (c *Client) SendStreamingMessage(ctx context.Context, req *schemas.SendMess
 func (c *Client) SubscribeToTask(ctx context.Context, req *schemas.SubscribeToTaskRequest, lastEventID string) (*Stream, error) {
 	switch {
 	case c.rest():
-		return c.restStream(ctx, http.MethodGet, req.Tenant, "/tasks/"+url.PathEscape(req.ID)+":subscribe", nil, lastEventID)
+		return c.restStream(ctx, http.MethodGet, req.Tenant, "/tasks/"+url.PathEscape(req.ID)+":subscribe", nil, lastEventID, true)
 	case c.dialect() == dialectLegacy:
 		return c.legacySubscribe(ctx, req.ID, lastEventID)
 	case c.v03():
-		return c.rpcStream(ctx, "tasks/resubscribe", schemas.V03TaskIDParams{ID: req.ID}, lastEventID)
+		return c.rpcStream(ctx, "tasks/resubscribe", schemas.V03TaskIDParams{ID: req.ID}, lastEventID, true)
 	}
 	req = withTenant(c.ep.Tenant, req, func(r *schemas.SubscribeToTaskRequest) *string { return &r.Tenant })
-	return c.rpcStream(ctx, "SubscribeToTask", req, lastEventID)
+	return c.rpcStream(ctx, "SubscribeToTask", req, lastEventID, true)
 }
 
 func (c *Client) taskV03(ctx context.Context, method string, params any) (*schemas.Task, error) {
@@ -554,7 +542,8 @@ type rpcResponseInto struct {
 	Error  *wireError `json:"error"`
 }
 
-func (c *Client) rpcStream(ctx context.Context, method string, params any, lastEventID string) (*Stream, error) {
+func (c *Client) rpcStream(ctx context.Context, method string, params any, lastEventID string, subscribe bool) (*Stream, error) {
+	ends := streamEnd(subscribe)
 	ctx, cancel := context.WithCancel(ctx)
 	req, err := c.newRequest(ctx, http.MethodPost, c.ep.URL, c.rpcBody(method, params))
 	if err != nil {
@@ -584,13 +573,15 @@ func (c *Client) rpcStream(ctx context.Context, method string, params any, lastE
 				Final bool `json:"final"`
 			}
 			_ = json.Unmarshal(r.Result, &mark)
-			return &ev, mark.Final || endsStream(&ev), nil
+			// (A subscription goes on past an interrupted state's final
+			// mark while the agent keeps the stream open.)
+			return &ev, ends(&ev) || (mark.Final && !subscribe), nil
 		}
 		var ev schemas.StreamResponse
 		if err := json.Unmarshal(r.Result, &ev); err != nil {
 			return nil, false, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event does not decode: %v", err)
 		}
-		return &ev, endsStream(&ev), nil
+		return &ev, ends(&ev), nil
 	}
 	return c.openStream(req, cancel, decode)
 }
@@ -637,7 +628,8 @@ func (c *Client) restCall(ctx context.Context, method, tenant, path string, q ur
 	return nil
 }
 
-func (c *Client) restStream(ctx context.Context, method, tenant, path string, body any, lastEventID string) (*Stream, error) {
+func (c *Client) restStream(ctx context.Context, method, tenant, path string, body any, lastEventID string, subscribe bool) (*Stream, error) {
+	ends := streamEnd(subscribe)
 	ctx, cancel := context.WithCancel(ctx)
 	req, err := c.newRequest(ctx, method, c.restURL(tenant, path, nil), body)
 	if err != nil {
@@ -659,7 +651,7 @@ func (c *Client) restStream(ctx context.Context, method, tenant, path string, bo
 		if err := json.Unmarshal(data, &ev); err != nil {
 			return nil, false, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event does not decode: %v", err)
 		}
-		return &ev, endsStream(&ev), nil
+		return &ev, ends(&ev), nil
 	}
 	return c.openStream(req, cancel, decode)
 }

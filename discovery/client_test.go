@@ -1193,3 +1193,48 @@ func TestStreamFraming(t *testing.T) {
 		}
 	})
 }
+
+// A subscription follows a task through INPUT_REQUIRED to its end on every
+// binding of an a2abus edge (which keeps a subscription open there), while
+// a send's stream ends where the agent asks for input.
+func TestSubscriptionFollowsATaskThroughInputRequired(t *testing.T) {
+	base := startA2Abus(t)
+	ctx := context.Background()
+	for _, ep := range []discovery.Endpoint{
+		{Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion},
+		{Binding: schemas.BindingHTTPJSON, Version: schemas.ProtocolVersion},
+	} {
+		t.Run(ep.Binding, func(t *testing.T) {
+			ep.URL = base + "/agents/echo"
+			c, err := discovery.NewClient(ep, loopback())
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := c.SendStreamingMessage(ctx, &schemas.SendMessageRequest{Message: text("/ask")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := readAll(t, s)
+			if lastState(evs) != schemas.TaskStateInputRequired {
+				t.Fatalf("the send's stream ended at %s", lastState(evs))
+			}
+			id := evs[0].ev.Task.ID
+			sub, err := c.SubscribeToTask(ctx, &schemas.SubscribeToTaskRequest{ID: id}, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, err := sub.Next()
+			if err != nil || first.Task == nil || first.Task.Status.State != schemas.TaskStateInputRequired {
+				t.Fatalf("subscription's first event %+v %v", first, err)
+			}
+			answer := text("the answer")
+			answer.TaskID = id
+			if _, err := c.SendMessage(ctx, &schemas.SendMessageRequest{Message: answer}); err != nil {
+				t.Fatal(err)
+			}
+			if rest := readAll(t, sub); lastState(rest) != schemas.TaskStateCompleted {
+				t.Fatalf("the subscription ended at %s", lastState(rest))
+			}
+		})
+	}
+}

@@ -73,6 +73,30 @@ func endsStream(ev *schemas.StreamResponse) bool {
 	return false
 }
 
+// endsSubscription reports whether ev is the last event of a
+// subscription: a subscriber watches the task to its end, through any
+// interrupted state (an a2abus edge keeps the stream open there; an agent
+// that closes it ends the stream with io.EOF as usual).
+func endsSubscription(ev *schemas.StreamResponse) bool {
+	switch {
+	case ev.Message != nil:
+		return true
+	case ev.Task != nil:
+		return ev.Task.Status.State.Terminal()
+	case ev.StatusUpdate != nil:
+		return ev.StatusUpdate.Status.State.Terminal()
+	}
+	return false
+}
+
+// streamEnd is the end rule of a subscription, or of a send's stream.
+func streamEnd(subscribe bool) func(*schemas.StreamResponse) bool {
+	if subscribe {
+		return endsSubscription
+	}
+	return endsStream
+}
+
 // openStream sends req (made with a context that cancel ends) and returns
 // the stream of its answer. The agent has the client's Timeout to start
 // answering; the stream then lasts as long as the task.

@@ -89,11 +89,20 @@ func (s *Server) dialects() (v1, v03 dialect) {
 	v03 = dialect{
 		version: schemas.ProtocolVersion03, methods: s.v03Methods(), streams: s.v03StreamMethods(),
 		versionOK: supportedVersion03,
+		// A stream of the older dialect (tasks/sendSubscribe, or a
+		// tasks/resubscribe of a task created through it, which the method
+		// learns once it has read the task) has its own event shapes.
 		event: func(c *call) func(*schemas.StreamResponse) any {
-			if c.method == "tasks/sendSubscribe" {
-				return legacyEvents(c)
+			var legacy func(*schemas.StreamResponse) any
+			return func(r *schemas.StreamResponse) any {
+				if c.method == "tasks/sendSubscribe" || c.dialect == schemas.DialectLegacy {
+					if legacy == nil {
+						legacy = legacyEvents(c)
+					}
+					return legacy(r)
+				}
+				return schemas.StreamResponseToV03(*r)
 			}
-			return func(r *schemas.StreamResponse) any { return schemas.StreamResponseToV03(*r) }
 		},
 	}
 	// The older dialect shares the 0.3 grammar (and tasks/get, tasks/cancel).

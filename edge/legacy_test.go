@@ -127,3 +127,46 @@ func TestLegacyRESTRoutes(t *testing.T) {
 }
 
 func edgeConfigDefault(agent string) edge.Config { return edge.Config{DefaultAgent: agent} }
+
+// tasks/resubscribe is shared by 0.3 and the older dialect: a task created
+// through tasks/send is found by its client's id and streamed in the older
+// dialect's shapes, through INPUT_REQUIRED until it is done.
+func TestLegacyResubscribeByClientID(t *testing.T) {
+	h := newHarness(t, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo")}})
+	r := h.call03("echo", "tasks/send", legacyParams("resub-1", "s-1", workers.AskCommand))
+	var task schemas.LegacyTask
+	if err := json.Unmarshal(r.Result, &task); err != nil || task.Status.State != "input-required" {
+		t.Fatalf("tasks/send: %s %+v", r.Result, r.Error)
+	}
+	s, rr := openStreamVersion(t, h.url, "echo", "tasks/resubscribe", map[string]any{"id": "resub-1"}, "")
+	if rr != nil {
+		t.Fatalf("no stream: %+v", rr.Error)
+	}
+	first, ok := s.next()
+	if !ok {
+		t.Fatal("the stream ended before its first event")
+	}
+	r = h.call03("echo", "tasks/send", legacyParams("resub-1", "s-1", "the answer"))
+	if err := json.Unmarshal(r.Result, &task); err != nil || task.Status.State != "completed" {
+		t.Fatalf("answer: %s %+v", r.Result, r.Error)
+	}
+	evs, _ := s.all()
+	states := []string{}
+	for _, ev := range append([]sseEvent{first}, evs...) {
+		var env struct {
+			Result map[string]any `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(ev.data), &env); err != nil {
+			t.Fatal(err)
+		}
+		if env.Result["id"] != "resub-1" || env.Result["kind"] != nil {
+			t.Fatalf("event not in the older dialect's shape for the client's id: %s", ev.data)
+		}
+		if st, ok := env.Result["status"].(map[string]any); ok {
+			states = append(states, st["state"].(string))
+		}
+	}
+	if len(states) < 2 || states[0] != "input-required" || states[len(states)-1] != "completed" {
+		t.Fatalf("states %v", states)
+	}
+}

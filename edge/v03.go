@@ -127,5 +127,14 @@ func (s *Server) v03Resubscribe(ctx context.Context, c *call, out streamOut) err
 	if err := decodeParams(c.params, &p); err != nil {
 		return err
 	}
-	return s.subscribe(ctx, c, p.ID, out)
+	// tasks/resubscribe is shared with the older dialect: a task created
+	// through it is named by its client's id, and streamed in its shapes.
+	rec, err := s.legacyTask(ctx, c, p.ID)
+	if err != nil {
+		return err
+	}
+	if rec.Dialect == schemas.DialectLegacy {
+		c.dialect, c.clientTaskID = rec.Dialect, clientID(rec, p.ID)
+	}
+	return s.subscribe(ctx, c, rec.Task.ID, out)
 }

@@ -197,6 +197,15 @@ func (f FanOut) child(ctx context.Context, req *Request, agent string, timeout t
 		}
 	}
 	st := rec.Task.Status
+	if st.State == schemas.TaskStateCompleted && rec.Reply == nil && len(rec.Task.Artifacts) == 0 && st.Message != nil && len(st.Message.Parts) > 0 {
+		// Agents of the older tasks/send dialect (OpenFang, AgentOS) answer
+		// in the completing status message: that is the child's answer.
+		a := schemas.Artifact{ArtifactID: agent + ":answer", Name: agent, Parts: st.Message.Parts, Metadata: meta}
+		if err := add(a); err != nil {
+			res.why = err.Error()
+			return res
+		}
+	}
 	switch st.State {
 	case schemas.TaskStateCompleted:
 		res.ok = true

@@ -250,3 +250,18 @@ func TestFanOutValidate(t *testing.T) {
 		}
 	}
 }
+
+// A child that answers only in its completing status message (as agents of
+// the older tasks/send dialect do) has that answer added to the parent.
+func TestFanOutTakesAnAnswerInTheStatusMessage(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	startRunner(t, b, def("says", workers.AgentFunc(func(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
+		return out.Complete(ctx, "said: "+req.Message.Text())
+	})), workers.Options{})
+	startRunner(t, b, def("fan", workers.FanOut{Bus: b, Agents: []string{"says"}}), workers.Options{})
+	rec := waitSettled(t, b, submit(t, b, "fan", "hi"))
+	a := artifactByAgent(rec, "says")
+	if rec.Task.Status.State != schemas.TaskStateCompleted || a == nil || len(a.Parts) == 0 || a.Parts[0].Text == nil || *a.Parts[0].Text != "said: hi" {
+		t.Fatalf("parent %s, artifacts %+v", rec.Task.Status.State, rec.Task.Artifacts)
+	}
+}
