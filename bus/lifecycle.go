@@ -114,9 +114,9 @@ type Owner struct {
 	Agent string
 }
 
-// owns reports whether rec is visible to o. A message-only exchange (a
+// Owns reports whether rec is visible to o. A message-only exchange (a
 // reply instead of a task) is internal and visible to no one.
-func (o Owner) owns(rec *schemas.TaskRecord) bool {
+func (o Owner) Owns(rec *schemas.TaskRecord) bool {
 	return rec.Agent == o.Agent && rec.Reply == nil
 }
 
@@ -133,7 +133,7 @@ func (b *Bus) Task(ctx context.Context, o Owner, id string) (*schemas.TaskRecord
 	if err != nil {
 		return nil, 0, err
 	}
-	if !o.owns(rec) {
+	if !o.Owns(rec) {
 		return nil, 0, notFound(id)
 	}
 	return rec, rev, nil

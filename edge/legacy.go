@@ -44,16 +44,16 @@ func (s *Server) legacyCall(ctx context.Context, c *call) (*schemas.SendMessageR
 	id := schemas.LegacyTaskID(p.ID)
 	c.clientTaskID = p.ID
 	if clientID != "" {
-		switch _, _, err := s.b.Task(ctx, c.owner(), id); {
-		case err == nil:
+		// One read tells a follow-up from a new task; a task of another
+		// owner is not found, as everywhere.
+		switch rec, _, err := s.b.GetTask(ctx, id); {
+		case err == nil && c.owner().Owns(rec):
 			req.Message.TaskID = id // a follow-up on the existing task
 			return req, nil
+		case err == nil:
+			return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", clientID).With("taskId", clientID)
 		case !errors.Is(err, schemas.ErrTaskNotFound):
 			return nil, err
-		}
-		if rec, _, err := s.b.GetTask(ctx, id); err == nil && rec != nil {
-			// The id names a task this agent does not own.
-			return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", clientID).With("taskId", clientID)
 		}
 	}
 	c.taskID, c.dialect = id, schemas.DialectLegacy
