@@ -109,15 +109,28 @@ func (b *Bus) WithdrawTask(ctx context.Context, id string, rev uint64) error {
 // it owns and an error never tells whether an id exists elsewhere.
 
 // Owner is whom a task operation acts for: the agent whose endpoint was
-// called (a task belongs to the agent it was sent to).
+// called (a task belongs to the agent it was sent to), and the caller —
+// the authenticated principal ("" when the edge serves anonymously) in a
+// tenant. A task is its creator's: no other principal sees that it exists.
+// Admin principals act for every principal of their tenant; nothing else
+// bypasses the check, and nothing crosses tenants.
 type Owner struct {
-	Agent string
+	Agent     string
+	Principal string
+	Tenant    string
+	Admin     bool
 }
 
 // Owns reports whether rec is visible to o. A message-only exchange (a
 // reply instead of a task) is internal and visible to no one.
 func (o Owner) Owns(rec *schemas.TaskRecord) bool {
-	return rec.Agent == o.Agent && rec.Reply == nil
+	return rec.Agent == o.Agent && rec.Reply == nil && o.caller(rec)
+}
+
+// caller reports whether rec was created by o's principal in o's tenant
+// (or o is an admin of that tenant).
+func (o Owner) caller(rec *schemas.TaskRecord) bool {
+	return rec.Tenant == o.Tenant && (o.Admin || rec.Owner == o.Principal)
 }
 
 func notFound(id string) error {
@@ -141,8 +154,10 @@ func (b *Bus) Task(ctx context.Context, o Owner, id string) (*schemas.TaskRecord
 
 // Submission is a new task: its first message for an agent.
 type Submission struct {
-	Agent   string
-	Message *schemas.Message
+	Agent string
+	// Owner and Tenant are recorded as the task's (see Owner).
+	Owner, Tenant string
+	Message       *schemas.Message
 	// TaskID is the id to create the task under; "" makes a new one. A
 	// caller that must find its task again after a crash (the fan-out)
 	// derives it; ErrTaskExists then tells it the task is there.
@@ -188,6 +203,8 @@ func (b *Bus) Submit(ctx context.Context, s Submission, follow Follow) (*schemas
 			Metadata:  s.Metadata,
 		},
 		Agent:        s.Agent,
+		Owner:        s.Owner,
+		Tenant:       s.Tenant,
 		CreatedAt:    *now,
 		Dialect:      s.Dialect,
 		ClientTaskID: s.ClientTaskID,
@@ -296,7 +313,7 @@ func (b *Bus) Await(ctx context.Context, o Owner, id string) (*schemas.TaskRecor
 		if err != nil {
 			return nil, err
 		}
-		if rec.Agent != o.Agent {
+		if rec.Agent != o.Agent || !o.caller(rec) {
 			return nil, notFound(id)
 		}
 		if rec.Reply != nil || rec.Task.Status.State.Settled() {

@@ -583,6 +583,9 @@ func (b *Bus) taskCloudEvent(rec *schemas.TaskRecord, rev uint64, index int, ev 
 
 // TaskFilter selects tasks for ListTasks. Zero fields match everything.
 type TaskFilter struct {
+	// Owner, when set, keeps only the tasks its principal may see (in its
+	// tenant); a lister always sets it.
+	Owner       *Owner
 	Agent       string
 	ContextID   string
 	State       schemas.TaskState
@@ -591,6 +594,9 @@ type TaskFilter struct {
 
 func (f TaskFilter) match(r *schemas.TaskRecord) bool {
 	if f.Agent != "" && r.Agent != f.Agent {
+		return false
+	}
+	if f.Owner != nil && !f.Owner.caller(r) {
 		return false
 	}
 	if f.ContextID != "" && r.Task.ContextID != f.ContextID {

@@ -38,6 +38,7 @@ type call struct {
 	lastEventID string          // Last-Event-ID header: a stream resume cursor
 	accept      string          // Accept header
 	id          json.RawMessage // JSON-RPC request id; nil on other bindings
+	caller      caller          // who is calling, as the pipeline authenticated it
 
 	// For tasks of the older dialect: the id to create the task under (""
 	// when continuing one), the client's own id for it (what answers
@@ -47,8 +48,28 @@ type call struct {
 	obs *observation
 }
 
+// caller is who sent a request: the principal the pipeline authenticated
+// ("" when the edge serves anonymously), the tenant it acts in, and
+// whether it is an admin (which sees every principal's tasks of that
+// tenant).
+type caller struct {
+	principal, tenant string
+	admin             bool
+}
+
 // owner is whom the call acts for in the task lifecycle.
-func (c *call) owner() bus.Owner { return bus.Owner{Agent: c.agent} }
+func (c *call) owner() bus.Owner {
+	return bus.Owner{Agent: c.agent, Principal: c.caller.principal, Tenant: c.caller.tenant, Admin: c.caller.admin}
+}
+
+// scope is what a client-chosen task id is private to: the caller's
+// principal and tenant (see schemas.ScopedLegacyTaskID).
+func (c *call) scope() string {
+	if c.caller.principal == "" && c.caller.tenant == "" {
+		return ""
+	}
+	return c.caller.tenant + "\x00" + c.caller.principal
+}
 
 // publish is what the call passes on to the work it queues.
 func (c *call) publish() bus.PublishOptions {

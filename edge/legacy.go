@@ -41,17 +41,14 @@ func (s *Server) legacyCall(ctx context.Context, c *call) (*schemas.SendMessageR
 	if err != nil {
 		return nil, err
 	}
-	id := schemas.LegacyTaskID(p.ID)
 	c.clientTaskID = p.ID
+	id := schemas.ScopedLegacyTaskID(c.scope(), p.ID)
 	if clientID != "" {
-		// One read tells a follow-up from a new task; a task of another
-		// owner is not found, as everywhere.
-		switch rec, _, err := s.b.GetTask(ctx, id); {
-		case err == nil && c.owner().Owns(rec):
-			req.Message.TaskID = id // a follow-up on the existing task
-			return req, nil
+		rec, err := s.taskByClientID(ctx, c, p.ID)
+		switch {
 		case err == nil:
-			return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", clientID).With("taskId", clientID)
+			req.Message.TaskID = rec.Task.ID // a follow-up on the existing task
+			return req, nil
 		case !errors.Is(err, schemas.ErrTaskNotFound):
 			return nil, err
 		}
@@ -126,7 +123,21 @@ func (s *Server) legacyTask(ctx context.Context, c *call, id string) (*schemas.T
 	if id == "" {
 		return nil, schemas.Errorf(schemas.ErrInvalidParams, "id is required")
 	}
-	rec, _, err := s.b.Task(ctx, c.owner(), schemas.LegacyTaskID(id))
+	return s.taskByClientID(ctx, c, id)
+}
+
+// taskByClientID finds the caller's task a 0.3 or older-dialect client
+// names by id: a server-made id as is, else the id of the caller's own
+// client-chosen task (schemas.ScopedLegacyTaskID).
+func (s *Server) taskByClientID(ctx context.Context, c *call, id string) (*schemas.TaskRecord, error) {
+	scoped := schemas.ScopedLegacyTaskID(c.scope(), id)
+	if schemas.ValidTaskID(id) && scoped != id {
+		rec, _, err := s.b.Task(ctx, c.owner(), id)
+		if !errors.Is(err, schemas.ErrTaskNotFound) {
+			return rec, err
+		}
+	}
+	rec, _, err := s.b.Task(ctx, c.owner(), scoped)
 	if errors.Is(err, schemas.ErrTaskNotFound) {
 		return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
 	}

@@ -132,9 +132,14 @@ func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, 
 		return nil, err
 	}
 	rec, _, err := s.b.Submit(ctx, bus.Submission{
-		Agent: c.agent, Message: msg, TaskID: c.taskID,
+		Agent: c.agent, Owner: c.caller.principal, Tenant: c.caller.tenant, Message: msg, TaskID: c.taskID,
 		Dialect: c.dialect, ClientTaskID: c.clientTaskID, Publish: c.publish(),
 	}, follow)
+	if errors.Is(err, bus.ErrTaskExists) {
+		// A client-chosen id whose task this caller does not own (one
+		// created before the edge authenticated): not found, as everywhere.
+		return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", c.clientTaskID).With("taskId", c.clientTaskID)
+	}
 	return rec, err
 }
 
@@ -145,8 +150,8 @@ func (s *Server) continueTask(ctx context.Context, c *call, msg *schemas.Message
 }
 
 // visibleTask reads a task of the agent's (see bus.Task).
-func (s *Server) visibleTask(ctx context.Context, agent, id string) (*schemas.TaskRecord, error) {
-	rec, _, err := s.b.Task(ctx, bus.Owner{Agent: agent}, id)
+func (s *Server) visibleTask(ctx context.Context, c *call, id string) (*schemas.TaskRecord, error) {
+	rec, _, err := s.b.Task(ctx, c.owner(), id)
 	return rec, err
 }
 
@@ -162,7 +167,7 @@ func (s *Server) getTask(ctx context.Context, c *call, req *schemas.GetTaskReque
 	if err := schemas.ValidateHistoryLength(req.HistoryLength); err != nil {
 		return nil, err
 	}
-	rec, err := s.visibleTask(ctx, c.agent, req.ID)
+	rec, err := s.visibleTask(ctx, c, req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +180,7 @@ func (s *Server) rpcCancelTask(ctx context.Context, c *call) (any, error) {
 	if err := decodeParams(c.params, &req); err != nil {
 		return nil, err
 	}
-	rec, err := s.cancelTask(ctx, c.agent, req.ID)
+	rec, err := s.cancelTask(ctx, c, req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -183,8 +188,8 @@ func (s *Server) rpcCancelTask(ctx context.Context, c *call) (any, error) {
 }
 
 // cancelTask cancels a task of the agent's (see bus.Cancel).
-func (s *Server) cancelTask(ctx context.Context, agent, id string) (*schemas.TaskRecord, error) {
-	return s.b.Cancel(ctx, bus.Owner{Agent: agent}, id, nil)
+func (s *Server) cancelTask(ctx context.Context, c *call, id string) (*schemas.TaskRecord, error) {
+	return s.b.Cancel(ctx, c.owner(), id, nil)
 }
 
 const (
@@ -228,10 +233,10 @@ func (s *Server) rpcListTasks(ctx context.Context, c *call) (any, error) {
 	if err := decodeParams(c.params, &req); err != nil {
 		return nil, err
 	}
-	return s.listTasks(ctx, c.agent, &req)
+	return s.listTasks(ctx, c, &req)
 }
 
-func (s *Server) listTasks(ctx context.Context, agent string, req *schemas.ListTasksRequest) (*schemas.ListTasksResponse, error) {
+func (s *Server) listTasks(ctx context.Context, c *call, req *schemas.ListTasksRequest) (*schemas.ListTasksResponse, error) {
 	size := int32(defaultPageSize)
 	if req.PageSize != nil {
 		size = *req.PageSize
@@ -253,7 +258,8 @@ func (s *Server) listTasks(ctx context.Context, agent string, req *schemas.ListT
 		}
 		cur = &pc
 	}
-	f := bus.TaskFilter{Agent: agent, ContextID: req.ContextID, State: req.Status}
+	o := c.owner()
+	f := bus.TaskFilter{Owner: &o, Agent: c.agent, ContextID: req.ContextID, State: req.Status}
 	if req.StatusTimestampAfter != nil {
 		f.StatusAfter = req.StatusTimestampAfter.Time
 	}

@@ -106,7 +106,7 @@ func (s *Server) cancelByParams(ctx context.Context, c *call) (*schemas.TaskReco
 	if err != nil {
 		return nil, "", err
 	}
-	rec, err = s.cancelTask(ctx, c.agent, rec.Task.ID)
+	rec, err = s.cancelTask(ctx, c, rec.Task.ID)
 	return rec, p.ID, err
 }
 

@@ -26,6 +26,12 @@ type TaskRecord struct {
 	// client chose, echoed back in its answers.
 	Dialect      string `json:"dialect,omitempty"`
 	ClientTaskID string `json:"clientTaskId,omitempty"`
+	// Owner is the principal that created the task ("" when the edge
+	// serves without authentication) and Tenant the tenant it was created
+	// in: only that owner (or an admin) sees, continues, lists, follows or
+	// cancels it. Fan-out children and remote tasks inherit their parent's.
+	Owner  string `json:"owner,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
 	// LastEventID is the CloudEvent id of the last event folded into the
 	// record, so a writer retrying after an ambiguous failure can tell its
 	// event already landed (and only re-publish it, which de-duplicates).

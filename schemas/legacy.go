@@ -29,6 +29,17 @@ func LegacyTaskID(clientID string) string {
 	return uuid.NewSHA1(legacyNamespace, []byte(clientID)).String()
 }
 
+// ScopedLegacyTaskID is the server task id of a client-chosen id that is
+// private to scope (an authenticated caller: its tenant and principal):
+// two callers that choose the same id name two different tasks, never one.
+// An empty scope (an edge serving anonymously) is LegacyTaskID.
+func ScopedLegacyTaskID(scope, clientID string) string {
+	if scope == "" {
+		return LegacyTaskID(clientID)
+	}
+	return uuid.NewSHA1(legacyNamespace, []byte(scope+"\x00"+clientID)).String()
+}
+
 // LegacyPart is a part of the older dialect: type "text", "file" or "data".
 type LegacyPart struct {
 	Type     string         `json:"type"`

@@ -156,18 +156,18 @@ func (f FanOut) child(ctx context.Context, req *Request, agent string, timeout t
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	rec, err := f.wait(cctx, agent, id)
+	rec, err := f.wait(cctx, childOwner(req, agent), id)
 	switch {
 	case ctx.Err() != nil:
 		// The parent was canceled (or the worker is stopping: then the
 		// children run on and the next attempt re-attaches to them).
 		if errors.Is(context.Cause(ctx), errCanceled) {
-			f.cancelChild(ctx, agent, id)
+			f.cancelChild(ctx, childOwner(req, agent), id)
 		}
 		res.why = "parent stopped"
 		return res
 	case err != nil && errors.Is(err, context.DeadlineExceeded):
-		if rec = f.cancelChild(ctx, agent, id); rec == nil {
+		if rec = f.cancelChild(ctx, childOwner(req, agent), id); rec == nil {
 			res.why = fmt.Sprintf("timed out after %s (canceled)", timeout)
 			return res
 		}
@@ -210,7 +210,7 @@ func (f FanOut) child(ctx context.Context, req *Request, agent string, timeout t
 	case schemas.TaskStateCompleted:
 		res.ok = true
 	case schemas.TaskStateInputRequired, schemas.TaskStateAuthRequired:
-		f.cancelChild(ctx, agent, id)
+		f.cancelChild(ctx, childOwner(req, agent), id)
 		res.why = "asked for input, which a fan-out cannot give (canceled)"
 	default:
 		res.why = strings.ToLower(strings.TrimPrefix(string(st.State), "TASK_STATE_"))
@@ -232,7 +232,7 @@ func (f FanOut) start(ctx context.Context, req *Request, agent, id string) error
 		msg.MessageID = schemas.NewID()
 		msg.ContextID = req.Task.ContextID
 		msg.Metadata = map[string]any{MetaFanOutParent: req.Task.ID}
-		_, _, err = f.Bus.Submit(ctx, bus.Submission{Agent: agent, Message: &msg, TaskID: id,
+		_, _, err = f.Bus.Submit(ctx, bus.Submission{Agent: agent, Owner: req.Owner, Tenant: req.Tenant, Message: &msg, TaskID: id,
 			Metadata: map[string]any{MetaFanOutParent: req.Task.ID}}, nil)
 		if !errors.Is(err, bus.ErrTaskExists) {
 			return err
@@ -251,18 +251,24 @@ func (f FanOut) start(ctx context.Context, req *Request, agent, id string) error
 	return f.Bus.QueueSubmission(ctx, rec, rev, bus.PublishOptions{})
 }
 
+// childOwner is whom the parent's children belong to: the parent's owner,
+// at the child's agent.
+func childOwner(req *Request, agent string) bus.Owner {
+	return bus.Owner{Agent: agent, Principal: req.Owner, Tenant: req.Tenant}
+}
+
 // wait follows the child until it settles and returns its record.
-func (f FanOut) wait(ctx context.Context, agent, id string) (*schemas.TaskRecord, error) {
-	return f.Bus.Await(ctx, bus.Owner{Agent: agent}, id)
+func (f FanOut) wait(ctx context.Context, o bus.Owner, id string) (*schemas.TaskRecord, error) {
+	return f.Bus.Await(ctx, o, id)
 }
 
 // cancelChild cancels a child the way a client would (bus.Cancel). If the
 // child had already ended otherwise it returns the child's record, else
 // nil.
-func (f FanOut) cancelChild(ctx context.Context, agent, id string) *schemas.TaskRecord {
+func (f FanOut) cancelChild(ctx context.Context, o bus.Owner, id string) *schemas.TaskRecord {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	rec, err := f.Bus.Cancel(cctx, bus.Owner{Agent: agent}, id, AgentMessage("canceled by the fan-out that started it"))
+	rec, err := f.Bus.Cancel(cctx, o, id, AgentMessage("canceled by the fan-out that started it"))
 	if err == nil {
 		return nil
 	}

@@ -1,0 +1,111 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// A task is its creator's: another principal, or the same principal in
+// another tenant, gets exactly what a missing task gets, from every
+// lifecycle operation and from listing; an admin of the tenant sees every
+// principal's tasks there, and nothing crosses tenants.
+func TestLifecycleIsolatesOwners(t *testing.T) {
+	ctx := context.Background()
+	b := newTestBus(t, Config{})
+	if err := b.EnsureAgent(ctx, "echo"); err != nil {
+		t.Fatal(err)
+	}
+	submit := func(owner, tenant string) *schemas.TaskRecord {
+		t.Helper()
+		msg := &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("hi")}}
+		rec, _, err := b.Submit(ctx, Submission{Agent: "echo", Owner: owner, Tenant: tenant, Message: msg}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	alice, bob := submit("alice", "t1"), submit("bob", "t1")
+	aliceT2 := submit("alice", "t2")
+	missing := schemas.NewID()
+
+	asAlice := Owner{Agent: "echo", Principal: "alice", Tenant: "t1"}
+	asBob := Owner{Agent: "echo", Principal: "bob", Tenant: "t1"}
+	admin := Owner{Agent: "echo", Principal: "ops", Tenant: "t1", Admin: true}
+	otherAgent := Owner{Agent: "other", Principal: "alice", Tenant: "t1"}
+
+	if _, _, err := b.Task(ctx, asAlice, alice.Task.ID); err != nil {
+		t.Fatalf("the owner reads its task: %v", err)
+	}
+	if _, _, err := b.Task(ctx, admin, bob.Task.ID); err != nil {
+		t.Fatalf("an admin reads a task of its tenant: %v", err)
+	}
+	// What a stranger gets is what a missing id gets.
+	_, _, wantErr := b.Task(ctx, asBob, missing)
+	for _, c := range []struct {
+		what string
+		o    Owner
+		id   string
+	}{
+		{"another principal", asBob, alice.Task.ID},
+		{"the owner in another tenant", asAlice, aliceT2.Task.ID},
+		{"an admin of another tenant", admin, aliceT2.Task.ID},
+		{"another agent's endpoint", otherAgent, alice.Task.ID},
+	} {
+		_, _, err := b.Task(ctx, c.o, c.id)
+		if !errors.Is(err, schemas.ErrTaskNotFound) || shape(err, c.id) != shape(wantErr, missing) {
+			t.Errorf("%s reading: %v, want as for a missing task (%v)", c.what, err, wantErr)
+		}
+		if _, err := b.Cancel(ctx, c.o, c.id, nil); !errors.Is(err, schemas.ErrTaskNotFound) {
+			t.Errorf("%s canceling: %v", c.what, err)
+		}
+		if _, err := b.Await(ctx, c.o, c.id); !errors.Is(err, schemas.ErrTaskNotFound) {
+			t.Errorf("%s awaiting: %v", c.what, err)
+		}
+		msg := &schemas.Message{MessageID: schemas.NewID(), TaskID: c.id, Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("x")}}
+		if _, _, err := b.Continue(ctx, c.o, msg, PublishOptions{}, nil); !errors.Is(err, schemas.ErrTaskNotFound) {
+			t.Errorf("%s continuing: %v", c.what, err)
+		}
+	}
+	ids := func(o Owner) map[string]bool {
+		t.Helper()
+		recs, err := b.ListTasks(ctx, TaskFilter{Owner: &o, Agent: "echo"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, r := range recs {
+			out[r.Task.ID] = true
+		}
+		return out
+	}
+	if got := ids(asAlice); len(got) != 1 || !got[alice.Task.ID] {
+		t.Errorf("alice lists %v", got)
+	}
+	if got := ids(admin); len(got) != 2 || !got[alice.Task.ID] || !got[bob.Task.ID] {
+		t.Errorf("the admin of t1 lists %v", got)
+	}
+	if got := ids(Owner{Agent: "echo", Principal: "alice", Tenant: "t2"}); len(got) != 1 || !got[aliceT2.Task.ID] {
+		t.Errorf("alice in t2 lists %v", got)
+	}
+	// Canceling one's own task works, and the record keeps its owner.
+	rec, err := b.Cancel(ctx, asAlice, alice.Task.ID, nil)
+	if err != nil || rec.Owner != "alice" || rec.Tenant != "t1" {
+		t.Fatalf("cancel: %+v %v", rec, err)
+	}
+}
+
+// shape is an error's message with the id taken out, to compare the answer
+// for a stranger's task with the answer for a missing one.
+func shape(err error, id string) string {
+	if err == nil {
+		return ""
+	}
+	e := schemas.AsError(err)
+	return e.Reason + "|" + replaceAll(e.Message, id, "ID") + "|" + replaceAll(e.Metadata["taskId"], id, "ID")
+}
+
+func replaceAll(s, old, repl string) string { return strings.ReplaceAll(s, old, repl) }
