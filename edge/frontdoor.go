@@ -7,7 +7,9 @@ import (
 	"errors"
 	"io"
 	"mime"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -304,5 +306,29 @@ func withoutTrailingSlash(next http.Handler) http.Handler {
 			r = &r2
 		}
 		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackHosts serves only requests whose Host names this loopback edge:
+// localhost, a loopback address, or the host of publicURL. A browser sends
+// the page's own DNS name as Host, so a page that rebinds its name to
+// 127.0.0.1 cannot use the visitor's browser to reach a local edge.
+func loopbackHosts(publicURL string, next http.Handler) http.Handler {
+	public := ""
+	if u, err := url.Parse(publicURL); err == nil {
+		public = strings.ToLower(u.Hostname())
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.ToLower(strings.Trim(host, "[]"))
+		ip := net.ParseIP(host)
+		if host == "localhost" || strings.HasSuffix(host, ".localhost") || (ip != nil && ip.IsLoopback()) || (public != "" && host == public) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		writePlain(w, http.StatusForbidden, "host "+strconv.Quote(r.Host)+" is not served by this edge, which listens on loopback only; use localhost or 127.0.0.1 (or set the public URL)")
 	})
 }

@@ -524,3 +524,32 @@ func TestSubscriptionFollowsInputRequiredToCompletion(t *testing.T) {
 		follow(t, s, ended, bare, first, task)
 	})
 }
+
+// An edge that listens on loopback only refuses a request naming another
+// host: a browser page whose DNS name was rebound to 127.0.0.1 sends its
+// own name as Host. Loopback names and the public URL's host are served.
+func TestLoopbackEdgeRefusesRebindingHosts(t *testing.T) {
+	h := newHarness(t, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo")},
+		edge: edge.Config{LoopbackOnly: true, PublicURL: "http://a2a.internal.example:8080"}})
+	body := `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"` + schemas.NewID() + `"}}`
+	for host, want := range map[string]int{
+		"attacker.example":          http.StatusForbidden,
+		"attacker.example:8080":     http.StatusForbidden,
+		"localhost":                 http.StatusOK,
+		"127.0.0.1:9":               http.StatusOK,
+		"[::1]:9":                   http.StatusOK,
+		"a2a.internal.example:8080": http.StatusOK,
+	} {
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/agents/echo", strings.NewReader(body))
+		req.Host = host
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: status %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}

@@ -55,6 +55,11 @@ type Config struct {
 	// StreamWriteTimeout bounds one write to an SSE client; a client that
 	// takes no data for this long is disconnected. Default 60s.
 	StreamWriteTimeout time.Duration
+	// LoopbackOnly says the edge listens on loopback addresses only. A
+	// request there whose Host is neither a loopback name nor PublicURL's
+	// host comes from a browser page whose DNS name was rebound to
+	// 127.0.0.1 to reach this edge, and is refused (403).
+	LoopbackOnly bool
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -133,6 +138,9 @@ func New(b *bus.Bus, cfg Config) *Server {
 	s.openFang = s.openFangDialect()
 	s.routes()
 	s.handler = withoutTrailingSlash(s.mux)
+	if cfg.LoopbackOnly {
+		s.handler = loopbackHosts(cfg.PublicURL, s.handler)
+	}
 	return s
 }
 

@@ -280,6 +280,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		SweepEvery:         time.Duration(p.cfg.SweepEvery),
 		OrphanAfter:        time.Duration(p.cfg.OrphanAfter),
 		BlockingTimeout:    time.Duration(p.cfg.BlockingTimeout),
+		LoopbackOnly:       loopbackAddr(p.cfg.Listen),
 		Logger:             p.log,
 	})
 	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
@@ -478,4 +479,18 @@ func servePprof(addr string, log *slog.Logger) (stop func(), err error) {
 	go func() { _ = hs.Serve(ln) }()
 	log.Info("profiler listening", "addr", "http://"+ln.Addr().String()+"/debug/pprof/")
 	return func() { _ = hs.Close() }, nil
+}
+
+// loopbackAddr reports whether a listen address (host:port) accepts
+// connections from this machine only.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
