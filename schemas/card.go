@@ -36,6 +36,19 @@ type AgentCard struct {
 	ProtocolVersion                   string              `json:"protocolVersion,omitempty"`
 	AdditionalInterfaces              []V03AgentInterface `json:"additionalInterfaces,omitempty"`
 	SupportsAuthenticatedExtendedCard *bool               `json:"supportsAuthenticatedExtendedCard,omitempty"`
+	// Security is 0.3's list of security requirements (1.0 names it
+	// securityRequirements; the two share securitySchemes, whose values a
+	// union card gives in both shapes side by side).
+	Security []json.RawMessage `json:"security,omitempty"`
+	// Authentication is the older tasks/send dialect's declaration of the
+	// schemes it takes (AgentOS cards: {"schemes": ["bearer"]}).
+	Authentication *LegacyAuthentication `json:"authentication,omitempty"`
+}
+
+// LegacyAuthentication is the authentication member of an older dialect's
+// card: the names of the schemes a caller may use ("bearer", "apiKey").
+type LegacyAuthentication struct {
+	Schemes []string `json:"schemes"`
 }
 
 // V03AgentInterface is an A2A 0.3 additional interface: a URL and transport.

@@ -313,7 +313,7 @@ func TestVocabUnknownFieldsIgnored(t *testing.T) {
 		{`{"text":"x","file":{"bytes":"AA=="}}`, &Part{}, `{"text":"x"}`},
 		{`{"taskId":"t","contextId":"c","status":{"state":"TASK_STATE_FAILED"},"final":true}`, &TaskStatusUpdateEvent{}, `{"taskId":"t","contextId":"c","status":{"state":"TASK_STATE_FAILED"}}`},
 		{`{"taskId":"t","contextId":"c","agent":"a","message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]},"priority":9}`, &WorkItem{}, `{"taskId":"t","contextId":"c","agent":"a","message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]}}`},
-		{`{"task":{"id":"t","status":{"state":"TASK_STATE_WORKING"}},"agent":"a","createdAt":"2026-01-02T03:04:05Z","owner":"x"}`, &TaskRecord{}, `{"task":{"id":"t","status":{"state":"TASK_STATE_WORKING"}},"agent":"a","createdAt":"2026-01-02T03:04:05.000Z"}`},
+		{`{"task":{"id":"t","status":{"state":"TASK_STATE_WORKING"}},"agent":"a","createdAt":"2026-01-02T03:04:05Z","shard":"x"}`, &TaskRecord{}, `{"task":{"id":"t","status":{"state":"TASK_STATE_WORKING"}},"agent":"a","createdAt":"2026-01-02T03:04:05.000Z"}`},
 	} {
 		if err := json.Unmarshal([]byte(c.json), c.v); err != nil {
 			t.Errorf("%T: %v", c.v, err)
