@@ -43,11 +43,15 @@ var layers = map[string]layer{
 	"bus/bustest": {may: []string{"bus", "schemas"}},
 	// edge, workers and discovery never import each other; cmd wires them.
 	"edge": {
-		may: []string{"schemas", "bus"},
+		may: []string{"schemas", "bus", "edge/auth"},
 		// End-to-end tests put real agents (echo, exec, fan-out) behind
 		// the edge on an in-process bus, instead of fakes of the runtime.
 		tests: []string{"workers"},
 	},
+	// Authentication of the edge's requests: a library the front door
+	// calls. It knows nothing of the bus: credentials in, a principal out.
+	// Its third-party code is the JOSE library only (see joseModules).
+	"edge/auth": {may: []string{"schemas"}},
 	"workers": {
 		may: []string{"schemas", "bus"},
 		// The remote agent kind is tested end to end as cmd wires it: the
@@ -64,7 +68,7 @@ var layers = map[string]layer{
 		tests: []string{"edge", "workers"},
 	},
 	"cmd/a2abus": {
-		may: []string{"schemas", "bus", "edge", "workers", "discovery"},
+		may: []string{"schemas", "bus", "edge", "edge/auth", "workers", "discovery"},
 		// The cluster fault tests ask the NATS cluster which node leads a
 		// stream, to kill that one.
 		natsInTests: true,
@@ -74,12 +78,18 @@ var layers = map[string]layer{
 // natsPrefixes are the libraries only bus (and bus/bustest) may import.
 var natsPrefixes = []string{"github.com/nats-io/", "github.com/cloudevents/"}
 
-// allowedModules are the product's direct requirements: the four modules
-// the design allows, besides the module itself.
-var allowedModules = []string{
+// joseModules are the security libraries: JWS and JWK parsing and
+// signature verification are not hand-rolled. Only edge/auth imports them,
+// and it imports nothing else outside the standard library and the module.
+var joseModules = []string{"github.com/go-jose/go-jose/v4"}
+
+// allowedModules are the product's direct requirements: the modules the
+// design allows, besides the module itself — the four the bus is built on,
+// and go-jose for edge/auth, because security code must not be hand-rolled.
+var allowedModules = slices.Concat([]string{
 	"github.com/nats-io/nats.go", "github.com/nats-io/nats-server/v2",
 	"github.com/cloudevents/sdk-go/v2", "github.com/google/uuid",
-}
+}, joseModules)
 
 // listedPackage is what go list -json says of one package.
 type listedPackage struct {
@@ -108,6 +118,11 @@ func local(path string) (string, bool) {
 
 func isNATS(path string) bool {
 	return slices.ContainsFunc(natsPrefixes, func(p string) bool { return strings.HasPrefix(path, p) })
+}
+
+// inModules reports whether an import path is a package of one of mods.
+func inModules(path string, mods []string) bool {
+	return slices.ContainsFunc(mods, func(m string) bool { return path == m || strings.HasPrefix(path, m+"/") })
 }
 
 // listPackages lists every package of the module with one go list call.
@@ -209,7 +224,33 @@ func TestImportRules(t *testing.T) {
 		}
 	}
 
-	// The product's direct requirements are the four allowed modules.
+	// The JOSE library: imported by edge/auth only, and never below it (not
+	// by schemas or bus, even indirectly); edge/auth: the standard
+	// library, the module and the JOSE library, nothing else.
+	for _, rel := range names {
+		if rel == "edge/auth" {
+			continue
+		}
+		for _, imp := range pkgs[rel].Imports {
+			if inModules(imp, joseModules) {
+				t.Errorf("%s imports %s; only edge/auth may", rel, imp)
+			}
+		}
+	}
+	for _, rel := range []string{"schemas", "bus", "bus/bustest"} {
+		for _, dep := range pkgs[rel].Deps {
+			if inModules(dep, joseModules) {
+				t.Errorf("%s depends on %s; the JOSE library stays in edge/auth", rel, dep)
+			}
+		}
+	}
+	for _, dep := range pkgs["edge/auth"].Deps {
+		if _, in := local(dep); !in && !standard(dep) && !inModules(dep, joseModules) {
+			t.Errorf("edge/auth depends on %s; it may use the standard library and %v only", dep, joseModules)
+		}
+	}
+
+	// The product's direct requirements are the allowed modules.
 	out, err := exec.Command("go", "mod", "edit", "-json").Output()
 	if err != nil {
 		t.Fatalf("go mod edit -json: %v", err)
@@ -225,7 +266,7 @@ func TestImportRules(t *testing.T) {
 	}
 	for _, r := range gomod.Require {
 		if !r.Indirect && !slices.Contains(allowedModules, r.Path) {
-			t.Errorf("go.mod requires %s directly; the product allows only nats.go, nats-server, sdk-go and uuid", r.Path)
+			t.Errorf("go.mod requires %s directly; the product allows only %v", r.Path, allowedModules)
 		}
 	}
 }

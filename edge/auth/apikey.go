@@ -1,0 +1,143 @@
+package auth
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"unicode"
+)
+
+// keyStore holds the accepted API keys as SHA-256 digests, never in clear.
+type keyStore struct {
+	entries []keyEntry
+}
+
+type keyEntry struct {
+	sum       [sha256.Size]byte
+	principal Principal
+}
+
+// newKeyStore checks keys and keeps their digests. Errors name a key by
+// its index only.
+func newKeyStore(keys []APIKey, admins map[string]bool) (*keyStore, error) {
+	ks := &keyStore{entries: make([]keyEntry, 0, len(keys))}
+	seen := map[[sha256.Size]byte]int{}
+	for i, k := range keys {
+		switch {
+		case len(k.Key) < MinAPIKeyLength:
+			return nil, fmt.Errorf("%w: APIKeys[%d] (principal %q): a key must have at least %d bytes", ErrInvalidConfig, i, k.Principal, MinAPIKeyLength)
+		case strings.IndexFunc(k.Key, notKeyRune) >= 0:
+			return nil, fmt.Errorf("%w: APIKeys[%d] (principal %q): a key is printable ASCII without spaces", ErrInvalidConfig, i, k.Principal)
+		case k.Principal == "" || strings.IndexFunc(k.Principal, unicode.IsControl) >= 0:
+			return nil, fmt.Errorf("%w: APIKeys[%d]: the principal must be a non-empty name without control characters", ErrInvalidConfig, i)
+		}
+		sum := sha256.Sum256([]byte(k.Key))
+		if j, dup := seen[sum]; dup {
+			return nil, fmt.Errorf("%w: APIKeys[%d] (principal %q) repeats the key of APIKeys[%d]", ErrInvalidConfig, i, k.Principal, j)
+		}
+		seen[sum] = i
+		ks.entries = append(ks.entries, keyEntry{sum: sum, principal: Principal{
+			Name: k.Principal, Scheme: SchemeAPIKey, Admin: k.Admin || admins[k.Principal],
+		}})
+	}
+	return ks, nil
+}
+
+// notKeyRune is true for what an API key may not contain: anything but
+// printable ASCII without spaces (what a header value carries unchanged).
+func notKeyRune(r rune) bool { return r <= ' ' || r > '~' }
+
+// lookup returns the principal of the key whose digest is sum. It compares
+// sum with every digest in constant time, whichever matches (or none), so
+// the time taken says nothing about the keys held.
+func (ks *keyStore) lookup(sum [sha256.Size]byte) (Principal, bool) {
+	found := -1
+	for i := range ks.entries {
+		eq := subtle.ConstantTimeCompare(ks.entries[i].sum[:], sum[:])
+		found = subtle.ConstantTimeSelect(eq, i, found)
+	}
+	if found < 0 {
+		return Principal{}, false
+	}
+	return ks.entries[found].principal, true
+}
+
+// ParseAPIKeys reads API keys in the form of the A2ABUS_API_KEYS
+// environment variable: "key=principal,key2=principal2". Spaces around
+// entries are ignored, and so are empty entries. A key may contain "="
+// (base64 padding): the principal is what follows the last "=".
+//
+// It returns an error wrapping ErrInvalidConfig for an entry without a key
+// or principal, naming the entry by its position, never its content.
+func ParseAPIKeys(s string) ([]APIKey, error) {
+	var keys []APIKey
+	for i, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		at := strings.LastIndexByte(entry, '=')
+		if at < 0 {
+			return nil, fmt.Errorf("%w: API keys entry %d: want key=principal", ErrInvalidConfig, i+1)
+		}
+		key, principal := strings.TrimSpace(entry[:at]), strings.TrimSpace(entry[at+1:])
+		if key == "" || principal == "" {
+			return nil, fmt.Errorf("%w: API keys entry %d: want key=principal, both non-empty", ErrInvalidConfig, i+1)
+		}
+		keys = append(keys, APIKey{Key: key, Principal: principal})
+	}
+	return keys, nil
+}
+
+// LoadAPIKeyFile reads an API key file (see ReadAPIKeys). It is a helper
+// for cmd, the package that reads files.
+func LoadAPIKeyFile(path string) ([]APIKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := ReadAPIKeys(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return keys, nil
+}
+
+// ReadAPIKeys reads API keys, one per line: "key principal", or
+// "key principal admin" for an admin. Blank lines and lines starting with
+// "#" are skipped, and so is a "#" field and what follows it.
+//
+// It returns an error wrapping ErrInvalidConfig for a malformed line,
+// naming the line by its number, never its content.
+func ReadAPIKeys(r io.Reader) ([]APIKey, error) {
+	var keys []APIKey
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		fields := strings.Fields(sc.Text())
+		for i, f := range fields {
+			if strings.HasPrefix(f, "#") {
+				fields = fields[:i]
+				break
+			}
+		}
+		switch {
+		case len(fields) == 0:
+			continue
+		case len(fields) == 2:
+			keys = append(keys, APIKey{Key: fields[0], Principal: fields[1]})
+		case len(fields) == 3 && fields[2] == "admin":
+			keys = append(keys, APIKey{Key: fields[0], Principal: fields[1], Admin: true})
+		default:
+			return nil, fmt.Errorf("%w: line %d: want \"key principal\" or \"key principal admin\"", ErrInvalidConfig, n)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	return keys, nil
+}

@@ -1,0 +1,39 @@
+// Package auth authenticates the requests that reach the edge's one front
+// door: it turns the credentials of an HTTP request into a Principal, or
+// into a Failure that says what to answer (401 with a WWW-Authenticate
+// challenge naming the configured schemes, 403, or 503 when the keys to
+// check a token cannot be fetched), and it describes the configured schemes
+// for the agent card (CardSecurity, in the A2A 1.0 and 0.3 shapes).
+//
+// Two kinds of credentials are accepted:
+//
+//   - API keys, read from "Authorization: Bearer <key>" and the X-API-Key
+//     header (the default), or from one header named in the Config. The
+//     authenticator keeps only their SHA-256 digests and compares a
+//     presented key with every digest in constant time.
+//   - JWT access tokens as Bearer tokens, signed with an asymmetric key
+//     (RS*, PS*, ES*, EdDSA; never "none" and never HMAC) of the issuer's
+//     JWKS, found through OpenID Connect discovery or named directly. The
+//     JWKS is fetched on first need and again, at most once per
+//     KeyRefreshInterval, when a token names a key it does not hold (key
+//     rotation). A verified token is cached, by the SHA-256 of the token,
+//     until it expires, so a client that repeats its token costs one map
+//     lookup.
+//
+// With neither configured the authenticator is anonymous: every request is
+// the anonymous principal and the card declares no scheme.
+//
+// What is checked is what the A2A specification asks of a server (§7, §13):
+// credentials only in headers, 401 with a challenge for missing or bad
+// ones, and nothing that could reveal a credential in an error or a log: a
+// Failure's Reason is safe to show and log.
+//
+// JWS and JWK parsing and signature verification are go-jose's
+// (github.com/go-jose/go-jose/v4): security code is not hand-rolled here.
+// OpenID Connect discovery is one GET of a JSON document, done here.
+//
+// Dependency rule: auth depends on the standard library and go-jose only
+// (schemas is allowed, not needed); it never imports bus, NATS or the rest
+// of edge. It reads no flags, environment or files by itself:
+// LoadAPIKeyFile and ParseAPIKeys are helpers for cmd, which does.
+package auth
