@@ -76,7 +76,9 @@ func (s *Server) card(reg schemas.AgentRegistration) schemas.AgentCard {
 			c.Skills[i].Tags = []string{reg.Agent}
 		}
 	}
-	return schemas.UnionCard(c)
+	c = schemas.UnionCard(c)
+	s.declareSecurity(&c)
+	return c
 }
 
 func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
@@ -177,4 +179,21 @@ func (s *Server) writeCacheable(w http.ResponseWriter, r *http.Request, v any) {
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
+}
+
+// declareSecurity fills the card's security from the authenticator the
+// front door enforces, so the card can only say what is checked: the
+// schemes in both card versions' shapes at once, 1.0's requirements,
+// 0.3's security list, and the older dialect's authentication member.
+// What a worker registered there is replaced, never trusted.
+func (s *Server) declareSecurity(c *schemas.AgentCard) {
+	c.SecuritySchemes, c.SecurityRequirements, c.Security, c.Authentication = nil, nil, nil, nil
+	a := s.cfg.Auth
+	if a == nil || a.Anonymous() {
+		return
+	}
+	c.SecuritySchemes = a.UnionSecuritySchemes()
+	_, c.SecurityRequirements = a.CardSecurity()
+	_, c.Security = a.CardSecurity03()
+	c.Authentication = &schemas.LegacyAuthentication{Schemes: a.LegacySchemes()}
 }

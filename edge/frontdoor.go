@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/edge/auth"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -123,6 +124,12 @@ func (s *Server) serve(b *binding, decode decodeFunc) http.HandlerFunc {
 		defer o.done()
 		c := &call{obs: o, version: a2aVersion(r), trace: r.Header.Get("traceparent"),
 			lastEventID: r.Header.Get("Last-Event-ID"), accept: r.Header.Get("Accept")}
+		who, err := s.authenticate(r)
+		if err != nil {
+			s.refuseCaller(w, r, b, c, err)
+			return
+		}
+		c.caller = who
 		agent, ok := b.agentOf(s, r)
 		c.agent = agent
 		if !ok {
@@ -181,6 +188,75 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, b *binding,
 		return
 	}
 	b.writeError(w, c, pe, 0)
+}
+
+// authenticate tells who sent r, with the configured schemes; with none,
+// every caller is the one anonymous principal ("").
+func (s *Server) authenticate(r *http.Request) (caller, error) {
+	a := s.cfg.Auth
+	if a == nil || a.Anonymous() {
+		return caller{}, nil
+	}
+	p, err := a.Authenticate(r)
+	if err != nil {
+		return caller{}, err
+	}
+	return caller{principal: p.Name, tenant: p.Tenant, admin: p.Admin}, nil
+}
+
+// refuseCaller answers a request that failed authentication: 401 with the
+// challenge naming the schemes the card declares, 403, or 503 when the
+// issuer's keys cannot be fetched; in the binding's form. The log says who
+// and why, never the credential.
+func (s *Server) refuseCaller(w http.ResponseWriter, r *http.Request, b *binding, c *call, err error) {
+	var f *auth.Failure
+	if !errors.As(err, &f) {
+		s.refuse(w, b, c, schemas.AsError(err), 0)
+		return
+	}
+	kind := schemas.ErrUnauthenticated
+	switch f.Status {
+	case http.StatusForbidden:
+		kind = schemas.ErrPermissionDenied
+	case http.StatusServiceUnavailable:
+		kind = schemas.ErrUnavailable
+		s.log.Warn("cannot check credentials", "err", err)
+	}
+	if f.Challenge != "" {
+		w.Header().Set("WWW-Authenticate", f.Challenge)
+	}
+	s.log.Info("request refused", "status", f.Status, "reason", f.Reason, "scheme", f.Scheme, "remote", r.RemoteAddr, "path", r.URL.Path)
+	status := f.Status
+	if kind == schemas.ErrUnavailable {
+		status = 0 // the row's 503 with Retry-After
+	}
+	s.refuse(w, b, c, schemas.Errorf(kind, "%s", f.Reason), status)
+}
+
+// adminOnly serves h to admin principals only when the edge authenticates
+// (and to anyone when public or anonymous).
+func (s *Server) adminOnly(h http.HandlerFunc, public bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !public {
+			who, err := s.authenticate(r)
+			var f *auth.Failure
+			switch {
+			case errors.As(err, &f):
+				if f.Challenge != "" {
+					w.Header().Set("WWW-Authenticate", f.Challenge)
+				}
+				writePlain(w, f.Status, f.Reason)
+				return
+			case err != nil:
+				writePlain(w, http.StatusInternalServerError, "cannot check credentials")
+				return
+			case s.cfg.Auth != nil && !s.cfg.Auth.Anonymous() && !who.admin:
+				writePlain(w, http.StatusForbidden, "only an admin principal may read this")
+				return
+			}
+		}
+		h(w, r)
+	}
 }
 
 // refuse answers a call with an error in its binding's form.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/edge/auth"
 )
 
 // Config tunes an edge. Zero fields take the defaults documented on each
@@ -55,6 +56,13 @@ type Config struct {
 	// StreamWriteTimeout bounds one write to an SSE client; a client that
 	// takes no data for this long is disconnected. Default 60s.
 	StreamWriteTimeout time.Duration
+	// Auth authenticates every A2A request at the front door; nil (or an
+	// anonymous authenticator) serves every caller as one anonymous
+	// principal. The agent cards declare its schemes.
+	Auth *auth.Authenticator
+	// PublicMetrics serves /metrics without credentials when Auth is set;
+	// otherwise only admin principals read it.
+	PublicMetrics bool
 	// LoopbackOnly says the edge listens on loopback addresses only. A
 	// request there whose Host is neither a loopback name nor PublicURL's
 	// host comes from a browser page whose DNS name was rebound to
@@ -156,7 +164,7 @@ func (s *Server) routes() {
 	s.restRoutes("/agents/{agent}")
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writePlain(w, http.StatusOK, "ok") })
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
-	s.mux.HandleFunc("GET /metrics", MetricsHandler(s.b.Metrics()))
+	s.mux.HandleFunc("GET /metrics", s.adminOnly(MetricsHandler(s.b.Metrics()), s.cfg.PublicMetrics))
 }
 
 // Handler returns the HTTP handler of the edge. Every route is also served

@@ -50,6 +50,13 @@ var (
 	// has no standard code for it, so it uses the internal-error code with
 	// its own reason, and HTTP 503 with Retry-After.
 	ErrUnavailable = &Error{Code: -32603, Reason: "UNAVAILABLE", HTTPStatus: 503, GRPCStatus: "UNAVAILABLE", Message: "service temporarily unavailable", RetryAfter: 1}
+	// ErrUnauthenticated and ErrPermissionDenied are the answers of the
+	// edge's authentication: no or bad credentials (HTTP 401 with
+	// WWW-Authenticate), or a principal not allowed (403). A2A names no
+	// JSON-RPC codes for them; a2abus uses the ones the official Go SDK
+	// uses, −31401 and −31403, on every binding.
+	ErrUnauthenticated  = &Error{Code: -31401, Reason: "UNAUTHENTICATED", HTTPStatus: 401, GRPCStatus: "UNAUTHENTICATED", Message: "authentication required"}
+	ErrPermissionDenied = &Error{Code: -31403, Reason: "PERMISSION_DENIED", HTTPStatus: 403, GRPCStatus: "PERMISSION_DENIED", Message: "permission denied"}
 )
 
 // ErrorTable lists every row, for documentation and exhaustive tests.
@@ -58,6 +65,7 @@ var ErrorTable = []*Error{
 	ErrTaskNotFound, ErrTaskNotCancelable, ErrPushNotSupported, ErrUnsupportedOperation,
 	ErrContentTypeNotSupported, ErrInvalidAgentResponse, ErrExtendedCardNotConfigured,
 	ErrExtensionSupportRequired, ErrVersionNotSupported, ErrUnavailable,
+	ErrUnauthenticated, ErrPermissionDenied,
 }
 
 // Error returns the message.

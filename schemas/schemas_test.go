@@ -128,6 +128,9 @@ func TestVocabErrorTableRows(t *testing.T) {
 		{ErrExtensionSupportRequired, -32008, "EXTENSION_SUPPORT_REQUIRED", 400, "FAILED_PRECONDITION"},
 		{ErrVersionNotSupported, -32009, "VERSION_NOT_SUPPORTED", 400, "FAILED_PRECONDITION"},
 		{ErrUnavailable, -32603, "UNAVAILABLE", 503, "UNAVAILABLE"},
+		// Authentication's, with the codes of the official Go SDK.
+		{ErrUnauthenticated, -31401, "UNAUTHENTICATED", 401, "UNAUTHENTICATED"},
+		{ErrPermissionDenied, -31403, "PERMISSION_DENIED", 403, "PERMISSION_DENIED"},
 	}
 	if len(ErrorTable) != len(want) {
 		t.Errorf("ErrorTable has %d rows, want %d", len(ErrorTable), len(want))

@@ -126,6 +126,8 @@ var byGRPCStatus = map[string]*Error{
 	"FAILED_PRECONDITION": ErrUnsupportedOperation,
 	"INTERNAL":            ErrInternal,
 	"UNAVAILABLE":         ErrUnavailable,
+	"UNAUTHENTICATED":     ErrUnauthenticated,
+	"PERMISSION_DENIED":   ErrPermissionDenied,
 }
 
 // errorInfoOf finds the ErrorInfo in error details: a 1.0 details array of

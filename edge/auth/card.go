@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -140,4 +141,21 @@ func mustJSON(v any) json.RawMessage {
 		panic("auth: card security: " + err.Error())
 	}
 	return b
+}
+
+// LegacySchemes names the configured schemes as the older tasks/send
+// dialect's cards do (authentication.schemes: "bearer", "apiKey"). nil
+// when the authenticator is anonymous.
+func (a *Authenticator) LegacySchemes() []string {
+	var out []string
+	if a.keys != nil {
+		out = append(out, "apiKey")
+		if a.keysAsBearer {
+			out = append(out, "bearer")
+		}
+	}
+	if a.jwt != nil && !slices.Contains(out, "bearer") {
+		out = append(out, "bearer")
+	}
+	return out
 }

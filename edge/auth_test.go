@@ -1,0 +1,266 @@
+package edge_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/a2abus/a2abus/edge"
+	"github.com/a2abus/a2abus/edge/auth"
+	"github.com/a2abus/a2abus/schemas"
+	"github.com/a2abus/a2abus/workers"
+)
+
+const (
+	aliceKey = "alice-key-0123456789abcdef"
+	bobKey   = "bob-key-0123456789abcdefgh"
+	opsKey   = "ops-key-0123456789abcdefgh"
+)
+
+// authHarness is an edge that authenticates with API keys of three
+// principals: alice, bob and the admin ops.
+func authHarness(t *testing.T) *harness {
+	t.Helper()
+	a, err := auth.New(context.Background(), auth.Config{APIKeys: []auth.APIKey{
+		{Key: aliceKey, Principal: "alice"}, {Key: bobKey, Principal: "bob"}, {Key: opsKey, Principal: "ops", Admin: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newHarness(t, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo")},
+		edge: edge.Config{Auth: a, DefaultAgent: "echo"}})
+}
+
+// as sends one request with key (none when ""), and returns the status,
+// headers and body.
+func as(t *testing.T, key, method, url, contentType, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}
+
+// Every A2A request of every binding and dialect passes the front door's
+// authentication: without credentials, or with a wrong key, it is refused
+// with 401 and a challenge naming the scheme, in the binding's error form;
+// the card and health stay public, and the card declares the scheme.
+func TestEveryRouteRequiresCredentials(t *testing.T) {
+	h := authHarness(t)
+	id := schemas.NewID()
+	msg := map[string]any{"messageId": "m", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "x"}}}
+	legacy := legacyParams("client-1", "", "x")
+	rpc := func(method string, params any) [4]string {
+		return [4]string{"POST", "/agents/echo", "application/json", rpcBody(1, method, params)}
+	}
+	cases := map[string][4]string{
+		"1.0 SendMessage":          rpc("SendMessage", map[string]any{"message": msg}),
+		"1.0 SendStreamingMessage": rpc("SendStreamingMessage", map[string]any{"message": msg}),
+		"1.0 GetTask":              rpc("GetTask", map[string]any{"id": id}),
+		"1.0 ListTasks":            rpc("ListTasks", map[string]any{}),
+		"1.0 CancelTask":           rpc("CancelTask", map[string]any{"id": id}),
+		"1.0 SubscribeToTask":      rpc("SubscribeToTask", map[string]any{"id": id}),
+		"1.0 extended card":        rpc("GetExtendedAgentCard", map[string]any{}),
+		"1.0 push config":          rpc("CreateTaskPushNotificationConfig", map[string]any{}),
+		"0.3 message/send":         rpc("message/send", map[string]any{"message": map[string]any{"messageId": "m", "role": "user", "parts": []any{map[string]any{"kind": "text", "text": "x"}}}}),
+		"0.3 tasks/get":            rpc("tasks/get", map[string]any{"id": id}),
+		"0.3 tasks/resubscribe":    rpc("tasks/resubscribe", map[string]any{"id": id}),
+		"older tasks/send":         rpc("tasks/send", legacy),
+		"older sendSubscribe":      rpc("tasks/sendSubscribe", legacy),
+		"ping":                     rpc("ping", nil),
+		"root JSON-RPC":            {"POST", "/", "application/json", rpcBody(1, "GetTask", map[string]any{"id": id})},
+		"REST message:send":        {"POST", "/agents/echo/message:send", "application/json", `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]}}`},
+		"REST message:stream":      {"POST", "/message:stream", "application/json", `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]}}`},
+		"REST get":                 {"GET", "/agents/echo/tasks/" + id, "", ""},
+		"REST list":                {"GET", "/tasks", "", ""},
+		"REST cancel":              {"POST", "/tasks/" + id + ":cancel", "application/json", "{}"},
+		"REST subscribe":           {"GET", "/tasks/" + id + ":subscribe", "", ""},
+		"REST push":                {"GET", "/tasks/" + id + "/pushNotificationConfigs", "", ""},
+		"OpenFang send":            {"POST", "/a2a/tasks/send", "application/json", rpcBody(1, "tasks/send", legacy)},
+		"OpenFang get":             {"GET", "/a2a/tasks/client-1", "", ""},
+		"OpenFang cancel":          {"POST", "/a2a/tasks/client-1/cancel", "", ""},
+		"metrics":                  {"GET", "/metrics", "", ""},
+	}
+	for name, c := range cases {
+		for _, key := range []string{"", "not-a-key-of-anyone-0123456789"} {
+			status, hdr, body := as(t, key, c[0], h.url+c[1], c[2], c[3])
+			if status != http.StatusUnauthorized || !strings.Contains(hdr.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("%s with key %q: %d %q %s", name, key, status, hdr.Get("WWW-Authenticate"), body)
+				continue
+			}
+			if c[1] == "/metrics" {
+				continue
+			}
+			if !bytes.Contains(body, []byte(`-31401`)) && !bytes.Contains(body, []byte(`"UNAUTHENTICATED"`)) {
+				t.Errorf("%s: the refusal does not name the error: %s", name, body)
+			}
+			if bytes.Contains(body, []byte(key)) && key != "" {
+				t.Errorf("%s: the refusal repeats the credential", name)
+			}
+		}
+	}
+	// Public: the cards and health; the card declares what is enforced.
+	for _, p := range []string{"/.well-known/agent-card.json", "/.well-known/agent.json", "/agents/echo/.well-known/agent-card.json", "/healthz", "/readyz", "/a2a/agents"} {
+		if status, _, body := as(t, "", "GET", h.url+p, "", ""); status != http.StatusOK {
+			t.Errorf("GET %s without credentials: %d %s", p, status, body)
+		}
+	}
+	_, _, body := as(t, "", "GET", h.url+"/.well-known/agent-card.json", "", "")
+	var card schemas.AgentCard
+	if err := json.Unmarshal(body, &card); err != nil || card.SecuritySchemes["apiKey"] == nil || len(card.SecurityRequirements) == 0 || len(card.Security) == 0 {
+		t.Fatalf("card security: %s", body)
+	}
+	// With a key, the same requests are served.
+	if status, _, body := as(t, aliceKey, "POST", h.url+"/agents/echo", "application/json", rpcBody(1, "SendMessage", map[string]any{"message": msg})); status != http.StatusOK || !bytes.Contains(body, []byte("TASK_STATE_COMPLETED")) {
+		t.Fatalf("alice's send: %d %s", status, body)
+	}
+	if status, _, _ := as(t, opsKey, "GET", h.url+"/metrics", "", ""); status != http.StatusOK {
+		t.Fatalf("the admin reads metrics: %d", status)
+	}
+	if status, _, _ := as(t, bobKey, "GET", h.url+"/metrics", "", ""); status != http.StatusForbidden {
+		t.Fatalf("a non-admin reads metrics: %d", status)
+	}
+}
+
+// A task is its creator's: every operation of another principal answers
+// exactly as for a task that does not exist, listing shows only one's own
+// tasks, and an admin sees all.
+func TestCallersSeeOnlyTheirOwnTasks(t *testing.T) {
+	h := authHarness(t)
+	send := func(key, text string) schemas.Task {
+		t.Helper()
+		_, _, body := as(t, key, "POST", h.url+"/agents/echo", "application/json", rpcBody(1, "SendMessage", map[string]any{
+			"message": map[string]any{"messageId": schemas.NewID(), "role": "ROLE_USER", "parts": []any{map[string]any{"text": text}}}}))
+		var r struct {
+			Result schemas.SendMessageResponse `json:"result"`
+		}
+		if err := json.Unmarshal(body, &r); err != nil || r.Result.Task == nil {
+			t.Fatalf("send: %s", body)
+		}
+		return *r.Result.Task
+	}
+	alice := send(aliceKey, "alice's")
+	ask := send(aliceKey, workers.AskCommand) // waits in INPUT_REQUIRED
+	missing := schemas.NewID()
+	same := func(what, method string, params func(id string) any) {
+		t.Helper()
+		for _, id := range []string{alice.ID, ask.ID} {
+			_, _, got := as(t, bobKey, "POST", h.url+"/agents/echo", "application/json", rpcBody(1, method, params(id)))
+			_, _, want := as(t, bobKey, "POST", h.url+"/agents/echo", "application/json", rpcBody(1, method, params(missing)))
+			if g, w := strings.ReplaceAll(string(got), id, "ID"), strings.ReplaceAll(string(want), missing, "ID"); g != w {
+				t.Errorf("%s of another's task:\n got %s\nwant %s", what, g, w)
+			}
+		}
+	}
+	same("GetTask", "GetTask", func(id string) any { return map[string]any{"id": id} })
+	same("CancelTask", "CancelTask", func(id string) any { return map[string]any{"id": id} })
+	same("0.3 tasks/get", "tasks/get", func(id string) any { return map[string]any{"id": id} })
+	same("continuing", "SendMessage", func(id string) any {
+		return map[string]any{"message": map[string]any{"messageId": "m-" + id, "taskId": id, "role": "ROLE_USER", "parts": []any{map[string]any{"text": "mine now"}}}}
+	})
+	for _, p := range []string{"/agents/echo/tasks/", "/agents/echo/tasks/"} {
+		sa, _, a := as(t, bobKey, "GET", h.url+p+alice.ID, "", "")
+		sm, _, m := as(t, bobKey, "GET", h.url+p+missing, "", "")
+		if sa != sm || strings.ReplaceAll(string(a), alice.ID, "ID") != strings.ReplaceAll(string(m), missing, "ID") {
+			t.Errorf("REST get of another's task: %d %s, missing: %d %s", sa, a, sm, m)
+		}
+	}
+	// Streams too: a subscription to another's task is refused as a
+	// missing one, with or without a resume cursor.
+	for _, cursor := range []string{"", "1"} {
+		req, _ := http.NewRequest("POST", h.url+"/agents/echo", strings.NewReader(rpcBody(1, "SubscribeToTask", map[string]any{"id": ask.ID})))
+		req.Header.Set("Authorization", "Bearer "+bobKey)
+		req.Header.Set("Accept", "text/event-stream")
+		if cursor != "" {
+			req.Header.Set("Last-Event-ID", cursor)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !bytes.Contains(b, []byte("-32001")) {
+			t.Errorf("bob subscribing to alice's task (cursor %q): %s", cursor, b)
+		}
+	}
+	list := func(key string, params map[string]any) []string {
+		t.Helper()
+		_, _, body := as(t, key, "POST", h.url+"/agents/echo", "application/json", rpcBody(1, "ListTasks", params))
+		var r struct {
+			Result schemas.ListTasksResponse `json:"result"`
+		}
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatalf("list: %s", body)
+		}
+		var ids []string
+		for _, t := range r.Result.Tasks {
+			ids = append(ids, t.ID)
+		}
+		return ids
+	}
+	if got := list(bobKey, map[string]any{}); len(got) != 0 {
+		t.Errorf("bob lists %v", got)
+	}
+	if got := list(bobKey, map[string]any{"contextId": alice.ContextID}); len(got) != 0 {
+		t.Errorf("bob lists alice's context: %v", got)
+	}
+	if got := list(aliceKey, map[string]any{}); len(got) != 2 {
+		t.Errorf("alice lists %v", got)
+	}
+	if got := list(opsKey, map[string]any{}); len(got) != 2 {
+		t.Errorf("the admin lists %v", got)
+	}
+	// The task is still alice's, untouched: bob's cancel did nothing.
+	_, _, body := as(t, aliceKey, "POST", h.url+"/agents/echo", "application/json", rpcBody(1, "GetTask", map[string]any{"id": ask.ID}))
+	if !bytes.Contains(body, []byte("TASK_STATE_INPUT_REQUIRED")) {
+		t.Fatalf("alice's task after bob's attempts: %s", body)
+	}
+}
+
+// In the older dialect the client names the task: two callers that choose
+// the same id get two tasks, and neither reaches the other's.
+func TestClientChosenIDsArePrivate(t *testing.T) {
+	h := authHarness(t)
+	send := func(key, text string) schemas.LegacyTask {
+		t.Helper()
+		_, _, body := as(t, key, "POST", h.url+"/agents/echo", "application/json", rpcBody(1, "tasks/send", legacyParams("shared-1", "", text)))
+		var r struct {
+			Result schemas.LegacyTask `json:"result"`
+		}
+		if err := json.Unmarshal(body, &r); err != nil || r.Result.ID != "shared-1" {
+			t.Fatalf("tasks/send: %s", body)
+		}
+		return r.Result
+	}
+	send(aliceKey, workers.AskCommand) // alice's waits for input
+	bob := send(bobKey, "bob's own")
+	if bob.Status.State != "completed" || len(bob.History) == 0 || *bob.History[0].Parts[0].Text != "bob's own" {
+		t.Fatalf("bob's task is not his own new one: %+v", bob)
+	}
+	// alice's task still waits for her; her answer completes it.
+	alice := send(aliceKey, "the answer")
+	if alice.Status.State != "completed" || len(alice.History) < 2 {
+		t.Fatalf("alice's task: %+v", alice)
+	}
+	// OpenFang's routes see the same separation.
+	_, _, a := as(t, aliceKey, "GET", h.url+"/a2a/tasks/shared-1", "", "")
+	_, _, b := as(t, bobKey, "GET", h.url+"/a2a/tasks/shared-1", "", "")
+	if bytes.Equal(a, b) || !bytes.Contains(a, []byte("the answer")) || bytes.Contains(b, []byte("the answer")) {
+		t.Fatalf("OpenFang get:\nalice %s\nbob   %s", a, b)
+	}
+}
