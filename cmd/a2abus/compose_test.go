@@ -78,7 +78,8 @@ func TestComposeMatchesProcessTopology(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`NATS_URL: nats://nats-1:4222,nats://nats-2:4222,nats://nats-3:4222`, `A2ABUS_REPLICAS: "3"`, `dockerfile: cmd/a2abus/Dockerfile`} {
+	// The edges listen on every address, so they must authenticate.
+	for _, want := range []string{`NATS_URL: nats://nats-1:4222,nats://nats-2:4222,nats://nats-3:4222`, `A2ABUS_REPLICAS: "3"`, `dockerfile: cmd/a2abus/Dockerfile`, `A2ABUS_API_KEYS: ${A2ABUS_API_KEYS:?`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("compose.yaml lacks %s", want)
 		}

@@ -113,6 +113,48 @@ type Config struct {
 	// worker process, which has no HTTP port. An edge also serves them at
 	// /metrics on its A2A listener. Empty (the default) starts nothing.
 	MetricsListen string `json:"metricsListen"`
+	// Auth is how an edge authenticates its callers. With no scheme
+	// configured the edge serves everyone as one anonymous principal, which
+	// it does only on a loopback address unless AllowAnonymous says so.
+	Auth AuthConfig `json:"auth"`
+}
+
+// AuthConfig configures the edge's authentication (edge/auth). Secrets
+// come from files or the environment: API keys from APIKeyFile or
+// A2ABUS_API_KEYS ("key=principal,..."), or the config file's apiKeys
+// (keep that file private).
+type AuthConfig struct {
+	APIKeys      []APIKeyConfig `json:"apiKeys,omitempty"`
+	APIKeyFile   string         `json:"apiKeyFile,omitempty"`
+	APIKeyHeader string         `json:"apiKeyHeader,omitempty"`
+	JWT          *JWTConfig     `json:"jwt,omitempty"`
+	// Admins name the principals that see every principal's tasks (of
+	// their tenant) and read /metrics.
+	Admins []string `json:"admins,omitempty"`
+	// AllowAnonymous lets an edge without authentication listen beyond
+	// loopback.
+	AllowAnonymous bool `json:"allowAnonymous,omitempty"`
+	// PublicMetrics serves /metrics without credentials.
+	PublicMetrics bool `json:"publicMetrics,omitempty"`
+
+	apiKeysEnv string // $A2ABUS_API_KEYS
+}
+
+// APIKeyConfig is one API key and the principal it stands for.
+type APIKeyConfig struct {
+	Key       string `json:"key"`
+	Principal string `json:"principal"`
+	Admin     bool   `json:"admin,omitempty"`
+}
+
+// JWTConfig accepts JWT bearer tokens of one issuer.
+type JWTConfig struct {
+	JWKSURL        string   `json:"jwksUrl,omitempty"`
+	Issuer         string   `json:"issuer,omitempty"`
+	Audience       []string `json:"audience,omitempty"`
+	Algorithms     []string `json:"algorithms,omitempty"`
+	PrincipalClaim string   `json:"principalClaim,omitempty"`
+	TenantClaim    string   `json:"tenantClaim,omitempty"`
 }
 
 // AgentConfig is one agent to run.
@@ -299,7 +341,48 @@ func settings() []setting {
 		{"metrics-listen", "A2ABUS_METRICS_LISTEN", "HOST:PORT serving Prometheus metrics at /metrics on their own listener, e.g. for a worker (an edge also serves /metrics; default off)", str(func(c *Config) *string { return &c.MetricsListen })},
 		{"pprof", "A2ABUS_PPROF", "HOST:PORT serving Go's profiler (net/http/pprof) for diagnosis; keep it on loopback (default off)", str(func(c *Config) *string { return &c.Pprof })},
 		{"log-format", "A2ABUS_LOG_FORMAT", "text or json (default text)", str(func(c *Config) *string { return &c.LogFormat })},
+		{"api-key-file", "A2ABUS_API_KEY_FILE", `file of API keys the edge accepts, one "KEY PRINCIPAL [admin]" per line (API keys themselves also come from $A2ABUS_API_KEYS as "key=principal,...")`, str(func(c *Config) *string { return &c.Auth.APIKeyFile })},
+		{"api-key-header", "A2ABUS_API_KEY_HEADER", "header API keys are read from (default Authorization: Bearer KEY, and X-API-Key)", str(func(c *Config) *string { return &c.Auth.APIKeyHeader })},
+		{"jwt-jwks-url", "A2ABUS_JWT_JWKS_URL", "accept JWT bearer tokens signed by the keys at this JWKS URL", jwt(func(j *JWTConfig, v string) { j.JWKSURL = v })},
+		{"jwt-issuer", "A2ABUS_JWT_ISSUER", "the JWT issuer (iss); without --jwt-jwks-url its keys come from OpenID Connect discovery", jwt(func(j *JWTConfig, v string) { j.Issuer = v })},
+		{"jwt-audience", "A2ABUS_JWT_AUDIENCE", "accepted JWT audiences, comma-separated (required with JWT)", jwt(func(j *JWTConfig, v string) { j.Audience = splitList(v) })},
+		{"jwt-principal-claim", "A2ABUS_JWT_PRINCIPAL_CLAIM", "JWT claim naming the principal (default sub)", jwt(func(j *JWTConfig, v string) { j.PrincipalClaim = v })},
+		{"jwt-tenant-claim", "A2ABUS_JWT_TENANT_CLAIM", "JWT claim naming the tenant (default none)", jwt(func(j *JWTConfig, v string) { j.TenantClaim = v })},
+		{"admins", "A2ABUS_ADMINS", "principals that see every principal's tasks and read /metrics, comma-separated", func(c *Config, v string) error { c.Auth.Admins = splitList(v); return nil }},
+		{"allow-anonymous", "A2ABUS_ALLOW_ANONYMOUS", "let an edge without authentication listen beyond loopback: true or false (default false)", boolean(func(c *Config) *bool { return &c.Auth.AllowAnonymous })},
+		{"metrics-public", "A2ABUS_METRICS_PUBLIC", "serve /metrics without credentials when the edge authenticates: true or false (default false)", boolean(func(c *Config) *bool { return &c.Auth.PublicMetrics })},
 	}
+}
+
+func jwt(f func(*JWTConfig, string)) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if c.Auth.JWT == nil {
+			c.Auth.JWT = &JWTConfig{}
+		}
+		f(c.Auth.JWT, v)
+		return nil
+	}
+}
+
+func boolean(f func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be true or false, got %q", v)
+		}
+		*f(c) = b
+		return nil
+	}
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // agentList is the repeatable --agent flag.
@@ -343,6 +426,11 @@ func loadConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (Co
 				return cfg, fmt.Errorf("$%s=%q: %w", s.env, v, err)
 			}
 		}
+	}
+	if v := getenv("A2ABUS_API_KEYS"); v != "" {
+		// Keys only from the environment, never a flag: a command line is
+		// visible to every user of the machine.
+		cfg.Auth.apiKeysEnv = v
 	}
 	if v := getenv("A2ABUS_AGENTS"); v != "" && len(agents) == 0 {
 		for _, a := range strings.Split(v, ",") {

@@ -26,6 +26,7 @@ import (
 	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/discovery"
 	"github.com/a2abus/a2abus/edge"
+	"github.com/a2abus/a2abus/edge/auth"
 	"github.com/a2abus/a2abus/workers"
 )
 
@@ -125,6 +126,10 @@ type process struct {
 	// metrics is the process's registry, shared by the bus, the edge, the
 	// runners and the card resolver.
 	metrics *bus.Metrics
+	// anonymous is set when the edge authenticates no one; schemes names
+	// the schemes it takes otherwise (for the start-up banner).
+	anonymous bool
+	schemes   []string
 }
 
 func (p *process) busConfig(role string, srv *bus.Server) bus.Config {
@@ -169,9 +174,15 @@ func (p *process) run(ctx context.Context, cmd string) error {
 	// The edge's port is bound before anything else starts, so a port
 	// conflict fails at once, and it answers from then on: alive, but 503
 	// "not ready" to every A2A request until the edge follows the bus.
+	// Its authentication is checked before that: a mistake there, or an
+	// anonymous edge on a public address, fails before anything listens.
 	var web *edgeHTTP
+	var authn *auth.Authenticator
 	if cmd == "serve" || cmd == "edge" {
 		var err error
+		if authn, err = p.authenticator(ctx); err != nil {
+			return err
+		}
 		if web, err = p.listen(); err != nil {
 			return err
 		}
@@ -281,6 +292,8 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		OrphanAfter:        time.Duration(p.cfg.OrphanAfter),
 		BlockingTimeout:    time.Duration(p.cfg.BlockingTimeout),
 		LoopbackOnly:       loopbackAddr(p.cfg.Listen),
+		Auth:               authn,
+		PublicMetrics:      p.cfg.Auth.PublicMetrics,
 		Logger:             p.log,
 	})
 	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
@@ -411,6 +424,12 @@ func (p *process) announce(cmd, addr string, srv *bus.Server) {
 	fmt.Fprintf(p.out, "  agent card     %s/.well-known/agent-card.json\n", base)
 	fmt.Fprintf(p.out, "  JSON-RPC       %s/  (default agent %q)\n", base, p.cfg.DefaultAgent)
 	fmt.Fprintf(p.out, "  agents         %s/a2a/agents\n", base)
+	if p.anonymous {
+		fmt.Fprintf(p.out, "  AUTH           NONE: anyone who can reach %s can read, list and cancel every task.\n", addr)
+		fmt.Fprintf(p.out, "                 Configure --api-key-file, $A2ABUS_API_KEYS or --jwt-* before exposing it (see README).\n")
+	} else {
+		fmt.Fprintf(p.out, "  auth           %s\n", strings.Join(p.schemes, ", "))
+	}
 	if srv != nil && srv.ClientURL() != "" {
 		fmt.Fprintf(p.out, "  NATS           %s  (join with: a2abus worker --nats %s --agent NAME)\n", srv.ClientURL(), srv.ClientURL())
 	}
@@ -493,4 +512,47 @@ func loopbackAddr(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// authenticator builds the edge's authentication from the configuration.
+// An edge without any scheme serves one anonymous principal, and only on
+// a loopback address unless anonymity is allowed explicitly.
+func (p *process) authenticator(ctx context.Context) (*auth.Authenticator, error) {
+	ac := p.cfg.Auth
+	cfg := auth.Config{APIKeyHeader: ac.APIKeyHeader, Admins: ac.Admins}
+	for _, k := range ac.APIKeys {
+		cfg.APIKeys = append(cfg.APIKeys, auth.APIKey{Key: k.Key, Principal: k.Principal, Admin: k.Admin})
+	}
+	if ac.APIKeyFile != "" {
+		keys, err := auth.LoadAPIKeyFile(ac.APIKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.APIKeys = append(cfg.APIKeys, keys...)
+	}
+	if ac.apiKeysEnv != "" {
+		keys, err := auth.ParseAPIKeys(ac.apiKeysEnv)
+		if err != nil {
+			return nil, fmt.Errorf("$A2ABUS_API_KEYS: %w", err)
+		}
+		cfg.APIKeys = append(cfg.APIKeys, keys...)
+	}
+	if j := ac.JWT; j != nil {
+		cfg.JWT = &auth.JWTConfig{JWKSURL: j.JWKSURL, Issuer: j.Issuer, Audience: j.Audience, Algorithms: j.Algorithms,
+			PrincipalClaim: j.PrincipalClaim, TenantClaim: j.TenantClaim}
+	}
+	a, err := auth.New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if a.Anonymous() {
+		if !loopbackAddr(p.cfg.Listen) && !ac.AllowAnonymous {
+			return nil, fmt.Errorf("refusing to serve A2A on %s without authentication: anyone who reaches it could read and cancel every task; configure API keys (--api-key-file, $A2ABUS_API_KEYS) or JWT (--jwt-issuer, --jwt-audience), or pass --allow-anonymous", p.cfg.Listen)
+		}
+		p.anonymous = true
+		p.log.Warn("the edge serves without authentication", "listen", p.cfg.Listen)
+		return a, nil
+	}
+	p.schemes = a.LegacySchemes()
+	return a, nil
 }

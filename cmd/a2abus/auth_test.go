@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// An edge that would listen beyond loopback with no authentication
+// refuses to start, saying how to configure it; --allow-anonymous is the
+// explicit way out. (It fails before binding anything.)
+func TestAnonymousEdgeOnlyOnLoopback(t *testing.T) {
+	var out, errOut bytes.Buffer
+	args := []string{"serve", "--data-dir", t.TempDir(), "--nats-listen", "off", "--listen", "0.0.0.0:0"}
+	err := run(t.Context(), args, &out, &errOut, func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "without authentication") || !strings.Contains(err.Error(), "--allow-anonymous") {
+		t.Fatalf("err = %v", err)
+	}
+	// A bad key configuration fails at start too, without showing the key.
+	err = run(t.Context(), []string{"serve", "--data-dir", t.TempDir(), "--nats-listen", "off", "--listen", "127.0.0.1:0"}, &out, &errOut,
+		func(k string) string {
+			if k == "A2ABUS_API_KEYS" {
+				return "short=alice"
+			}
+			return ""
+		})
+	if err == nil || strings.Contains(err.Error(), "short=") {
+		t.Fatalf("a too-short key: %v", err)
+	}
+}
+
+// serve with API keys from the environment: the banner says which schemes,
+// the card declares them, a request without a key is refused 401 with a
+// challenge, and one with a key is served.
+func TestServeWithAPIKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	const key = "a-key-of-alice-0123456789"
+	httpAddr := freeAddr(t)
+	p := startProcEnv(t, []string{"A2ABUS_API_KEYS=" + key + "=alice"},
+		"serve", "--listen", httpAddr, "--data-dir", filepath.Join(t.TempDir(), "data"), "--nats-listen", "off")
+	base := "http://" + httpAddr
+	waitReady(t, p, base)
+	if out := p.output(); !strings.Contains(out, "auth ") || strings.Contains(out, "NONE") || strings.Contains(out, key) {
+		t.Fatalf("banner:\n%s", out)
+	}
+	resp, err := http.Get(base + "/.well-known/agent-card.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var card schemas.AgentCard
+	err = json.NewDecoder(resp.Body).Decode(&card)
+	resp.Body.Close()
+	if err != nil || card.SecuritySchemes["apiKey"] == nil {
+		t.Fatalf("card: %+v %v", card.SecuritySchemes, err)
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`
+	post := func(k string) (int, string, string) {
+		req, _ := http.NewRequest("POST", base+"/", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if k != "" {
+			req.Header.Set("X-API-Key", k)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("WWW-Authenticate"), string(b)
+	}
+	if status, challenge, b := post(""); status != http.StatusUnauthorized || challenge == "" || !strings.Contains(b, "-31401") {
+		t.Fatalf("without a key: %d %q %s", status, challenge, b)
+	}
+	if status, _, b := post(key); status != http.StatusOK || !strings.Contains(b, "TASK_STATE_COMPLETED") {
+		t.Fatalf("with the key: %d %s", status, b)
+	}
+	if strings.Contains(p.output(), key) {
+		t.Fatal("the key reached the log")
+	}
+	p.stop(t)
+}
