@@ -206,7 +206,8 @@ func (s *Server) authenticate(r *http.Request) (caller, error) {
 
 // refuseCaller answers a request that failed authentication: 401 with the
 // challenge naming the schemes the card declares, 403, or 503 when the
-// issuer's keys cannot be fetched; in the binding's form. The log says who
+// issuer's keys cannot be fetched; in the binding's form (on JSON-RPC: the
+// error −31401/−31403 with HTTP 200, and the challenge header). The log says who
 // and why, never the credential.
 func (s *Server) refuseCaller(w http.ResponseWriter, r *http.Request, b *binding, c *call, err error) {
 	var f *auth.Failure
@@ -227,8 +228,12 @@ func (s *Server) refuseCaller(w http.ResponseWriter, r *http.Request, b *binding
 	}
 	s.log.Info("request refused", "status", f.Status, "reason", f.Reason, "scheme", f.Scheme, "remote", r.RemoteAddr, "path", r.URL.Path)
 	status := f.Status
-	if kind == schemas.ErrUnavailable {
-		status = 0 // the row's 503 with Retry-After
+	if kind == schemas.ErrUnavailable || b.rpc {
+		// The row's 503 with Retry-After; and on JSON-RPC, HTTP 200 like
+		// every JSON-RPC error, which is the only answer JSON-RPC clients
+		// (the official SDKs among them) read the error code from. The
+		// challenge header goes with it either way.
+		status = 0
 	}
 	s.refuse(w, b, c, schemas.Errorf(kind, "%s", f.Reason), status)
 }

@@ -37,6 +37,13 @@ var slow = workers.AgentFunc(func(ctx context.Context, req *workers.Request, out
 // startA2Abus runs a2abus in-process and returns its base URL.
 func startA2Abus(t *testing.T) string {
 	t.Helper()
+	return startA2AbusWith(t, edge.Config{DefaultAgent: "echo"})
+}
+
+// startA2AbusWith is startA2Abus with an edge configuration (PublicURL is
+// set to the test server's).
+func startA2AbusWith(t *testing.T, ecfg edge.Config) string {
+	t.Helper()
 	_, b := bustest.New(t, bustest.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	var stops []chan error
@@ -56,7 +63,8 @@ func startA2Abus(t *testing.T) string {
 		}
 	}
 	ts := httptest.NewUnstartedServer(nil)
-	e := edge.New(b, edge.Config{PublicURL: "http://" + ts.Listener.Addr().String(), DefaultAgent: "echo"})
+	ecfg.PublicURL = "http://" + ts.Listener.Addr().String()
+	e := edge.New(b, ecfg)
 	ts.Config.Handler = e.Handler()
 	ts.Start()
 	edgeDone := make(chan error, 1)
