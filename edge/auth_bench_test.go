@@ -96,7 +96,7 @@ func BenchmarkSendMessageAuth(b *testing.B) {
 					b.Fatalf("status %d: %s", resp.StatusCode, body)
 				}
 			}
-			post() // warm up (and fetch the JWKS once)
+			post()               // warm up (and fetch the JWKS once)
 			b.SetParallelism(32) // 64 clients on 2 CPUs
 			b.ReportAllocs()
 			b.ResetTimer()
