@@ -270,3 +270,38 @@ func TestClientChosenIDsArePrivate(t *testing.T) {
 		t.Fatalf("OpenFang get:\nalice %s\nbob   %s", a, b)
 	}
 }
+
+// An agent with extended skills declares an extended card on its public
+// card and serves it, with those skills, to authenticated callers only, on
+// every binding and version; an agent without any has none.
+func TestExtendedCardForAuthenticatedCallers(t *testing.T) {
+	a, err := auth.New(context.Background(), auth.Config{APIKeys: []auth.APIKey{{Key: aliceKey, Principal: "alice"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := schemas.AgentSkill{ID: "internal", Name: "Internal", Description: "only for callers we know", Tags: []string{"internal"}}
+	h := newHarness(t, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo"), workers.EchoDefinition("plain")},
+		edge: edge.Config{Auth: a, ExtendedSkills: map[string][]schemas.AgentSkill{"echo": {secret}}}})
+	_, _, body := as(t, "", "GET", h.url+"/agents/echo/.well-known/agent-card.json", "", "")
+	var public schemas.AgentCard
+	if err := json.Unmarshal(body, &public); err != nil || public.Capabilities.ExtendedAgentCard == nil || !*public.Capabilities.ExtendedAgentCard ||
+		public.SupportsAuthenticatedExtendedCard == nil || !*public.SupportsAuthenticatedExtendedCard || bytes.Contains(body, []byte("internal")) {
+		t.Fatalf("public card: %s", body)
+	}
+	hasSecret := func(b []byte) bool { return bytes.Contains(b, []byte(`"id":"internal"`)) }
+	for name, req := range map[string][4]string{
+		"1.0 JSON-RPC": {"POST", "/agents/echo", "application/json", rpcBody(1, "GetExtendedAgentCard", map[string]any{})},
+		"0.3 JSON-RPC": {"POST", "/agents/echo", "application/json", rpcBody(1, "agent/getAuthenticatedExtendedCard", nil)},
+		"HTTP+JSON":    {"GET", "/agents/echo/extendedAgentCard", "", ""},
+	} {
+		if status, _, b := as(t, "", req[0], h.url+req[1], req[2], req[3]); hasSecret(b) || (status != 401 && !bytes.Contains(b, []byte("-31401"))) {
+			t.Errorf("%s without credentials: %d %s", name, status, b)
+		}
+		if status, _, b := as(t, aliceKey, req[0], h.url+req[1], req[2], req[3]); status != 200 || !hasSecret(b) {
+			t.Errorf("%s with a key: %d %s", name, status, b)
+		}
+	}
+	if _, _, b := as(t, aliceKey, "POST", h.url+"/agents/plain", "application/json", rpcBody(1, "GetExtendedAgentCard", map[string]any{})); !bytes.Contains(b, []byte("-32007")) {
+		t.Errorf("an agent without extended skills: %s", b)
+	}
+}

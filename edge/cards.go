@@ -62,6 +62,9 @@ func (s *Server) card(reg schemas.AgentRegistration) schemas.AgentCard {
 	c.Capabilities.Streaming = schemas.Bool(true)
 	c.Capabilities.PushNotifications = schemas.Bool(false)
 	c.Capabilities.ExtendedAgentCard = nil
+	if s.hasExtendedCard(reg.Agent) {
+		c.Capabilities.ExtendedAgentCard = schemas.Bool(true)
+	}
 	if len(c.DefaultInputModes) == 0 {
 		c.DefaultInputModes = []string{"text/plain"}
 	}
@@ -196,4 +199,24 @@ func (s *Server) declareSecurity(c *schemas.AgentCard) {
 	_, c.SecurityRequirements = a.CardSecurity()
 	_, c.Security = a.CardSecurity03()
 	c.Authentication = &schemas.LegacyAuthentication{Schemes: a.LegacySchemes()}
+}
+
+// hasExtendedCard reports whether agent shows authenticated callers more
+// than its public card.
+func (s *Server) hasExtendedCard(agent string) bool {
+	a := s.cfg.Auth
+	return a != nil && !a.Anonymous() && len(s.cfg.ExtendedSkills[agent]) > 0
+}
+
+// extendedCard is the card of the called agent for an authenticated
+// caller: the public card with the agent's extended skills. The front door
+// has authenticated the caller before any method runs.
+func (s *Server) extendedCard(c *call) (schemas.AgentCard, error) {
+	reg, ok := s.agents.Get(c.agent)
+	if !ok || !s.hasExtendedCard(c.agent) {
+		return schemas.AgentCard{}, schemas.Errorf(schemas.ErrExtendedCardNotConfigured, "agent %s has no extended agent card (its card does not declare capabilities.extendedAgentCard)", c.agent)
+	}
+	card := s.card(reg)
+	card.Skills = append(append([]schemas.AgentSkill(nil), card.Skills...), s.cfg.ExtendedSkills[c.agent]...)
+	return card, nil
 }

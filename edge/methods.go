@@ -288,8 +288,12 @@ func (s *Server) listTasks(ctx context.Context, c *call, req *schemas.ListTasksR
 	return resp, nil
 }
 
-func (s *Server) rpcGetExtendedAgentCard(_ context.Context, _ *call) (any, error) {
-	return nil, schemas.Errorf(schemas.ErrUnsupportedOperation, "this agent does not offer an extended agent card (capabilities.extendedAgentCard is not set)")
+func (s *Server) rpcGetExtendedAgentCard(_ context.Context, c *call) (any, error) {
+	card, err := s.extendedCard(c)
+	if err != nil {
+		return nil, err
+	}
+	return card, nil
 }
 
 func (s *Server) rpcPushNotSupported(_ context.Context, c *call) (any, error) {

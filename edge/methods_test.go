@@ -225,7 +225,7 @@ func TestCancelErrors(t *testing.T) {
 
 func TestUnbuiltMethodsAnswerTheRightError(t *testing.T) {
 	h := newHarness(t, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo")}})
-	mustError(t, h.call("echo", "GetExtendedAgentCard", nil), schemas.ErrUnsupportedOperation)
+	mustError(t, h.call("echo", "GetExtendedAgentCard", nil), schemas.ErrExtendedCardNotConfigured)
 	for _, m := range []string{"CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"} {
 		mustError(t, h.call("echo", m, map[string]any{"taskId": schemas.NewID()}), schemas.ErrPushNotSupported)
 	}

@@ -127,7 +127,7 @@ func TestRESTRoutes(t *testing.T) {
 	}
 	restErr(t, h.rest("POST", "/agents/slow/tasks/"+running.ID+":teleport", "application/json", `{}`), schemas.ErrMethodNotFound)
 
-	restErr(t, h.rest("GET", "/agents/echo/extendedAgentCard", "", ""), schemas.ErrUnsupportedOperation)
+	restErr(t, h.rest("GET", "/agents/echo/extendedAgentCard", "", ""), schemas.ErrExtendedCardNotConfigured)
 	for _, m := range []string{"GET", "POST"} {
 		restErr(t, h.rest(m, "/agents/echo/tasks/"+task.ID+"/pushNotificationConfigs", "application/json", `{"url":"https://example.com/hook"}`), schemas.ErrPushNotSupported)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/edge/auth"
+	"github.com/a2abus/a2abus/schemas"
 )
 
 // Config tunes an edge. Zero fields take the defaults documented on each
@@ -60,6 +61,12 @@ type Config struct {
 	// anonymous authenticator) serves every caller as one anonymous
 	// principal. The agent cards declare its schemes.
 	Auth *auth.Authenticator
+	// ExtendedSkills are skills an agent shows only to authenticated
+	// callers, by agent name: its extended agent card
+	// (GetExtendedAgentCard) is its public card with these added, and its
+	// public card declares one. Only with Auth set; without
+	// authentication there is no one to show more to.
+	ExtendedSkills map[string][]schemas.AgentSkill
 	// PublicMetrics serves /metrics without credentials when Auth is set;
 	// otherwise only admin principals read it.
 	PublicMetrics bool

@@ -110,8 +110,13 @@ func (s *Server) cancelByParams(ctx context.Context, c *call) (*schemas.TaskReco
 	return rec, p.ID, err
 }
 
-func (s *Server) v03ExtendedCard(_ context.Context, _ *call) (any, error) {
-	return nil, schemas.Errorf(schemas.ErrExtendedCardNotConfigured, "this agent has no authenticated extended card")
+func (s *Server) v03ExtendedCard(_ context.Context, c *call) (any, error) {
+	// The card is a union card: 0.3 clients read its 0.3 fields.
+	card, err := s.extendedCard(c)
+	if err != nil {
+		return nil, err
+	}
+	return card, nil
 }
 
 func (s *Server) v03Stream(ctx context.Context, c *call, out streamOut) error {

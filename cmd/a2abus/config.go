@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/a2abus/a2abus/schemas"
 	"github.com/a2abus/a2abus/workers"
 )
 
@@ -192,6 +193,10 @@ type AgentConfig struct {
 	// Mode is "all" (default: complete only if every child did) or
 	// "partial" (complete if any did).
 	Mode string `json:"mode,omitempty"`
+	// ExtendedSkills are skills shown only to authenticated callers, on
+	// the agent's extended card (GetExtendedAgentCard); an edge that
+	// authenticates declares the extended card on the public one.
+	ExtendedSkills []schemas.AgentSkill `json:"extendedSkills,omitempty"`
 }
 
 // OutboundConfig is the SSRF guard of every request a2abus makes to

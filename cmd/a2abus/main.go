@@ -27,6 +27,7 @@ import (
 	"github.com/a2abus/a2abus/discovery"
 	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/edge/auth"
+	"github.com/a2abus/a2abus/schemas"
 	"github.com/a2abus/a2abus/workers"
 )
 
@@ -293,6 +294,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		BlockingTimeout:    time.Duration(p.cfg.BlockingTimeout),
 		LoopbackOnly:       loopbackAddr(p.cfg.Listen),
 		Auth:               authn,
+		ExtendedSkills:     p.extendedSkills(),
 		PublicMetrics:      p.cfg.Auth.PublicMetrics,
 		Logger:             p.log,
 	})
@@ -555,4 +557,15 @@ func (p *process) authenticator(ctx context.Context) (*auth.Authenticator, error
 	}
 	p.schemes = a.LegacySchemes()
 	return a, nil
+}
+
+// extendedSkills are the configured agents' extended-card skills, by name.
+func (p *process) extendedSkills() map[string][]schemas.AgentSkill {
+	out := map[string][]schemas.AgentSkill{}
+	for _, a := range p.cfg.Agents {
+		if len(a.ExtendedSkills) > 0 {
+			out[a.Name] = a.ExtendedSkills
+		}
+	}
+	return out
 }
