@@ -64,10 +64,15 @@ type Fetched struct {
 type Fetcher struct {
 	// HTTP is the client; default a Policy.Client for each Fetch, its
 	// idle connections closed afterwards (cards are fetched rarely).
-	HTTP    *http.Client
-	Policy  Policy
-	Header  http.Header
-	Timeout time.Duration // default 30s
+	HTTP   *http.Client
+	Policy Policy
+	Header http.Header
+	// Credentials, when set, authenticate every card request as for an
+	// agent whose card is not known yet (every credential configured is
+	// sent). Cards are public as a rule; set it for agents that protect
+	// theirs.
+	Credentials Credentials
+	Timeout     time.Duration // default 30s
 	// MaxBytes caps a card body. Default 1 MiB.
 	MaxBytes int64
 }
@@ -103,8 +108,8 @@ func CardURLs(base string) ([]string, error) {
 //
 // A card that fails ParseCard, or is larger than MaxBytes, gives an error
 // wrapping ErrInvalidCard; an agent that cannot be reached, or answers
-// another HTTP status, a *TransportError; a refused address one wrapping
-// ErrForbiddenAddress.
+// another HTTP status, a *TransportError, but HTTP 401 or 403 an
+// *AuthError; a refused address one wrapping ErrForbiddenAddress.
 func (f *Fetcher) Fetch(ctx context.Context, base, etag string) (*Fetched, error) {
 	urls, err := CardURLs(base)
 	if err != nil {
@@ -154,11 +159,20 @@ func (f *Fetcher) fetchOne(ctx context.Context, hc *http.Client, u, etag string)
 	if etag != "" {
 		req.Header.Set("If-None-Match", etag)
 	}
+	if f.Credentials != nil {
+		if err := f.Credentials.Apply(ctx, req, nil); err != nil {
+			return nil, 0, err
+		}
+	}
 	res, err := hc.Do(req)
 	if err != nil {
 		return nil, 0, &TransportError{URL: u, Err: unwrapURLError(err)}
 	}
 	defer drain(res.Body)
+	if isAuthStatus(res.StatusCode) {
+		body, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+		return nil, res.StatusCode, authError(u, res, body, nil, f.Credentials != nil)
+	}
 	now := time.Now()
 	cc := cacheControl(res.Header.Get("Cache-Control"))
 	if cc.hasMaxAge {
@@ -244,7 +258,8 @@ func cacheControl(h string) cachePolicy {
 // client relies on: name, description, version, skills, the default modes,
 // capabilities, and at least one interface with an absolute http(s) URL.
 // A 0.3 card (url + preferredTransport) gets the equivalent
-// supportedInterfaces, so callers read one shape.
+// supportedInterfaces, so callers read one shape (CardSecurity reads its
+// security in either shape).
 //
 // A card with a url but no supportedInterfaces is told apart by what it
 // declares: a protocolVersion names its version ("0.3.0"); without one,
@@ -415,8 +430,13 @@ func Endpoints(c *schemas.AgentCard, prefer ...string) []Endpoint {
 	return out
 }
 
-// ClientFor returns a client of the best interface of a card.
+// ClientFor returns a client of the best interface of a card, with
+// Options.Security read from the card (CardSecurity) unless set.
 func ClientFor(c *schemas.AgentCard, opts Options, prefer ...string) (*Client, error) {
+	if opts.Security == nil {
+		sec := CardSecurity(c)
+		opts.Security = &sec
+	}
 	eps := Endpoints(c, prefer...)
 	if len(eps) == 0 {
 		return nil, fmt.Errorf("discovery: agent %q offers no interface a2abus speaks (JSONRPC or HTTP+JSON, A2A 1.0 or 0.3, or the tasks/send dialect)", c.Name)

@@ -56,8 +56,15 @@ type Options struct {
 	HTTP *http.Client
 	// Policy guards outbound addresses when HTTP is nil.
 	Policy Policy
-	// Header is added to every request (authentication, for instance).
+	// Header is added to every request.
 	Header http.Header
+	// Credentials, when set, authenticate every request, chosen by
+	// Security (see Credentials.Apply). An agent that refuses an OAuth2
+	// token (HTTP 401) gets the request once more with a fresh one.
+	Credentials Credentials
+	// Security is what the agent's card declares about authentication;
+	// ClientFor fills it from the card. Nil: unknown.
+	Security *Security
 	// Timeout bounds each unary call, and how long a stream may take to
 	// start (not the stream itself, which lasts as long as the task).
 	// Default 30s.
@@ -80,6 +87,8 @@ type Client struct {
 	ep     Endpoint
 	http   *http.Client
 	header http.Header
+	creds  Credentials
+	sec    *Security
 	opts   Options
 	ids    atomic.Int64
 
@@ -125,7 +134,7 @@ func NewClient(ep Endpoint, opts Options) (*Client, error) {
 	if hc == nil {
 		hc = opts.Policy.Client(0)
 	}
-	return &Client{ep: ep, http: hc, header: opts.Header, opts: opts}, nil
+	return &Client{ep: ep, http: hc, header: opts.Header, creds: opts.Credentials, sec: opts.Security, opts: opts}, nil
 }
 
 // Endpoint returns the endpoint the client calls.
@@ -199,7 +208,8 @@ func inDialect[T any](c *Client, call func(dialect) (T, error)) (T, error) {
 // not read).
 func (c *Client) confirm(d dialect, err error) {
 	var pe *schemas.Error
-	if err == nil || (errors.As(err, &pe) && !errors.Is(err, schemas.ErrMethodNotFound) && !errors.Is(err, schemas.ErrInvalidAgentResponse)) {
+	var ae *AuthError
+	if err == nil || (errors.As(err, &pe) && !errors.As(err, &ae) && !errors.Is(err, schemas.ErrMethodNotFound) && !errors.Is(err, schemas.ErrInvalidAgentResponse)) {
 		c.spoken.CompareAndSwap(0, int32(d))
 	}
 }
@@ -673,15 +683,57 @@ func (c *Client) statusError(req *http.Request, res *http.Response, body []byte)
 
 // --- shared ---------------------------------------------------------------
 
+// do sends req with the client's credentials. An answer of HTTP 401 or
+// 403 is returned as an *AuthError; a 401 to a request whose credential
+// the Credentials can refresh (Refresher) is first sent once more with a
+// fresh one.
 func (c *Client) do(req *http.Request) (*http.Response, error) {
-	res, err := c.http.Do(req)
+	res, sent, err := c.send(req)
 	if err != nil {
-		if ctxErr := req.Context().Err(); ctxErr != nil && errors.Is(err, ctxErr) {
-			return nil, &TransportError{URL: req.URL.String(), Err: fmt.Errorf("no answer: %w", ctxErr)}
+		return nil, err
+	}
+	if rf, ok := c.creds.(Refresher); ok && res.StatusCode == http.StatusUnauthorized && (req.Body == nil || req.GetBody != nil) && rf.Invalidate(sent) {
+		drain(res.Body)
+		again := req.Clone(req.Context())
+		if req.GetBody != nil {
+			if again.Body, err = req.GetBody(); err != nil {
+				return nil, fmt.Errorf("discovery: %w", err)
+			}
 		}
-		return nil, &TransportError{URL: req.URL.String(), Err: unwrapURLError(err)}
+		if res, _, err = c.send(again); err != nil {
+			return nil, err
+		}
+	}
+	if isAuthStatus(res.StatusCode) {
+		defer drain(res.Body)
+		body, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+		return nil, authError(req.URL.String(), res, body, c.sec, c.creds != nil)
 	}
 	return res, nil
+}
+
+// send sends a copy of req with the client's credentials applied (req
+// itself stays as it was, for a retry and for messages: an API key may go
+// in the query), and returns the answer and the request as sent.
+func (c *Client) send(req *http.Request) (*http.Response, *http.Request, error) {
+	out := req
+	if c.creds != nil {
+		out = req.Clone(req.Context())
+		if err := c.creds.Apply(req.Context(), out, c.sec); err != nil {
+			if req.Body != nil {
+				_ = req.Body.Close()
+			}
+			return nil, nil, err
+		}
+	}
+	res, err := c.http.Do(out)
+	if err != nil {
+		if ctxErr := req.Context().Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			return nil, nil, &TransportError{URL: req.URL.String(), Err: fmt.Errorf("no answer: %w", ctxErr)}
+		}
+		return nil, nil, &TransportError{URL: req.URL.String(), Err: unwrapURLError(err)}
+	}
+	return res, out, nil
 }
 
 func unwrapURLError(err error) error {
@@ -715,9 +767,22 @@ func (c *Client) notA2A(req *http.Request, res *http.Response, body []byte) erro
 }
 
 // protocolError turns a wire error into an occurrence of our table (see
-// schemas.WireError.Decode), with the answer's Retry-After.
+// schemas.WireError.Decode), with the answer's Retry-After; an
+// authentication refusal (an agent may answer -31401 or -31403 with HTTP
+// 200) comes back as an *AuthError, as an HTTP 401 or 403 does.
 func (c *Client) protocolError(w *wireError, res *http.Response) error {
-	return w.Decode(int(retryAfter(res) / time.Second))
+	e := w.Decode(int(retryAfter(res) / time.Second))
+	if errors.Is(e, schemas.ErrUnauthenticated) || errors.Is(e, schemas.ErrPermissionDenied) {
+		ae := &AuthError{URL: c.ep.URL, Status: e.HTTPStatus, Err: e, Sent: c.creds != nil}
+		if res != nil {
+			ae.Challenge = res.Header.Get("WWW-Authenticate")
+		}
+		if c.sec != nil {
+			ae.Security = *c.sec
+		}
+		return ae
+	}
+	return e
 }
 
 // retryAfter reads Retry-After: delay-seconds, or an HTTP date (rounded

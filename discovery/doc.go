@@ -15,7 +15,22 @@
 //   - streams of task events over Server-Sent Events (Stream), or made by
 //     polling an agent of the older dialect that cannot stream;
 //   - the SSRF guard (Policy) every outbound request passes, on the URL,
-//     every redirect and the address dialled.
+//     every redirect and the address dialled;
+//   - outbound authentication: what a card declares (CardSecurity: its
+//     securitySchemes and requirements, 1.0 or 0.3 shape) and the
+//     Credentials a client applies to every request, chosen by it
+//     (Authenticator: a bearer token, an API key where the card says, or
+//     OAuth2 client credentials through golang.org/x/oauth2, the token
+//     cached until shortly before it expires and replaced when an agent
+//     refuses it).
+//
+// An agent's refusal, HTTP 401 or 403 or JSON-RPC -31401 or -31403, comes
+// back as an *AuthError (with the WWW-Authenticate challenge and the
+// card's schemes) matching schemas.ErrUnauthenticated or
+// schemas.ErrPermissionDenied; credentials that match none of the card's
+// schemes give a *MismatchError (ErrNoMatchingCredentials) and a
+// credential that cannot be had one wrapping ErrCredentialUnavailable,
+// both before anything is sent. Secrets never appear in errors.
 //
 // Protocol errors an agent answers come back as *schemas.Error occurrences
 // of the one error table (errors.Is works against its rows), so a caller
@@ -27,5 +42,6 @@
 //
 // Dependency rule: discovery depends on schemas, and on bus only for the
 // card cache store and the metrics registry; it never imports edge,
-// workers or NATS.
+// workers or NATS. It is the one package that imports golang.org/x/oauth2.
+// It reads no environment or files: secrets come in as SecretFunc.
 package discovery

@@ -41,6 +41,13 @@ const clientUsage = `Usage:
   a2abus agents URL [--skill ID] [--tag TAG] [--kind local|remote] [--health H]
                                         an a2abus edge's agents (GET URL/a2a/agents)
 
+Credentials: --token T is sent as Authorization: Bearer T, --api-key K as
+X-API-Key: K, or where the agent's card says (an apiKey scheme's header,
+query parameter or cookie); $A2A_TOKEN and $A2A_API_KEY stand in for
+absent flags. When the card declares security schemes, only credentials
+that match one are sent. A refusal (HTTP 401 or 403) says what the agent
+asks for and which flag gives it.
+
 URL is the agent's base URL: its card (URL/.well-known/agent-card.json,
 then URL/.well-known/agent.json, or URL itself when it ends in .json) names
 the endpoint, JSON-RPC 1.0 first; a card with neither supportedInterfaces
@@ -87,6 +94,7 @@ func (e *cliError) Unwrap() error { return e.err }
 type clientOptions struct {
 	output, binding         string
 	header                  http.Header
+	token, apiKey           string
 	timeout                 time.Duration
 	allowPrivate            bool
 	stream, noWait          bool
@@ -98,12 +106,27 @@ type clientOptions struct {
 	kind, health, stateFlag string
 }
 
+// Environment variables the client commands read when the flags are
+// absent.
+const (
+	envToken  = "A2A_TOKEN"
+	envAPIKey = "A2A_API_KEY"
+)
+
 func runClient(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
+	return runClientEnv(ctx, cmd, args, stdout, stderr, os.Getenv)
+}
+
+// runClientEnv runs a client command reading the environment through
+// getenv.
+func runClientEnv(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("a2abus "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := clientOptions{header: http.Header{}}
 	fs.StringVar(&o.output, "o", "text", "output: text or json")
-	fs.Var(headerFlag(o.header), "header", "request header \"Name: value\", e.g. for auth (repeatable)")
+	fs.Var(headerFlag(o.header), "header", "request header \"Name: value\" (repeatable)")
+	fs.StringVar(&o.token, "token", "", "bearer token, sent as Authorization: Bearer TOKEN [$"+envToken+"]")
+	fs.StringVar(&o.apiKey, "api-key", "", "API key, sent as X-API-Key or where the agent's card says [$"+envAPIKey+"]")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout of a call, and of reading the card (a stream lasts as long as the task)")
 	fs.StringVar(&o.binding, "binding", "auto", "auto (read the card), jsonrpc, rest or jsonrpc03 (URL is then the endpoint)")
 	fs.BoolVar(&o.allowPrivate, "allow-private", true, "allow loopback, private and link-local addresses (metadata addresses are always refused)")
@@ -167,10 +190,15 @@ func runClient(ctx context.Context, cmd string, args []string, stdout, stderr io
 	if u, err := url.Parse(pos[0]); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return usageErr("URL %q must be an absolute http:// or https:// URL", pos[0])
 	}
+	o.token = cmp.Or(o.token, strings.TrimSpace(getenv(envToken)))
+	o.apiKey = cmp.Or(o.apiKey, strings.TrimSpace(getenv(envAPIKey)))
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	r := &clientRun{o: o, url: pos[0], out: &printer{w: stdout, json: o.output == "json"}}
+	if r.creds, err = o.credentials(); err != nil {
+		return err
+	}
 	switch cmd {
 	case "card":
 		err = r.card(ctx)
@@ -241,6 +269,34 @@ type clientRun struct {
 	// noCard is why the card was not used when --binding auto fell back
 	// to JSON-RPC at the URL.
 	noCard error
+	// creds are --token and --api-key (nil when neither is given); sec is
+	// what the card declares about authentication.
+	creds *discovery.Authenticator
+	sec   discovery.Security
+}
+
+// credentials are the command's --token and --api-key, or nil.
+func (o clientOptions) credentials() (*discovery.Authenticator, error) {
+	if o.token == "" && o.apiKey == "" {
+		return nil, nil
+	}
+	var a discovery.Auth
+	if o.token != "" {
+		a.BearerToken = discovery.Secret(o.token)
+	}
+	if o.apiKey != "" {
+		a.APIKey = discovery.Secret(o.apiKey)
+	}
+	return discovery.NewAuthenticator(a)
+}
+
+// credentials returns r.creds as a discovery.Credentials (a nil interface
+// when there are none).
+func (r *clientRun) credentials() discovery.Credentials {
+	if r.creds == nil {
+		return nil
+	}
+	return r.creds
 }
 
 func (r *clientRun) policy() discovery.Policy {
@@ -249,14 +305,14 @@ func (r *clientRun) policy() discovery.Policy {
 }
 
 func (r *clientRun) fetcher() *discovery.Fetcher {
-	return &discovery.Fetcher{Policy: r.policy(), Header: r.o.header, Timeout: r.o.timeout}
+	return &discovery.Fetcher{Policy: r.policy(), Header: r.o.header, Credentials: r.credentials(), Timeout: r.o.timeout}
 }
 
 // client picks the endpoint: with --binding auto the best interface of the
 // card (discovery.ClientFor), or JSON-RPC 1.0 at the URL when there is no
 // usable card; with another --binding the URL itself.
 func (r *clientRun) client(ctx context.Context) (*discovery.Client, error) {
-	opts := discovery.Options{Policy: r.policy(), Header: r.o.header, Timeout: r.o.timeout}
+	opts := discovery.Options{Policy: r.policy(), Header: r.o.header, Credentials: r.credentials(), Timeout: r.o.timeout}
 	r.ep = discovery.Endpoint{URL: r.url, Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion}
 	switch r.o.binding {
 	case "rest":
@@ -267,12 +323,14 @@ func (r *clientRun) client(ctx context.Context) (*discovery.Client, error) {
 		f, err := r.fetcher().Fetch(ctx, r.url, "")
 		if err != nil {
 			var te *discovery.TransportError
-			if (errors.As(err, &te) && te.Status == 0) || errors.Is(err, discovery.ErrForbiddenAddress) {
-				return nil, err // nothing answers there, or it may not be called
+			var ae *discovery.AuthError
+			if (errors.As(err, &te) && te.Status == 0) || errors.Is(err, discovery.ErrForbiddenAddress) || errors.As(err, &ae) {
+				return nil, err // nothing answers there, it may not be called, or it wants credentials for its card
 			}
 			r.noCard = err // try the URL as a JSON-RPC endpoint
 			break
 		}
+		r.sec = discovery.CardSecurity(&f.Card)
 		c, err := discovery.ClientFor(&f.Card, opts)
 		if err != nil {
 			return nil, err
@@ -285,6 +343,14 @@ func (r *clientRun) client(ctx context.Context) (*discovery.Client, error) {
 
 // describe says what went wrong in words a person can act on.
 func (r *clientRun) describe(err error) string {
+	var ae *discovery.AuthError
+	if errors.As(err, &ae) {
+		return r.refused(ae)
+	}
+	var me *discovery.MismatchError
+	if errors.As(err, &me) {
+		return r.mismatch(me)
+	}
 	var pe *schemas.Error
 	if errors.As(err, &pe) {
 		return fmt.Sprintf("%s (%s, code %d)", pe.Message, pe.Reason, pe.Code)
@@ -306,8 +372,6 @@ func (r *clientRun) describe(err error) string {
 		return fmt.Sprintf("no answer from %s within %s (raise --timeout; for long tasks use --stream or --no-wait)%s", te.URL, r.o.timeout, cardNote)
 	case te.Status == 0:
 		return fmt.Sprintf("cannot reach %s: %s (is the agent running, and is the URL right?)%s", te.URL, netCause(te.Err), cardNote)
-	case te.Status == http.StatusUnauthorized || te.Status == http.StatusForbidden:
-		return fmt.Sprintf("%s answered HTTP %d %s: pass credentials with --header 'Authorization: ...'", te.URL, te.Status, http.StatusText(te.Status))
 	case r.noCard != nil:
 		why := r.noCard.Error()
 		var ce *discovery.TransportError
@@ -320,6 +384,91 @@ func (r *clientRun) describe(err error) string {
 		return fmt.Sprintf("%v (the agent asks to retry after %s)", te, te.RetryAfter)
 	}
 	return te.Error()
+}
+
+// refused explains an agent's refusal (HTTP 401 or 403): what it asks for,
+// by its card and its WWW-Authenticate challenge, and which flag or
+// environment variable gives that.
+func (r *clientRun) refused(ae *discovery.AuthError) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s answered HTTP %d %s", ae.URL, ae.Status, http.StatusText(ae.Status))
+	if ae.Err != nil && ae.Err.Message != "" {
+		fmt.Fprintf(&b, ": %s (%s, code %d)", ae.Err.Message, ae.Err.Reason, ae.Err.Code)
+	}
+	sec := ae.Security
+	if !sec.Declared() {
+		sec = r.sec
+	}
+	if sec.Declared() {
+		b.WriteString("; its card asks for " + sec.String())
+	}
+	if ae.Challenge != "" {
+		b.WriteString("; it answered WWW-Authenticate: " + ae.Challenge)
+	}
+	if !ae.Unauthenticated() {
+		b.WriteString("; the credentials sent were accepted but do not allow this call: ask the agent's operator for access, or pass other credentials with ")
+		b.WriteString(strings.Join(credentialFlags(&sec, ae.Challenge), " or "))
+		return b.String()
+	}
+	if r.creds != nil {
+		b.WriteString("; the credentials given (" + r.given() + ") were refused: check them, or pass ")
+	} else {
+		b.WriteString("; no credentials were given: pass ")
+	}
+	b.WriteString(strings.Join(credentialFlags(&sec, ae.Challenge), " or "))
+	return b.String()
+}
+
+// mismatch explains credentials that match none of the schemes the card
+// declares (nothing was sent).
+func (r *clientRun) mismatch(me *discovery.MismatchError) string {
+	return fmt.Sprintf("%s: its card asks for %s, and %s does not match any of that (nothing was sent): pass %s",
+		me.URL, me.Wanted.String(), r.given(), strings.Join(credentialFlags(&me.Wanted, ""), " or "))
+}
+
+// given names the credentials the command was given, and how.
+func (r *clientRun) given() string {
+	var g []string
+	if r.o.token != "" {
+		g = append(g, "a token (--token or $"+envToken+")")
+	}
+	if r.o.apiKey != "" {
+		g = append(g, "an API key (--api-key or $"+envAPIKey+")")
+	}
+	return strings.Join(g, " and ")
+}
+
+// credentialFlags names the flags that give what an agent asks for: by its
+// card's schemes, else by its WWW-Authenticate challenge, else both.
+func credentialFlags(sec *discovery.Security, challenge string) []string {
+	token := "--token TOKEN (or set " + envToken + ")"
+	key := "--api-key KEY (or set " + envAPIKey + ")"
+	var wantToken, wantKey bool
+	keyWhere := ""
+	for _, s := range sec.Schemes {
+		switch {
+		case s.Bearer():
+			wantToken = true
+		case s.Type == discovery.SchemeAPIKey:
+			wantKey = true
+			if keyWhere == "" {
+				keyWhere = fmt.Sprintf(", sent in %s %s as the card says", s.In, s.ParamName)
+			}
+		}
+	}
+	if !wantToken && !wantKey {
+		c := strings.ToLower(challenge)
+		wantToken = strings.Contains(c, "bearer")
+		wantKey = strings.Contains(c, "apikey") || strings.Contains(c, "api-key") || strings.Contains(c, "api_key")
+	}
+	var out []string
+	if wantToken || !wantKey {
+		out = append(out, token)
+	}
+	if wantKey || !wantToken {
+		out = append(out, strings.TrimSuffix(key, ")")+keyWhere+")")
+	}
+	return out
 }
 
 // netCause is the part of a network error a person needs: "connection
@@ -423,6 +572,11 @@ func (r *clientRun) agents(ctx context.Context) error {
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", discovery.UserAgent)
+	if r.creds != nil {
+		if err := r.creds.Apply(ctx, req, nil); err != nil {
+			return err
+		}
+	}
 	res, err := r.policy().Client(r.o.timeout).Do(req)
 	if err != nil {
 		var ue *url.Error
@@ -437,7 +591,12 @@ func (r *clientRun) agents(ctx context.Context) error {
 		return &discovery.TransportError{URL: target, Status: res.StatusCode, Err: err}
 	}
 	if res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden {
-		return &discovery.TransportError{URL: target, Status: res.StatusCode, Err: fmt.Errorf("HTTP %d", res.StatusCode)}
+		row := schemas.ErrUnauthenticated
+		if res.StatusCode == http.StatusForbidden {
+			row = schemas.ErrPermissionDenied
+		}
+		return &discovery.AuthError{URL: target, Status: res.StatusCode, Challenge: res.Header.Get("WWW-Authenticate"),
+			Sent: r.creds != nil, Err: schemas.Errorf(row, "%s", row.Message)}
 	}
 	if res.StatusCode == http.StatusBadRequest {
 		return &cliError{msg: fmt.Sprintf("%s refused the filters: %s", target, strings.TrimSpace(string(body)))}

@@ -466,10 +466,17 @@ func TestCLIAgainstServe(t *testing.T) {
 
 		bare := gw.URL + "/bare"
 		_, _, err = cli(t, "send", bare, "no token")
-		wantCLIError(t, err, "HTTP 401 Unauthorized: pass credentials with --header")
-		auth := []string{"--header", "Authorization: Bearer s3cret"}
-		res = cliJSON[schemas.SendMessageResponse](t, append([]string{"send", bare, "with a token"}, auth...)...)
+		wantCLIError(t, err, bare+" answered HTTP 401 Unauthorized: authentication required (UNAUTHENTICATED, code -31401); no credentials were given: pass --token TOKEN (or set A2A_TOKEN) or --api-key KEY")
+		if !errors.Is(err, schemas.ErrUnauthenticated) {
+			t.Fatalf("%v is not ErrUnauthenticated", err)
+		}
+		res = cliJSON[schemas.SendMessageResponse](t, "send", bare, "with a token", "--token", "s3cret")
 		if res.Task == nil || artifactText(*res.Task) != "with a token" {
+			t.Fatalf("send --token to an agent without a card: %+v", res)
+		}
+		auth := []string{"--header", "Authorization: Bearer s3cret"}
+		res = cliJSON[schemas.SendMessageResponse](t, append([]string{"send", bare, "with a header"}, auth...)...)
+		if res.Task == nil || artifactText(*res.Task) != "with a header" {
 			t.Fatalf("send to an agent without a card: %+v", res)
 		}
 		evs, err := cliEvents(t, append([]string{"subscribe", bare, streamedID, "--last-event-id", "0"}, auth...)...)

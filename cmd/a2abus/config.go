@@ -175,9 +175,13 @@ type AgentConfig struct {
 	// URL is the base URL of the external A2A agent a remote agent
 	// proxies to (its card is read from URL/.well-known/agent-card.json).
 	URL string `json:"url,omitempty"`
-	// Headers are sent with every request to the external agent
-	// (authentication, for instance).
+	// Headers are sent with every request to the external agent.
 	Headers map[string]string `json:"headers,omitempty"`
+	// Auth authenticates a remote agent to the external agent: a bearer
+	// token, an API key or OAuth2 client credentials, chosen by the
+	// schemes its card declares; secrets from the environment or files
+	// only (see RemoteAuth).
+	Auth *RemoteAuth `json:"auth,omitempty"`
 	// Binding prefers one of the external agent's interfaces: JSONRPC or
 	// HTTP+JSON. Default: the card's best (1.0 before 0.3, JSON-RPC first).
 	Binding string `json:"binding,omitempty"`
@@ -481,6 +485,9 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("agent %q is configured twice", a.Name))
 		}
 		seen[a.Name] = true
+		if a.Auth != nil {
+			errs = append(errs, a.Auth.inFile(a.Name))
+		}
 	}
 	if c.Replicas < 1 {
 		errs = append(errs, errors.New("replicas must be at least 1"))

@@ -83,13 +83,20 @@ var natsPrefixes = []string{"github.com/nats-io/", "github.com/cloudevents/"}
 // and it imports nothing else outside the standard library and the module.
 var joseModules = []string{"github.com/go-jose/go-jose/v4"}
 
+// oauth2Modules are the OAuth2 client library: the client credentials
+// grant, token caching and refresh of remote agents are not hand-rolled
+// either. Only discovery (the A2A client) imports it; the packages it
+// imports need nothing outside the standard library.
+var oauth2Modules = []string{"golang.org/x/oauth2"}
+
 // allowedModules are the product's direct requirements: the modules the
 // design allows, besides the module itself — the four the bus is built on,
-// and go-jose for edge/auth, because security code must not be hand-rolled.
+// go-jose for edge/auth and x/oauth2 for discovery, because security code
+// must not be hand-rolled.
 var allowedModules = slices.Concat([]string{
 	"github.com/nats-io/nats.go", "github.com/nats-io/nats-server/v2",
 	"github.com/cloudevents/sdk-go/v2", "github.com/google/uuid",
-}, joseModules)
+}, joseModules, oauth2Modules)
 
 // listedPackage is what go list -json says of one package.
 type listedPackage struct {
@@ -201,6 +208,14 @@ func TestImportRules(t *testing.T) {
 			for _, imp := range p.Imports {
 				if isNATS(imp) {
 					t.Errorf("%s imports %s; only bus may", rel, imp)
+				}
+			}
+		}
+		// Only discovery imports the OAuth2 library.
+		if rel != "discovery" {
+			for _, imp := range p.Imports {
+				if inModules(imp, oauth2Modules) {
+					t.Errorf("%s imports %s; only discovery may", rel, imp)
 				}
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -109,10 +111,10 @@ func (m *remoteMonitor) check(ctx context.Context, force bool) {
 	}
 }
 
-// setCard keeps the card and rebuilds the client when the card changed.
-// m.mu is held.
+// setCard keeps the card and rebuilds the client when the card's
+// interfaces or security changed. m.mu is held.
 func (m *remoteMonitor) setCard(card *schemas.AgentCard) {
-	if m.card != nil && m.client != nil && sameInterfaces(m.card, card) {
+	if m.card != nil && m.client != nil && sameInterfaces(m.card, card) && sameSecurity(m.card, card) {
 		m.card = card
 		return
 	}
@@ -124,6 +126,11 @@ func (m *remoteMonitor) setCard(card *schemas.AgentCard) {
 		return
 	}
 	m.client = c
+}
+
+func sameSecurity(a, b *schemas.AgentCard) bool {
+	sa, sb := discovery.CardSecurity(a), discovery.CardSecurity(b)
+	return reflect.DeepEqual(sa, sb)
 }
 
 func sameInterfaces(a, b *schemas.AgentCard) bool {
@@ -153,9 +160,10 @@ func (m *remoteMonitor) Live() (schemas.AgentCard, *schemas.RemoteAgentStatus) {
 	if c.Description == "" {
 		c.Description = "Proxy of the external A2A agent at " + m.url
 	}
-	// The edge serves its own interfaces; the external ones are not ours
-	// to advertise.
+	// The edge serves its own interfaces, and asks for its own
+	// credentials; the external ones are not ours to advertise.
 	c.SupportedInterfaces, c.URL, c.AdditionalInterfaces, c.PreferredTransport = nil, "", nil, ""
+	c.SecuritySchemes, c.SecurityRequirements, c.Security, c.Authentication = nil, nil, nil, nil
 	return c, &st
 }
 
@@ -237,7 +245,15 @@ func (p *process) remoteDefinition(a AgentConfig) (workers.Definition, error) {
 	if every <= 0 {
 		every = time.Minute
 	}
-	m := newRemoteMonitor(a.Name, a.URL, every, discovery.Options{Policy: pol, Header: header}, prefer, p.log)
+	opts := discovery.Options{Policy: pol, Header: header}
+	if a.Auth != nil {
+		creds, err := a.Auth.credentials(pol, os.LookupEnv)
+		if err != nil {
+			return workers.Definition{}, fmt.Errorf("auth: %w", err)
+		}
+		opts.Credentials = creds
+	}
+	m := newRemoteMonitor(a.Name, a.URL, every, opts, prefer, p.log)
 	fetcher := &discovery.Fetcher{Policy: pol, Header: header}
 	m.resolve = func(ctx context.Context, base string, force bool) (*schemas.AgentCard, bool, error, error) {
 		// p.bus is connected before any monitor or worker runs.
@@ -310,4 +326,160 @@ func (r remoteClient) SubscribeToTask(ctx context.Context, req *schemas.Subscrib
 
 func (r remoteClient) CancelTask(ctx context.Context, req *schemas.CancelTaskRequest) (*schemas.Task, error) {
 	return r.c.CancelTask(ctx, req)
+}
+
+// RemoteAuth is how a remote agent authenticates to its external agent
+// (the "auth" of a remote agent in the config file). Any of a bearer
+// token, an API key and OAuth2 client credentials may be configured; each
+// call sends the one that matches a scheme the external agent's card
+// declares (to an agent whose card declares none, all of them), and a call
+// to an agent whose card declares schemes none of which is configured
+// fails, naming both (see discovery.Authenticator).
+//
+// Secrets come from the environment (…Env: the variable's name, read at
+// start-up) or from a file (…File: its path, read at start-up and again
+// whenever it changes, so a rotated token is picked up). BearerToken and
+// APIKey hold a secret itself, for a Config built in code: a config file
+// that sets them is refused. Secrets are never logged nor put in errors.
+type RemoteAuth struct {
+	BearerToken     string `json:"bearerToken,omitempty"`
+	BearerTokenEnv  string `json:"bearerTokenEnv,omitempty"`
+	BearerTokenFile string `json:"bearerTokenFile,omitempty"`
+	APIKey          string `json:"apiKey,omitempty"`
+	APIKeyEnv       string `json:"apiKeyEnv,omitempty"`
+	APIKeyFile      string `json:"apiKeyFile,omitempty"`
+	// APIKeyHeader is the header the API key goes in when the card names
+	// none (default X-API-Key); a card's apiKey scheme says where it goes.
+	APIKeyHeader string `json:"apiKeyHeader,omitempty"`
+	// OAuth2 gets access tokens with the client credentials grant.
+	OAuth2 *RemoteOAuth2 `json:"oauth2,omitempty"`
+}
+
+// RemoteOAuth2 is an OAuth2 client of the client credentials grant. The
+// token is fetched when first needed, reused until shortly before it
+// expires (or until the agent refuses it), then fetched again; a fetch
+// that fails fails the task with the token endpoint's reason.
+type RemoteOAuth2 struct {
+	// TokenURL is the token endpoint (required; it passes the outbound
+	// guard like every request).
+	TokenURL string `json:"tokenUrl"`
+	ClientID string `json:"clientId"`
+	// The client secret: from one of these.
+	ClientSecretEnv  string   `json:"clientSecretEnv,omitempty"`
+	ClientSecretFile string   `json:"clientSecretFile,omitempty"`
+	Scopes           []string `json:"scopes,omitempty"`
+}
+
+// inFile refuses secrets written in the config file itself.
+func (a *RemoteAuth) inFile(agent string) error {
+	for _, f := range []struct{ name, value, env, file string }{
+		{"bearerToken", a.BearerToken, "bearerTokenEnv", "bearerTokenFile"},
+		{"apiKey", a.APIKey, "apiKeyEnv", "apiKeyFile"},
+	} {
+		if f.value != "" {
+			return fmt.Errorf("agent %q: auth.%s holds a secret in the config file; name an environment variable (%s) or a file (%s) instead", agent, f.name, f.env, f.file)
+		}
+	}
+	return nil
+}
+
+// credentials builds the agent's discovery.Authenticator, reading the
+// environment through lookup; pol guards the token endpoint.
+func (a *RemoteAuth) credentials(pol discovery.Policy, lookup func(string) (string, bool)) (*discovery.Authenticator, error) {
+	var cfg discovery.Auth
+	var err error
+	if cfg.BearerToken, err = secret("bearerToken", a.BearerToken, a.BearerTokenEnv, a.BearerTokenFile, lookup); err != nil {
+		return nil, err
+	}
+	if cfg.APIKey, err = secret("apiKey", a.APIKey, a.APIKeyEnv, a.APIKeyFile, lookup); err != nil {
+		return nil, err
+	}
+	cfg.APIKeyHeader = a.APIKeyHeader
+	if a.APIKeyHeader != "" && cfg.APIKey == nil {
+		return nil, errors.New("apiKeyHeader is set but no API key is (apiKeyEnv or apiKeyFile)")
+	}
+	if o := a.OAuth2; o != nil {
+		if o.TokenURL == "" || o.ClientID == "" {
+			return nil, errors.New("oauth2 needs tokenUrl and clientId")
+		}
+		get, err := secret("oauth2.clientSecret", "", o.ClientSecretEnv, o.ClientSecretFile, lookup)
+		if err != nil {
+			return nil, err
+		}
+		if get == nil {
+			return nil, errors.New("oauth2 needs the client secret: clientSecretEnv or clientSecretFile")
+		}
+		cs, err := get()
+		if err != nil {
+			return nil, err
+		}
+		cfg.OAuth2 = &discovery.OAuth2{TokenURL: o.TokenURL, ClientID: o.ClientID, ClientSecret: cs, Scopes: o.Scopes, Policy: pol}
+	}
+	if cfg.BearerToken == nil && cfg.APIKey == nil && cfg.OAuth2 == nil {
+		return nil, errors.New("no credential configured (bearerTokenEnv, bearerTokenFile, apiKeyEnv, apiKeyFile or oauth2)")
+	}
+	return discovery.NewAuthenticator(cfg)
+}
+
+// secret reads one secret from the one source configured: literal, the
+// environment variable env, or the file. It returns nil when none is.
+func secret(name, literal, env, file string, lookup func(string) (string, bool)) (discovery.SecretFunc, error) {
+	set := 0
+	for _, v := range []string{literal, env, file} {
+		if v != "" {
+			set++
+		}
+	}
+	switch {
+	case set == 0:
+		return nil, nil
+	case set > 1:
+		return nil, fmt.Errorf("%s: set one of %sEnv and %sFile", name, name, name)
+	case literal != "":
+		return discovery.Secret(literal), nil
+	case env != "":
+		v, ok := lookup(env)
+		if v = strings.TrimSpace(v); !ok || v == "" {
+			return nil, fmt.Errorf("%sEnv: $%s is not set", name, env)
+		}
+		return discovery.Secret(v), nil
+	}
+	f := &fileSecret{path: file}
+	if _, err := f.get(); err != nil {
+		return nil, fmt.Errorf("%sFile: %w", name, err)
+	}
+	return f.get, nil
+}
+
+// fileSecret is a secret kept in a file, read again when the file changes
+// (a token rotated by a sidecar or a mounted secret).
+type fileSecret struct {
+	path string
+
+	mu   sync.Mutex
+	mod  time.Time
+	size int64
+	val  string
+}
+
+func (f *fileSecret) get() (string, error) {
+	st, err := os.Stat(f.path)
+	if err != nil {
+		return "", err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.val != "" && st.ModTime().Equal(f.mod) && st.Size() == f.size {
+		return f.val, nil
+	}
+	b, err := os.ReadFile(f.path)
+	if err != nil {
+		return "", err
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return "", fmt.Errorf("%s is empty", f.path)
+	}
+	f.val, f.mod, f.size = v, st.ModTime(), st.Size()
+	return v, nil
 }

@@ -1,0 +1,557 @@
+package discovery_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/a2abus/a2abus/discovery"
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// cardWith is a 1.0 card of an agent at u declaring the given
+// securitySchemes and securityRequirements (JSON).
+func cardWith(u, schemes, requirements string) string {
+	return fmt.Sprintf(`{"name":"guarded","description":"d","version":"1",
+	  "supportedInterfaces":[{"url":%q,"protocolBinding":"JSONRPC","protocolVersion":"1.0"}],
+	  "capabilities":{},"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"],"skills":[],
+	  "securitySchemes":%s,"securityRequirements":%s}`, u, schemes, requirements)
+}
+
+func mustParse(t *testing.T, card string) *schemas.AgentCard {
+	t.Helper()
+	c, err := discovery.ParseCard([]byte(card))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A card's security reads the same in the 1.0 shape (a oneof per scheme,
+// securityRequirements of scheme lists) and the 0.3 shape (OpenAPI's
+// type/in/name, security), and reads as a person would say it.
+func TestCardSecurityInBothShapes(t *testing.T) {
+	v1 := mustParse(t, cardWith("https://a.example/rpc", `{
+	  "key":    {"apiKeySecurityScheme": {"location": "header", "name": "X-Agent-Key"}},
+	  "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}},
+	  "oauth":  {"oauth2SecurityScheme": {"flows": {"clientCredentials": {"tokenUrl": "https://idp.example/token", "scopes": {}}}}},
+	  "oidc":   {"openIdConnectSecurityScheme": {"openIdConnectUrl": "https://idp.example/.well-known/openid-configuration"}},
+	  "mtls":   {"mtlsSecurityScheme": {}},
+	  "basic":  {"httpAuthSecurityScheme": {"scheme": "Basic"}},
+	  "odd":    {"apiKeySecurityScheme": {"location": "body", "name": "k"}}
+	}`, `[{"schemes": {"bearer": {"list": []}}}, {"schemes": {"key": {"list": []}, "oauth": {"list": ["read"]}}}]`))
+	v03 := mustParse(t, `{"name":"guarded","description":"d","version":"1","protocolVersion":"0.3.0",
+	  "url":"https://a.example/rpc","preferredTransport":"JSONRPC",
+	  "capabilities":{},"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"],"skills":[],
+	  "securitySchemes":{
+	    "key":    {"type": "apiKey", "in": "header", "name": "X-Agent-Key"},
+	    "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
+	    "oauth":  {"type": "oauth2", "flows": {"clientCredentials": {"tokenUrl": "https://idp.example/token", "scopes": {}}}},
+	    "oidc":   {"type": "openIdConnect", "openIdConnectUrl": "https://idp.example/.well-known/openid-configuration"},
+	    "mtls":   {"type": "mutualTLS"},
+	    "basic":  {"type": "http", "scheme": "basic"},
+	    "odd":    {"type": "apiKey", "in": "body", "name": "k"}
+	  },
+	  "security":[{"bearer": []}, {"key": [], "oauth": ["read"]}]}`)
+	want := discovery.Security{
+		Schemes: []discovery.SecurityScheme{
+			{Name: "basic", Type: discovery.SchemeHTTP, HTTPScheme: "basic"},
+			{Name: "bearer", Type: discovery.SchemeHTTP, HTTPScheme: "bearer"},
+			{Name: "key", Type: discovery.SchemeAPIKey, In: "header", ParamName: "X-Agent-Key"},
+			{Name: "mtls", Type: discovery.SchemeMutualTLS},
+			{Name: "oauth", Type: discovery.SchemeOAuth2},
+			{Name: "odd"},
+			{Name: "oidc", Type: discovery.SchemeOpenIDConnect},
+		},
+		Requirements: []discovery.Requirement{{"bearer": []string{}}, {"key": []string{}, "oauth": []string{"read"}}},
+	}
+	for name, card := range map[string]*schemas.AgentCard{"1.0": v1, "0.3": v03} {
+		got := discovery.CardSecurity(card)
+		if jsonOf(t, got) != jsonOf(t, want) {
+			t.Errorf("%s card: security\n%s\nwant\n%s", name, jsonOf(t, got), jsonOf(t, want))
+		}
+		if s := got.String(); s != `a bearer token ("bearer") or an API key in header X-Agent-Key ("key") and an OAuth2 access token ("oauth")` {
+			t.Errorf("%s card: String() = %s", name, s)
+		}
+	}
+	// Without requirements any one scheme will do.
+	open := discovery.CardSecurity(mustParse(t, cardWith("https://a.example/rpc", `{"q": {"apiKeySecurityScheme": {"location": "query", "name": "k"}}}`, `[]`)))
+	if alts := open.Alternatives(); len(alts) != 1 || alts[0][0] != "q" || open.String() != `an API key in query parameter k ("q")` {
+		t.Errorf("one scheme, no requirements: %v %s", alts, open.String())
+	}
+	if none := discovery.CardSecurity(mustParse(t, cardWith("https://a.example/rpc", `null`, `null`))); none.Declared() || none.String() != "no authentication" {
+		t.Errorf("no schemes: %+v", none)
+	}
+
+	// An older dialect's card names its schemes (AgentOS): a bearer token,
+	// or an API key in the header configured.
+	legacy := discovery.CardSecurity(mustParse(t, `{"name":"os","description":"d","url":"https://a.example/a2a/rpc",
+	  "capabilities":{},"defaultInputModes":["text"],"defaultOutputModes":["text"],"skills":[],
+	  "authentication":{"schemes":["bearer","apiKey","digest"]}}`))
+	if s := legacy.String(); s != `an API key ("apiKey") or a bearer token ("bearer") or "digest" (a scheme a2abus cannot read)` {
+		t.Errorf("older dialect's schemes: %s", s)
+	}
+	keyOnly, _ := discovery.NewAuthenticator(discovery.Auth{APIKey: discovery.Secret("k1"), APIKeyHeader: "X-Os-Key"})
+	req := httptest.NewRequest(http.MethodPost, "https://a.example/a2a/rpc", nil)
+	if err := keyOnly.Apply(context.Background(), req, &legacy); err != nil || req.Header.Get("X-Os-Key") != "k1" {
+		t.Errorf("an API key for an older dialect's card: %v %v", err, req.Header)
+	}
+}
+
+// credRecorder is an agent that records what each request carried and
+// answers GetTask with a task.
+type credRecorder struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen []*http.Request
+}
+
+func newCredRecorder(t *testing.T) *credRecorder {
+	r := &credRecorder{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		r.mu.Lock()
+		r.seen = append(r.seen, req.Clone(context.Background()))
+		r.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"id":"t1","contextId":"c1","status":{"state":"TASK_STATE_COMPLETED"}}}`)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *credRecorder) last() *http.Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.seen) == 0 {
+		return nil
+	}
+	return r.seen[len(r.seen)-1]
+}
+
+func (r *credRecorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.seen)
+}
+
+// credentialsOf is what a request carried: the Authorization header, the
+// two API key headers, the query and the cookies.
+func credentialsOf(r *http.Request) string {
+	var parts []string
+	for _, h := range []string{"Authorization", "X-API-Key", "X-Agent-Key"} {
+		if v := r.Header.Get(h); v != "" {
+			parts = append(parts, h+"="+v)
+		}
+	}
+	if r.URL.RawQuery != "" {
+		parts = append(parts, "?"+r.URL.RawQuery)
+	}
+	for _, c := range r.Cookies() {
+		parts = append(parts, "cookie "+c.Name+"="+c.Value)
+	}
+	return strings.Join(parts, " ")
+}
+
+// The credential sent is the one the card asks for: every configured one
+// to an agent whose card declares nothing, the matching one otherwise
+// (where an apiKey scheme says: header, query or cookie; both for a
+// requirement naming two schemes); and nothing at all, with an error
+// naming what the card wants and what is configured, when nothing
+// matches.
+func TestCredentialsFollowTheCard(t *testing.T) {
+	agent := newCredRecorder(t)
+	token, key := discovery.Secret("tok-1"), discovery.Secret("key-1")
+	const (
+		bearer  = `"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}`
+		header  = `"key": {"apiKeySecurityScheme": {"location": "header", "name": "X-Agent-Key"}}`
+		query   = `"key": {"apiKeySecurityScheme": {"location": "query", "name": "api_key"}}`
+		cookie  = `"key": {"apiKeySecurityScheme": {"location": "cookie", "name": "session"}}`
+		oauth   = `"oauth": {"oauth2SecurityScheme": {"flows": {}}}`
+		mtls    = `"mtls": {"mtlsSecurityScheme": {}}`
+		anyOne  = `[]`
+		both    = `[{"schemes": {"bearer": {"list": []}, "key": {"list": []}}}]`
+		openToo = `[{"schemes": {"mtls": {"list": []}}}, {"schemes": {}}]`
+	)
+	for _, c := range []struct {
+		name, schemes, reqs string
+		auth                discovery.Auth
+		want                string // what the request carried; "" with wantErr: nothing sent
+		wantErr             string
+	}{
+		{name: "no card security", schemes: `null`, reqs: `null`, auth: discovery.Auth{BearerToken: token, APIKey: key}, want: "Authorization=Bearer tok-1 X-API-Key=key-1"},
+		{name: "no card security, own header", schemes: `null`, reqs: `null`, auth: discovery.Auth{APIKey: key, APIKeyHeader: "X-Agent-Key"}, want: "X-Agent-Key=key-1"},
+		{name: "bearer", schemes: "{" + bearer + "," + header + "}", reqs: `[{"schemes": {"bearer": {"list": []}}}]`, auth: discovery.Auth{BearerToken: token, APIKey: key}, want: "Authorization=Bearer tok-1"},
+		{name: "header key", schemes: "{" + header + "}", reqs: anyOne, auth: discovery.Auth{BearerToken: token, APIKey: key}, want: "X-Agent-Key=key-1"},
+		{name: "query key", schemes: "{" + query + "}", reqs: anyOne, auth: discovery.Auth{APIKey: key}, want: "?api_key=key-1"},
+		{name: "cookie key", schemes: "{" + cookie + "}", reqs: anyOne, auth: discovery.Auth{APIKey: key}, want: "cookie session=key-1"},
+		{name: "two schemes at once", schemes: "{" + bearer + "," + header + "}", reqs: both, auth: discovery.Auth{BearerToken: token, APIKey: key}, want: "Authorization=Bearer tok-1 X-Agent-Key=key-1"},
+		{name: "a token for oauth2", schemes: "{" + oauth + "}", reqs: anyOne, auth: discovery.Auth{BearerToken: token}, want: "Authorization=Bearer tok-1"},
+		{name: "open alternative", schemes: "{" + mtls + "}", reqs: openToo, auth: discovery.Auth{BearerToken: token}, want: ""},
+		{name: "no match", schemes: "{" + header + "," + mtls + "}", reqs: anyOne, auth: discovery.Auth{BearerToken: token},
+			wantErr: `the agent's card asks for an API key in header X-Agent-Key ("key") or mutual TLS ("mtls", which a2abus does not offer); configured: a bearer token`},
+		{name: "half a requirement", schemes: "{" + bearer + "," + header + "}", reqs: both, auth: discovery.Auth{APIKey: key},
+			wantErr: `asks for a bearer token ("bearer") and an API key in header X-Agent-Key ("key"); configured: an API key`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			creds, err := discovery.NewAuthenticator(c.auth)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := loopback()
+			opts.Credentials = creds
+			cl, err := discovery.ClientFor(mustParse(t, cardWith(agent.URL+"/rpc", c.schemes, c.reqs)), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := agent.count()
+			_, err = cl.GetTask(context.Background(), &schemas.GetTaskRequest{ID: "t1"})
+			if c.wantErr != "" {
+				var me *discovery.MismatchError
+				if !errors.Is(err, discovery.ErrNoMatchingCredentials) || !errors.As(err, &me) || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error %v, want a mismatch saying %q", err, c.wantErr)
+				}
+				if strings.Contains(err.Error(), "tok-1") || strings.Contains(err.Error(), "key-1") {
+					t.Fatalf("the error shows a secret: %v", err)
+				}
+				if agent.count() != before {
+					t.Fatal("a call whose credentials match nothing was sent")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := credentialsOf(agent.last()); got != c.want {
+				t.Fatalf("the request carried %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// authAgent answers every request with one refusal.
+func authAgent(t *testing.T, status int, challenge, contentType, body string) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if challenge != "" {
+			w.Header().Set("WWW-Authenticate", challenge)
+		}
+		w.Header().Set("Content-Type", contentType)
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// An agent's refusal comes back as an *AuthError on every path (unary and
+// streaming JSON-RPC, HTTP+JSON, the older dialect, the card), whether
+// the agent says it with HTTP 401/403 or only with JSON-RPC -31401/-31403:
+// it matches the table's row, carries the WWW-Authenticate challenge and
+// the card's schemes, and is not retryable.
+func TestAuthRefusalsAreAuthErrors(t *testing.T) {
+	ctx := context.Background()
+	const challenge = `Bearer realm="a2abus", error="invalid_token"`
+	rpc401 := authAgent(t, 401, challenge, "application/json",
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-31401,"message":"token expired","data":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"UNAUTHENTICATED","domain":"a2a-protocol.org"}]}}`)
+	rest403 := authAgent(t, 403, "", "application/json", `{"error":{"code":403,"status":"PERMISSION_DENIED","message":"not yours"}}`)
+	rpc200 := authAgent(t, 200, "", "application/json", `{"jsonrpc":"2.0","id":1,"error":{"code":-31403,"message":"agent x only"}}`)
+	plain := authAgent(t, 401, "ApiKey", "text/plain", "who are you?\n")
+	sec := discovery.Security{Schemes: []discovery.SecurityScheme{{Name: "bearer", Type: discovery.SchemeHTTP, HTTPScheme: "bearer"}}}
+
+	client := func(u, binding, version string) *discovery.Client {
+		opts := loopback()
+		opts.Security = &sec
+		c, err := discovery.NewClient(discovery.Endpoint{URL: u, Binding: binding, Version: version}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	stream := func(c *discovery.Client) error {
+		s, err := c.SendStreamingMessage(ctx, &schemas.SendMessageRequest{Message: text("x")})
+		if err == nil {
+			s.Close()
+		}
+		return err
+	}
+	get := func(c *discovery.Client) error {
+		_, err := c.GetTask(ctx, &schemas.GetTaskRequest{ID: "t1"})
+		return err
+	}
+	for _, c := range []struct {
+		name      string
+		call      func() error
+		row       *schemas.Error
+		status    int
+		challenge string
+		msg       string
+	}{
+		{"1.0 JSON-RPC 401", func() error { return get(client(rpc401.URL, schemas.BindingJSONRPC, "1.0")) }, schemas.ErrUnauthenticated, 401, challenge, "token expired"},
+		{"1.0 JSON-RPC stream 401", func() error { return stream(client(rpc401.URL, schemas.BindingJSONRPC, "1.0")) }, schemas.ErrUnauthenticated, 401, challenge, "token expired"},
+		{"0.3 JSON-RPC 401", func() error { return get(client(rpc401.URL, schemas.BindingJSONRPC, "0.3")) }, schemas.ErrUnauthenticated, 401, challenge, "token expired"},
+		{"tasks/send dialect 401", func() error { return get(client(rpc401.URL, schemas.BindingJSONRPC, "0.1")) }, schemas.ErrUnauthenticated, 401, challenge, "token expired"},
+		{"HTTP+JSON 403", func() error { return get(client(rest403.URL, schemas.BindingHTTPJSON, "1.0")) }, schemas.ErrPermissionDenied, 403, "", "not yours"},
+		{"HTTP+JSON stream 403", func() error { return stream(client(rest403.URL, schemas.BindingHTTPJSON, "1.0")) }, schemas.ErrPermissionDenied, 403, "", "not yours"},
+		{"JSON-RPC -31403 in HTTP 200", func() error { return get(client(rpc200.URL, schemas.BindingJSONRPC, "1.0")) }, schemas.ErrPermissionDenied, 403, "", "agent x only"},
+		{"plain 401", func() error { return get(client(plain.URL, schemas.BindingJSONRPC, "1.0")) }, schemas.ErrUnauthenticated, 401, "ApiKey", "authentication required"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.call()
+			var ae *discovery.AuthError
+			if !errors.As(err, &ae) || !errors.Is(err, c.row) || ae.Status != c.status || ae.Challenge != c.challenge || ae.Err.Message != c.msg {
+				t.Fatalf("error %#v (%v), want an AuthError %d %s %q %q", err, err, c.status, c.row.Reason, c.challenge, c.msg)
+			}
+			if !ae.Security.Declared() || !strings.Contains(err.Error(), `the agent's card asks for a bearer token ("bearer")`) {
+				t.Fatalf("%v does not carry the card's schemes", err)
+			}
+			if discovery.IsRetryable(err) {
+				t.Fatalf("%v is retryable", err)
+			}
+			if ae.Unauthenticated() != (c.status == 401) {
+				t.Fatalf("Unauthenticated() = %v for %d", ae.Unauthenticated(), c.status)
+			}
+		})
+	}
+	t.Run("card", func(t *testing.T) {
+		_, err := (&discovery.Fetcher{Policy: loopback().Policy}).Fetch(ctx, rpc401.URL, "")
+		var ae *discovery.AuthError
+		if !errors.As(err, &ae) || ae.Status != 401 || ae.Challenge != challenge || !errors.Is(err, schemas.ErrUnauthenticated) {
+			t.Fatalf("card fetch: %v", err)
+		}
+	})
+}
+
+// tokenServer is an OAuth2 token endpoint of the client credentials
+// grant: it checks the client, counts the tokens it issues, and issues
+// them with the lifetime the test sets, or refuses while told to.
+type tokenServer struct {
+	*httptest.Server
+	id, secret string
+	issued     atomic.Int32
+	expiresIn  atomic.Int32 // seconds
+	refuse     atomic.Bool
+	valid      sync.Map // access token → true, until revoked
+}
+
+func newTokenServer(t *testing.T, id, secret string) *tokenServer {
+	ts := &tokenServer{id: id, secret: secret}
+	ts.expiresIn.Store(3600)
+	ts.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil || r.Method != http.MethodPost || r.PostForm.Get("grant_type") != "client_credentials" {
+			http.Error(w, `{"error":"invalid_request"}`, http.StatusBadRequest)
+			return
+		}
+		user, pass, ok := r.BasicAuth()
+		if !ok {
+			user, pass = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if user != ts.id || pass != ts.secret || ts.refuse.Load() {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"error":"invalid_client","error_description":"client disabled"}`)
+			return
+		}
+		tok := fmt.Sprintf("tok-%d", ts.issued.Add(1))
+		ts.valid.Store(tok, true)
+		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": tok, "token_type": "Bearer", "expires_in": ts.expiresIn.Load(), "scope": r.PostForm.Get("scope")})
+	}))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// revokeAll makes the agent refuse every token issued so far.
+func (ts *tokenServer) revokeAll() {
+	ts.valid.Range(func(k, _ any) bool { ts.valid.Delete(k); return true })
+}
+
+// guard fronts an agent: a request whose Authorization is not a valid
+// token of ts is refused as an a2abus edge refuses it (401,
+// WWW-Authenticate, JSON-RPC -31401).
+func guard(t *testing.T, ts *tokenServer, upstream string) *httptest.Server {
+	target, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if _, valid := ts.valid.Load(tok); !ok || !valid {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agent", error="invalid_token"`)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-31401,"message":"invalid token"}}`)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// OAuth2 client credentials against a real a2abus edge behind a guard
+// that accepts only the tokens the test's token endpoint issued: one token
+// serves many calls (concurrent ones too), a refused token is replaced
+// and the call sent again, unary or streaming; a token that would expire
+// within the early-expiry margin is fetched anew for each call; a token
+// endpoint that refuses fails the call with its reason and never the
+// secret.
+func TestOAuth2ClientCredentials(t *testing.T) {
+	ctx := context.Background()
+	const secret = "very-secret-client-secret"
+	ts := newTokenServer(t, "gateway", secret)
+	agent := guard(t, ts, startA2Abus(t))
+	creds, err := discovery.NewAuthenticator(discovery.Auth{OAuth2: &discovery.OAuth2{
+		TokenURL: ts.URL + "/token", ClientID: "gateway", ClientSecret: secret, Scopes: []string{"a2a"}, Policy: loopback().Policy}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := loopback()
+	opts.Credentials = creds
+	card := mustParse(t, cardWith(agent.URL+"/agents/echo", `{"oauth": {"oauth2SecurityScheme": {"flows": {}}}}`, `[]`))
+	c, err := discovery.ClientFor(card, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(what string) error {
+		res, err := c.SendMessage(ctx, &schemas.SendMessageRequest{Message: text(what)})
+		if err == nil && (res.Task == nil || res.Task.Status.State != schemas.TaskStateCompleted) {
+			err = fmt.Errorf("send %q: %+v", what, res)
+		}
+		return err
+	}
+	stream := func(what string) error {
+		s, err := c.SendStreamingMessage(ctx, &schemas.SendMessageRequest{Message: text(what)})
+		if err != nil {
+			return err
+		}
+		if evs := readAll(t, s); lastState(evs) != schemas.TaskStateCompleted {
+			return fmt.Errorf("stream %q ended %s", what, lastState(evs))
+		}
+		return nil
+	}
+	wantIssued := func(n int32) {
+		t.Helper()
+		if got := ts.issued.Load(); got != n {
+			t.Fatalf("the token endpoint issued %d tokens, want %d", got, n)
+		}
+	}
+
+	// One token for many calls, eight of them at once.
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- send(fmt.Sprint("concurrent ", i))
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream("streamed"); err != nil {
+		t.Fatal(err)
+	}
+	wantIssued(1)
+
+	// The agent stops accepting it: a new one, and the call goes through.
+	ts.revokeAll()
+	if err := send("after revocation"); err != nil {
+		t.Fatal(err, ts.issued.Load())
+	}
+	wantIssued(2)
+	ts.revokeAll()
+	if err := stream("streamed after revocation"); err != nil {
+		t.Fatal(err)
+	}
+	wantIssued(3)
+	if err := send("reused again"); err != nil {
+		t.Fatal(err)
+	}
+	wantIssued(3)
+
+	// Tokens that expire within the margin are replaced before each use.
+	ts.expiresIn.Store(5)
+	ts.revokeAll()
+	for i, want := range []int32{4, 5, 6} {
+		if err := send(fmt.Sprint("short-lived ", i)); err != nil {
+			t.Fatal(err)
+		}
+		wantIssued(want)
+	}
+
+	// The token endpoint refuses: the call fails with its reason.
+	ts.expiresIn.Store(3600)
+	ts.refuse.Store(true)
+	err = send("refused")
+	if !errors.Is(err, discovery.ErrCredentialUnavailable) || !strings.Contains(err.Error(), `HTTP 401 Unauthorized invalid_client: client disabled`) ||
+		!strings.Contains(err.Error(), `for client "gateway"`) || strings.Contains(err.Error(), secret) {
+		t.Fatalf("a refused token fetch: %v", err)
+	}
+	// Once it issues tokens again, calls go through.
+	ts.refuse.Store(false)
+	if err := send("recovered"); err != nil {
+		t.Fatal(err)
+	}
+	wantIssued(7)
+
+	// A wrong secret: refused from the first call.
+	bad, err := discovery.NewAuthenticator(discovery.Auth{OAuth2: &discovery.OAuth2{TokenURL: ts.URL + "/token", ClientID: "gateway", ClientSecret: "wrong-secret", Policy: loopback().Policy}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Credentials = bad
+	bc, _ := discovery.ClientFor(card, opts)
+	if _, err := bc.GetTask(ctx, &schemas.GetTaskRequest{ID: "x"}); !errors.Is(err, discovery.ErrCredentialUnavailable) || strings.Contains(err.Error(), "wrong-secret") {
+		t.Fatalf("wrong secret: %v", err)
+	}
+
+	// Configuration mistakes are caught up front.
+	for _, o := range []*discovery.OAuth2{
+		{TokenURL: "not a url", ClientID: "x"},
+		{TokenURL: ts.URL, ClientID: ""},
+		{TokenURL: "http://169.254.169.254/token", ClientID: "x"},
+	} {
+		if _, err := discovery.NewAuthenticator(discovery.Auth{OAuth2: o}); err == nil {
+			t.Errorf("NewAuthenticator(%+v) accepted it", o)
+		}
+	}
+}
+
+// A static bearer token that the agent refuses is not sent again: only
+// OAuth2 tokens are refreshed.
+func TestStaticTokenRefusedOnce(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	t.Cleanup(srv.Close)
+	creds, _ := discovery.NewAuthenticator(discovery.Auth{BearerToken: discovery.Secret("stale")})
+	opts := loopback()
+	opts.Credentials = creds
+	c, _ := discovery.NewClient(discovery.Endpoint{URL: srv.URL, Binding: schemas.BindingJSONRPC, Version: "1.0"}, opts)
+	_, err := c.GetTask(context.Background(), &schemas.GetTaskRequest{ID: "x"})
+	var ae *discovery.AuthError
+	if !errors.As(err, &ae) || !ae.Sent || calls.Load() != 1 {
+		t.Fatalf("error %v after %d calls", err, calls.Load())
+	}
+}
