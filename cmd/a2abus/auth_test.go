@@ -82,6 +82,15 @@ func TestServeWithAPIKeys(t *testing.T) {
 	if status, _, b := post(key); status != http.StatusOK || !strings.Contains(b, "TASK_STATE_COMPLETED") {
 		t.Fatalf("with the key: %d %s", status, b)
 	}
+	// The CLI against the edge's own refusal: it names the scheme and the
+	// flag; with the key it is served.
+	_, _, err = cli(t, "send", base+"/agents/echo", "hello")
+	if err == nil || !strings.Contains(err.Error(), "--api-key") {
+		t.Fatalf("a2abus send without a key: %v", err)
+	}
+	if out, _, err := cli(t, "send", "--api-key", key, base+"/agents/echo", "hello"); err != nil || !strings.Contains(out, "TASK_STATE_COMPLETED") {
+		t.Fatalf("a2abus send --api-key: %v\n%s", err, out)
+	}
 	if strings.Contains(p.output(), key) {
 		t.Fatal("the key reached the log")
 	}
