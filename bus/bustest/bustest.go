@@ -21,8 +21,11 @@ type Options struct {
 	// FileStorage keeps streams on disk (restart tests).
 	FileStorage bool
 	// Listen makes the server accept network clients on this address
-	// (e.g. "127.0.0.1:0"), for tests that use real processes.
+	// (e.g. "127.0.0.1:0"), for tests that use real processes. Without
+	// Users they connect without credentials (bus.ServerConfig.Anonymous).
 	Listen string
+	// Users are the server's NATS users (tests of credentials and roles).
+	Users []bus.NATSUser
 	// DataDir reuses a store directory; default t.TempDir().
 	DataDir string
 }
@@ -35,7 +38,7 @@ func NewServer(t testing.TB, o Options) *bus.Server {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	s, err := bus.StartServer(bus.ServerConfig{DataDir: dir, Listen: o.Listen})
+	s, err := bus.StartServer(bus.ServerConfig{DataDir: dir, Listen: o.Listen, Users: o.Users, Anonymous: len(o.Users) == 0})
 	if err != nil {
 		t.Fatalf("bustest: start server: %v", err)
 	}
