@@ -16,6 +16,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -39,6 +40,9 @@ Usage:
   a2abus worker [flags]   agent workers joining an existing NATS (--nats)
   a2abus node   [flags]   only the NATS JetStream server, e.g. one member of a
                           cluster (--server-name, --cluster-name, --cluster-listen, --routes)
+  a2abus credentials --dir DIR
+                          NATS credentials of a deployment: users.json and
+                          cluster for nodes, edge and worker for those
   a2abus load   [flags]   load generator: N concurrent clients against any A2A
                           agent; prints throughput and p50/p90/p99 latency
 
@@ -78,6 +82,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	cmd := args[0]
 	if cmd == "load" {
 		return runLoad(ctx, args[1:], stdout, stderr)
+	}
+	if cmd == "credentials" {
+		return runCredentials(args[1:], stdout, stderr)
 	}
 	if _, ok := clientCommands[cmd]; ok {
 		return runClient(ctx, cmd, args[1:], stdout, stderr)
@@ -131,18 +138,37 @@ type process struct {
 	// the schemes it takes otherwise (for the start-up banner).
 	anonymous bool
 	schemes   []string
+	// credsDir is where the embedded server's credentials were made, if
+	// it made them.
+	credsDir string
 }
 
-func (p *process) busConfig(role string, srv *bus.Server) bus.Config {
+// busConfig is the bus configuration of cmd's process: in-process to srv
+// (serve), or to --nats with --nats-creds and --nats-tls-ca. A worker
+// binds to the streams and buckets an edge (or serve) provisioned: its
+// credentials may not change them.
+func (p *process) busConfig(role string, srv *bus.Server) (bus.Config, error) {
 	c := p.cfg
-	return bus.Config{
+	cfg := bus.Config{
 		URL: c.NATSURL, Server: srv, Role: role, Logger: p.log, Metrics: p.metrics,
 		Replicas:   c.Replicas,
 		TaskTTL:    time.Duration(c.TaskTTL),
 		HistoryCap: c.HistoryCap,
 		AckWait:    time.Duration(c.AckWait),
 		MaxDeliver: c.MaxDeliver,
+		BindOnly:   role == "worker",
 	}
+	if srv != nil {
+		return cfg, nil
+	}
+	var err error
+	if cfg.Credentials, err = clientCredentials(c.NATSCreds); err != nil {
+		return cfg, err
+	}
+	if cfg.TLS, err = c.readTLS(false); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
 }
 
 func (p *process) run(ctx context.Context, cmd string) error {
@@ -202,10 +228,14 @@ func (p *process) run(ctx context.Context, cmd string) error {
 				routes = append(routes, r)
 			}
 		}
-		srv, err = bus.StartServer(bus.ServerConfig{
+		sc := bus.ServerConfig{
 			DataDir: p.cfg.DataDir, Listen: listen, Name: p.cfg.ServerName,
 			ClusterName: p.cfg.ClusterName, ClusterListen: p.cfg.ClusterListen, Routes: routes,
-		})
+		}
+		if err := p.serverAuth(&sc); err != nil {
+			return err
+		}
+		srv, err = bus.StartServer(sc)
 		if err != nil {
 			return err
 		}
@@ -229,7 +259,11 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		return err
 	}
 	web.setReason("connecting to NATS")
-	b, err := bus.Connect(startCtx, p.busConfig(cmd, srv))
+	bcfg, err := p.busConfig(cmd, srv)
+	if err != nil {
+		return err
+	}
+	b, err := bus.Connect(startCtx, bcfg)
 	if err != nil {
 		return stopped(err)
 	}
@@ -433,7 +467,11 @@ func (p *process) announce(cmd, addr string, srv *bus.Server) {
 		fmt.Fprintf(p.out, "  auth           %s\n", strings.Join(p.schemes, ", "))
 	}
 	if srv != nil && srv.ClientURL() != "" {
-		fmt.Fprintf(p.out, "  NATS           %s  (join with: a2abus worker --nats %s --agent NAME)\n", srv.ClientURL(), srv.ClientURL())
+		creds := "FILE"
+		if p.credsDir != "" {
+			creds = filepath.Join(p.credsDir, string(bus.RoleWorker))
+		}
+		fmt.Fprintf(p.out, "  NATS           %s  (join with: a2abus worker --nats %s --nats-creds %s --agent NAME)\n", srv.ClientURL(), srv.ClientURL(), creds)
 	}
 }
 
