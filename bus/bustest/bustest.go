@@ -4,6 +4,14 @@ package bustest
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
 	"testing"
 	"time"
 
@@ -118,5 +126,47 @@ func LaggingReplica(t testing.TB, s *bus.Server, bucket, keep string) {
 			t.Fatalf("bustest: the lagging replica copied nothing")
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// TLS returns a certificate authority and a certificate it signed for
+// 127.0.0.1 with its key, all PEM, valid for an hour: the certificate is
+// good for server and client authentication, as NATS cluster members need.
+func TLS(t testing.TB) *bus.TLSFiles {
+	t.Helper()
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatalf("bustest: TLS key: %v", err)
+		}
+		return k
+	}
+	caKey, leafKey := key(), key()
+	now := time.Now()
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "a2abus test CA"},
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatalf("bustest: TLS CA: %v", err)
+	}
+	if ca, err = x509.ParseCertificate(caDER); err != nil {
+		t.Fatalf("bustest: TLS CA: %v", err)
+	}
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "a2abus test node"},
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &leafKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatalf("bustest: TLS certificate: %v", err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(leafKey)
+	if err != nil {
+		t.Fatalf("bustest: TLS key: %v", err)
+	}
+	return &bus.TLSFiles{
+		Cert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
+		Key:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		CA:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
 	}
 }
