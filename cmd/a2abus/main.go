@@ -144,13 +144,14 @@ type process struct {
 }
 
 // busConfig is the bus configuration of cmd's process: in-process to srv
-// (serve), or to --nats with --nats-creds and --nats-tls-ca. A worker
-// binds to the streams and buckets an edge (or serve) provisioned: its
-// credentials may not change them.
-func (p *process) busConfig(role string, srv *bus.Server) (bus.Config, error) {
+// (serve), or to --nats with na (see clientAuth). A worker binds to the
+// streams and buckets an edge (or serve) provisioned: its credentials may
+// not change them.
+func (p *process) busConfig(role string, srv *bus.Server, na clientAuth) bus.Config {
 	c := p.cfg
-	cfg := bus.Config{
+	return bus.Config{
 		URL: c.NATSURL, Server: srv, Role: role, Logger: p.log, Metrics: p.metrics,
+		Credentials: na.creds, TLS: na.tls,
 		Replicas:   c.Replicas,
 		TaskTTL:    time.Duration(c.TaskTTL),
 		HistoryCap: c.HistoryCap,
@@ -158,17 +159,6 @@ func (p *process) busConfig(role string, srv *bus.Server) (bus.Config, error) {
 		MaxDeliver: c.MaxDeliver,
 		BindOnly:   role == "worker",
 	}
-	if srv != nil {
-		return cfg, nil
-	}
-	var err error
-	if cfg.Credentials, err = clientCredentials(c.NATSCreds); err != nil {
-		return cfg, err
-	}
-	if cfg.TLS, err = c.readTLS(false); err != nil {
-		return cfg, err
-	}
-	return cfg, nil
 }
 
 func (p *process) run(ctx context.Context, cmd string) error {
@@ -195,6 +185,15 @@ func (p *process) run(ctx context.Context, cmd string) error {
 	if cmd == "serve" || cmd == "worker" {
 		var err error
 		if defs, err = p.definitions(); err != nil {
+			return err
+		}
+	}
+	// An edge's or worker's NATS credentials and TLS files are read now,
+	// so a missing or malformed one fails before anything starts too.
+	var natsAuth clientAuth
+	if cmd == "edge" || cmd == "worker" {
+		var err error
+		if natsAuth, err = p.cfg.clientAuth(); err != nil {
 			return err
 		}
 	}
@@ -242,6 +241,9 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		defer srv.Shutdown() // last: after every client has drained
 		if cmd == "node" {
 			fmt.Fprintf(p.out, "a2abus node ready\n  NATS           %s\n", srv.ClientURL())
+			if p.credsDir != "" {
+				fmt.Fprintf(p.out, "  credentials    %s  (edge, worker, admin: --nats-creds FILE)\n", p.credsDir)
+			}
 			<-ctx.Done()
 			p.log.Info("shutting down")
 			return nil
@@ -259,11 +261,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		return err
 	}
 	web.setReason("connecting to NATS")
-	bcfg, err := p.busConfig(cmd, srv)
-	if err != nil {
-		return err
-	}
-	b, err := bus.Connect(startCtx, bcfg)
+	b, err := bus.Connect(startCtx, p.busConfig(cmd, srv, natsAuth))
 	if err != nil {
 		return stopped(err)
 	}

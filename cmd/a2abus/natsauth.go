@@ -133,6 +133,25 @@ func clientCredentials(path string) (bus.Credentials, error) {
 	return c, nil
 }
 
+// clientAuth is what an edge or worker connects to NATS with.
+type clientAuth struct {
+	creds bus.Credentials
+	tls   *bus.TLSFiles
+}
+
+// clientAuth reads --nats-creds and --nats-tls-ca.
+func (c *Config) clientAuth() (clientAuth, error) {
+	creds, err := clientCredentials(c.NATSCreds)
+	if err != nil {
+		return clientAuth{}, err
+	}
+	tf, err := c.readTLS(false)
+	if err != nil {
+		return clientAuth{}, err
+	}
+	return clientAuth{creds: creds, tls: tf}, nil
+}
+
 // readTLS reads the PEM files of the NATS TLS settings; nil when none is
 // set. withKey asks for the certificate and key (a server's).
 func (c *Config) readTLS(withKey bool) (*bus.TLSFiles, error) {
