@@ -28,10 +28,10 @@ import (
 //     task records, queues work, publishes task events and cancel notices,
 //     follows the task bucket, the agent registry, a task's events and the
 //     dead-letter stream with consumers of its own, reads a work consumer's
-//     backlog and the card cache. It cannot delete or purge a stream or
-//     bucket, restore or snapshot one, delete or create a consumer of the
-//     work stream, take or acknowledge work, register an agent, or write to
-//     the dead-letter stream.
+//     backlog, reads and writes the card cache. It cannot delete or purge a
+//     stream or bucket, restore or snapshot one, delete or create a
+//     consumer of the work stream, take or acknowledge work, register an
+//     agent, or write to the dead-letter stream.
 //   - RoleWorker takes work (creates and binds the durable work-<agent>
 //     consumers, pulls, acknowledges), reads and writes task records,
 //     publishes task events, registers agents and refreshes them, receives
