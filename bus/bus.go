@@ -23,8 +23,22 @@ type Config struct {
 	// finished tasks, store conflicts and messages there. Default: a new
 	// one (see Bus.Metrics).
 	Metrics *Metrics
-	// Server, when set, is an embedded server to connect to in-process.
+	// Server, when set, is an embedded server to connect to in-process
+	// (with the server's own credentials: Credentials and TLS are not
+	// used).
 	Server *Server
+	// Credentials authenticate the connection to URL; zero: none.
+	Credentials Credentials
+	// TLS, when set, is what the connection to URL trusts (TLS.CA; Cert
+	// and Key are not used): a server that requires TLS is verified
+	// against it. Without it a server that requires TLS is verified
+	// against the system's roots.
+	TLS *TLSFiles
+	// BindOnly makes Connect look up the streams and buckets instead of
+	// creating or updating them, and wait (as for a server not up yet)
+	// until a process allowed to provision (an edge, serve) has made them:
+	// what a worker does, whose credentials may not change streams.
+	BindOnly bool
 	// Name identifies this connection and is the instance part of
 	// CloudEvent sources; default a random id.
 	Name string
@@ -177,11 +191,27 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		}),
 	}
 	url := cfg.URL
+	creds := cfg.Credentials
 	if cfg.Server != nil {
 		opts = append(opts, nats.InProcessServer(cfg.Server.s))
-		url = ""
-	} else if url == "" {
-		url = nats.DefaultURL
+		url, creds = "", cfg.Server.inProcess
+	} else {
+		if url == "" {
+			url = nats.DefaultURL
+		}
+		if cfg.TLS != nil {
+			tc, err := cfg.TLS.clientTLS()
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, nats.Secure(tc))
+		}
+	}
+	switch {
+	case creds.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(creds.CredsFile))
+	case creds.User != "":
+		opts = append(opts, nats.UserInfo(creds.User, creds.Password))
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
@@ -271,8 +301,11 @@ func (b *Bus) storage() jetstream.StorageType {
 
 // provision creates or updates every stream and bucket. It never deletes:
 // running it from every process at start-up is safe, and a changed bound is
-// applied in place.
+// applied in place. With BindOnly it only looks them up (bind).
 func (b *Bus) provision(ctx context.Context) error {
+	if b.cfg.BindOnly {
+		return b.bind(ctx)
+	}
 	c := b.cfg
 	streams := []jetstream.StreamConfig{
 		{
@@ -360,6 +393,26 @@ func (b *Bus) provision(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("bus: provision bucket %s: %w", schemas.BucketCards, err)
+	}
+	return nil
+}
+
+// bind looks up every stream and bucket, failing while one is missing.
+func (b *Bus) bind(ctx context.Context) error {
+	for _, name := range []string{schemas.StreamWork, schemas.StreamEvents, schemas.StreamDLQ} {
+		if _, err := b.js.Stream(ctx, name); err != nil {
+			return fmt.Errorf("bus: bind stream %s: %w", name, err)
+		}
+	}
+	for _, kv := range []struct {
+		bucket string
+		to     *jetstream.KeyValue
+	}{{schemas.BucketTasks, &b.tasks}, {schemas.BucketAgents, &b.agents}, {schemas.BucketCards, &b.cards}} {
+		h, err := b.js.KeyValue(ctx, kv.bucket)
+		if err != nil {
+			return fmt.Errorf("bus: bind bucket %s: %w", kv.bucket, err)
+		}
+		*kv.to = h
 	}
 	return nil
 }

@@ -63,6 +63,7 @@ func startCluster(t *testing.T, proc int) *testCluster {
 			Name: c.names[i], DataDir: t.TempDir(),
 			Listen:      fmt.Sprintf("127.0.0.1:%d", clientPorts[i]),
 			ClusterName: "a2abus-test", ClusterListen: fmt.Sprintf("127.0.0.1:%d", routePorts[i]), Routes: routes,
+			Anonymous: true, // loopback; auth_test.go has a cluster with credentials
 		}
 		if i == proc {
 			c.procs[i], c.stopped[i] = startNodeProcess(t, cfg)

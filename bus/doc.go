@@ -4,6 +4,10 @@
 //   - the embedded NATS server (StartServer), the connection (reconnect,
 //     drain, Abort for crash tests) and idempotent provisioning of every
 //     stream, consumer and bucket the bus contract names;
+//   - who may use the bus (auth.go): the server's NATS users and their
+//     roles (admin, edge, worker) as subject permissions, route
+//     credentials between cluster members, TLS, and the credentials a
+//     connection presents;
 //   - the CloudEvents-on-NATS codec: binary mode written, structured mode
 //     and JSON batches read, the event id as Nats-Msg-Id;
 //   - the task store on KV: create once, compare-and-swap updates that fold

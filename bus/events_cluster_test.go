@@ -36,6 +36,7 @@ func startReaderCluster(t *testing.T) *readerCluster {
 			Name: fmt.Sprintf("n%d", i), DataDir: t.TempDir(),
 			Listen:      strings.TrimPrefix(c.clientURLs[i], "nats://"),
 			ClusterName: "a2abus-test", ClusterListen: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			Anonymous: true, // loopback; auth_test.go has a cluster with credentials
 		}
 		routes = append(routes, "nats://"+c.cfgs[i].ClusterListen)
 	}

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -34,11 +35,39 @@ type ServerConfig struct {
 	ClusterName   string
 	ClusterListen string
 	Routes        []string
+
+	// Users may connect over Listen, each with its role's permissions (see
+	// Role). A server that listens (Listen or ClusterListen set) needs
+	// users, or Anonymous. In-process connections (Connect with
+	// Config.Server) need none: they are an admin the server made up.
+	Users []NATSUser
+	// ClusterUser and ClusterPassword authenticate the routes between
+	// cluster members: a member accepts a route only with them, and
+	// presents them on the routes it opens (added to each of Routes that
+	// has no user of its own). Required with ClusterListen, unless
+	// Anonymous.
+	ClusterUser, ClusterPassword string
+	// Anonymous lets any client connect over Listen, and any server route
+	// over ClusterListen, without credentials: for tests on loopback only.
+	Anonymous bool
+	// TLS, when set, makes the client listener require TLS with TLS.Cert
+	// and TLS.Key, and the routes too, each member verifying the others'
+	// certificates with TLS.CA (mutual TLS). In-process connections never
+	// use it.
+	TLS *TLSFiles
 }
+
+// ErrServerNeedsAuth is returned by StartServer for a server that would
+// listen on the network with nobody to authenticate (no Users for Listen,
+// no cluster credentials for ClusterListen) and is not Anonymous.
+var ErrServerNeedsAuth = errors.New("bus: an embedded server that listens needs credentials")
 
 // Server is an embedded NATS server with JetStream.
 type Server struct {
 	s *server.Server
+	// inProcess authenticates in-process connections; zero when the server
+	// has no users.
+	inProcess Credentials
 }
 
 // StartServer starts an embedded NATS server with JetStream and waits until
@@ -71,20 +100,47 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			return nil, fmt.Errorf("bus: nats listen address: %w", err)
 		}
 		opts.Host, opts.Port = host, port
+		if len(cfg.Users) == 0 && !cfg.Anonymous {
+			return nil, fmt.Errorf("%w: a client listener needs users", ErrServerNeedsAuth)
+		}
+	}
+	var inProcess Credentials
+	if len(cfg.Users) > 0 {
+		inProcess = Credentials{User: inProcessUser, Password: NewPassword()}
+		users, err := serverUsers(cfg.Users, inProcess.Password)
+		if err != nil {
+			return nil, err
+		}
+		opts.Users = users
+	}
+	var routeTLS *tls.Config
+	if cfg.TLS != nil {
+		client, route, err := cfg.TLS.serverTLS()
+		if err != nil {
+			return nil, err
+		}
+		opts.TLSConfig, routeTLS = client, route
 	}
 	if cfg.ClusterName != "" || cfg.ClusterListen != "" {
 		if cfg.ClusterName == "" || cfg.ClusterListen == "" || cfg.Name == "" {
 			return nil, errors.New("bus: a cluster member needs a cluster name, a cluster listen address and a server name")
 		}
+		if (cfg.ClusterUser == "" || cfg.ClusterPassword == "") && !cfg.Anonymous {
+			return nil, fmt.Errorf("%w: a cluster member needs the cluster's route credentials", ErrServerNeedsAuth)
+		}
 		host, port, err := splitHostPort(cfg.ClusterListen)
 		if err != nil {
 			return nil, fmt.Errorf("bus: cluster listen address: %w", err)
 		}
-		opts.Cluster = server.ClusterOpts{Name: cfg.ClusterName, Host: host, Port: port}
+		opts.Cluster = server.ClusterOpts{Name: cfg.ClusterName, Host: host, Port: port,
+			Username: cfg.ClusterUser, Password: cfg.ClusterPassword, TLSConfig: routeTLS}
 		for _, r := range cfg.Routes {
 			u, err := url.Parse(r)
 			if err != nil || u.Host == "" {
 				return nil, fmt.Errorf("bus: route %q is not a nats://host:port URL", r)
+			}
+			if u.User == nil && cfg.ClusterUser != "" {
+				u.User = url.UserPassword(cfg.ClusterUser, cfg.ClusterPassword)
 			}
 			opts.Routes = append(opts.Routes, u)
 		}
@@ -98,7 +154,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		s.Shutdown()
 		return nil, errors.New("bus: embedded server did not become ready within 30s")
 	}
-	return &Server{s: s}, nil
+	return &Server{s: s, inProcess: inProcess}, nil
 }
 
 // splitHostPort parses HOST:PORT; port 0 asks for a free port.

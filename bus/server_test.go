@@ -139,7 +139,7 @@ func TestServerInProcessOnlyHasNoClientURL(t *testing.T) {
 }
 
 func TestServerListensForNetworkClients(t *testing.T) {
-	s, err := StartServer(ServerConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	s, err := StartServer(ServerConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Anonymous: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,14 @@ package bustest
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
 	"testing"
 	"time"
 
@@ -21,8 +29,11 @@ type Options struct {
 	// FileStorage keeps streams on disk (restart tests).
 	FileStorage bool
 	// Listen makes the server accept network clients on this address
-	// (e.g. "127.0.0.1:0"), for tests that use real processes.
+	// (e.g. "127.0.0.1:0"), for tests that use real processes. Without
+	// Users they connect without credentials (bus.ServerConfig.Anonymous).
 	Listen string
+	// Users are the server's NATS users (tests of credentials and roles).
+	Users []bus.NATSUser
 	// DataDir reuses a store directory; default t.TempDir().
 	DataDir string
 }
@@ -35,7 +46,7 @@ func NewServer(t testing.TB, o Options) *bus.Server {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	s, err := bus.StartServer(bus.ServerConfig{DataDir: dir, Listen: o.Listen})
+	s, err := bus.StartServer(bus.ServerConfig{DataDir: dir, Listen: o.Listen, Users: o.Users, Anonymous: len(o.Users) == 0})
 	if err != nil {
 		t.Fatalf("bustest: start server: %v", err)
 	}
@@ -115,5 +126,47 @@ func LaggingReplica(t testing.TB, s *bus.Server, bucket, keep string) {
 			t.Fatalf("bustest: the lagging replica copied nothing")
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// TLS returns a certificate authority and a certificate it signed for
+// 127.0.0.1 with its key, all PEM, valid for an hour: the certificate is
+// good for server and client authentication, as NATS cluster members need.
+func TLS(t testing.TB) *bus.TLSFiles {
+	t.Helper()
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatalf("bustest: TLS key: %v", err)
+		}
+		return k
+	}
+	caKey, leafKey := key(), key()
+	now := time.Now()
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "a2abus test CA"},
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatalf("bustest: TLS CA: %v", err)
+	}
+	if ca, err = x509.ParseCertificate(caDER); err != nil {
+		t.Fatalf("bustest: TLS CA: %v", err)
+	}
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "a2abus test node"},
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &leafKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatalf("bustest: TLS certificate: %v", err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(leafKey)
+	if err != nil {
+		t.Fatalf("bustest: TLS key: %v", err)
+	}
+	return &bus.TLSFiles{
+		Cert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
+		Key:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		CA:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
 	}
 }

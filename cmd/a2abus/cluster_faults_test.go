@@ -495,7 +495,8 @@ func (tp *topology) jsLeaders(agent string) map[string]int {
 	for _, a := range tp.natsAddr {
 		urls = append(urls, "nats://"+a)
 	}
-	nc, err := nats.Connect(strings.Join(urls, ","), nats.Timeout(5*time.Second))
+	admin := adminCreds(tp.t, tp.creds)
+	nc, err := nats.Connect(strings.Join(urls, ","), nats.Timeout(5*time.Second), nats.UserInfo(admin.User, admin.Password))
 	if err != nil {
 		return out
 	}
@@ -537,7 +538,8 @@ func (tp *topology) jsLeaders(agent string) map[string]int {
 func (tp *topology) lead(i int, stream, consumer string) {
 	t := tp.t
 	t.Helper()
-	nc, err := nats.Connect("nats://"+tp.natsAddr[i], nats.Timeout(5*time.Second))
+	admin := adminCreds(t, tp.creds)
+	nc, err := nats.Connect("nats://"+tp.natsAddr[i], nats.Timeout(5*time.Second), nats.UserInfo(admin.User, admin.Password))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -744,7 +746,7 @@ func throughput(t *testing.T, l *ledger, phases []phase) {
 // (it connects there, and learns the others from the cluster).
 func (tp *topology) workerOn(i int, args ...string) *proc {
 	env := append(append([]string(nil), tp.env...), "NATS_URL=nats://"+tp.natsAddr[i])
-	p := startProcEnv(tp.t, env, append([]string{"worker"}, args...)...)
+	p := startProcEnv(tp.t, env, append([]string{"worker", "--nats-creds", filepath.Join(tp.creds, "worker")}, args...)...)
 	tp.workers = append(tp.workers, p)
 	return p
 }

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/a2abus/a2abus/bus"
 )
 
 // composeServices reads the command of every service in compose.yaml. The
@@ -71,8 +73,11 @@ func splitFlow(list string) []string {
 // compose.yaml is the topology TestClusterTopologySurvivesNodeLoss runs:
 // three clustered nodes with the same flags, two edges, worker groups for
 // echo and tck, R3 and the node list in the shared environment; and every
-// flag it passes is one the binary accepts. (Docker is not available where
-// CI runs, so this is what keeps the file honest.)
+// flag it passes is one the binary accepts. No NATS port is anonymous:
+// one service makes the credentials ("a2abus credentials"), every node
+// takes its users and route credentials from what it made, and every edge
+// and worker presents its role's. (Docker is not available where CI runs,
+// so this is what keeps the file honest.)
 func TestComposeMatchesProcessTopology(t *testing.T) {
 	b, err := os.ReadFile("../../compose.yaml")
 	if err != nil {
@@ -85,10 +90,33 @@ func TestComposeMatchesProcessTopology(t *testing.T) {
 		}
 	}
 	services := composeServices(t)
-	var nodes, edges, workerAgents []string
+	var nodes, edges, workerAgents, makers []string
+	// credsAt is where the services read what the credentials service
+	// made: its directory as the others mount its volume.
+	const credsAt = "/creds"
+	creds := func(name, flag, path, file string) {
+		t.Helper()
+		if path != credsAt+"/"+file {
+			t.Errorf("%s: --%s %q, want %s/%s (made by the credentials service)", name, flag, path, credsAt, file)
+		}
+	}
 	for name, args := range services {
 		if len(args) == 0 {
 			t.Fatalf("%s: empty command", name)
+		}
+		flags := map[string]string{}
+		for i := 1; i+1 < len(args); i += 2 {
+			flags[strings.TrimLeft(args[i], "-")] = args[i+1]
+		}
+		if args[0] == "credentials" {
+			makers = append(makers, name)
+			if len(args) != 3 || flags["dir"] == "" {
+				t.Errorf("%s: a2abus %s, want credentials --dir DIR", name, strings.Join(args, " "))
+			}
+			if !strings.Contains(string(b), name+":"+flags["dir"]+"]") || !strings.Contains(string(b), name+":"+credsAt+":ro]") {
+				t.Errorf("%s: its volume is not mounted at %s (read-only) where the others read it", name, credsAt)
+			}
+			continue
 		}
 		// Every command parses with the binary's own flags.
 		fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
@@ -96,14 +124,10 @@ func TestComposeMatchesProcessTopology(t *testing.T) {
 		if _, err := loadConfig(fs, args[1:], func(string) string { return "" }); err != nil {
 			t.Errorf("%s: a2abus %s: %v", name, strings.Join(args, " "), err)
 		}
-		flags := map[string]string{}
-		for i := 1; i+1 < len(args); i += 2 {
-			flags[strings.TrimLeft(args[i], "-")] = args[i+1]
-		}
 		switch args[0] {
 		case "node":
 			nodes = append(nodes, name)
-			for _, f := range []string{"server-name", "data-dir", "nats-listen", "cluster-name", "cluster-listen", "routes"} {
+			for _, f := range []string{"server-name", "data-dir", "nats-listen", "cluster-name", "cluster-listen", "routes", "nats-users", "cluster-creds"} {
 				if flags[f] == "" {
 					t.Errorf("%s: node without --%s (the process test sets it)", name, f)
 				}
@@ -111,20 +135,25 @@ func TestComposeMatchesProcessTopology(t *testing.T) {
 			if n := len(strings.Split(flags["routes"], ",")); n != 3 {
 				t.Errorf("%s: %d routes, want 3", name, n)
 			}
+			creds(name, "nats-users", flags["nats-users"], "users.json")
+			creds(name, "cluster-creds", flags["cluster-creds"], "cluster")
 		case "edge":
 			edges = append(edges, name)
 			if flags["default-agent"] != "echo" || flags["listen"] == "" || flags["public-url"] == "" {
 				t.Errorf("%s: edge flags %v differ from the process test's", name, flags)
 			}
+			creds(name, "nats-creds", flags["nats-creds"], string(bus.RoleEdge))
 		case "worker":
 			workerAgents = append(workerAgents, flags["agent"])
+			creds(name, "nats-creds", flags["nats-creds"], string(bus.RoleWorker))
 		default:
 			t.Errorf("%s: unexpected command %q", name, args[0])
 		}
 	}
 	slices.Sort(workerAgents)
-	if len(nodes) != 3 || len(edges) != 2 || !slices.Equal(workerAgents, []string{"echo", "tck"}) {
-		t.Fatalf("topology: nodes %v, edges %v, worker agents %v; want 3 nodes, 2 edges, echo and tck workers", nodes, edges, workerAgents)
+	if len(nodes) != 3 || len(edges) != 2 || !slices.Equal(workerAgents, []string{"echo", "tck"}) || len(makers) != 1 {
+		t.Fatalf("topology: nodes %v, edges %v, worker agents %v, credentials %v; want 3 nodes, 2 edges, echo and tck workers, one credentials service",
+			nodes, edges, workerAgents, makers)
 	}
 }
 

@@ -45,6 +45,26 @@ type Config struct {
 	// NATSURL is the NATS server list that edge and worker connect to.
 	// Default nats://127.0.0.1:4222.
 	NATSURL string `json:"natsUrl"`
+	// NATSCreds is the file of the credentials an edge or worker presents
+	// to NATS: "user:password" (as serve makes them in
+	// <dataDir>/nats-credentials/) or a NATS .creds file. Default none.
+	NATSCreds string `json:"natsCreds"`
+	// NATSUsers is the JSON file of the embedded server's users (serve,
+	// node): [{"user","password" or "passwordHash" (bcrypt),"role"}],
+	// role admin, edge or worker. Default: a standalone server makes one
+	// user per role in <dataDir>/nats-credentials/; a cluster member
+	// requires it.
+	NATSUsers string `json:"natsUsers"`
+	// ClusterCreds is the "user:password" file cluster members
+	// authenticate their routes with; required in a cluster.
+	ClusterCreds string `json:"clusterCreds"`
+	// NATSTLSCert and NATSTLSKey (PEM files) make the embedded server
+	// require TLS on its client listener and its routes. NATSTLSCA is the
+	// CA members verify each other with, and edges and workers verify
+	// their server with. Default: no TLS.
+	NATSTLSCert string `json:"natsTlsCert"`
+	NATSTLSKey  string `json:"natsTlsKey"`
+	NATSTLSCA   string `json:"natsTlsCa"`
 	// StartTimeout bounds how long edge and worker wait at start-up for
 	// NATS to be reachable and provisioned (a cluster may still be
 	// forming) before exiting with an error. Default 0: until stopped,
@@ -311,6 +331,12 @@ func settings() []setting {
 		{"cluster-listen", "A2ABUS_CLUSTER_LISTEN", "route address HOST:PORT of the embedded server in a cluster", str(func(c *Config) *string { return &c.ClusterListen })},
 		{"routes", "A2ABUS_ROUTES", "route URLs of the cluster members, comma-separated (nats://host:port)", str(func(c *Config) *string { return &c.Routes })},
 		{"nats", "NATS_URL", "NATS server URLs, comma-separated, for edge and worker (default nats://127.0.0.1:4222)", str(func(c *Config) *string { return &c.NATSURL })},
+		{"nats-creds", "NATS_CREDS", "credentials file edge and worker present to NATS: user:password (e.g. <data-dir>/nats-credentials/worker of a serve) or a NATS .creds file", str(func(c *Config) *string { return &c.NATSCreds })},
+		{"nats-users", "A2ABUS_NATS_USERS", `users of the embedded NATS server, JSON [{"user","password"|"passwordHash","role":"admin|edge|worker"}] (default: a standalone serve or node makes one per role in <data-dir>/nats-credentials/; required in a cluster)`, str(func(c *Config) *string { return &c.NATSUsers })},
+		{"cluster-creds", "A2ABUS_CLUSTER_CREDS", "user:password file cluster members authenticate their routes with (required with --cluster-listen)", str(func(c *Config) *string { return &c.ClusterCreds })},
+		{"nats-tls-cert", "A2ABUS_NATS_TLS_CERT", "PEM certificate of the embedded NATS server: TLS on its client and route listeners (with --nats-tls-key)", str(func(c *Config) *string { return &c.NATSTLSCert })},
+		{"nats-tls-key", "A2ABUS_NATS_TLS_KEY", "PEM private key of --nats-tls-cert", str(func(c *Config) *string { return &c.NATSTLSKey })},
+		{"nats-tls-ca", "A2ABUS_NATS_TLS_CA", "PEM CA that cluster members verify each other with and edges and workers verify their NATS server with", str(func(c *Config) *string { return &c.NATSTLSCA })},
 		{"start-timeout", "A2ABUS_START_TIMEOUT", "how long edge and worker wait at start-up for NATS before exiting (default 0: until stopped; the edge answers 503 not ready meanwhile)", dur(func(c *Config) *Duration { return &c.StartTimeout })},
 		{"default-agent", "A2ABUS_DEFAULT_AGENT", `agent served at "/" (default the first agent)`, str(func(c *Config) *string { return &c.DefaultAgent })},
 		{"replicas", "A2ABUS_REPLICAS", "replicas of streams and buckets (default 1)", num(func(c *Config) *int { return &c.Replicas })},
@@ -488,6 +514,9 @@ func (c *Config) validate() error {
 		if a.Auth != nil {
 			errs = append(errs, a.Auth.inFile(a.Name))
 		}
+	}
+	if (c.NATSTLSCert == "") != (c.NATSTLSKey == "") {
+		errs = append(errs, errors.New("--nats-tls-cert and --nats-tls-key go together"))
 	}
 	if c.Replicas < 1 {
 		errs = append(errs, errors.New("replicas must be at least 1"))

@@ -73,7 +73,8 @@ func TestKilledWorkerProcessTaskFinishesElsewhere(t *testing.T) {
 	waitReady(t, serve, base)
 	nats := "nats://" + natsAddr
 
-	first := startProc(t, append([]string{"worker", "--nats", nats, "--agent", "tck"}, common...)...)
+	workerCreds := servedCreds(filepath.Join(dir, "data"), bus.RoleWorker)
+	first := startProc(t, append([]string{"worker", "--nats", nats, "--nats-creds", workerCreds, "--agent", "tck"}, common...)...)
 	waitAgentCard(t, base, "tck")
 	// The conformance agent holds this task WORKING for 4s.
 	task := sendNow(t, base, "tck", "test-resubscribe-message-id-crash", "x")
@@ -84,7 +85,7 @@ func TestKilledWorkerProcessTaskFinishesElsewhere(t *testing.T) {
 	<-first.done
 	first.done <- nil
 
-	startProc(t, append([]string{"worker", "--nats", nats, "--agent", "tck"}, common...)...)
+	startProc(t, append([]string{"worker", "--nats", nats, "--nats-creds", workerCreds, "--agent", "tck"}, common...)...)
 	done := waitTask(t, base, "tck", task.ID, 60*time.Second, func(t schemas.Task) bool { return t.Status.State.Terminal() })
 	if done.Status.State != schemas.TaskStateCompleted {
 		t.Fatalf("state %s", done.Status.State)
@@ -197,9 +198,10 @@ func TestKilledEdgeProcessStreamResumesOnAnother(t *testing.T) {
 	httpAddr, natsAddr, edgeAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	serve := startProc(t, "serve", "--listen", httpAddr, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", natsAddr, "--agent", "echo")
 	waitReady(t, serve, "http://"+httpAddr)
-	doomed := startProc(t, "edge", "--nats", "nats://"+natsAddr, "--listen", edgeAddr, "--default-agent", "echo")
+	data := filepath.Join(dir, "data")
+	doomed := startProc(t, "edge", "--nats", "nats://"+natsAddr, "--nats-creds", servedCreds(data, bus.RoleEdge), "--listen", edgeAddr, "--default-agent", "echo")
 	waitReady(t, doomed, "http://"+edgeAddr)
-	startProc(t, "worker", "--nats", "nats://"+natsAddr, "--agent", "tck")
+	startProc(t, "worker", "--nats", "nats://"+natsAddr, "--nats-creds", servedCreds(data, bus.RoleWorker), "--agent", "tck")
 	waitAgentCard(t, "http://"+edgeAddr, "tck")
 
 	// Stream a task that stays WORKING for 4s through the doomed edge.
@@ -277,7 +279,8 @@ func TestPoisonWorkEndsFailed(t *testing.T) {
 	waitReady(t, serve, base)
 	nats := "nats://" + natsAddr
 
-	w := startProc(t, append([]string{"worker", "--nats", nats, "--config", cfg}, common...)...)
+	workerCreds := servedCreds(filepath.Join(dir, "data"), bus.RoleWorker)
+	w := startProc(t, append([]string{"worker", "--nats", nats, "--nats-creds", workerCreds, "--config", cfg}, common...)...)
 	waitAgentCard(t, base, "poison")
 	task := sendNow(t, base, "poison", "p1", "x")
 	// Each worker dies on the work; a supervisor would restart it, so do we.
@@ -298,14 +301,14 @@ func TestPoisonWorkEndsFailed(t *testing.T) {
 		case err := <-w.done:
 			w.done <- err
 			crashes++
-			w = startProc(t, append([]string{"worker", "--nats", nats, "--config", cfg}, common...)...)
+			w = startProc(t, append([]string{"worker", "--nats", nats, "--nats-creds", workerCreds, "--config", cfg}, common...)...)
 		case <-time.After(100 * time.Millisecond): // polling the task
 		}
 	}
 	// The work is kept in the dead-letter stream for inspection.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := bus.Connect(ctx, bus.Config{URL: nats})
+	b, err := bus.Connect(ctx, bus.Config{URL: nats, Credentials: adminCreds(t, filepath.Join(dir, "data", credentialsDir))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +339,7 @@ func TestOrphanedTaskIsQueuedAfterAKill(t *testing.T) {
 	// What an edge killed after its create and before its publish leaves.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	b, err := bus.Connect(ctx, bus.Config{URL: "nats://" + natsAddr})
+	b, err := bus.Connect(ctx, bus.Config{URL: "nats://" + natsAddr, Credentials: adminCreds(t, filepath.Join(dir, "data", credentialsDir))})
 	if err != nil {
 		t.Fatal(err)
 	}

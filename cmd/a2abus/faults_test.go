@@ -32,6 +32,7 @@ type topology struct {
 	natsAddr  [3]string // each node's client address
 	nodeArgs  func(i int) []string
 	env       []string
+	creds     string // the deployment's NATS credentials (deploymentCreds)
 	edges     []string
 	edgeProcs []*proc
 	front     string
@@ -44,6 +45,7 @@ type topology struct {
 func startTopology(t *testing.T, edgeFlags []string, workers [][]string, agents ...string) *topology {
 	t.Helper()
 	tp := &topology{t: t, dir: t.TempDir()}
+	tp.creds = deploymentCreds(t, filepath.Join(tp.dir, "creds"))
 	var clientAddrs, routeAddrs [3]string
 	var routes, urls []string
 	for i := range tp.nodes {
@@ -54,7 +56,8 @@ func startTopology(t *testing.T, edgeFlags []string, workers [][]string, agents 
 	}
 	tp.nodeArgs = func(i int) []string {
 		return []string{"node", "--server-name", fmt.Sprintf("nats-%d", i+1), "--data-dir", filepath.Join(tp.dir, fmt.Sprintf("nats-%d", i+1)),
-			"--nats-listen", clientAddrs[i], "--cluster-name", "a2abus", "--cluster-listen", routeAddrs[i], "--routes", strings.Join(routes, ",")}
+			"--nats-listen", clientAddrs[i], "--cluster-name", "a2abus", "--cluster-listen", routeAddrs[i], "--routes", strings.Join(routes, ","),
+			"--nats-users", filepath.Join(tp.creds, "users.json"), "--cluster-creds", filepath.Join(tp.creds, "cluster")}
 	}
 	for i := range tp.nodes {
 		tp.nodes[i] = startProc(t, tp.nodeArgs(i)...)
@@ -62,7 +65,8 @@ func startTopology(t *testing.T, edgeFlags []string, workers [][]string, agents 
 	tp.env = []string{"NATS_URL=" + strings.Join(urls, ","), "A2ABUS_REPLICAS=3"}
 	for range 2 {
 		addr := freeAddr(t)
-		p := startProcEnv(t, tp.env, append([]string{"edge", "--listen", addr, "--public-url", "http://" + addr, "--default-agent", "echo"}, edgeFlags...)...)
+		p := startProcEnv(t, tp.env, append([]string{"edge", "--listen", addr, "--public-url", "http://" + addr, "--default-agent", "echo",
+			"--nats-creds", filepath.Join(tp.creds, "edge")}, edgeFlags...)...)
 		waitReady(t, p, "http://"+addr)
 		tp.edges = append(tp.edges, "http://"+addr)
 		tp.edgeProcs = append(tp.edgeProcs, p)
@@ -81,7 +85,7 @@ func startTopology(t *testing.T, edgeFlags []string, workers [][]string, agents 
 
 // worker starts one more worker process.
 func (tp *topology) worker(args ...string) *proc {
-	p := startProcEnv(tp.t, tp.env, append([]string{"worker"}, args...)...)
+	p := startProcEnv(tp.t, tp.env, append([]string{"worker", "--nats-creds", filepath.Join(tp.creds, "worker")}, args...)...)
 	tp.workers = append(tp.workers, p)
 	return p
 }

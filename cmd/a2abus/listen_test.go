@@ -19,9 +19,11 @@ import (
 )
 
 // cluster3 returns the arguments of three clustered NATS nodes on free
-// 127.0.0.1 ports (data under dir) and their client URLs, comma-separated.
+// 127.0.0.1 ports (data under dir, their credentials in dir/creds: see
+// deploymentCreds) and their client URLs, comma-separated.
 func cluster3(t *testing.T, dir string) (nodeArgs [3][]string, urls string) {
 	t.Helper()
+	creds := deploymentCreds(t, filepath.Join(dir, "creds"))
 	var clients, routes [3]string
 	var routeURLs, clientURLs []string
 	for i := range 3 {
@@ -31,7 +33,8 @@ func cluster3(t *testing.T, dir string) (nodeArgs [3][]string, urls string) {
 	}
 	for i := range 3 {
 		nodeArgs[i] = []string{"node", "--server-name", fmt.Sprintf("nats-%d", i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("nats-%d", i+1)),
-			"--nats-listen", clients[i], "--cluster-name", "a2abus", "--cluster-listen", routes[i], "--routes", strings.Join(routeURLs, ",")}
+			"--nats-listen", clients[i], "--cluster-name", "a2abus", "--cluster-listen", routes[i], "--routes", strings.Join(routeURLs, ","),
+			"--nats-users", filepath.Join(creds, "users.json"), "--cluster-creds", filepath.Join(creds, "cluster")}
 	}
 	return nodeArgs, strings.Join(clientURLs, ",")
 }
@@ -97,11 +100,12 @@ func TestEdgeListensBeforeItsClusterForms(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	nodeArgs, urls := cluster3(t, t.TempDir())
+	dir := t.TempDir()
+	nodeArgs, urls := cluster3(t, dir)
 	edgeAddr := freeAddr(t)
 	base := "http://" + edgeAddr
-	edgeProc := startProc(t, "edge", "--nats", urls, "--replicas", "3", "--listen", edgeAddr, "--default-agent", "echo")
-	worker := startProc(t, "worker", "--nats", urls, "--replicas", "3", "--agent", "echo")
+	edgeProc := startProc(t, "edge", "--nats", urls, "--nats-creds", filepath.Join(dir, "creds", "edge"), "--replicas", "3", "--listen", edgeAddr, "--default-agent", "echo")
+	worker := startProc(t, "worker", "--nats", urls, "--nats-creds", filepath.Join(dir, "creds", "worker"), "--replicas", "3", "--agent", "echo")
 
 	waitListening(t, edgeProc, base)
 	if status, _, body := get(t, base+"/readyz"); status != 503 || !strings.HasPrefix(body, "not ready: ") || len(strings.TrimSpace(body)) <= len("not ready: ") {

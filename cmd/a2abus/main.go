@@ -16,6 +16,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -39,6 +40,9 @@ Usage:
   a2abus worker [flags]   agent workers joining an existing NATS (--nats)
   a2abus node   [flags]   only the NATS JetStream server, e.g. one member of a
                           cluster (--server-name, --cluster-name, --cluster-listen, --routes)
+  a2abus credentials --dir DIR
+                          NATS credentials of a deployment: users.json and
+                          cluster for nodes, edge and worker for those
   a2abus load   [flags]   load generator: N concurrent clients against any A2A
                           agent; prints throughput and p50/p90/p99 latency
 
@@ -78,6 +82,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	cmd := args[0]
 	if cmd == "load" {
 		return runLoad(ctx, args[1:], stdout, stderr)
+	}
+	if cmd == "credentials" {
+		return runCredentials(args[1:], stdout, stderr)
 	}
 	if _, ok := clientCommands[cmd]; ok {
 		return runClient(ctx, cmd, args[1:], stdout, stderr)
@@ -131,17 +138,26 @@ type process struct {
 	// the schemes it takes otherwise (for the start-up banner).
 	anonymous bool
 	schemes   []string
+	// credsDir is where the embedded server's credentials were made, if
+	// it made them.
+	credsDir string
 }
 
-func (p *process) busConfig(role string, srv *bus.Server) bus.Config {
+// busConfig is the bus configuration of cmd's process: in-process to srv
+// (serve), or to --nats with na (see clientAuth). A worker binds to the
+// streams and buckets an edge (or serve) provisioned: its credentials may
+// not change them.
+func (p *process) busConfig(role string, srv *bus.Server, na clientAuth) bus.Config {
 	c := p.cfg
 	return bus.Config{
 		URL: c.NATSURL, Server: srv, Role: role, Logger: p.log, Metrics: p.metrics,
+		Credentials: na.creds, TLS: na.tls,
 		Replicas:   c.Replicas,
 		TaskTTL:    time.Duration(c.TaskTTL),
 		HistoryCap: c.HistoryCap,
 		AckWait:    time.Duration(c.AckWait),
 		MaxDeliver: c.MaxDeliver,
+		BindOnly:   role == "worker",
 	}
 }
 
@@ -169,6 +185,15 @@ func (p *process) run(ctx context.Context, cmd string) error {
 	if cmd == "serve" || cmd == "worker" {
 		var err error
 		if defs, err = p.definitions(); err != nil {
+			return err
+		}
+	}
+	// An edge's or worker's NATS credentials and TLS files are read now,
+	// so a missing or malformed one fails before anything starts too.
+	var natsAuth clientAuth
+	if cmd == "edge" || cmd == "worker" {
+		var err error
+		if natsAuth, err = p.cfg.clientAuth(); err != nil {
 			return err
 		}
 	}
@@ -202,16 +227,23 @@ func (p *process) run(ctx context.Context, cmd string) error {
 				routes = append(routes, r)
 			}
 		}
-		srv, err = bus.StartServer(bus.ServerConfig{
+		sc := bus.ServerConfig{
 			DataDir: p.cfg.DataDir, Listen: listen, Name: p.cfg.ServerName,
 			ClusterName: p.cfg.ClusterName, ClusterListen: p.cfg.ClusterListen, Routes: routes,
-		})
+		}
+		if err := p.serverAuth(&sc); err != nil {
+			return err
+		}
+		srv, err = bus.StartServer(sc)
 		if err != nil {
 			return err
 		}
 		defer srv.Shutdown() // last: after every client has drained
 		if cmd == "node" {
 			fmt.Fprintf(p.out, "a2abus node ready\n  NATS           %s\n", srv.ClientURL())
+			if p.credsDir != "" {
+				fmt.Fprintf(p.out, "  credentials    %s  (edge, worker, admin: --nats-creds FILE)\n", p.credsDir)
+			}
 			<-ctx.Done()
 			p.log.Info("shutting down")
 			return nil
@@ -229,7 +261,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		return err
 	}
 	web.setReason("connecting to NATS")
-	b, err := bus.Connect(startCtx, p.busConfig(cmd, srv))
+	b, err := bus.Connect(startCtx, p.busConfig(cmd, srv, natsAuth))
 	if err != nil {
 		return stopped(err)
 	}
@@ -433,7 +465,11 @@ func (p *process) announce(cmd, addr string, srv *bus.Server) {
 		fmt.Fprintf(p.out, "  auth           %s\n", strings.Join(p.schemes, ", "))
 	}
 	if srv != nil && srv.ClientURL() != "" {
-		fmt.Fprintf(p.out, "  NATS           %s  (join with: a2abus worker --nats %s --agent NAME)\n", srv.ClientURL(), srv.ClientURL())
+		creds := "FILE"
+		if p.credsDir != "" {
+			creds = filepath.Join(p.credsDir, string(bus.RoleWorker))
+		}
+		fmt.Fprintf(p.out, "  NATS           %s  (join with: a2abus worker --nats %s --nats-creds %s --agent NAME)\n", srv.ClientURL(), srv.ClientURL(), creds)
 	}
 }
 

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -71,6 +77,11 @@ func startProcEnv(t *testing.T, env []string, args ...string) *proc {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.done
+		// Each process connects to NATS with its role's credentials
+		// (bus.Role); a refusal means the role lacks what its work needs.
+		if strings.Contains(p.output(), "Permissions Violation") {
+			t.Errorf("a2abus %s was refused by NATS for lack of permission", strings.Join(args, " "))
+		}
 		if t.Failed() {
 			t.Logf("output of a2abus %s:\n%s", strings.Join(args, " "), p.output())
 		}
@@ -229,9 +240,13 @@ func TestServeEdgeAndWorkerProcesses(t *testing.T) {
 	}
 
 	nats := "nats://" + natsAddr
-	edgeProc := startProc(t, "edge", "--nats", nats, "--listen", edgeAddr, "--default-agent", "echo")
+	data := filepath.Join(dir, "data")
+	if want := "--nats-creds " + servedCreds(data, bus.RoleWorker); !strings.Contains(serve.output(), want) {
+		t.Fatalf("serve did not say how a worker joins (%s):\n%s", want, serve.output())
+	}
+	edgeProc := startProc(t, "edge", "--nats", nats, "--nats-creds", servedCreds(data, bus.RoleEdge), "--listen", edgeAddr, "--default-agent", "echo")
 	metricsAddr := freeAddr(t)
-	worker := startProc(t, "worker", "--nats", nats, "--agent", "tck", "--metrics-listen", metricsAddr)
+	worker := startProc(t, "worker", "--nats", nats, "--nats-creds", servedCreds(data, bus.RoleWorker), "--agent", "tck", "--metrics-listen", metricsAddr)
 	base2 := "http://" + edgeAddr
 	waitReady(t, edgeProc, base2)
 	waitAgentCard(t, base2, "tck")
@@ -289,6 +304,154 @@ func TestServeEdgeAndWorkerProcesses(t *testing.T) {
 	worker.stop(t)
 	edgeProc.stop(t)
 	serve.stop(t)
+}
+
+// The NATS port of a serve takes no anonymous client: serve makes one
+// user per role (files 0600 in a 0700 directory under its data directory,
+// secrets never logged) and keeps them across restarts; a client without
+// credentials is refused, and an edge started without them exits at once;
+// a worker's credentials cannot delete the task bucket. With --nats-listen
+// off there is nothing to authenticate and nothing is made.
+func TestServeNATSNeedsCredentials(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
+	args := []string{"serve", "--listen", httpAddr, "--data-dir", data, "--nats-listen", natsAddr, "--agent", "echo"}
+	serve := startProc(t, args...)
+	base, url := "http://"+httpAddr, "nats://"+natsAddr
+	waitReady(t, serve, base)
+
+	credsDir := filepath.Join(data, credentialsDir)
+	if fi, err := os.Stat(credsDir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("credentials directory: %v %v, want mode 0700", fi, err)
+	}
+	secrets := map[bus.Role]string{}
+	for _, role := range bus.Roles {
+		path := servedCreds(data, role)
+		fi, err := os.Stat(path)
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v, want mode 0600", path, fi, err)
+		}
+		c, err := readCredentialsFile(path)
+		if err != nil || c.User != string(role) || len(c.Password) < 32 {
+			t.Fatalf("%s: %+v %v", path, c.User, err)
+		}
+		if strings.Contains(serve.output(), c.Password) {
+			t.Fatalf("serve logged the %s password", role)
+		}
+		b, _ := os.ReadFile(path)
+		secrets[role] = string(b)
+	}
+
+	if nc, err := nats.Connect(url); err == nil {
+		nc.Close()
+		t.Fatal("connected to serve's NATS without credentials")
+	} else if !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("without credentials: %v, want an authorization violation", err)
+	}
+	anon := startProc(t, "edge", "--nats", url, "--listen", freeAddr(t))
+	exitsWithin(t, anon, 20*time.Second, 2)
+
+	worker, err := readCredentialsFile(servedCreds(data, bus.RoleWorker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	violations := make(chan error, 4)
+	nc, err := nats.Connect(url, nats.UserInfo(worker.User, worker.Password),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	deleted := make(chan error, 1)
+	go func() { deleted <- js.DeleteKeyValue(ctx, schemas.BucketTasks) }()
+	select {
+	case err := <-violations:
+		if !errors.Is(err, nats.ErrPermissionViolation) {
+			t.Fatalf("deleting the task bucket as a worker: %v, want a permission violation", err)
+		}
+	case err := <-deleted:
+		t.Fatalf("deleting the task bucket as a worker ended (%v) without a permission violation", err)
+	}
+	cancel()
+	<-deleted
+	nc.Close()
+	var task schemas.Task
+	if err := json.Unmarshal(rpc(t, base+"/", "SendMessage", map[string]any{"message": schemas.Message{MessageID: "after", Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("still here")}}}), &struct {
+		Task *schemas.Task `json:"task"`
+	}{&task}); err != nil || task.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("a task after the attempt: %+v %v", task, err)
+	}
+
+	// Restarted, serve keeps its credentials: a worker given them joins.
+	serve.stop(t)
+	serve = startProc(t, args...)
+	waitReady(t, serve, base)
+	for role, want := range secrets {
+		if b, _ := os.ReadFile(servedCreds(data, role)); string(b) != want {
+			t.Fatalf("the %s credentials changed across a restart", role)
+		}
+	}
+	w := startProc(t, "worker", "--nats", url, "--nats-creds", servedCreds(data, bus.RoleWorker), "--agent", "tck")
+	waitAgentCard(t, base, "tck")
+	w.stop(t)
+	serve.stop(t)
+
+	offData := filepath.Join(dir, "off")
+	offAddr := freeAddr(t)
+	off := startProc(t, "serve", "--listen", offAddr, "--data-dir", offData, "--nats-listen", "off")
+	waitReady(t, off, "http://"+offAddr)
+	if _, err := os.Stat(filepath.Join(offData, credentialsDir)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("serve --nats-listen off made credentials: %v", err)
+	}
+	off.stop(t)
+}
+
+// exitsWithin waits for p to exit with code within d.
+func exitsWithin(t *testing.T, p *proc, d time.Duration, code int) {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != code {
+			t.Fatalf("exit %v, want code %d:\n%s", err, code, p.output())
+		}
+	case <-time.After(d):
+		t.Fatalf("still running after %v:\n%s", d, p.output())
+	}
+}
+
+// servedCreds is the credentials file of role that a serve (or a
+// standalone node) with data directory dataDir made for other processes.
+func servedCreds(dataDir string, role bus.Role) string {
+	return filepath.Join(dataDir, credentialsDir, string(role))
+}
+
+// deploymentCreds makes the NATS credentials of a deployment in dir (as
+// "a2abus credentials --dir" does) and returns dir.
+func deploymentCreds(t *testing.T, dir string) string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if err := runCredentials([]string{"--dir", dir}, &out, &errOut); err != nil {
+		t.Fatalf("credentials: %v\n%s", err, errOut.String())
+	}
+	return dir
+}
+
+// adminCreds reads the admin credentials kept in dir (by a serve, a
+// standalone node or "a2abus credentials").
+func adminCreds(t *testing.T, dir string) bus.Credentials {
+	t.Helper()
+	c, err := readCredentialsFile(filepath.Join(dir, string(bus.RoleAdmin)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func artifactText(t schemas.Task) string {

@@ -17,15 +17,16 @@ cat >"$tmp/slow.json" <<'JSON'
 {"agents": [{"name": "slow", "kind": "echo", "delay": "50ms", "concurrency": 8}]}
 JSON
 nats=127.0.0.1:9401 edge=127.0.0.1:9400
+"$tmp/a2abus" credentials --dir "$tmp/creds" >/dev/null # the node's users; edge and worker present theirs
 
 wait_url() { for _ in $(seq 150); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
 step() { # workers
 	local data="$tmp/data-$1" pids=()
-	"$tmp/a2abus" node --nats-listen "$nats" --data-dir "$data" >"$tmp/node.log" 2>&1 & pids+=($!)
+	"$tmp/a2abus" node --nats-listen "$nats" --data-dir "$data" --nats-users "$tmp/creds/users.json" >"$tmp/node.log" 2>&1 & pids+=($!)
 	sleep 0.5
-	NATS_URL="nats://$nats" "$tmp/a2abus" edge --listen "$edge" --public-url "http://$edge" --config "$tmp/slow.json" >"$tmp/edge.log" 2>&1 & pids+=($!)
+	NATS_URL="nats://$nats" NATS_CREDS="$tmp/creds/edge" "$tmp/a2abus" edge --listen "$edge" --public-url "http://$edge" --config "$tmp/slow.json" >"$tmp/edge.log" 2>&1 & pids+=($!)
 	for _ in $(seq "$1"); do
-		NATS_URL="nats://$nats" "$tmp/a2abus" worker --config "$tmp/slow.json" >>"$tmp/workers.log" 2>&1 & pids+=($!)
+		NATS_URL="nats://$nats" NATS_CREDS="$tmp/creds/worker" "$tmp/a2abus" worker --config "$tmp/slow.json" >>"$tmp/workers.log" 2>&1 & pids+=($!)
 	done
 	wait_url "http://$edge/agents/slow/.well-known/agent-card.json"
 	"$tmp/a2abus" load --url "http://$edge/agents/slow" --clients 64 --duration 10s --warmup 2s -o json "$@" >"$tmp/w$1.json"

@@ -1,0 +1,310 @@
+package bus
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Who may use the bus. The embedded server accepts a network client only
+// with the credentials of one of its users (ServerConfig.Users), and each
+// user has a role: the subjects it may publish to and subscribe on. The
+// roles are NATS subject permissions, so they say which JetStream API
+// operations and which message subjects a user may touch, never what a
+// message says:
+//
+//   - RoleAdmin may do anything: the serve process's own in-process
+//     connection, operators, and tools (nats CLI) that inspect or repair.
+//   - RoleEdge provisions (creates and updates the bus's streams and
+//     buckets by name: every edge does it at start-up), reads and writes
+//     task records, queues work, publishes task events and cancel notices,
+//     follows the task bucket, the agent registry, a task's events and the
+//     dead-letter stream with consumers of its own, reads a work consumer's
+//     backlog, reads and writes the card cache. It cannot delete or purge a
+//     stream or bucket, restore or snapshot one, delete or create a
+//     consumer of the work stream, take or acknowledge work, register an
+//     agent, or write to the dead-letter stream.
+//   - RoleWorker takes work (creates and binds the durable work-<agent>
+//     consumers, pulls, acknowledges), reads and writes task records,
+//     publishes task events, registers agents and refreshes them, receives
+//     cancel notices and max-deliveries advisories, moves exhausted work to
+//     the dead-letter stream (which reads and deletes that one work
+//     message), and does what a fan-out agent does as a client (submit,
+//     follow, cancel child tasks) and what a remote agent does (the card
+//     cache). It cannot create, update, delete or purge a stream or bucket
+//     (workers bind to what an edge provisioned: Config.BindOnly), nor
+//     delete a consumer of the work stream.
+//
+// What NATS permissions cannot scope, and so every edge and worker can do:
+//
+//   - write any task record: a record is KV key $KV.A2A_TASKS.<id>, and
+//     ids are not known in advance, so a writer needs $KV.A2A_TASKS.>.
+//     Permissions are blind to headers, so such a writer can also send a
+//     KV purge, or a rollup header, on that subject; a rollup of the whole
+//     bucket would empty it. The bus purges a record to withdraw a refused
+//     task and to sweep finished ones, so the bucket has to allow purges;
+//   - see the replies to other clients: every JetStream answer (a KV read,
+//     a consumer's messages) goes to the asker's _INBOX.<…> subject, and a
+//     client needs _INBOX.> to ask at all. Edges and workers may read the
+//     same data directly, so this reveals nothing their role does not;
+//   - delete another process's consumer of the events stream, the task
+//     bucket or the registry: ephemeral consumer names are random. Their
+//     owners replace a lost consumer within seconds by design;
+//   - for a worker, act for any agent: create or change any work-<agent>
+//     consumer, take and acknowledge any agent's work, register any agent
+//     name, delete any work message (when dead-lettering). Scoping a
+//     worker to its agents would take one NATS user per agent.
+//
+// The roles keep a leaked worker or edge credential from deleting the bus
+// (streams, buckets, work consumers), from changing how streams keep
+// data, and keep an edge from posing as an agent's worker.
+
+// Role is what a NATS user of the bus may do: RoleAdmin, RoleEdge or
+// RoleWorker.
+type Role string
+
+// The roles of NATS users; see the comment above.
+const (
+	RoleAdmin  Role = "admin"
+	RoleEdge   Role = "edge"
+	RoleWorker Role = "worker"
+)
+
+// Roles lists every role.
+var Roles = []Role{RoleAdmin, RoleEdge, RoleWorker}
+
+// Valid reports whether r is one of Roles.
+func (r Role) Valid() bool {
+	return r == RoleAdmin || r == RoleEdge || r == RoleWorker
+}
+
+// NATSUser is one user of the embedded server's client listener.
+type NATSUser struct {
+	// Name is the user name (no spaces, no ':').
+	Name string
+	// Password is the password in clear, or its bcrypt hash ("$2a$…",
+	// "$2b$…", "$2y$…"), which the server checks as such.
+	Password string
+	// Role says what the user may do.
+	Role Role
+}
+
+// ErrBadUsers is returned by StartServer when its users are unusable: an
+// empty or duplicated name, no password, an unknown role.
+var ErrBadUsers = errors.New("bus: bad NATS users")
+
+// inProcessUser is the user of a server's own in-process connections
+// (Connect with Config.Server) when the server has users: an admin that
+// only an in-process connection may be, with a password made at start-up
+// that never leaves the process.
+const inProcessUser = "a2abus-in-process"
+
+// Credentials authenticate a client connection (Config.Credentials). Set
+// User and Password, or CredsFile; zero means none.
+type Credentials struct {
+	// User and Password are a user of the server (see NATSUser).
+	User, Password string
+	// CredsFile is the path of a NATS .creds file (a user JWT and its nkey
+	// seed), for a NATS deployment with decentralized (operator, JWT)
+	// authentication. The NATS client reads it at every connect, so it can
+	// be replaced in place.
+	CredsFile string
+}
+
+// ParsePasswordCredentials reads "user:password" (surrounding white space
+// ignored), the form of a2abus's credential files.
+func ParsePasswordCredentials(s string) (Credentials, error) {
+	s = strings.TrimSpace(s)
+	user, pass, ok := strings.Cut(s, ":")
+	if !ok || user == "" || pass == "" || strings.ContainsAny(user, " \t\r\n") || strings.ContainsAny(pass, "\r\n") {
+		return Credentials{}, errors.New(`bus: credentials must be one line "user:password"`)
+	}
+	return Credentials{User: user, Password: pass}, nil
+}
+
+// String is the "user:password" form ParsePasswordCredentials reads.
+func (c Credentials) String() string { return c.User + ":" + c.Password }
+
+// NewPassword returns a random password: 32 hexadecimal digits (128 bits).
+func NewPassword() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// TLSFiles are PEM-encoded certificates and keys (the caller reads the
+// files; see ServerConfig.TLS and Config.TLS).
+type TLSFiles struct {
+	// Cert and Key are the certificate (chain) and its private key: a
+	// server's, presented to clients and, in a cluster, to other members
+	// (so it must be good for both server and client authentication).
+	Cert, Key []byte
+	// CA is the certificate authority (or a bundle) that clients check a
+	// server's certificate against, and that cluster members check each
+	// other's against.
+	CA []byte
+}
+
+func (f *TLSFiles) pool() (*x509.CertPool, error) {
+	if len(f.CA) == 0 {
+		return nil, nil
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(f.CA) {
+		return nil, errors.New("bus: the TLS CA holds no PEM certificate")
+	}
+	return pool, nil
+}
+
+// serverTLS is the TLS configuration of the client listener, and of the
+// routes (mutual: each member verifies the other with the CA).
+func (f *TLSFiles) serverTLS() (client, route *tls.Config, err error) {
+	cert, err := tls.X509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bus: TLS certificate and key: %w", err)
+	}
+	pool, err := f.pool()
+	if err != nil {
+		return nil, nil, err
+	}
+	client = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	route = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, RootCAs: pool}
+	if pool != nil {
+		route.ClientCAs, route.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return client, route, nil
+}
+
+// clientTLS is what a client trusts: the CA, or the system's roots.
+func (f *TLSFiles) clientTLS() (*tls.Config, error) {
+	pool, err := f.pool()
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// serverUsers checks users and turns them into the server's, with their
+// roles' permissions, plus the in-process admin (password inProcessPass).
+func serverUsers(users []NATSUser, inProcessPass string) ([]*server.User, error) {
+	seen := map[string]bool{inProcessUser: true}
+	out := make([]*server.User, 0, len(users)+1)
+	for i, u := range users {
+		switch {
+		case u.Name == "" || strings.ContainsAny(u.Name, " \t\r\n:"):
+			return nil, fmt.Errorf("%w: user %d has no usable name", ErrBadUsers, i+1)
+		case seen[u.Name]:
+			return nil, fmt.Errorf("%w: user %q is named twice (or is reserved)", ErrBadUsers, u.Name)
+		case u.Password == "":
+			return nil, fmt.Errorf("%w: user %q has no password", ErrBadUsers, u.Name)
+		case !u.Role.Valid():
+			return nil, fmt.Errorf("%w: user %q has role %q; want admin, edge or worker", ErrBadUsers, u.Name, u.Role)
+		}
+		seen[u.Name] = true
+		out = append(out, &server.User{Username: u.Name, Password: u.Password, Permissions: u.Role.permissions()})
+	}
+	out = append(out, &server.User{Username: inProcessUser, Password: inProcessPass,
+		AllowedConnectionTypes: map[string]struct{}{"IN_PROCESS": {}}})
+	return out, nil
+}
+
+// JetStream subjects the permissions name.
+const (
+	jsAPIPrefix    = "$JS.API."
+	jsFlowControl  = "$JS.FC.>"
+	jsAckPrefix    = "$JS.ACK."
+	inboxAll       = "_INBOX.>"
+	maxDelivsAdvAl = advisoryMaxDelivs + schemas.StreamWork + ".>"
+)
+
+// busStreams are every stream of the bus contract, buckets' included.
+var busStreams = []string{
+	schemas.StreamWork, schemas.StreamEvents, schemas.StreamDLQ,
+	kvStream(schemas.BucketTasks), kvStream(schemas.BucketAgents), kvStream(schemas.BucketCards),
+}
+
+// followed are the streams edges and workers read with consumers of their
+// own (followers, event readers, KV watchers, the dead-letter listing),
+// which they create, pull from and delete.
+var followed = []string{
+	schemas.StreamEvents, schemas.StreamDLQ,
+	kvStream(schemas.BucketTasks), kvStream(schemas.BucketAgents), kvStream(schemas.BucketCards),
+}
+
+// permissions are the role's subject permissions; nil (anything) for
+// admin.
+func (r Role) permissions() *server.Permissions {
+	if r == RoleAdmin || !r.Valid() {
+		return nil
+	}
+	api := func(op string, streams ...string) []string {
+		var out []string
+		for _, s := range streams {
+			out = append(out, jsAPIPrefix+op+"."+s)
+		}
+		return out
+	}
+	pub := []string{jsAPIPrefix + "INFO", jsFlowControl}
+	pub = append(pub, api("STREAM.INFO", busStreams...)...)
+	// Reads of single messages: by the stream leader (reads that decide)
+	// or any replica (KV gets; by sequence and by subject).
+	pub = append(pub, api("STREAM.MSG.GET", busStreams...)...)
+	for _, s := range busStreams {
+		pub = append(pub, jsAPIPrefix+"DIRECT.GET."+s, jsAPIPrefix+"DIRECT.GET."+s+".>")
+	}
+	// Consumers of their own: the create subject may end with the
+	// consumer's name and filter, or with nothing (older clients).
+	for _, s := range followed {
+		pub = append(pub, api("CONSUMER.CREATE", s, s+".>")...)
+		pub = append(pub, api("CONSUMER.INFO", s+".*")...)
+		pub = append(pub, api("CONSUMER.MSG.NEXT", s+".*")...)
+		pub = append(pub, api("CONSUMER.DELETE", s+".*")...)
+	}
+	// The work stream's backlog, read from its consumers.
+	pub = append(pub, api("CONSUMER.INFO", schemas.StreamWork+".*")...)
+	// Messages of the bus contract both write.
+	pub = append(pub, kvPrefix(schemas.BucketTasks)+">", kvPrefix(schemas.BucketCards)+">",
+		schemas.SubjectWorkAll, schemas.SubjectEventsAll, schemas.SubjectCancelAll)
+	sub := []string{inboxAll}
+	// What neither may do, whatever is allowed above (deny wins).
+	deny := append(api("STREAM.DELETE", ">"), api("STREAM.PURGE", ">")...)
+	deny = append(deny, api("STREAM.RESTORE", ">")...)
+	deny = append(deny, api("STREAM.SNAPSHOT", ">")...)
+	deny = append(deny, api("CONSUMER.DELETE", schemas.StreamWork+".>")...)
+	deny = append(deny, api("STREAM.PEER.REMOVE", ">")...)
+	deny = append(deny, jsAPIPrefix+"META.>", jsAPIPrefix+"SERVER.>", jsAPIPrefix+"ACCOUNT.>")
+
+	switch r {
+	case RoleEdge:
+		// Provisioning: every edge creates or updates the streams and
+		// buckets at start-up, by name.
+		pub = append(pub, api("STREAM.CREATE", busStreams...)...)
+		pub = append(pub, api("STREAM.UPDATE", busStreams...)...)
+		// Nothing of the work stream's consumers beyond their info.
+		deny = append(deny, api("CONSUMER.CREATE", schemas.StreamWork, schemas.StreamWork+".>")...)
+		deny = append(deny, api("CONSUMER.DURABLE.CREATE", schemas.StreamWork+".>")...)
+		deny = append(deny, api("CONSUMER.MSG.NEXT", schemas.StreamWork+".>")...)
+		deny = append(deny, jsAckPrefix+schemas.StreamWork+".>", kvPrefix(schemas.BucketAgents)+">", schemas.SubjectDLQAll)
+	case RoleWorker:
+		pub = append(pub, api("CONSUMER.CREATE", schemas.StreamWork, schemas.StreamWork+".>")...)
+		pub = append(pub, api("CONSUMER.MSG.NEXT", schemas.StreamWork+".*")...)
+		pub = append(pub, jsAckPrefix+schemas.StreamWork+".>")
+		pub = append(pub, api("STREAM.MSG.DELETE", schemas.StreamWork)...)
+		pub = append(pub, kvPrefix(schemas.BucketAgents)+">", schemas.SubjectDLQAll)
+		sub = append(sub, schemas.SubjectCancelAll, maxDelivsAdvAl)
+		deny = append(deny, api("STREAM.CREATE", ">")...)
+		deny = append(deny, api("STREAM.UPDATE", ">")...)
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub, Deny: deny},
+		Subscribe: &server.SubjectPermission{Allow: sub},
+	}
+}
