@@ -83,6 +83,14 @@ func startTopology(t *testing.T, edgeFlags []string, workers [][]string, agents 
 	return tp
 }
 
+// waitAgent waits until every edge serves agent: each follows the
+// registry on its own, and the front port spreads requests over all.
+func (tp *topology) waitAgent(agent string) {
+	for _, e := range tp.edges {
+		waitAgentCard(tp.t, e, agent)
+	}
+}
+
 // worker starts one more worker process.
 func (tp *topology) worker(args ...string) *proc {
 	p := startProcEnv(tp.t, tp.env, append([]string{"worker", "--nats-creds", filepath.Join(tp.creds, "worker")}, args...)...)
@@ -313,7 +321,7 @@ func TestFaultWorkersKilledUnderLoad(t *testing.T) {
 	for range 3 {
 		tp.worker("--config", slow)
 	}
-	waitAgentCard(t, tp.front, "slow")
+	tp.waitAgent("slow")
 
 	stop := make(chan struct{})
 	l, wait := drive(tp.front, "slow", 8, stop)
@@ -347,7 +355,7 @@ func TestClusterTopologySurvivesNodeLoss(t *testing.T) {
 	slow := tp.config("slow.json", `{"agents":[{"name":"slow","kind":"echo","delay":"100ms","concurrency":8}]}`)
 	tp.worker("--config", slow)
 	tp.worker("--config", slow)
-	waitAgentCard(t, tp.front, "slow")
+	tp.waitAgent("slow")
 
 	stop := make(chan struct{})
 	l, wait := drive(tp.front, "slow", 8, stop)
@@ -377,7 +385,7 @@ func TestFaultOverloadRefusesClearly(t *testing.T) {
 	tp := startTopology(t, []string{"--max-backlog", "10"}, nil)
 	slow := tp.config("slow.json", `{"agents":[{"name":"slow","kind":"echo","delay":"100ms","concurrency":4}]}`)
 	tp.worker("--config", slow)
-	waitAgentCard(t, tp.front, "slow")
+	tp.waitAgent("slow")
 
 	stop := make(chan struct{})
 	l, wait := drive(tp.front, "slow", 16, stop)
@@ -406,7 +414,7 @@ func TestFaultEvictionAndTTL(t *testing.T) {
 	tp := startTopology(t, []string{"--max-finished-tasks", fmt.Sprint(keep), "--sweep-every", "300ms"}, [][]string{{"--agent", "echo"}}, "echo")
 	hold := tp.config("hold.json", `{"agents":[{"name":"hold","kind":"echo","delay":"10m","concurrency":1}]}`)
 	tp.worker("--config", hold)
-	waitAgentCard(t, tp.front, "hold")
+	tp.waitAgent("hold")
 	unfinished := sendRetry(t, tp.front, "hold", "hold-1").ID
 
 	stop := make(chan struct{})
