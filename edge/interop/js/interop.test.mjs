@@ -48,7 +48,17 @@ const opts = () => ({ signal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
 // line, A2A-Version, body; response status, content type, body), which is
 // what a bug report against a2abus needs.
 const TRACE = process.env.A2ABUS_INTEROP_TRACE === '1';
+// A2ABUS_API_KEY set: the edge authenticates (ci.sh runs the suite a
+// second time against an a2abus with API keys). The key goes on every
+// request the SDK makes as a bearer token, through fetchImpl, the SDK's
+// extension point for what a transport sends.
+const API_KEY = process.env.A2ABUS_API_KEY ?? '';
 async function tracingFetch(input, init = {}) {
+  if (API_KEY) {
+    const headers = new Headers(init.headers);
+    headers.set('Authorization', `Bearer ${API_KEY}`);
+    init = { ...init, headers };
+  }
   const res = await fetch(input, init);
   if (!TRACE) return res;
   const h = new Headers(init.headers);
@@ -545,3 +555,31 @@ for (const t of TRANSPORTS) {
     });
   });
 }
+
+// With authentication on: the card the SDK resolves declares the scheme,
+// a client that presents no credential is refused, and the key in the
+// X-API-Key header the card names is accepted as well as the bearer form.
+describe('authentication', { skip: !API_KEY && 'the edge under test does not authenticate' }, () => {
+  test('card declares the API key scheme; no credential is refused; X-API-Key is accepted', async () => {
+    const card = await resolveCard('echo');
+    assert.ok(card.securitySchemes?.apiKey, `securitySchemes: ${JSON.stringify(card.securitySchemes)}`);
+    assert.ok((card.securityRequirements ?? []).length > 0, 'the card lists its security requirements');
+    const plain = new ClientFactory({ transports: [new JsonRpcTransportFactory({ fetchImpl: fetch })] });
+    const anonymous = await plain.createFromAgentCard(card);
+    await assert.rejects(anonymous.sendMessage({ message: userMessage('who am I?'), configuration: undefined, metadata: undefined, tenant: '' }, opts()));
+    const keyed = new ClientFactory({
+      transports: [
+        new JsonRpcTransportFactory({
+          fetchImpl: (input, init = {}) => {
+            const headers = new Headers(init.headers);
+            headers.set('X-API-Key', API_KEY);
+            return fetch(input, { ...init, headers });
+          },
+        }),
+      ],
+    });
+    const client = await keyed.createFromAgentCard(card);
+    const res = await client.sendMessage({ message: userMessage('with X-API-Key'), configuration: undefined, metadata: undefined, tenant: '' }, opts());
+    assert.ok(res, 'an answer');
+  });
+});
