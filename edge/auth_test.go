@@ -305,3 +305,48 @@ func TestExtendedCardForAuthenticatedCallers(t *testing.T) {
 		t.Errorf("an agent without extended skills: %s", b)
 	}
 }
+
+// A principal acts in the tenants its key names, choosing one with the
+// request's tenant field (the first by default); tasks, reads and lists
+// never cross tenants, and a tenant it may not use is refused (−31403).
+func TestTenantsDoNotCross(t *testing.T) {
+	a, err := auth.New(context.Background(), auth.Config{APIKeys: []auth.APIKey{
+		{Key: aliceKey, Principal: "alice", Tenants: []string{"t1", "t2"}},
+		{Key: bobKey, Principal: "bob", Tenants: []string{"t1"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo")}, edge: edge.Config{Auth: a}})
+	call := func(key, method string, params map[string]any) []byte {
+		t.Helper()
+		_, _, b := as(t, key, "POST", h.url+"/agents/echo", "application/json", rpcBody(1, method, params))
+		return b
+	}
+	msg := map[string]any{"messageId": schemas.NewID(), "role": "ROLE_USER", "parts": []any{map[string]any{"text": "in t2"}}}
+	var sent struct {
+		Result schemas.SendMessageResponse `json:"result"`
+	}
+	if b := call(aliceKey, "SendMessage", map[string]any{"message": msg, "tenant": "t2"}); json.Unmarshal(b, &sent) != nil || sent.Result.Task == nil {
+		t.Fatalf("send in t2: %s", b)
+	}
+	id := sent.Result.Task.ID
+	if b := call(aliceKey, "GetTask", map[string]any{"id": id}); !bytes.Contains(b, []byte("-32001")) {
+		t.Errorf("alice's t2 task read in her default tenant t1: %s", b)
+	}
+	if b := call(aliceKey, "GetTask", map[string]any{"id": id, "tenant": "t2"}); !bytes.Contains(b, []byte(id)) || bytes.Contains(b, []byte(`"error"`)) {
+		t.Errorf("alice's t2 task read in t2: %s", b)
+	}
+	if b := call(aliceKey, "ListTasks", map[string]any{}); bytes.Contains(b, []byte(id)) {
+		t.Errorf("t1's list shows a t2 task: %s", b)
+	}
+	if b := call(aliceKey, "ListTasks", map[string]any{"tenant": "t2"}); !bytes.Contains(b, []byte(id)) {
+		t.Errorf("t2's list lacks its task: %s", b)
+	}
+	if b := call(bobKey, "GetTask", map[string]any{"id": id, "tenant": "t2"}); !bytes.Contains(b, []byte("-31403")) {
+		t.Errorf("bob naming a tenant he may not use: %s", b)
+	}
+	if status, _, b := as(t, bobKey, "GET", h.url+"/agents/echo/tasks/"+id+"?tenant=t2", "", ""); status != http.StatusForbidden {
+		t.Errorf("bob over HTTP+JSON in t2: %d %s", status, b)
+	}
+}

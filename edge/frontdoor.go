@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -58,6 +59,9 @@ type call struct {
 type caller struct {
 	principal, tenant string
 	admin             bool
+	// tenants are the other tenants the principal may choose with a
+	// request's tenant field.
+	tenants []string
 }
 
 // owner is whom the call acts for in the task lifecycle.
@@ -140,6 +144,14 @@ func (s *Server) serve(b *binding, decode decodeFunc) http.HandlerFunc {
 			s.refuse(w, b, c, schemas.AsError(err), 0)
 			return
 		}
+		if err := s.selectTenant(c); err != nil {
+			status := http.StatusForbidden
+			if b.rpc {
+				status = 0
+			}
+			s.refuse(w, b, c, schemas.AsError(err), status)
+			return
+		}
 		d := c.d
 		fn, unary := d.methods[c.method]
 		sfn, streaming := d.streams[c.method]
@@ -201,7 +213,28 @@ func (s *Server) authenticate(r *http.Request) (caller, error) {
 	if err != nil {
 		return caller{}, err
 	}
-	return caller{principal: p.Name, tenant: p.Tenant, admin: p.Admin}, nil
+	return caller{principal: p.Name, tenant: p.Tenant, admin: p.Admin, tenants: p.Tenants}, nil
+}
+
+// selectTenant moves the call to the tenant its params name (A2A 1.0's
+// tenant field), if the principal may act there; a tenant it may not is
+// refused (403), so nothing of one tenant is read for another. Without
+// authentication tenants are labels anyone may choose.
+func (s *Server) selectTenant(c *call) error {
+	if !bytes.Contains(c.params, []byte(`"tenant"`)) {
+		return nil
+	}
+	var p struct {
+		Tenant string `json:"tenant"`
+	}
+	if json.Unmarshal(c.params, &p) != nil || p.Tenant == "" || p.Tenant == c.caller.tenant {
+		return nil
+	}
+	if a := s.cfg.Auth; a == nil || a.Anonymous() || slices.Contains(c.caller.tenants, p.Tenant) {
+		c.caller.tenant = p.Tenant
+		return nil
+	}
+	return schemas.Errorf(schemas.ErrPermissionDenied, "principal %s may not act in tenant %q", c.caller.principal, p.Tenant)
 }
 
 // refuseCaller answers a request that failed authentication: 401 with the

@@ -88,6 +88,9 @@ func decodeRESTTask(s *Server, w http.ResponseWriter, r *http.Request, c *call) 
 		c.method = r.Method + " /tasks/{id}:" + action
 		return schemas.Errorf(schemas.ErrMethodNotFound, "%s /tasks/{id}:%s is not a method", r.Method, action)
 	}
+	if t := r.URL.Query().Get("tenant"); t != "" {
+		p["tenant"] = t
+	}
 	c.params = paramsOf(p)
 	return nil
 }
@@ -97,7 +100,7 @@ func decodeRESTList(_ *Server, _ http.ResponseWriter, r *http.Request, c *call) 
 	c.method = "ListTasks"
 	q := r.URL.Query()
 	p := map[string]any{}
-	for _, k := range []string{"contextId", "pageToken", "status"} {
+	for _, k := range []string{"contextId", "pageToken", "status", "tenant"} {
 		if v := q.Get(k); v != "" {
 			p[k] = v
 		}

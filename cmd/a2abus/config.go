@@ -166,6 +166,9 @@ type APIKeyConfig struct {
 	Key       string `json:"key"`
 	Principal string `json:"principal"`
 	Admin     bool   `json:"admin,omitempty"`
+	// Tenants the principal may act in (a request's tenant field picks
+	// one), the first by default.
+	Tenants []string `json:"tenants,omitempty"`
 }
 
 // JWTConfig accepts JWT bearer tokens of one issuer.

@@ -559,7 +559,7 @@ func (p *process) authenticator(ctx context.Context) (*auth.Authenticator, error
 	ac := p.cfg.Auth
 	cfg := auth.Config{APIKeyHeader: ac.APIKeyHeader, Admins: ac.Admins}
 	for _, k := range ac.APIKeys {
-		cfg.APIKeys = append(cfg.APIKeys, auth.APIKey{Key: k.Key, Principal: k.Principal, Admin: k.Admin})
+		cfg.APIKeys = append(cfg.APIKeys, auth.APIKey{Key: k.Key, Principal: k.Principal, Admin: k.Admin, Tenants: k.Tenants})
 	}
 	if ac.APIKeyFile != "" {
 		keys, err := auth.LoadAPIKeyFile(ac.APIKeyFile)

@@ -41,9 +41,11 @@ func newKeyStore(keys []APIKey, admins map[string]bool) (*keyStore, error) {
 			return nil, fmt.Errorf("%w: APIKeys[%d] (principal %q) repeats the key of APIKeys[%d]", ErrInvalidConfig, i, k.Principal, j)
 		}
 		seen[sum] = i
-		ks.entries = append(ks.entries, keyEntry{sum: sum, principal: Principal{
-			Name: k.Principal, Scheme: SchemeAPIKey, Admin: k.Admin || admins[k.Principal],
-		}})
+		p := Principal{Name: k.Principal, Scheme: SchemeAPIKey, Admin: k.Admin || admins[k.Principal]}
+		if len(k.Tenants) > 0 {
+			p.Tenant, p.Tenants = k.Tenants[0], append([]string(nil), k.Tenants[1:]...)
+		}
+		ks.entries = append(ks.entries, keyEntry{sum: sum, principal: p})
 	}
 	return ks, nil
 }
@@ -108,8 +110,9 @@ func LoadAPIKeyFile(path string) ([]APIKey, error) {
 	return keys, nil
 }
 
-// ReadAPIKeys reads API keys, one per line: "key principal", or
-// "key principal admin" for an admin. Blank lines and lines starting with
+// ReadAPIKeys reads API keys, one per line: "key principal", then
+// optionally "admin" for an admin and "tenants=t1,t2" for the tenants the
+// principal may act in (the first by default). Blank lines and lines starting with
 // "#" are skipped, and so is a "#" field and what follows it.
 //
 // It returns an error wrapping ErrInvalidConfig for a malformed line,
@@ -125,16 +128,24 @@ func ReadAPIKeys(r io.Reader) ([]APIKey, error) {
 				break
 			}
 		}
-		switch {
-		case len(fields) == 0:
+		if len(fields) == 0 {
 			continue
-		case len(fields) == 2:
-			keys = append(keys, APIKey{Key: fields[0], Principal: fields[1]})
-		case len(fields) == 3 && fields[2] == "admin":
-			keys = append(keys, APIKey{Key: fields[0], Principal: fields[1], Admin: true})
-		default:
-			return nil, fmt.Errorf("%w: line %d: want \"key principal\" or \"key principal admin\"", ErrInvalidConfig, n)
 		}
+		if len(fields) < 2 {
+			return nil, fmt.Errorf("%w: line %d: want \"key principal [admin] [tenants=t1,t2]\"", ErrInvalidConfig, n)
+		}
+		k := APIKey{Key: fields[0], Principal: fields[1]}
+		for _, f := range fields[2:] {
+			switch t, isTenants := strings.CutPrefix(f, "tenants="); {
+			case f == "admin" && !k.Admin:
+				k.Admin = true
+			case isTenants && k.Tenants == nil && t != "":
+				k.Tenants = strings.Split(t, ",")
+			default:
+				return nil, fmt.Errorf("%w: line %d: want \"key principal [admin] [tenants=t1,t2]\"", ErrInvalidConfig, n)
+			}
+		}
+		keys = append(keys, k)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"os"
@@ -83,7 +84,7 @@ func TestAPIKey(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Authenticate: %v", err)
 				}
-				if p != tt.want {
+				if !reflect.DeepEqual(p, tt.want) {
 					t.Fatalf("principal %+v, want %+v", p, tt.want)
 				}
 				return
@@ -95,7 +96,7 @@ func TestAPIKey(t *testing.T) {
 			if f.Status != http.StatusUnauthorized || f.Challenge != tt.ch || f.Scheme != tt.scheme {
 				t.Fatalf("failure status %d challenge %q scheme %q, want 401 %q %q", f.Status, f.Challenge, f.Scheme, tt.ch, tt.scheme)
 			}
-			if p != (Principal{}) {
+			if !reflect.DeepEqual(p, Principal{}) {
 				t.Fatalf("failure with principal %+v", p)
 			}
 			if tt.leakKey != "" {
@@ -152,7 +153,7 @@ func TestAnonymous(t *testing.T) {
 	}
 	for _, req := range [][]string{nil, bearer("whatever-it-is-0123456789")} {
 		p, err := a.Authenticate(request(req...))
-		if err != nil || p != (Principal{Name: AnonymousName, Scheme: SchemeAnonymous}) {
+		if err != nil || !reflect.DeepEqual(p, Principal{Name: AnonymousName, Scheme: SchemeAnonymous}) {
 			t.Fatalf("Authenticate = %+v, %v", p, err)
 		}
 	}
@@ -283,5 +284,29 @@ func TestLoadAPIKeyFile(t *testing.T) {
 	}
 	if _, err := LoadAPIKeyFile(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// A key file line may give the principal its tenants, the first by
+// default; the principal an API key stands for carries them.
+func TestAPIKeyTenants(t *testing.T) {
+	keys, err := ReadAPIKeys(strings.NewReader("k-0123456789abcdef alice tenants=t1,t2\nk-fedcba9876543210 ops admin tenants=t1\n"))
+	if err != nil || len(keys) != 2 || !reflect.DeepEqual(keys[0].Tenants, []string{"t1", "t2"}) || !keys[1].Admin || keys[1].Tenants[0] != "t1" {
+		t.Fatalf("keys %+v %v", keys, err)
+	}
+	for _, bad := range []string{"k-0123456789abcdef alice tenants=", "k-0123456789abcdef alice admin admin", "k-0123456789abcdef alice tenants=a tenants=b"} {
+		if _, err := ReadAPIKeys(strings.NewReader(bad)); err == nil || strings.Contains(err.Error(), "k-0123") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	a, err := New(context.Background(), Config{APIKeys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := http.NewRequest("GET", "/", nil)
+	r.Header.Set("X-API-Key", "k-0123456789abcdef")
+	p, err := a.Authenticate(r)
+	if err != nil || p.Tenant != "t1" || !reflect.DeepEqual(p.Tenants, []string{"t2"}) {
+		t.Fatalf("principal %+v %v", p, err)
 	}
 }

@@ -48,9 +48,13 @@ type Principal struct {
 	Name string
 	// Scheme is SchemeAPIKey, SchemeBearer or SchemeAnonymous.
 	Scheme string
-	// Tenant is the JWT's tenant claim when one is configured and present,
-	// else "".
+	// Tenant is the tenant the principal acts in when a request names
+	// none: the JWT's tenant claim when one is configured and present, or
+	// the first of the API key's tenants; "" otherwise.
 	Tenant string
+	// Tenants are the other tenants the principal may act in, by naming
+	// one in a request (an API key's further tenants).
+	Tenants []string
 	// Admin is true when Name is in Config.Admins, or the API key's entry
 	// says so.
 	Admin bool
@@ -90,6 +94,9 @@ type APIKey struct {
 	Key       string
 	Principal string
 	Admin     bool
+	// Tenants are the tenants the key's principal may act in, the first
+	// by default; none: the default tenant ("") only.
+	Tenants []string
 }
 
 // JWTConfig configures the acceptance of JWT access tokens.

@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -108,11 +109,11 @@ func TestJWT(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Authenticate: %v", err)
 				}
-				if p != tt.want {
+				if !reflect.DeepEqual(p, tt.want) {
 					t.Fatalf("principal %+v, want %+v", p, tt.want)
 				}
 				// Again, from the cache.
-				if p2, err := a.Authenticate(request(bearer(tt.token)...)); err != nil || p2 != p {
+				if p2, err := a.Authenticate(request(bearer(tt.token)...)); err != nil || !reflect.DeepEqual(p2, p) {
 					t.Fatalf("second Authenticate = %+v, %v", p2, err)
 				}
 				return
@@ -172,7 +173,7 @@ func TestJWTOptions(t *testing.T) {
 	}, clock)
 
 	p, err := a.Authenticate(request(bearer(sign(t, es, claims("anyone", now, set("email", "a@example.com"))))...))
-	if err != nil || p != (Principal{Name: "a@example.com", Scheme: SchemeBearer}) {
+	if err != nil || !reflect.DeepEqual(p, Principal{Name: "a@example.com", Scheme: SchemeBearer}) {
 		t.Fatalf("email principal: %+v, %v", p, err)
 	}
 	if _, err := a.Authenticate(request(bearer(sign(t, es, claims("anyone", now)))...)); !errors.Is(err, ErrInvalidCredentials) {
@@ -423,7 +424,7 @@ func TestAPIKeysAndJWT(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := a.Authenticate(request(tt.req...))
 			if tt.why == "" {
-				if err != nil || p != tt.want {
+				if err != nil || !reflect.DeepEqual(p, tt.want) {
 					t.Fatalf("Authenticate = %+v, %v; want %+v", p, err, tt.want)
 				}
 				return
