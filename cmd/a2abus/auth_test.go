@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/bus/bustest"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -93,6 +98,84 @@ func TestServeWithAPIKeys(t *testing.T) {
 	}
 	if strings.Contains(p.output(), key) {
 		t.Fatal("the key reached the log")
+	}
+	p.stop(t)
+}
+
+// The edge over HTTPS with mutual TLS: a client certificate from the
+// configured CA authenticates its subject; a request with no certificate
+// is refused like any unauthenticated one (the card stays public); one
+// from another CA does not get through the handshake.
+func TestServeMutualTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	mine, other := bustest.TLS(t), bustest.TLS(t)
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		writeFile(t, p, string(b))
+		return p
+	}
+	httpAddr := freeAddr(t)
+	p := startProc(t, "serve", "--listen", httpAddr, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", "off",
+		"--tls-cert", write("cert.pem", mine.Cert), "--tls-key", write("key.pem", mine.Key), "--tls-client-ca", write("ca.pem", mine.CA))
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(mine.CA)
+	client := func(files *bus.TLSFiles) *http.Client {
+		tc := &tls.Config{RootCAs: roots}
+		if files != nil {
+			c, err := tls.X509KeyPair(files.Cert, files.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.Certificates = []tls.Certificate{c}
+		}
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+	}
+	base := "https://" + httpAddr
+	anonymous, good, stranger := client(nil), client(mine), client(other)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := anonymous.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready over HTTPS: %v\n%s", err, p.output())
+		}
+		time.Sleep(20 * time.Millisecond) // polling another process
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`
+	post := func(c *http.Client) (string, error) {
+		resp, err := c.Post(base+"/", "application/json", strings.NewReader(body))
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b), nil
+	}
+	if b, err := post(anonymous); err != nil || !strings.Contains(b, "-31401") {
+		t.Fatalf("without a certificate: %v %s", err, b)
+	}
+	if b, err := post(good); err != nil || !strings.Contains(b, "TASK_STATE_COMPLETED") {
+		t.Fatalf("with a certificate of the CA: %v %s", err, b)
+	}
+	if _, err := post(stranger); err == nil {
+		t.Fatal("a certificate of another CA got through the handshake")
+	}
+	resp, err := anonymous.Get(base + "/.well-known/agent-card.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	card, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(card), `"mtlsSecurityScheme"`) || !strings.Contains(string(card), `"url":"https://`) {
+		t.Fatalf("card: %s", card)
 	}
 	p.stop(t)
 }

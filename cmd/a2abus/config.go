@@ -25,8 +25,15 @@ import (
 type Config struct {
 	// Listen is the edge's HTTP address. Default 127.0.0.1:8080.
 	Listen string `json:"listen"`
-	// PublicURL is the base URL put in agent cards. Default http://<listen>.
+	// PublicURL is the base URL put in agent cards. Default http://<listen>
+	// (https:// with TLS).
 	PublicURL string `json:"publicUrl"`
+	// TLSCert and TLSKey make the edge serve HTTPS (HTTP stays the default
+	// for local use); TLSClientCA is a PEM bundle of the CAs whose client
+	// certificates authenticate their subject (mutual TLS, see AuthConfig).
+	TLSCert     string `json:"tlsCert,omitempty"`
+	TLSKey      string `json:"tlsKey,omitempty"`
+	TLSClientCA string `json:"tlsClientCa,omitempty"`
 	// DataDir holds the embedded NATS server's JetStream store. Default
 	// ./a2abus-data.
 	DataDir string `json:"dataDir"`
@@ -386,6 +393,9 @@ func settings() []setting {
 		{"jwt-audience", "A2ABUS_JWT_AUDIENCE", "accepted JWT audiences, comma-separated (required with JWT)", jwt(func(j *JWTConfig, v string) { j.Audience = splitList(v) })},
 		{"jwt-principal-claim", "A2ABUS_JWT_PRINCIPAL_CLAIM", "JWT claim naming the principal (default sub)", jwt(func(j *JWTConfig, v string) { j.PrincipalClaim = v })},
 		{"jwt-tenant-claim", "A2ABUS_JWT_TENANT_CLAIM", "JWT claim naming the tenant (default none)", jwt(func(j *JWTConfig, v string) { j.TenantClaim = v })},
+		{"tls-cert", "A2ABUS_TLS_CERT", "PEM certificate (chain) the edge serves HTTPS with (default: plain HTTP)", str(func(c *Config) *string { return &c.TLSCert })},
+		{"tls-key", "A2ABUS_TLS_KEY", "PEM private key of --tls-cert", str(func(c *Config) *string { return &c.TLSKey })},
+		{"tls-client-ca", "A2ABUS_TLS_CLIENT_CA", "PEM CA bundle: a client certificate it issued authenticates its subject (mutual TLS; needs --tls-cert)", str(func(c *Config) *string { return &c.TLSClientCA })},
 		{"admins", "A2ABUS_ADMINS", "principals that see every principal's tasks and read /metrics, comma-separated", func(c *Config, v string) error { c.Auth.Admins = splitList(v); return nil }},
 		{"allow-anonymous", "A2ABUS_ALLOW_ANONYMOUS", "let an edge without authentication listen beyond loopback: true or false (default false)", boolean(func(c *Config) *bool { return &c.Auth.AllowAnonymous })},
 		{"metrics-public", "A2ABUS_METRICS_PUBLIC", "serve /metrics without credentials when the edge authenticates: true or false (default false)", boolean(func(c *Config) *bool { return &c.Auth.PublicMetrics })},
@@ -498,6 +508,9 @@ func loadConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (Co
 	}
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
+		if cfg.TLSCert != "" {
+			cfg.PublicURL = "https://" + cfg.Listen
+		}
 	}
 	return cfg, cfg.validate()
 }

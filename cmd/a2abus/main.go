@@ -6,6 +6,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -418,8 +420,18 @@ func (p *process) listen() (*edgeHTTP, error) {
 		// each is bounded by its own timeout instead.
 		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
+	scheme := "http"
+	if p.cfg.TLSCert != "" {
+		tc, err := p.tlsConfig()
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		ln, scheme = tls.NewListener(ln, tc), "https"
+		w.ln = ln
+	}
 	go func() { w.done <- w.hs.Serve(ln) }()
-	p.log.Info("edge listening; not ready until it follows the bus", "addr", "http://"+ln.Addr().String())
+	p.log.Info("edge listening; not ready until it follows the bus", "addr", scheme+"://"+ln.Addr().String())
 	return w, nil
 }
 
@@ -454,7 +466,11 @@ func (p *process) agentNames() string {
 func (p *process) announce(cmd, addr string, srv *bus.Server) {
 	base := p.cfg.PublicURL
 	fmt.Fprintf(p.out, "a2abus %s ready\n", cmd)
-	fmt.Fprintf(p.out, "  listening on   http://%s\n", addr)
+	scheme := "http"
+	if p.cfg.TLSCert != "" {
+		scheme = "https"
+	}
+	fmt.Fprintf(p.out, "  listening on   %s://%s\n", scheme, addr)
 	fmt.Fprintf(p.out, "  agent card     %s/.well-known/agent-card.json\n", base)
 	fmt.Fprintf(p.out, "  JSON-RPC       %s/  (default agent %q)\n", base, p.cfg.DefaultAgent)
 	fmt.Fprintf(p.out, "  agents         %s/a2a/agents\n", base)
@@ -557,7 +573,7 @@ func loopbackAddr(addr string) bool {
 // a loopback address unless anonymity is allowed explicitly.
 func (p *process) authenticator(ctx context.Context) (*auth.Authenticator, error) {
 	ac := p.cfg.Auth
-	cfg := auth.Config{APIKeyHeader: ac.APIKeyHeader, Admins: ac.Admins}
+	cfg := auth.Config{APIKeyHeader: ac.APIKeyHeader, Admins: ac.Admins, ClientCertificates: p.cfg.TLSClientCA != ""}
 	for _, k := range ac.APIKeys {
 		cfg.APIKeys = append(cfg.APIKeys, auth.APIKey{Key: k.Key, Principal: k.Principal, Admin: k.Admin, Tenants: k.Tenants})
 	}
@@ -578,6 +594,9 @@ func (p *process) authenticator(ctx context.Context) (*auth.Authenticator, error
 	if j := ac.JWT; j != nil {
 		cfg.JWT = &auth.JWTConfig{JWKSURL: j.JWKSURL, Issuer: j.Issuer, Audience: j.Audience, Algorithms: j.Algorithms,
 			PrincipalClaim: j.PrincipalClaim, TenantClaim: j.TenantClaim}
+	}
+	if p.cfg.TLSClientCA != "" && p.cfg.TLSCert == "" {
+		return nil, fmt.Errorf("--tls-client-ca needs --tls-cert: client certificates come only over TLS")
 	}
 	a, err := auth.New(ctx, cfg)
 	if err != nil {
@@ -604,4 +623,31 @@ func (p *process) extendedSkills() map[string][]schemas.AgentSkill {
 		}
 	}
 	return out
+}
+
+// tlsConfig is the edge's HTTPS: its certificate, and with a client CA
+// bundle, mutual TLS: a client certificate is asked for and, if given,
+// must chain to that bundle (the handshake fails otherwise); a request
+// without one falls to the other schemes (edge/auth).
+func (p *process) tlsConfig() (*tls.Config, error) {
+	if p.cfg.TLSKey == "" {
+		return nil, fmt.Errorf("--tls-cert needs --tls-key")
+	}
+	cert, err := tls.LoadX509KeyPair(p.cfg.TLSCert, p.cfg.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("edge TLS: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if p.cfg.TLSClientCA != "" {
+		pem, err := os.ReadFile(p.cfg.TLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("edge TLS client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("edge TLS client CA %s: no PEM certificate in it", p.cfg.TLSClientCA)
+		}
+		tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	}
+	return tc, nil
 }

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"fmt"
 	"net/http"
 	"net/textproto"
@@ -12,7 +13,9 @@ import (
 
 // The schemes a principal can be authenticated by (Principal.Scheme).
 const (
-	SchemeAPIKey    = "apiKey"
+	SchemeAPIKey = "apiKey"
+	// SchemeMTLS: a client certificate the TLS listener verified.
+	SchemeMTLS      = "mtls"
 	SchemeBearer    = "bearer" // a JWT access token
 	SchemeAnonymous = "anonymous"
 )
@@ -73,6 +76,13 @@ type Config struct {
 	APIKeyHeader string
 	// JWT, when set, accepts JWT access tokens as Bearer tokens.
 	JWT *JWTConfig
+	// ClientCertificates accepts a client certificate that the edge's TLS
+	// listener verified against its client CA bundle (mutual TLS): the
+	// principal is the certificate's first URI, DNS or e-mail SAN, else its
+	// subject's common name. The listener, not this package, checks the
+	// chain; a request without a verified certificate falls to the other
+	// schemes.
+	ClientCertificates bool
 	// Admins names the principals (of any scheme) that are admins.
 	Admins []string
 	// HTTPClient fetches the OIDC discovery document and the JWKS.
@@ -149,6 +159,8 @@ type Authenticator struct {
 
 	jwt *jwtVerifier // nil without JWT
 
+	certs bool // verified client certificates authenticate
+
 	card cardSecurity
 }
 
@@ -216,7 +228,8 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 		a.jwt = v
 	}
 
-	a.anonymous = a.keys == nil && a.jwt == nil
+	a.certs = cfg.ClientCertificates
+	a.anonymous = a.keys == nil && a.jwt == nil && !a.certs
 	a.ch = newChallenges(realm, a.keysAsBearer || a.jwt != nil, a.keyHeaderName)
 	a.card = newCardSecurity(a)
 	return a, nil
@@ -246,6 +259,9 @@ func (a *Authenticator) Anonymous() bool { return a.anonymous }
 func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
 	if a.anonymous {
 		return Principal{Name: AnonymousName, Scheme: SchemeAnonymous, Admin: a.admins[AnonymousName]}, nil
+	}
+	if a.certs && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+		return a.certPrincipal(r.TLS.VerifiedChains[0][0]), nil
 	}
 	ignored := ""
 	if a.keysAsBearer || a.jwt != nil {
@@ -328,4 +344,20 @@ func validHeaderName(h string) bool {
 		}
 	}
 	return true
+}
+
+// certPrincipal names the principal of a verified client certificate: its
+// first URI SAN (e.g. a SPIFFE id), DNS SAN or e-mail SAN, else the
+// subject's common name.
+func (a *Authenticator) certPrincipal(c *x509.Certificate) Principal {
+	name := c.Subject.CommonName
+	switch {
+	case len(c.URIs) > 0:
+		name = c.URIs[0].String()
+	case len(c.DNSNames) > 0:
+		name = c.DNSNames[0]
+	case len(c.EmailAddresses) > 0:
+		name = c.EmailAddresses[0]
+	}
+	return Principal{Name: name, Scheme: SchemeMTLS, Admin: a.admins[name]}
 }

@@ -13,6 +13,7 @@ const (
 	cardAPIKey = "apiKey" // apiKeySecurityScheme: the API key header
 	cardBearer = "bearer" // httpAuthSecurityScheme: Bearer, bearerFormat JWT
 	cardOIDC   = "oidc"   // openIdConnectSecurityScheme: the issuer's discovery URL
+	cardMTLS   = "mtls"   // mtlsSecurityScheme: a client certificate
 )
 
 // cardScheme is one security scheme of the card, in both versions' shapes.
@@ -54,6 +55,13 @@ func newCardSecurity(a *Authenticator) cardSecurity {
 				v03: map[string]any{"type": "http", "scheme": "Bearer", "bearerFormat": "JWT", "description": desc},
 			})
 		}
+	}
+	if a.certs {
+		desc := "a client certificate issued by a CA this edge trusts (mutual TLS)"
+		cs.schemes = append(cs.schemes, cardScheme{name: cardMTLS,
+			v1:  map[string]any{"mtlsSecurityScheme": map[string]any{"description": desc}},
+			v03: map[string]any{"type": "mutualTLS", "description": desc},
+		})
 	}
 	return cs
 }
