@@ -158,8 +158,10 @@ type Bus struct {
 	tasks  jetstream.KeyValue
 	agents jetstream.KeyValue
 	cards  jetstream.KeyValue
-	source string
-	log    *slog.Logger
+	// contexts holds who each client-chosen context id belongs to.
+	contexts jetstream.KeyValue
+	source   string
+	log      *slog.Logger
 }
 
 // Connect connects to NATS (the embedded server in-process, or cfg.URL),
@@ -394,6 +396,19 @@ func (b *Bus) provision(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bus: provision bucket %s: %w", schemas.BucketCards, err)
 	}
+	b.contexts, err = b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      schemas.BucketContexts,
+		Description: "a2abus owners of client-chosen context ids",
+		// A claim outlives the tasks of its context by at most this; a
+		// context nobody uses any more is free again after it.
+		TTL:      c.TaskTTL,
+		History:  1,
+		Storage:  b.storage(),
+		Replicas: c.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("bus: provision bucket %s: %w", schemas.BucketContexts, err)
+	}
 	return nil
 }
 
@@ -407,7 +422,7 @@ func (b *Bus) bind(ctx context.Context) error {
 	for _, kv := range []struct {
 		bucket string
 		to     *jetstream.KeyValue
-	}{{schemas.BucketTasks, &b.tasks}, {schemas.BucketAgents, &b.agents}, {schemas.BucketCards, &b.cards}} {
+	}{{schemas.BucketTasks, &b.tasks}, {schemas.BucketAgents, &b.agents}, {schemas.BucketCards, &b.cards}, {schemas.BucketContexts, &b.contexts}} {
 		h, err := b.js.KeyValue(ctx, kv.bucket)
 		if err != nil {
 			return fmt.Errorf("bus: bind bucket %s: %w", kv.bucket, err)

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -191,6 +192,8 @@ func (b *Bus) Submit(ctx context.Context, s Submission, follow Follow) (*schemas
 	}
 	if msg.ContextID == "" {
 		msg.ContextID = schemas.NewID()
+	} else if err := b.claimContext(ctx, msg.ContextID, s.Owner, s.Tenant); err != nil {
+		return nil, 0, err
 	}
 	msg.TaskID = id
 	now := schemas.Now()
@@ -343,4 +346,36 @@ func (b *Bus) Await(ctx context.Context, o Owner, id string) (*schemas.TaskRecor
 		}
 		r.Close()
 	}
+}
+
+// claimContext makes a client-chosen context id its first caller's: the
+// first task that names it records its owner and tenant, and a task of
+// another caller naming it is refused, so no caller attaches work to (or
+// an agent's memory of) another's conversation. A context the server made
+// is an unguessable id, claimed only once a caller names it again. An edge
+// without authentication has one caller and claims nothing.
+func (b *Bus) claimContext(ctx context.Context, contextID, owner, tenant string) error {
+	if owner == "" && tenant == "" {
+		return nil
+	}
+	key := schemas.ContextKey(contextID)
+	mine, err := json.Marshal(schemas.ContextClaim{Owner: owner, Tenant: tenant})
+	if err != nil {
+		return err
+	}
+	if _, err = b.contexts.Create(ctx, key, mine); err == nil {
+		return nil
+	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		return errUnavailable("bus: claim context", err)
+	}
+	// Taken: read the claim where it was decided (a replica may lag).
+	val, _, err := b.leaderGetKey(ctx, schemas.BucketContexts, key)
+	if err != nil {
+		return errUnavailable("bus: read context claim", err)
+	}
+	var c schemas.ContextClaim
+	if json.Unmarshal(val, &c) == nil && c.Owner == owner && c.Tenant == tenant {
+		return nil
+	}
+	return schemas.Errorf(schemas.ErrInvalidParams, "contextId %q belongs to another caller; omit contextId to start a new context", contextID)
 }

@@ -109,3 +109,35 @@ func shape(err error, id string) string {
 }
 
 func replaceAll(s, old, repl string) string { return strings.ReplaceAll(s, old, repl) }
+
+// A context id a caller chooses is that caller's: its own later tasks may
+// name it, another caller's (or the same principal's in another tenant)
+// may not, and an edge serving anonymously claims nothing.
+func TestLifecycleContextsBelongToTheirFirstCaller(t *testing.T) {
+	ctx := context.Background()
+	b := newTestBus(t, Config{})
+	if err := b.EnsureAgent(ctx, "echo"); err != nil {
+		t.Fatal(err)
+	}
+	submit := func(owner, tenant, contextID string) error {
+		msg := &schemas.Message{MessageID: schemas.NewID(), ContextID: contextID, Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("hi")}}
+		_, _, err := b.Submit(ctx, Submission{Agent: "echo", Owner: owner, Tenant: tenant, Message: msg}, nil)
+		return err
+	}
+	if err := submit("alice", "t1", "conversation-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := submit("alice", "t1", "conversation-1"); err != nil {
+		t.Fatalf("the owner's second task in her context: %v", err)
+	}
+	for _, who := range [][2]string{{"bob", "t1"}, {"alice", "t2"}} {
+		if err := submit(who[0], who[1], "conversation-1"); !errors.Is(err, schemas.ErrInvalidParams) {
+			t.Errorf("%s in %s naming alice's context: %v", who[0], who[1], err)
+		}
+	}
+	for range 2 {
+		if err := submit("", "", "anyone's"); err != nil {
+			t.Fatalf("anonymous: %v", err)
+		}
+	}
+}

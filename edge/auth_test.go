@@ -350,3 +350,22 @@ func TestTenantsDoNotCross(t *testing.T) {
 		t.Errorf("bob over HTTP+JSON in t2: %d %s", status, b)
 	}
 }
+
+// A context id one caller chose cannot be named by another.
+func TestContextsStayWithTheirCaller(t *testing.T) {
+	h := authHarness(t)
+	send := func(key string) []byte {
+		_, _, b := as(t, key, "POST", h.url+"/agents/echo", "application/json", rpcBody(1, "SendMessage", map[string]any{
+			"message": map[string]any{"messageId": schemas.NewID(), "contextId": "alice-conversation", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "hi"}}}}))
+		return b
+	}
+	if b := send(aliceKey); !bytes.Contains(b, []byte("TASK_STATE_COMPLETED")) {
+		t.Fatalf("alice: %s", b)
+	}
+	if b := send(bobKey); !bytes.Contains(b, []byte("-32602")) {
+		t.Fatalf("bob naming alice's context: %s", b)
+	}
+	if b := send(aliceKey); !bytes.Contains(b, []byte("TASK_STATE_COMPLETED")) {
+		t.Fatalf("alice again: %s", b)
+	}
+}

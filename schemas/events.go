@@ -42,6 +42,14 @@ type TaskRecord struct {
 	LastEventIndex int `json:"lastEventIndex,omitempty"`
 }
 
+// ContextClaim is the value under ContextKey(contextId) in
+// BucketContexts: the principal and tenant of the first task that named
+// the context.
+type ContextClaim struct {
+	Owner  string `json:"owner"`
+	Tenant string `json:"tenant,omitempty"`
+}
+
 // WorkItem is the data of a TypeWorkExecute event on
 // SubjectWorkTask(agent, taskId): run the task with this message. The
 // task's current state, history included, is in BucketTasks; workers read

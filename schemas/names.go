@@ -1,6 +1,8 @@
 package schemas
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 
@@ -27,6 +29,10 @@ const (
 	BucketAgents = "A2A_AGENTS"
 	// BucketCards caches discovered external agent cards.
 	BucketCards = "A2A_CARDS"
+	// BucketContexts records who a client-chosen context id belongs to:
+	// ContextClaim keyed by ContextKey(contextId), created by the first
+	// task that names it, so another caller cannot attach tasks to it.
+	BucketContexts = "A2A_CONTEXTS"
 	// BucketPush holds push-notification configs.
 	BucketPush = "A2A_PUSH"
 
@@ -141,3 +147,11 @@ func Source(role, instance string) string { return fmt.Sprintf("urn:a2abus:%s:%s
 
 // SequenceString formats a task revision as the CloudEvents sequence value.
 func SequenceString(rev uint64) string { return fmt.Sprintf("%020d", rev) }
+
+// ContextKey is the key of a context id in BucketContexts: the hex SHA-256
+// of the id, since a client may choose any string and KV keys take few
+// characters.
+func ContextKey(contextID string) string {
+	sum := sha256.Sum256([]byte(contextID))
+	return hex.EncodeToString(sum[:])
+}
