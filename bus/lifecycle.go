@@ -148,6 +148,10 @@ func (b *Bus) Task(ctx context.Context, o Owner, id string) (*schemas.TaskRecord
 		return nil, 0, err
 	}
 	if !o.Owns(rec) {
+		// A missing task costs a second read (the leader confirms it is
+		// not there); so does a stranger's, so the two take the same time
+		// and the answer's timing does not tell them apart either.
+		_, _, _ = b.readTask(ctx, id, true)
 		return nil, 0, notFound(id)
 	}
 	return rec, rev, nil
