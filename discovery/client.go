@@ -510,17 +510,7 @@ func (c *Client) rpcBody(method string, params any) rpcRequest {
 func (c *Client) rpc(ctx context.Context, method string, params any, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	req, err := c.newRequest(ctx, http.MethodPost, c.ep.URL, c.rpcBody(method, params))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/json")
-	res, err := c.do(req)
-	if err != nil {
-		return err
-	}
-	defer drain(res.Body)
-	body, err := c.readBody(req, res)
+	req, res, body, err := c.exchange(ctx, http.MethodPost, c.ep.URL, c.rpcBody(method, params))
 	if err != nil {
 		return err
 	}
@@ -542,6 +532,28 @@ func (c *Client) rpc(ctx context.Context, method string, params any, out any) er
 		return schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s from %s: result does not decode: %v", method, c.ep.URL, err)
 	}
 	return nil
+}
+
+// exchange sends one request with a JSON body (nil: none) asking for JSON,
+// and reads the whole answer within the client's size bound; ctx carries
+// the call's timeout. Every unary call of every binding and dialect goes
+// through it, so the guards, credentials and limits apply alike.
+func (c *Client) exchange(ctx context.Context, method, u string, body any) (*http.Request, *http.Response, []byte, error) {
+	req, err := c.newRequest(ctx, method, u, body)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	res, err := c.do(req)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer drain(res.Body)
+	b, err := c.readBody(req, res)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return req, res, b, nil
 }
 
 // rpcResponseInto decodes a JSON-RPC response's result into the value
@@ -615,17 +627,7 @@ func (c *Client) restURL(tenant, path string, q url.Values) string {
 func (c *Client) restCall(ctx context.Context, method, tenant, path string, q url.Values, body, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	req, err := c.newRequest(ctx, method, c.restURL(tenant, path, q), body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/json")
-	res, err := c.do(req)
-	if err != nil {
-		return err
-	}
-	defer drain(res.Body)
-	b, err := c.readBody(req, res)
+	req, res, b, err := c.exchange(ctx, method, c.restURL(tenant, path, q), body)
 	if err != nil {
 		return err
 	}

@@ -95,17 +95,7 @@ var errNoRPC = errors.New("no JSON-RPC at the url")
 func (c *Client) legacyRPC(ctx context.Context, op legacyOp) (*schemas.Task, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	req, err := c.newRequest(ctx, http.MethodPost, c.ep.URL, c.rpcBody(op.method, op.params))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	res, err := c.do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer drain(res.Body)
-	body, err := c.readBody(req, res)
+	req, res, body, err := c.exchange(ctx, http.MethodPost, c.ep.URL, c.rpcBody(op.method, op.params))
 	if err != nil {
 		return nil, err
 	}
@@ -147,17 +137,7 @@ func (c *Client) legacyREST(ctx context.Context, op legacyOp) (*schemas.Task, er
 	if op.body {
 		body = c.rpcBody(op.method, op.params)
 	}
-	req, err := c.newRequest(ctx, op.httpMethod, u, body)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	res, err := c.do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer drain(res.Body)
-	b, err := c.readBody(req, res)
+	req, res, b, err := c.exchange(ctx, op.httpMethod, u, body)
 	if err != nil {
 		return nil, err
 	}
