@@ -150,12 +150,19 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("bus: embedded server: %w", err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(30 * time.Second) {
+	// A loaded machine (a cluster member starting beside its peers, under
+	// a CI run's parallel packages) can take tens of seconds; serve allows
+	// a minute for its whole start.
+	if !s.ReadyForConnections(serverReadyWithin) {
 		s.Shutdown()
-		return nil, errors.New("bus: embedded server did not become ready within 30s")
+		return nil, fmt.Errorf("bus: embedded server did not become ready within %s", serverReadyWithin)
 	}
 	return &Server{s: s, inProcess: inProcess}, nil
 }
+
+// serverReadyWithin bounds how long StartServer waits for the embedded
+// server to accept clients.
+const serverReadyWithin = 60 * time.Second
 
 // splitHostPort parses HOST:PORT; port 0 asks for a free port.
 func splitHostPort(addr string) (string, int, error) {
