@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net"
@@ -145,11 +146,7 @@ func (s *Server) serve(b *binding, decode decodeFunc) http.HandlerFunc {
 			return
 		}
 		if err := s.selectTenant(c); err != nil {
-			status := http.StatusForbidden
-			if b.rpc {
-				status = 0
-			}
-			s.refuse(w, b, c, schemas.AsError(err), status)
+			s.refuseCaller(w, r, b, c, err)
 			return
 		}
 		d := c.d
@@ -218,8 +215,8 @@ func (s *Server) authenticate(r *http.Request) (caller, error) {
 
 // selectTenant moves the call to the tenant its params name (A2A 1.0's
 // tenant field), if the principal may act there; a tenant it may not is
-// refused (403), so nothing of one tenant is read for another. Without
-// authentication tenants are labels anyone may choose.
+// refused as forbidden (see refuseCaller), so nothing of one tenant is read
+// for another. Without authentication tenants are labels anyone may choose.
 func (s *Server) selectTenant(c *call) error {
 	if !bytes.Contains(c.params, []byte(`"tenant"`)) {
 		return nil
@@ -234,7 +231,7 @@ func (s *Server) selectTenant(c *call) error {
 		c.caller.tenant = p.Tenant
 		return nil
 	}
-	return schemas.Errorf(schemas.ErrPermissionDenied, "principal %s may not act in tenant %q", c.caller.principal, p.Tenant)
+	return s.cfg.Auth.Forbidden(fmt.Sprintf("principal %s may not act in tenant %q", c.caller.principal, p.Tenant))
 }
 
 // refuseCaller answers a request that failed authentication: 401 with the
@@ -275,25 +272,26 @@ func (s *Server) refuseCaller(w http.ResponseWriter, r *http.Request, b *binding
 // (and to anyone when public or anonymous).
 func (s *Server) adminOnly(h http.HandlerFunc, public bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !public {
-			who, err := s.authenticate(r)
-			var f *auth.Failure
-			switch {
-			case errors.As(err, &f):
-				if f.Challenge != "" {
-					w.Header().Set("WWW-Authenticate", f.Challenge)
-				}
-				writePlain(w, f.Status, f.Reason)
-				return
-			case err != nil:
-				writePlain(w, http.StatusInternalServerError, "cannot check credentials")
-				return
-			case s.cfg.Auth != nil && !s.cfg.Auth.Anonymous() && !who.admin:
-				writePlain(w, http.StatusForbidden, "only an admin principal may read this")
-				return
-			}
+		if public {
+			h(w, r)
+			return
 		}
-		h(w, r)
+		who, err := s.authenticate(r)
+		if err == nil && s.cfg.Auth != nil && !s.cfg.Auth.Anonymous() && !who.admin {
+			err = s.cfg.Auth.Forbidden("only an admin principal may read this")
+		}
+		var f *auth.Failure
+		switch {
+		case errors.As(err, &f):
+			if f.Challenge != "" {
+				w.Header().Set("WWW-Authenticate", f.Challenge)
+			}
+			writePlain(w, f.Status, f.Reason)
+		case err != nil:
+			writePlain(w, http.StatusInternalServerError, "cannot check credentials")
+		default:
+			h(w, r)
+		}
 	}
 }
 
