@@ -118,18 +118,13 @@ func legacyEvents(c *call) func(*schemas.StreamResponse) any {
 	}
 }
 
-// legacyTask reads a task by a 0.3 or legacy id.
-func (s *Server) legacyTask(ctx context.Context, c *call, id string) (*schemas.TaskRecord, error) {
-	if id == "" {
-		return nil, schemas.Errorf(schemas.ErrInvalidParams, "id is required")
-	}
-	return s.taskByClientID(ctx, c, id)
-}
-
 // taskByClientID finds the caller's task a 0.3 or older-dialect client
 // names by id: a server-made id as is, else the id of the caller's own
 // client-chosen task (schemas.ScopedLegacyTaskID).
 func (s *Server) taskByClientID(ctx context.Context, c *call, id string) (*schemas.TaskRecord, error) {
+	if id == "" {
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "id is required")
+	}
 	scoped := schemas.ScopedLegacyTaskID(c.scope(), id)
 	if schemas.ValidTaskID(id) && scoped != id {
 		rec, _, err := s.b.Task(ctx, c.owner(), id)

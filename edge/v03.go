@@ -91,7 +91,7 @@ func (s *Server) queryTask(ctx context.Context, c *call) (*schemas.TaskRecord, *
 	if err := schemas.ValidateHistoryLength(p.HistoryLength); err != nil {
 		return nil, nil, err
 	}
-	rec, err := s.legacyTask(ctx, c, p.ID)
+	rec, err := s.taskByClientID(ctx, c, p.ID)
 	return rec, &p, err
 }
 
@@ -102,7 +102,7 @@ func (s *Server) cancelByParams(ctx context.Context, c *call) (*schemas.TaskReco
 	if err := decodeParams(c.params, &p); err != nil {
 		return nil, "", err
 	}
-	rec, err := s.legacyTask(ctx, c, p.ID)
+	rec, err := s.taskByClientID(ctx, c, p.ID)
 	if err != nil {
 		return nil, "", err
 	}
@@ -134,7 +134,7 @@ func (s *Server) v03Resubscribe(ctx context.Context, c *call, out streamOut) err
 	}
 	// tasks/resubscribe is shared with the older dialect: a task created
 	// through it is named by its client's id, and streamed in its shapes.
-	rec, err := s.legacyTask(ctx, c, p.ID)
+	rec, err := s.taskByClientID(ctx, c, p.ID)
 	if err != nil {
 		return err
 	}
