@@ -130,8 +130,18 @@ func ParsePasswordCredentials(s string) (Credentials, error) {
 	return Credentials{User: user, Password: pass}, nil
 }
 
-// String is the "user:password" form ParsePasswordCredentials reads.
-func (c Credentials) String() string { return c.User + ":" + c.Password }
+// Line is the "user:password" form ParsePasswordCredentials reads: the
+// content of a credentials file, and nothing to print.
+func (c Credentials) Line() string { return c.User + ":" + c.Password }
+
+// String names the user and hides the password, so a Credentials (or a
+// Config holding one) formatted into a log line or an error leaks nothing.
+func (c Credentials) String() string {
+	if c.User == "" {
+		return ""
+	}
+	return c.User + ":***"
+}
 
 // NewPassword returns a random password: 32 hexadecimal digits (128 bits).
 func NewPassword() string {

@@ -137,7 +137,8 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		for _, r := range cfg.Routes {
 			u, err := url.Parse(r)
 			if err != nil || u.Host == "" {
-				return nil, fmt.Errorf("bus: route %q is not a nats://host:port URL", r)
+				// A route may carry its user and password: never repeat it.
+				return nil, fmt.Errorf("bus: route %d is not a nats://host:port URL", len(opts.Routes)+1)
 			}
 			if u.User == nil && cfg.ClusterUser != "" {
 				u.User = url.UserPassword(cfg.ClusterUser, cfg.ClusterPassword)

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -223,12 +224,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 			listen = ""
 		}
 		var err error
-		var routes []string
-		for _, r := range strings.Split(p.cfg.Routes, ",") {
-			if r = strings.TrimSpace(r); r != "" {
-				routes = append(routes, r)
-			}
-		}
+		routes := splitList(p.cfg.Routes)
 		sc := bus.ServerConfig{
 			DataDir: p.cfg.DataDir, Listen: listen, Name: p.cfg.ServerName,
 			ClusterName: p.cfg.ClusterName, ClusterListen: p.cfg.ClusterListen, Routes: routes,
@@ -309,7 +305,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 	}
 
 	if cmd == "worker" {
-		p.log.Info("a2abus worker running", "agents", p.agentNames(), "nats", p.cfg.NATSURL)
+		p.log.Info("a2abus worker running", "agents", p.agentNames(), "nats", redactURLs(p.cfg.NATSURL))
 		<-ctx.Done()
 		p.log.Info("shutting down")
 		stopWorkers()
@@ -650,4 +646,16 @@ func (p *process) tlsConfig() (*tls.Config, error) {
 		tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
 	}
 	return tc, nil
+}
+
+// redactURLs is a comma-separated URL list fit for a log line: a password
+// in a URL (nats://user:pass@host) is masked.
+func redactURLs(list string) string {
+	out := splitList(list)
+	for i, s := range out {
+		if u, err := url.Parse(s); err == nil {
+			out[i] = u.Redacted()
+		}
+	}
+	return strings.Join(out, ",")
 }

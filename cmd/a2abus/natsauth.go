@@ -217,7 +217,7 @@ func ensureCredentialsFile(path, user string) (bus.Credentials, bool, error) {
 		return bus.Credentials{}, false, fmt.Errorf("nats credentials: %w", err)
 	}
 	c = bus.Credentials{User: user, Password: bus.NewPassword()}
-	if err := writeSecret(path, []byte(c.String()+"\n")); err != nil {
+	if err := writeSecret(path, []byte(c.Line()+"\n")); err != nil {
 		return bus.Credentials{}, false, err
 	}
 	return c, true, nil
