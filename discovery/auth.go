@@ -144,7 +144,7 @@ func NewAuthenticator(cfg Auth) (*Authenticator, error) {
 	if o := cfg.OAuth2; o != nil {
 		u, err := url.Parse(o.TokenURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("discovery: OAuth2 token URL %q is not an absolute http(s) URL", o.TokenURL)
+			return nil, fmt.Errorf("discovery: OAuth2 token URL %q is not an absolute http(s) URL", redactRaw(o.TokenURL))
 		}
 		if err := o.Policy.CheckURL(u); err != nil && o.HTTP == nil {
 			return nil, fmt.Errorf("discovery: OAuth2 token URL: %w", err)
@@ -185,7 +185,7 @@ func (a *Authenticator) Configured() []string {
 		out = append(out, "an API key")
 	}
 	if o := a.cfg.OAuth2; o != nil {
-		out = append(out, fmt.Sprintf("OAuth2 client credentials (client %q at %s)", o.ClientID, o.TokenURL))
+		out = append(out, fmt.Sprintf("OAuth2 client credentials (client %q at %s)", o.ClientID, redactRaw(o.TokenURL)))
 	}
 	return out
 }
@@ -310,7 +310,7 @@ func (a *Authenticator) oauth2(req *http.Request) error {
 	tok, err := src.Token()
 	if err != nil {
 		return fmt.Errorf("discovery: %w: getting an OAuth2 token from %s for client %q: %s",
-			ErrCredentialUnavailable, a.cfg.OAuth2.TokenURL, a.cfg.OAuth2.ClientID, tokenFailure(err))
+			ErrCredentialUnavailable, redactRaw(a.cfg.OAuth2.TokenURL), a.cfg.OAuth2.ClientID, tokenFailure(err))
 	}
 	tok.SetAuthHeader(req)
 	a.mu.Lock()
@@ -380,6 +380,16 @@ func redact(u *url.URL) string {
 	c := *u
 	c.User, c.RawQuery, c.ForceQuery = nil, "", false
 	return c.String()
+}
+
+// redactRaw is redact for a URL as configured; one that does not parse is
+// not repeated at all.
+func redactRaw(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(an unparsable URL)"
+	}
+	return redact(u)
 }
 
 // AuthError is an agent's refusal of a call: HTTP 401 (or JSON-RPC

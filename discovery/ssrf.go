@@ -216,25 +216,25 @@ func (p Policy) CheckURL(u *url.URL) error {
 	case strings.EqualFold(u.Scheme, "https"):
 	case strings.EqualFold(u.Scheme, "http"):
 		if p.RequireHTTPS {
-			return refuse("refusing %s: plain http is refused because requireHTTPS is set in the discovery config; use https", u.Redacted())
+			return refuse("refusing %s: plain http is refused because requireHTTPS is set in the discovery config; use https", redact(u))
 		}
 	case u.Scheme == "":
-		return refuse("refusing %q: not an absolute URL; use http:// or https://", u.Redacted())
+		return refuse("refusing %q: not an absolute URL; use http:// or https://", redact(u))
 	default:
-		return refuse("refusing %s: scheme %q is not allowed; use http or https", u.Redacted(), u.Scheme)
+		return refuse("refusing %s: scheme %q is not allowed; use http or https", redact(u), u.Scheme)
 	}
 	if u.Opaque != "" || u.Host == "" || u.Hostname() == "" {
-		return refuse("refusing %s: the URL names no host", u.Redacted())
+		return refuse("refusing %s: the URL names no host", redact(u))
 	}
 	if u.User != nil {
-		return refuse("refusing %s: the URL carries user credentials; remove them and configure the agent's authentication instead", u.Redacted())
+		return refuse("refusing %s: the URL carries user credentials; remove them and configure the agent's authentication instead", redact(u))
 	}
 	host := u.Hostname()
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return p.CheckAddr(ip)
 	}
 	if looksNumeric(host) {
-		return refuse("refusing %s: host %q is not a canonical IP address or a DNS name", u.Redacted(), host)
+		return refuse("refusing %s: host %q is not a canonical IP address or a DNS name", redact(u), host)
 	}
 	return nil
 }
@@ -368,12 +368,12 @@ func (p Policy) client(timeout time.Duration, base *http.Transport) *http.Client
 // checkRedirect is http.Client.CheckRedirect for Client.
 func (p Policy) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > MaxRedirects {
-		return refuse("refusing to follow redirect to %s: stopped after %d redirects", req.URL.Redacted(), MaxRedirects)
+		return refuse("refusing to follow redirect to %s: stopped after %d redirects", redact(req.URL), MaxRedirects)
 	}
 	if len(via) > 0 {
 		prev := via[len(via)-1].URL
 		if prev != nil && req.URL != nil && strings.EqualFold(prev.Scheme, "https") && !strings.EqualFold(req.URL.Scheme, "https") {
-			return refuse("refusing to follow redirect from %s to %s: downgrade from https to %s", prev.Redacted(), req.URL.Redacted(), req.URL.Scheme)
+			return refuse("refusing to follow redirect from %s to %s: downgrade from https to %s", redact(prev), redact(req.URL), req.URL.Scheme)
 		}
 	}
 	if err := p.CheckURL(req.URL); err != nil {
