@@ -263,14 +263,14 @@ func (b *Bus) queue(ctx context.Context, rec *schemas.TaskRecord, rev uint64, o 
 // is taken. Once the answer is stored the task is accepted: if its work
 // cannot be queued now, the orphan sweep queues it.
 func (b *Bus) Continue(ctx context.Context, o Owner, msg *schemas.Message, p PublishOptions, follow Follow) (*schemas.TaskRecord, uint64, error) {
-	cur, _, err := b.Task(ctx, o, msg.TaskID)
+	cur, curRev, err := b.Task(ctx, o, msg.TaskID)
 	if err != nil {
 		return nil, 0, err
 	}
 	if msg.ContextID != "" && msg.ContextID != cur.Task.ContextID {
 		return nil, 0, schemas.Errorf(schemas.ErrInvalidParams, "message.contextId %q does not match the context of task %s", msg.ContextID, msg.TaskID)
 	}
-	rec, rev, err := b.Apply(ctx, msg.TaskID, TaskEvent{Continue: msg})
+	rec, rev, err := b.ApplyFrom(ctx, msg.TaskID, cur, curRev, TaskEvent{Continue: msg})
 	switch {
 	case errors.Is(err, schemas.ErrTaskTerminal):
 		return nil, 0, schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s and accepts no more messages; start a new task in context %s and list this one in referenceTaskIds", msg.TaskID, rec.Task.Status.State, rec.Task.ContextID).With("taskId", msg.TaskID)
@@ -293,10 +293,11 @@ func (b *Bus) Continue(ctx context.Context, o Owner, msg *schemas.Message, p Pub
 // table says); the error comes with the task's record, so a caller can
 // tell how it ended.
 func (b *Bus) Cancel(ctx context.Context, o Owner, id string, why *schemas.Message) (*schemas.TaskRecord, error) {
-	if _, _, err := b.Task(ctx, o, id); err != nil {
+	cur, curRev, err := b.Task(ctx, o, id)
+	if err != nil {
 		return nil, err
 	}
-	rec, _, err := b.Apply(ctx, id, TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled, Message: why}}})
+	rec, _, err := b.ApplyFrom(ctx, id, cur, curRev, TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled, Message: why}}})
 	if errors.Is(err, schemas.ErrTaskTerminal) {
 		return rec, schemas.Errorf(schemas.ErrTaskNotCancelable, "task %s is already %s and cannot be canceled", id, rec.Task.Status.State).With("taskId", id)
 	}
@@ -320,7 +321,7 @@ func (b *Bus) Await(ctx context.Context, o Owner, id string) (*schemas.TaskRecor
 		if err != nil {
 			return nil, err
 		}
-		if rec.Agent != o.Agent || !o.caller(rec) {
+		if rec.Agent != o.Agent || !o.caller(rec) { // a reply is the fan-out's answer: not Owns
 			return nil, notFound(id)
 		}
 		if rec.Reply != nil || rec.Task.Status.State.Settled() {
