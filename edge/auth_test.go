@@ -349,6 +349,34 @@ func TestTenantsDoNotCross(t *testing.T) {
 	if status, _, b := as(t, bobKey, "GET", h.url+"/agents/echo/tasks/"+id+"?tenant=t2", "", ""); status != http.StatusForbidden {
 		t.Errorf("bob over HTTP+JSON in t2: %d %s", status, b)
 	}
+
+	// The HTTP+JSON path prefix selects the tenant as the field does.
+	for _, u := range []string{"/agents/echo/t2/tasks/" + id, "/t2/agents/echo/tasks/" + id} {
+		status, _, b := as(t, aliceKey, "GET", h.url+u, "", "")
+		if want := u[1] == 'a'; (status == 200) != want || (status == 200 && !bytes.Contains(b, []byte(id))) {
+			t.Errorf("alice GET %s: %d %s", u, status, b)
+		}
+	}
+	if status, _, b := as(t, bobKey, "GET", h.url+"/agents/echo/t2/tasks/"+id, "", ""); status != http.StatusForbidden {
+		t.Errorf("bob's path into t2: %d %s", status, b)
+	}
+	if status, _, b := as(t, aliceKey, "GET", h.url+"/agents/echo/t1/tasks/"+id, "", ""); status != http.StatusNotFound {
+		t.Errorf("alice's t2 task through t1's path: %d %s", status, b)
+	}
+	if status, _, b := as(t, aliceKey, "GET", h.url+"/agents/echo/t1/tasks/"+id+"?tenant=t2", "", ""); status != http.StatusBadRequest || !bytes.Contains(b, []byte("tenant")) {
+		t.Errorf("path and query naming different tenants: %d %s", status, b)
+	}
+	status, _, b := as(t, aliceKey, "POST", h.url+"/agents/echo/t2/message:send", "application/json", `{"message":{"messageId":"m-path","role":"ROLE_USER","parts":[{"text":"by path"}]}}`)
+	var byPath schemas.SendMessageResponse
+	if status != 200 || json.Unmarshal(b, &byPath) != nil || byPath.Task == nil {
+		t.Fatalf("send by tenant path: %d %s", status, b)
+	}
+	if b := call(aliceKey, "GetTask", map[string]any{"id": byPath.Task.ID, "tenant": "t2"}); !bytes.Contains(b, []byte(byPath.Task.ID)) || bytes.Contains(b, []byte(`"error"`)) {
+		t.Errorf("the task sent by tenant path is not in t2: %s", b)
+	}
+	if status, _, b := as(t, aliceKey, "GET", h.url+"/agents/echo/t2/nothing/here", "", ""); status != http.StatusNotFound {
+		t.Errorf("an unknown path under a tenant: %d %s", status, b)
+	}
 }
 
 // A context id one caller chose cannot be named by another.

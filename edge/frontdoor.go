@@ -44,6 +44,7 @@ type call struct {
 	accept      string          // Accept header
 	id          json.RawMessage // JSON-RPC request id; nil on other bindings
 	caller      caller          // who is calling, as the pipeline authenticated it
+	pathTenant  string          // the tenant an HTTP+JSON path names (/{tenant}/…); "" if none
 
 	// For tasks of the older dialect: the id to create the task under (""
 	// when continuing one), the client's own id for it (what answers
@@ -129,6 +130,7 @@ func (s *Server) serve(b *binding, decode decodeFunc) http.HandlerFunc {
 		defer o.done()
 		c := &call{obs: o, version: a2aVersion(r), trace: r.Header.Get("traceparent"),
 			lastEventID: r.Header.Get("Last-Event-ID"), accept: r.Header.Get("Accept")}
+		c.pathTenant, _ = r.Context().Value(tenantKey{}).(string)
 		who, err := s.authenticate(r)
 		if err != nil {
 			s.refuseCaller(w, r, b, c, err)
@@ -213,25 +215,32 @@ func (s *Server) authenticate(r *http.Request) (caller, error) {
 	return caller{principal: p.Name, tenant: p.Tenant, admin: p.Admin, tenants: p.Tenants}, nil
 }
 
-// selectTenant moves the call to the tenant its params name (A2A 1.0's
-// tenant field), if the principal may act there; a tenant it may not is
-// refused as forbidden (see refuseCaller), so nothing of one tenant is read
-// for another. Without authentication tenants are labels anyone may choose.
+// selectTenant moves the call to the tenant it names — A2A 1.0's tenant
+// field, or the HTTP+JSON path prefix (both must agree when both are
+// given) — if the principal may act there; a tenant it may not is refused
+// as forbidden (see refuseCaller), so nothing of one tenant is read for
+// another. Without authentication tenants are labels anyone may choose.
 func (s *Server) selectTenant(c *call) error {
-	if !bytes.Contains(c.params, []byte(`"tenant"`)) {
+	want := c.pathTenant
+	if bytes.Contains(c.params, []byte(`"tenant"`)) {
+		var p struct {
+			Tenant string `json:"tenant"`
+		}
+		if json.Unmarshal(c.params, &p) == nil && p.Tenant != "" {
+			if want != "" && p.Tenant != want {
+				return schemas.Errorf(schemas.ErrInvalidParams, "the path names tenant %q and the request tenant %q; name one, or the same", want, p.Tenant).With("field", "tenant")
+			}
+			want = p.Tenant
+		}
+	}
+	if want == "" || want == c.caller.tenant {
 		return nil
 	}
-	var p struct {
-		Tenant string `json:"tenant"`
-	}
-	if json.Unmarshal(c.params, &p) != nil || p.Tenant == "" || p.Tenant == c.caller.tenant {
+	if a := s.cfg.Auth; a == nil || a.Anonymous() || slices.Contains(c.caller.tenants, want) {
+		c.caller.tenant = want
 		return nil
 	}
-	if a := s.cfg.Auth; a == nil || a.Anonymous() || slices.Contains(c.caller.tenants, p.Tenant) {
-		c.caller.tenant = p.Tenant
-		return nil
-	}
-	return s.cfg.Auth.Forbidden(fmt.Sprintf("principal %s may not act in tenant %q", c.caller.principal, p.Tenant))
+	return s.cfg.Auth.Forbidden(fmt.Sprintf("principal %s may not act in tenant %q", c.caller.principal, want))
 }
 
 // refuseCaller answers a request that failed authentication: 401 with the

@@ -1,10 +1,13 @@
 package edge
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/a2abus/a2abus/schemas"
 )
@@ -54,6 +57,78 @@ func (s *Server) restRoutes(prefix string) {
 	route("GET "+prefix+"/extendedAgentCard", body("GetExtendedAgentCard"))
 	route(prefix+"/tasks/{task}/pushNotificationConfigs", decodeRESTPush)
 	route(prefix+"/tasks/{task}/pushNotificationConfigs/{config}", decodeRESTPush)
+}
+
+// tenantKey carries, in a request's context, the tenant its HTTP+JSON path
+// named; the front door's selectTenant applies it like the tenant field.
+type tenantKey struct{}
+
+// tenantPaths serves the HTTP+JSON routes under a tenant segment, the
+// spec's multi-tenancy form that official clients send when a tenant is
+// set: /{tenant}/message:send, /{tenant}/tasks/{id}, … for the default
+// agent and /agents/{agent}/{tenant}/… for a named one. It strips the
+// segment and serves the request through the edge's mux, so every tenant
+// path enters the same front door as its plain form. It sits in front of
+// the mux because ServeMux patterns cannot hold both forms (a wildcard
+// first segment conflicts with /agents/{agent}/…). A path the mux routes
+// as it is keeps its meaning (the older dialect's /a2a/tasks/{id}, a task
+// named "tasks"); only paths shaped like a tenant route pay the extra
+// lookup.
+func (s *Server) tenantPaths() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r2 := stripTenant(r); r2 != nil {
+			if _, pattern := s.mux.Handler(r); pattern == "" {
+				r = r2
+			}
+		}
+		s.mux.ServeHTTP(w, r)
+	})
+}
+
+// stripTenant returns r without the tenant segment of its path and with
+// the tenant in its context, or nil if the path names none.
+func stripTenant(r *http.Request) *http.Request {
+	segs := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/")
+	for _, at := range []int{2, 0} {
+		if at == 2 && (len(segs) < 4 || segs[0] != "agents") {
+			continue
+		}
+		tenant, err := url.PathUnescape(segs[at])
+		if err != nil || !validTenant(tenant) || !restMethodPath(segs[at+1:]) {
+			continue
+		}
+		esc := "/" + strings.Join(append(segs[:at:at], segs[at+1:]...), "/")
+		path, err := url.PathUnescape(esc)
+		if err != nil {
+			return nil
+		}
+		u := *r.URL
+		u.Path, u.RawPath = path, esc
+		r2 := r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant))
+		r2.URL = &u
+		return r2
+	}
+	return nil
+}
+
+// restMethodPath reports whether segs, the path after an agent's URL,
+// start one of the HTTP+JSON method routes.
+func restMethodPath(segs []string) bool {
+	return len(segs) > 0 && (strings.HasPrefix(segs[0], "message:") || segs[0] == "tasks" || segs[0] == "extendedAgentCard")
+}
+
+// validTenant bounds what a path may name as a tenant: a short label
+// without separators or control characters.
+func validTenant(t string) bool {
+	if t == "" || len(t) > 128 || t == "." || t == ".." {
+		return false
+	}
+	for _, r := range t {
+		if r == '/' || r == '\\' || unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeRESTTask reads the routes of one task, /tasks/{id} and

@@ -176,3 +176,49 @@ func TestRESTStreaming(t *testing.T) {
 		restErr(t, h.rest(m, "/agents/echo/tasks/"+rs[0].Task.ID+":subscribe", "", ""), schemas.ErrUnsupportedOperation)
 	}
 }
+
+// The HTTP+JSON tenant path prefix (/{tenant}/…, /agents/{agent}/{tenant}/…)
+// selects the tenant as the tenant field does; a path the routes serve as
+// they are (the older dialect's /a2a/tasks/{id}, a task named "tasks")
+// keeps its meaning.
+func TestTenantPathPrefix(t *testing.T) {
+	h := newHarness(t, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo")}})
+	sendBody := `{"message":{"messageId":"tp1","role":"ROLE_USER","parts":[{"text":"tenant path"}]}}`
+	for i, base := range []string{"/acme", "/agents/echo/acme"} {
+		task := restOK[schemas.SendMessageResponse](t, h.rest("POST", base+"/message:send", "application/json", sendBody)).Task
+		if task == nil {
+			t.Fatalf("%s: no task", base)
+		}
+		for _, get := range []string{"/acme/tasks/", "/agents/echo/acme/tasks/", "/agents/echo/tasks/" + "?tenant=acme&x=", "/tasks/?tenant=acme&x="} {
+			u := get + task.ID
+			if strings.Contains(get, "?") {
+				u = strings.Replace(get, "?", task.ID+"?", 1)
+			}
+			if got := restOK[schemas.Task](t, h.rest("GET", u, "", "")); got.ID != task.ID {
+				t.Fatalf("GET %s: %+v", u, got)
+			}
+		}
+		restErr(t, h.rest("GET", "/agents/echo/tasks/"+task.ID, "", ""), schemas.ErrTaskNotFound)
+		restErr(t, h.rest("GET", "/other/tasks/"+task.ID, "", ""), schemas.ErrTaskNotFound)
+		list := restOK[schemas.ListTasksResponse](t, h.rest("GET", base+"/tasks", "", ""))
+		if len(list.Tasks) != i+1 {
+			t.Fatalf("%s/tasks lists %d tasks", base, len(list.Tasks))
+		}
+	}
+	restErr(t, h.rest("GET", "/acme/tasks/x?tenant=other", "", ""), schemas.ErrInvalidParams)
+	if r := h.rest("DELETE", "/acme/tasks/x", "", ""); r.status != http.StatusMethodNotAllowed {
+		t.Fatalf("DELETE under a tenant: %d %s", r.status, r.body)
+	}
+	if r := h.rest("GET", "/acme/nothing", "", ""); r.status != http.StatusNotFound {
+		t.Fatalf("an unknown path under a tenant: %d %s", r.status, r.body)
+	}
+	if r := h.rest("GET", "/agents/echo", "", ""); r.status != http.StatusMethodNotAllowed {
+		t.Fatalf("GET on the JSON-RPC endpoint: %d", r.status)
+	}
+	// A task named "tasks" in the default tenant is the plain route's.
+	task := restOK[schemas.SendMessageResponse](t, h.rest("POST", "/message:send", "application/json", sendBody)).Task
+	restErr(t, h.rest("GET", "/tasks/tasks", "", ""), schemas.ErrTaskNotFound)
+	if got := restOK[schemas.Task](t, h.rest("GET", "/tasks/"+task.ID, "", "")); got.ID != task.ID {
+		t.Fatalf("default tenant: %+v", got)
+	}
+}

@@ -152,7 +152,7 @@ func New(b *bus.Bus, cfg Config) *Server {
 	s.v1, s.v03 = s.dialects()
 	s.openFang = s.openFangDialect()
 	s.routes()
-	s.handler = withoutTrailingSlash(s.mux)
+	s.handler = withoutTrailingSlash(s.tenantPaths())
 	if cfg.LoopbackOnly {
 		s.handler = loopbackHosts(cfg.PublicURL, s.handler)
 	}

@@ -54,9 +54,11 @@ var (
 	// edge's authentication: no or bad credentials (HTTP 401 with
 	// WWW-Authenticate), or a principal not allowed (403). A2A names no
 	// JSON-RPC codes for them; a2abus uses the ones the official Go SDK
-	// uses, −31401 and −31403, on every binding.
+	// uses, −31401 and −31403, on every binding, and its ErrorInfo reasons
+	// (UNAUTHENTICATED, UNAUTHORIZED), which its clients map back to their
+	// errors.
 	ErrUnauthenticated  = &Error{Code: -31401, Reason: "UNAUTHENTICATED", HTTPStatus: 401, GRPCStatus: "UNAUTHENTICATED", Message: "authentication required"}
-	ErrPermissionDenied = &Error{Code: -31403, Reason: "PERMISSION_DENIED", HTTPStatus: 403, GRPCStatus: "PERMISSION_DENIED", Message: "permission denied"}
+	ErrPermissionDenied = &Error{Code: -31403, Reason: "UNAUTHORIZED", HTTPStatus: 403, GRPCStatus: "PERMISSION_DENIED", Message: "permission denied"}
 )
 
 // ErrorTable lists every row, for documentation and exhaustive tests.

@@ -130,7 +130,7 @@ func TestVocabErrorTableRows(t *testing.T) {
 		{ErrUnavailable, -32603, "UNAVAILABLE", 503, "UNAVAILABLE"},
 		// Authentication's, with the codes of the official Go SDK.
 		{ErrUnauthenticated, -31401, "UNAUTHENTICATED", 401, "UNAUTHENTICATED"},
-		{ErrPermissionDenied, -31403, "PERMISSION_DENIED", 403, "PERMISSION_DENIED"},
+		{ErrPermissionDenied, -31403, "UNAUTHORIZED", 403, "PERMISSION_DENIED"},
 	}
 	if len(ErrorTable) != len(want) {
 		t.Errorf("ErrorTable has %d rows, want %d", len(ErrorTable), len(want))

@@ -199,7 +199,7 @@ func TestCLICredentials(t *testing.T) {
 		_, err = cliEnv(t, map[string]string{envToken: "wrong"}, "get", g.URL, "some-task")
 		wantCLIError(t, err, "; the credentials given (a token (--token or $A2A_TOKEN)) were refused: check them, or pass --token TOKEN")
 		_, err = cliEnv(t, noEnv, "send", g.URL, "hello", "--token", "banned")
-		wantCLIError(t, err, "answered HTTP 403 Forbidden: this caller may not use the agent (PERMISSION_DENIED, code -31403); its card asks for")
+		wantCLIError(t, err, "answered HTTP 403 Forbidden: this caller may not use the agent (UNAUTHORIZED, code -31403); its card asks for")
 		wantCLIError(t, err, "the credentials sent were accepted but do not allow this call")
 		if !errors.Is(err, schemas.ErrPermissionDenied) {
 			t.Fatalf("%v is not ErrPermissionDenied", err)

@@ -49,7 +49,7 @@ func TestOfficialGoClientAuthenticates(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, err := auth.New(context.Background(), auth.Config{
-		APIKeys: []auth.APIKey{{Key: apiKey, Principal: "alice"}},
+		APIKeys: []auth.APIKey{{Key: apiKey, Principal: "alice", Tenants: []string{"t1", "t2"}}},
 		JWT:     &auth.JWTConfig{JWKSURL: jwks.URL, Issuer: "interop-issuer", Audience: []string{"a2abus"}},
 	})
 	if err != nil {
@@ -116,6 +116,26 @@ func TestOfficialGoClientAuthenticates(t *testing.T) {
 			}
 			if got, err := c.GetTask(asAlice, &a2a.GetTaskRequest{ID: task.ID}); err != nil || got.ID != task.ID {
 				t.Fatalf("alice reading her task: %v", err)
+			}
+			// A tenant the SDK names (a path prefix on HTTP+JSON, the
+			// tenant field on JSON-RPC) holds its own tasks; 0.3 has no
+			// tenants.
+			if tr.version != a2a.Version {
+				return
+			}
+			res, err := c.SendMessage(asAlice, &a2a.SendMessageRequest{Tenant: "t2", Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("in t2"))})
+			inT2, ok := res.(*a2a.Task)
+			if err != nil || !ok || inT2.Status.State != a2a.TaskStateCompleted {
+				t.Fatalf("alice sending in tenant t2: %+v %v", res, err)
+			}
+			if _, err := c.GetTask(asAlice, &a2a.GetTaskRequest{ID: inT2.ID}); !errors.Is(err, a2a.ErrTaskNotFound) {
+				t.Fatalf("alice's t2 task read in her default tenant: %v", err)
+			}
+			if got, err := c.GetTask(asAlice, &a2a.GetTaskRequest{Tenant: "t2", ID: inT2.ID}); err != nil || got.ID != inT2.ID {
+				t.Fatalf("alice reading her t2 task in t2: %v", err)
+			}
+			if _, err := c.GetTask(asBob, &a2a.GetTaskRequest{Tenant: "t2", ID: inT2.ID}); !errors.Is(err, a2a.ErrUnauthorized) {
+				t.Fatalf("bob naming tenant t2: %v", err)
 			}
 		})
 	}
