@@ -167,9 +167,20 @@ func (f *TLSFiles) pool() (*x509.CertPool, error) {
 	if len(f.CA) == 0 {
 		return nil, nil
 	}
+	pool, err := CertPool(f.CA)
+	if err != nil {
+		return nil, fmt.Errorf("bus: the TLS CA %w", err)
+	}
+	return pool, nil
+}
+
+// CertPool reads a PEM bundle of CA certificates, the one way a2abus reads
+// a trust bundle (the bus's TLS, the edge's client CA); a bundle without a
+// certificate is an error rather than a pool that trusts nothing.
+func CertPool(pem []byte) (*x509.CertPool, error) {
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(f.CA) {
-		return nil, errors.New("bus: the TLS CA holds no PEM certificate")
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New("holds no PEM certificate")
 	}
 	return pool, nil
 }

@@ -444,9 +444,7 @@ func loopbackHosts(publicURL string, next http.Handler) http.Handler {
 		if h, _, err := net.SplitHostPort(host); err == nil {
 			host = h
 		}
-		host = strings.ToLower(strings.Trim(host, "[]"))
-		ip := net.ParseIP(host)
-		if host == "localhost" || strings.HasSuffix(host, ".localhost") || (ip != nil && ip.IsLoopback()) || (public != "" && host == public) {
+		if auth.LoopbackHost(host) || (public != "" && strings.EqualFold(strings.Trim(host, "[]"), public)) {
 			next.ServeHTTP(w, r)
 			return
 		}

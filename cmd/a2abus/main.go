@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -554,14 +553,7 @@ func servePprof(addr string, log *slog.Logger) (stop func(), err error) {
 // connections from this machine only.
 func loopbackAddr(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return err == nil && auth.LoopbackHost(host)
 }
 
 // authenticator builds the edge's authentication from the configuration.
@@ -639,9 +631,9 @@ func (p *process) tlsConfig() (*tls.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("edge TLS client CA: %w", err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("edge TLS client CA %s: no PEM certificate in it", p.cfg.TLSClientCA)
+		pool, err := bus.CertPool(pem)
+		if err != nil {
+			return nil, fmt.Errorf("edge TLS client CA %s %w", p.cfg.TLSClientCA, err)
 		}
 		tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
 	}

@@ -101,6 +101,11 @@ func readCredentialsFile(path string) (bus.Credentials, error) {
 	if err != nil {
 		return bus.Credentials{}, err
 	}
+	return passwordCredentials(path, b)
+}
+
+// passwordCredentials parses the "user:password" file read from path.
+func passwordCredentials(path string, b []byte) (bus.Credentials, error) {
 	c, err := bus.ParsePasswordCredentials(string(b))
 	if err != nil {
 		return bus.Credentials{}, fmt.Errorf("%s: %w", path, err)
@@ -126,9 +131,9 @@ func clientCredentials(path string) (bus.Credentials, error) {
 	if bytes.Contains(b, []byte(natsJWTHeader)) {
 		return bus.Credentials{CredsFile: path}, nil
 	}
-	c, err := bus.ParsePasswordCredentials(string(b))
+	c, err := passwordCredentials(path, b)
 	if err != nil {
-		return bus.Credentials{}, fmt.Errorf("nats credentials %s: %w (or a NATS .creds file)", path, err)
+		return bus.Credentials{}, fmt.Errorf("nats credentials %w (or a NATS .creds file)", err)
 	}
 	return c, nil
 }

@@ -286,9 +286,14 @@ func redact(u string) string {
 	return p.Redacted()
 }
 
-// loopbackHost reports whether host is localhost or a loopback address.
-func loopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
+// LoopbackHost reports whether host (a name or address, without port; an
+// IPv6 address with or without brackets) names this machine only:
+// localhost, a name under .localhost (RFC 6761), or a loopback address.
+// It is the one loopback rule of a2abus: the issuer check here, the
+// edge's DNS-rebinding guard and the start-up rule on anonymous serving.
+func LoopbackHost(host string) bool {
+	host = strings.ToLower(strings.Trim(host, "[]"))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)

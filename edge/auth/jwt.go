@@ -226,7 +226,7 @@ func checkFetchURL(raw string) error {
 	case "https":
 		return nil
 	case "http":
-		if loopbackHost(u.Hostname()) {
+		if LoopbackHost(u.Hostname()) {
 			return nil
 		}
 		return errors.New("http is accepted on a loopback host only; use https")
