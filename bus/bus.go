@@ -158,8 +158,10 @@ type Bus struct {
 	tasks  jetstream.KeyValue
 	agents jetstream.KeyValue
 	cards  jetstream.KeyValue
-	// contexts holds who each client-chosen context id belongs to.
+	// contexts holds who each client-chosen context id belongs to, and
+	// claims the ones this process has confirmed.
 	contexts jetstream.KeyValue
+	claims   contextClaims
 	source   string
 	log      *slog.Logger
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,6 +34,7 @@ type storedMsg struct {
 	Seq    uint64
 	Header nats.Header
 	Data   []byte
+	Time   time.Time // when the stream stored it
 }
 
 // leaderGet returns the last message on subject in stream, as the stream
@@ -58,9 +60,10 @@ func (b *Bus) leaderGet(ctx context.Context, stream, subject string) (*storedMsg
 	var r struct {
 		Error *jetstream.APIError `json:"error"`
 		Msg   *struct {
-			Seq    uint64 `json:"seq"`
-			Header []byte `json:"hdrs"`
-			Data   []byte `json:"data"`
+			Seq    uint64    `json:"seq"`
+			Header []byte    `json:"hdrs"`
+			Data   []byte    `json:"data"`
+			Time   time.Time `json:"time"`
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(resp.Data, &r); err != nil {
@@ -75,7 +78,7 @@ func (b *Bus) leaderGet(ctx context.Context, stream, subject string) (*storedMsg
 	if r.Msg == nil {
 		return nil, fmt.Errorf("bus: read %s: empty answer", stream)
 	}
-	m := &storedMsg{Seq: r.Msg.Seq, Data: r.Msg.Data}
+	m := &storedMsg{Seq: r.Msg.Seq, Data: r.Msg.Data, Time: r.Msg.Time}
 	if len(r.Msg.Header) > 0 {
 		if m.Header, err = nats.DecodeHeadersMsg(r.Msg.Header); err != nil {
 			return nil, fmt.Errorf("bus: read %s: headers: %w", stream, err)

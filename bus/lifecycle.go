@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -359,28 +360,107 @@ func (b *Bus) Await(ctx context.Context, o Owner, id string) (*schemas.TaskRecor
 // an agent's memory of) another's conversation. A context the server made
 // is an unguessable id, claimed only once a caller names it again. An edge
 // without authentication has one caller and claims nothing.
+//
+// A claim lives TaskTTL from its last write. This process remembers the
+// claims it created or read (contextClaims), so a caller continuing its
+// own context costs no bus call; past half its life a claim still in use
+// is rewritten, which restarts its TTL, so an active conversation keeps
+// its owner.
 func (b *Bus) claimContext(ctx context.Context, contextID, owner, tenant string) error {
 	if owner == "" && tenant == "" {
 		return nil
 	}
 	key := schemas.ContextKey(contextID)
-	mine, err := json.Marshal(schemas.ContextClaim{Owner: owner, Tenant: tenant})
+	want := schemas.ContextClaim{Owner: owner, Tenant: tenant}
+	refuse := func() error {
+		return schemas.Errorf(schemas.ErrInvalidParams, "contextId %q belongs to another caller; omit contextId to start a new context", contextID)
+	}
+	renewAfter := b.cfg.TaskTTL / 2
+	if c, ok := b.claims.get(key); ok && time.Since(c.stored) < renewAfter {
+		if c.ContextClaim != want {
+			return refuse()
+		}
+		return nil
+	}
+	mine, err := json.Marshal(want)
 	if err != nil {
 		return err
 	}
-	if _, err = b.contexts.Create(ctx, key, mine); err == nil {
+	if rev, err := b.contexts.Create(ctx, key, mine); err == nil {
+		b.claims.put(key, confirmedClaim{want, rev, time.Now()})
 		return nil
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
 		return errUnavailable("bus: claim context", err)
 	}
 	// Taken: read the claim where it was decided (a replica may lag).
-	val, _, err := b.leaderGetKey(ctx, schemas.BucketContexts, key)
+	m, err := b.leaderGet(ctx, kvStream(schemas.BucketContexts), kvPrefix(schemas.BucketContexts)+key)
+	if errors.Is(err, errNoMessage) {
+		// Expired between the two calls: claim it again, once.
+		if rev, err := b.contexts.Create(ctx, key, mine); err == nil {
+			b.claims.put(key, confirmedClaim{want, rev, time.Now()})
+			return nil
+		}
+		return errUnavailable("bus: claim context", errors.New("the claim changed while it was read"))
+	}
 	if err != nil {
 		return errUnavailable("bus: read context claim", err)
 	}
 	var c schemas.ContextClaim
-	if json.Unmarshal(val, &c) == nil && c.Owner == owner && c.Tenant == tenant {
-		return nil
+	if json.Unmarshal(m.Data, &c) != nil {
+		return refuse()
 	}
-	return schemas.Errorf(schemas.ErrInvalidParams, "contextId %q belongs to another caller; omit contextId to start a new context", contextID)
+	stored := m.Time
+	if c == want && time.Since(stored) >= renewAfter {
+		if rev, err := b.contexts.Update(ctx, key, mine, m.Seq); err == nil {
+			m.Seq, stored = rev, time.Now()
+		}
+		// A failed renewal leaves the claim as it was: another process
+		// renewed it, and the next use reads it again.
+	}
+	b.claims.put(key, confirmedClaim{c, m.Seq, stored})
+	if c != want {
+		return refuse()
+	}
+	return nil
+}
+
+// contextClaims remembers the context claims this process has confirmed.
+// A claim never changes owner while it lives, so an entry younger than
+// half the claim's TTL decides without asking the bus. It is bounded: past
+// maxConfirmedClaims entries an arbitrary one is forgotten (and read again
+// when next needed).
+type contextClaims struct {
+	mu sync.Mutex
+	m  map[string]confirmedClaim
+}
+
+// confirmedClaim is a claim as this process last wrote or read it.
+type confirmedClaim struct {
+	schemas.ContextClaim
+	rev    uint64
+	stored time.Time // when its last write was stored: its TTL runs from here
+}
+
+const maxConfirmedClaims = 8192
+
+func (cc *contextClaims) get(key string) (confirmedClaim, bool) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	c, ok := cc.m[key]
+	return c, ok
+}
+
+func (cc *contextClaims) put(key string, c confirmedClaim) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.m == nil {
+		cc.m = make(map[string]confirmedClaim)
+	}
+	if _, ok := cc.m[key]; !ok && len(cc.m) >= maxConfirmedClaims {
+		for k := range cc.m {
+			delete(cc.m, k)
+			break
+		}
+	}
+	cc.m[key] = c
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/a2abus/a2abus/schemas"
 )
@@ -139,5 +140,59 @@ func TestLifecycleContextsBelongToTheirFirstCaller(t *testing.T) {
 		if err := submit("", "", "anyone's"); err != nil {
 			t.Fatalf("anonymous: %v", err)
 		}
+	}
+}
+
+// A claim decides the same in every process (one that created it, one
+// that only reads it), and a context still in use past half its TTL has
+// its claim rewritten, so the owner keeps it for another TTL.
+func TestLifecycleContextClaimsAcrossProcessesAndRenewal(t *testing.T) {
+	ctx := context.Background()
+	const ttl = 2 * time.Second
+	srv := startServer(t, "")
+	open := func() *Bus { return connect(t, srv, Config{MemoryStorage: true, TaskTTL: ttl}) }
+	first := open()
+	if err := first.EnsureAgent(ctx, "echo"); err != nil {
+		t.Fatal(err)
+	}
+	submit := func(b *Bus, owner string) error {
+		msg := &schemas.Message{MessageID: schemas.NewID(), ContextID: "long-conversation", Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("hi")}}
+		_, _, err := b.Submit(ctx, Submission{Agent: "echo", Owner: owner, Tenant: "t1", Message: msg}, nil)
+		return err
+	}
+	if err := submit(first, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	claimTime := func() time.Time {
+		m, err := first.leaderGet(ctx, kvStream(schemas.BucketContexts), kvPrefix(schemas.BucketContexts)+schemas.ContextKey("long-conversation"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Time
+	}
+	created := claimTime()
+	other := open()
+	if err := submit(other, "bob"); !errors.Is(err, schemas.ErrInvalidParams) {
+		t.Fatalf("bob through another process: %v", err)
+	}
+	if err := submit(first, "bob"); !errors.Is(err, schemas.ErrInvalidParams) {
+		t.Fatalf("bob through the claiming process: %v", err)
+	}
+	if err := submit(other, "alice"); err != nil {
+		t.Fatalf("alice through another process: %v", err)
+	}
+	if got := claimTime(); !got.Equal(created) {
+		t.Fatalf("a young claim was rewritten: %v → %v", created, got)
+	}
+	// Half the claim's life is the rule under test, so time has to pass.
+	time.Sleep(ttl/2 + 100*time.Millisecond)
+	if err := submit(first, "alice"); err != nil {
+		t.Fatalf("alice past half the TTL: %v", err)
+	}
+	if got := claimTime(); !got.After(created.Add(ttl / 2)) {
+		t.Fatalf("the claim was not renewed: stored %v, created %v", got, created)
+	}
+	if err := submit(open(), "bob"); !errors.Is(err, schemas.ErrInvalidParams) {
+		t.Fatalf("bob after the renewal: %v", err)
 	}
 }
