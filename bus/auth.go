@@ -250,7 +250,7 @@ const (
 var busStreams = []string{
 	schemas.StreamWork, schemas.StreamEvents, schemas.StreamDLQ,
 	kvStream(schemas.BucketTasks), kvStream(schemas.BucketAgents), kvStream(schemas.BucketCards),
-	kvStream(schemas.BucketContexts),
+	kvStream(schemas.BucketContexts), kvStream(schemas.BucketLeases),
 }
 
 // followed are the streams edges and workers read with consumers of their
@@ -315,6 +315,8 @@ func (r Role) permissions() *server.Permissions {
 		deny = append(deny, api("CONSUMER.DURABLE.CREATE", schemas.StreamWork+".>")...)
 		deny = append(deny, api("CONSUMER.MSG.NEXT", schemas.StreamWork+".>")...)
 		deny = append(deny, jsAckPrefix+schemas.StreamWork+".>", kvPrefix(schemas.BucketAgents)+">", schemas.SubjectDLQAll)
+		// The sweep lease: edges sweep.
+		pub = append(pub, kvPrefix(schemas.BucketLeases)+">")
 	case RoleWorker:
 		pub = append(pub, api("CONSUMER.CREATE", schemas.StreamWork, schemas.StreamWork+".>")...)
 		pub = append(pub, api("CONSUMER.MSG.NEXT", schemas.StreamWork+".*")...)

@@ -419,10 +419,11 @@ func TestRolesDoTheirWork(t *testing.T) {
 	if _, _, err := eb.Task(ctx, owner, rec.Task.ID); err != nil {
 		t.Fatal(err)
 	}
-	if list, err := eb.ListTasks(ctx, TaskFilter{Agent: "echo"}); err != nil || len(list) != 1 {
-		t.Fatalf("ListTasks: %d tasks, %v", len(list), err)
+	x := runIndex(t, eb)
+	if page, err := x.List(ctx, ListQuery{Owner: Owner{Agent: "echo"}, Limit: 10}); err != nil || len(page.Tasks) != 1 {
+		t.Fatalf("listing: %d tasks, %v", len(page.Tasks), err)
 	}
-	if _, err := eb.Sweep(ctx, SweepOptions{Keep: Retention{MaxCount: 100, MaxBytes: 1 << 30}, OrphanAfter: time.Hour}); err != nil {
+	if _, err := x.Sweep(ctx, SweepOptions{Keep: Retention{MaxCount: 100, MaxBytes: 1 << 30}, OrphanAfter: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the backlog to empty", func() bool { n, err := eb.AgentBacklog(ctx, "echo"); return err == nil && n == 0 })

@@ -162,6 +162,8 @@ type Bus struct {
 	// claims the ones this process has confirmed.
 	contexts jetstream.KeyValue
 	claims   contextClaims
+	// leases holds the leases of work one process does at a time.
+	leases jetstream.KeyValue
 	source   string
 	log      *slog.Logger
 }
@@ -411,6 +413,18 @@ func (b *Bus) provision(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bus: provision bucket %s: %w", schemas.BucketContexts, err)
 	}
+	b.leases, err = b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      schemas.BucketLeases,
+		Description: "a2abus leases of work one process does at a time",
+		// A lease its holder stopped renewing (it died) is free after this.
+		TTL:      leaseTTL,
+		History:  1,
+		Storage:  b.storage(),
+		Replicas: c.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("bus: provision bucket %s: %w", schemas.BucketLeases, err)
+	}
 	return nil
 }
 
@@ -424,7 +438,7 @@ func (b *Bus) bind(ctx context.Context) error {
 	for _, kv := range []struct {
 		bucket string
 		to     *jetstream.KeyValue
-	}{{schemas.BucketTasks, &b.tasks}, {schemas.BucketAgents, &b.agents}, {schemas.BucketCards, &b.cards}, {schemas.BucketContexts, &b.contexts}} {
+	}{{schemas.BucketTasks, &b.tasks}, {schemas.BucketAgents, &b.agents}, {schemas.BucketCards, &b.cards}, {schemas.BucketContexts, &b.contexts}, {schemas.BucketLeases, &b.leases}} {
 		h, err := b.js.KeyValue(ctx, kv.bucket)
 		if err != nil {
 			return fmt.Errorf("bus: bind bucket %s: %w", kv.bucket, err)

@@ -324,7 +324,7 @@ func checkKept(t *testing.T, b *Bus, finished, open []string, kept int) {
 func TestSweepFinishedKeepsNewestAndUnfinished(t *testing.T) {
 	b := newTestBus(t, Config{})
 	finished, open := finishedAndOpen(t, b)
-	n, err := b.SweepFinished(testCtx(t), Retention{MaxCount: 4})
+	n, err := sweepFinished(t, runIndex(t, b), Retention{MaxCount: 4})
 	if err != nil || n != len(finished)-4 {
 		t.Fatalf("swept %d (%v), want %d", n, err, len(finished)-4)
 	}
@@ -346,13 +346,14 @@ func TestSweepFinishedBytesBound(t *testing.T) {
 		}
 		newest3 += int64(len(e.Value()))
 	}
-	n, err := b.SweepFinished(ctx, Retention{MaxCount: 100, MaxBytes: newest3})
+	x := runIndex(t, b)
+	n, err := sweepFinished(t, x, Retention{MaxCount: 100, MaxBytes: newest3})
 	if err != nil || n != len(finished)-3 {
 		t.Fatalf("swept %d (%v), want %d", n, err, len(finished)-3)
 	}
 	checkKept(t, b, finished, open, 3)
 	// Within both bounds a sweep deletes nothing.
-	if n, err := b.SweepFinished(ctx, Retention{MaxCount: 100, MaxBytes: newest3}); err != nil || n != 0 {
+	if n, err := sweepFinished(t, x, Retention{MaxCount: 100, MaxBytes: newest3}); err != nil || n != 0 {
 		t.Fatalf("second sweep deleted %d (%v)", n, err)
 	}
 	t.Logf("bytes bound %d: finished %d, evicted %d, unfinished kept %d", newest3, len(finished), n, len(open))

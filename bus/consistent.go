@@ -42,14 +42,25 @@ type storedMsg struct {
 // matching schemas.ErrUnavailable when no leader answers (one is being
 // elected, or the bus is unreachable).
 func (b *Bus) leaderGet(ctx context.Context, stream, subject string) (*storedMsg, error) {
+	return b.storedMsg(ctx, stream, storedMsgRequest{LastBySubject: subject})
+}
+
+// storedMsgRequest picks a message for storedMsg: the last on a subject,
+// the one at a sequence, or the first at or after Seq on NextBySubject.
+type storedMsgRequest struct {
+	LastBySubject string `json:"last_by_subj,omitempty"`
+	Seq           uint64 `json:"seq,omitempty"`
+	NextBySubject string `json:"next_by_subj,omitempty"`
+}
+
+// storedMsg reads one message of stream through its leader; see leaderGet.
+func (b *Bus) storedMsg(ctx context.Context, stream string, pick storedMsgRequest) (*storedMsg, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, attemptLimit)
 		defer cancel()
 	}
-	req, err := json.Marshal(struct {
-		LastBySubject string `json:"last_by_subj"`
-	}{subject})
+	req, err := json.Marshal(pick)
 	if err != nil {
 		return nil, err
 	}

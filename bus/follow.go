@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,9 @@ type follower struct {
 	// every subject, then changes). Every later consumer starts after the
 	// cursor.
 	start jetstream.DeliverPolicy
+	// headersOnly asks for the headers of each message without its data
+	// (followMsg.Size says how large the data is).
+	headersOnly bool
 
 	// heartbeat is the idle heartbeat asked with every pull; two missed
 	// ones end the consumer.
@@ -72,6 +76,8 @@ type followMsg struct {
 	// the markers the server writes when a value ages out or is removed.
 	Op     jetstream.KeyValueOp
 	Value  []byte
+	Header nats.Header
+	Size   int       // of the data, also when only headers were asked for
 	Stored time.Time // when the stream stored it (the server's clock)
 	// Initial marks what was pending when the follower started, handed on
 	// before it first caught up: for DeliverLastPerSubjectPolicy, the
@@ -194,6 +200,7 @@ func (f *follower) config() jetstream.ConsumerConfig {
 		Replicas:          1,
 		InactiveThreshold: f.inactive,
 		DeliverPolicy:     f.start,
+		HeadersOnly:       f.headersOnly,
 	}
 	if len(f.subjects) == 1 {
 		cfg.FilterSubject = f.subjects[0]
@@ -281,11 +288,17 @@ func (f *follower) session(ctx context.Context, statuses <-chan nats.Status, han
 			continue // handed on already
 		}
 		f.cursor, f.positioned = meta.Sequence.Stream, true
+		size := len(msg.Data())
+		if f.headersOnly {
+			size, _ = strconv.Atoi(msg.Headers().Get(nats.MsgSize))
+		}
 		handle(followMsg{
 			Subject: msg.Subject(),
 			Seq:     meta.Sequence.Stream,
 			Op:      kvOperation(msg.Headers()),
 			Value:   msg.Data(),
+			Header:  msg.Headers(),
+			Size:    size,
 			Stored:  meta.Timestamp,
 			Initial: !f.caughtUp,
 		})

@@ -71,15 +71,12 @@ func TestLifecycleIsolatesOwners(t *testing.T) {
 			t.Errorf("%s continuing: %v", c.what, err)
 		}
 	}
+	x := runIndex(t, b)
 	ids := func(o Owner) map[string]bool {
 		t.Helper()
-		recs, err := b.ListTasks(ctx, TaskFilter{Owner: &o, Agent: "echo"})
-		if err != nil {
-			t.Fatal(err)
-		}
 		out := map[string]bool{}
-		for _, r := range recs {
-			out[r.Task.ID] = true
+		for _, id := range listIDs(t, x, ListQuery{Owner: o}) {
+			out[id] = true
 		}
 		return out
 	}

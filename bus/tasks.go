@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"strconv"
 	"time"
 
@@ -49,7 +48,7 @@ func (b *Bus) CreateTask(ctx context.Context, rec *schemas.TaskRecord) (uint64, 
 	id := rec.Task.ID
 	var rev uint64
 	err = retryWithin(ctx, submitRetryFor, func(actx context.Context) (bool, error) {
-		r, err := b.tasks.Create(actx, id, val)
+		r, err := b.writeTask(actx, rec, val, 0)
 		switch {
 		case err == nil:
 			rev = r
@@ -277,7 +276,7 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 			return nil, 0, schemas.Errorf(schemas.ErrInvalidAgentResponse, "task %s would grow to %d bytes, more than the limit of %d", id, len(val), b.cfg.TaskMaxValueSize)
 		}
 		finished := rec.Task.Status.State.Terminal()
-		newRev, err := b.casTask(ctx, id, val, rev, finished)
+		newRev, err := b.writeTask(ctx, rec, val, rev)
 		if err == nil {
 			if finished && !wasFinished {
 				b.m.finished.Inc(rec.Agent, string(rec.Task.Status.State))
@@ -304,20 +303,44 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 	return nil, 0, schemas.Errorf(schemas.ErrUnavailable, "task %s is being changed concurrently; retry", id)
 }
 
-// casTask writes a task record if its revision is still rev. The write that
-// finishes a task carries a message TTL of TaskTTL: finished tasks expire
-// that long after finishing, unfinished ones never do.
-func (b *Bus) casTask(ctx context.Context, id string, val []byte, rev uint64, finished bool) (uint64, error) {
-	if !finished {
-		return b.tasks.Update(ctx, id, val, rev)
+// writeTask stores a task record, with its index entry in the
+// HeaderTaskIndex header (so indexes follow the bucket's headers alone):
+// a create when rev is 0 (also over a delete or purge marker the key
+// holds), else a compare-and-swap on rev. A write that loses either fails
+// with an error matching jetstream.ErrKeyExists. The write that finishes
+// a task carries a message TTL of TaskTTL: finished tasks expire that long
+// after finishing, unfinished ones never do.
+func (b *Bus) writeTask(ctx context.Context, rec *schemas.TaskRecord, val []byte, rev uint64) (uint64, error) {
+	m := nats.NewMsg(kvPrefix(schemas.BucketTasks) + rec.Task.ID)
+	m.Data = val
+	if h, err := json.Marshal(rec.IndexEntry()); err == nil && len(h) <= maxIndexHeader {
+		m.Header.Set(schemas.HeaderTaskIndex, string(h))
 	}
-	m := &nats.Msg{Subject: kvPrefix(schemas.BucketTasks) + id, Data: val}
-	pa, err := b.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(b.cfg.TaskTTL))
-	if err != nil {
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
+	if rec.Task.Status.State.Terminal() {
+		opts = append(opts, jetstream.WithMsgTTL(b.cfg.TaskTTL))
+	}
+	pa, err := b.js.PublishMsg(ctx, m, opts...)
+	if err == nil {
+		return pa.Sequence, nil
+	}
+	var api *jetstream.APIError
+	if !errors.As(err, &api) || (api.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence && api.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
 		return 0, err
 	}
-	return pa.Sequence, nil
+	if rev == 0 {
+		// A deleted or purged key is free: create over its marker.
+		last, gerr := b.leaderGet(ctx, kvStream(schemas.BucketTasks), m.Subject)
+		if gerr == nil && kvOperation(last.Header) != jetstream.KeyValuePut {
+			return b.writeTask(ctx, rec, val, last.Seq)
+		}
+	}
+	return 0, fmt.Errorf("%w: %w", err, jetstream.ErrKeyExists)
 }
+
+// maxIndexHeader bounds the index header; a record whose entry would be
+// longer (a huge client-chosen context id) is indexed from the record.
+const maxIndexHeader = 2048
 
 // TaskEvent is one change to a task, as agents and edges produce them:
 // exactly one field is set.
@@ -581,77 +604,6 @@ func (b *Bus) taskCloudEvent(rec *schemas.TaskRecord, rev uint64, index int, ev 
 	return b.newEvent(ev.ID, typ, rec.Task.ID, data, ext)
 }
 
-// TaskFilter selects tasks for ListTasks. Zero fields match everything.
-type TaskFilter struct {
-	// Owner, when set, keeps only the tasks its principal may see (in its
-	// tenant); a lister always sets it.
-	Owner       *Owner
-	Agent       string
-	ContextID   string
-	State       schemas.TaskState
-	StatusAfter time.Time // status timestamp >= StatusAfter
-}
-
-func (f TaskFilter) match(r *schemas.TaskRecord) bool {
-	if f.Agent != "" && r.Agent != f.Agent {
-		return false
-	}
-	if f.Owner != nil && !f.Owner.caller(r) {
-		return false
-	}
-	if f.ContextID != "" && r.Task.ContextID != f.ContextID {
-		return false
-	}
-	if f.State != "" && r.Task.Status.State != f.State {
-		return false
-	}
-	if !f.StatusAfter.IsZero() && r.StatusTime().Before(f.StatusAfter) {
-		return false
-	}
-	return true
-}
-
-// ListTasks returns every task record that matches f, newest status first
-// (ties broken by id, so paging over the result is stable). It reads the
-// bucket in one pass of a KV watcher rather than one Get per key. Direct
-// message replies (no visible task) are left out.
-func (b *Bus) ListTasks(ctx context.Context, f TaskFilter) ([]*schemas.TaskRecord, error) {
-	w, err := b.tasks.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, errUnavailable("bus: list tasks", err)
-	}
-	defer stopWatcher(w)
-	var out []*schemas.TaskRecord
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, schemas.Errorf(schemas.ErrUnavailable, "task listing was interrupted; retry")
-			}
-			if e == nil { // all current values delivered
-				sort.Slice(out, func(i, j int) bool {
-					ti, tj := out[i].StatusTime(), out[j].StatusTime()
-					if !ti.Equal(tj) {
-						return ti.After(tj)
-					}
-					return out[i].Task.ID > out[j].Task.ID
-				})
-				return out, nil
-			}
-			rec, err := decodeRecord(e.Value())
-			if err != nil {
-				b.log.Warn("skipping undecodable task record", "task_id", e.Key(), "err", err)
-				continue
-			}
-			if rec.Reply == nil && f.match(rec) {
-				out = append(out, rec)
-			}
-		}
-	}
-}
-
 // Retention bounds the finished tasks kept besides their TTL. Zero fields
 // do not bound.
 type Retention struct {
@@ -661,24 +613,14 @@ type Retention struct {
 	MaxBytes int64
 }
 
-// SweepFinished enforces the retention bounds on finished (terminal) tasks:
-// it deletes the oldest finished, by status time, until both bounds hold,
-// and never touches a task that is not finished. It returns how many it
-// deleted. Several processes may sweep at once; a delete of a task that
-// changed meanwhile is skipped (the delete is conditional on the revision
-// read).
-func (b *Bus) SweepFinished(ctx context.Context, keep Retention) (int, error) {
-	r, err := b.Sweep(ctx, SweepOptions{Keep: keep})
-	return r.Deleted, err
-}
-
-// SweepOptions says what one pass over the task bucket does.
+// SweepOptions says what one TaskIndex.Sweep does.
 type SweepOptions struct {
-	// Keep bounds the finished tasks (see SweepFinished).
+	// Keep bounds the finished tasks: the oldest finished, by status
+	// time, are deleted until both bounds hold; an unfinished task is
+	// never touched.
 	Keep Retention
 	// OrphanAfter, when positive, also requeues the work of tasks that
-	// have been SUBMITTED this long with no work queued (see
-	// RequeueOrphans).
+	// have been SUBMITTED this long with no work queued.
 	OrphanAfter time.Duration
 }
 
@@ -694,116 +636,39 @@ type orphanCandidate struct {
 	rev       uint64
 }
 
-// Sweep makes one pass over the task bucket: it enforces the retention
-// bounds on finished tasks and, with OrphanAfter, requeues orphaned work.
-func (b *Bus) Sweep(ctx context.Context, o SweepOptions) (SweepResult, error) {
-	var res SweepResult
-	keep := o.Keep
-	bounded := keep.MaxCount > 0 || keep.MaxBytes > 0
-	if !bounded && o.OrphanAfter <= 0 {
-		return res, nil
-	}
-	w, err := b.tasks.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return res, errUnavailable("bus: sweep tasks", err)
-	}
-	defer stopWatcher(w)
-	type finished struct {
-		id   string
-		rev  uint64
-		at   time.Time
-		size int64
-	}
-	var done []finished
-	var orphans []orphanCandidate
-	var total int64
-	cutoff := time.Now().Add(-o.OrphanAfter)
-	for e := range w.Updates() {
-		if e == nil {
-			break
-		}
-		rec, err := decodeRecord(e.Value())
-		if err != nil {
-			continue
-		}
-		st := rec.Task.Status.State
-		if o.OrphanAfter > 0 && st == schemas.TaskStateSubmitted && rec.StatusTime().Before(cutoff) {
-			orphans = append(orphans, orphanCandidate{id: e.Key(), agent: rec.Agent, rev: e.Revision()})
-		}
-		if !st.Terminal() {
-			continue
-		}
-		size := int64(len(e.Value()))
-		total += size
-		done = append(done, finished{e.Key(), e.Revision(), rec.StatusTime(), size})
-	}
-	// Orphans are requeued before finished tasks are deleted; an error in
-	// either part does not stop the other, and is the caller's to report.
-	var requeueErr error
-	if len(orphans) > 0 {
-		res.Requeued, requeueErr = b.requeueOrphans(ctx, orphans)
-	}
-	over := func(count int, bytes int64) bool {
-		return (keep.MaxCount > 0 && count > keep.MaxCount) || (keep.MaxBytes > 0 && bytes > keep.MaxBytes)
-	}
-	if !bounded || !over(len(done), total) {
-		return res, requeueErr
-	}
-	// Oldest finished first; equal status times (millisecond precision)
-	// fall back to the bucket revision, the order the writes were made.
-	sort.Slice(done, func(i, j int) bool {
-		if !done[i].at.Equal(done[j].at) {
-			return done[i].at.Before(done[j].at)
-		}
-		return done[i].rev < done[j].rev
-	})
-	count := len(done)
-	for _, f := range done {
-		if !over(count, total) {
-			break
-		}
-		count--
-		total -= f.size
-		// The purge marker itself expires, so sweeping leaves nothing behind.
-		if err := b.tasks.Purge(ctx, f.id, jetstream.LastRevision(f.rev), jetstream.PurgeTTL(time.Second)); err == nil {
-			res.Deleted++
-		}
-	}
-	return res, requeueErr
-}
-
-// RequeueOrphans queues the work of every task that has been SUBMITTED for
-// at least olderThan with no work queued, and returns how many it queued.
-// Such a task is what a process leaves when it dies between storing a
-// task and queueing its work (or a node dies before acknowledging either,
-// or a refused request could not withdraw its task). Any number of
-// processes may run it at once: the work is queued under the
-// submission's own event id, so JetStream keeps one copy.
-func (b *Bus) RequeueOrphans(ctx context.Context, olderThan time.Duration) (int, error) {
-	r, err := b.Sweep(ctx, SweepOptions{OrphanAfter: olderThan})
-	return r.Requeued, err
-}
-
-// requeueOrphans queues the work of the candidates that have none. The
-// work stream is asked (through its leader) which task subjects hold work
-// before each task is read again from its leader: work acknowledged
-// between the two steps moved its task past the revision seen, so a task
-// still at that revision with no work subject has lost its work.
+// requeueOrphans queues the work of the candidates that have none: tasks
+// SUBMITTED for a while, whose work is either still queued (a long
+// backlog) or lost. Such a task is what a process leaves when it dies
+// between storing a task and queueing its work (or a node dies before
+// acknowledging either, or a refused request could not withdraw its
+// task). The work stream is asked (through its leader) whether the task's
+// work subject holds work before the task is read again from its leader:
+// work acknowledged between the two steps moved its task past the
+// revision seen, so a task still at that revision with no work has lost
+// it. The work is queued under the submission's own event id, so
+// processes that requeue at once leave one copy.
 func (b *Bus) requeueOrphans(ctx context.Context, cands []orphanCandidate) (int, error) {
-	st, err := b.js.Stream(ctx, schemas.StreamWork)
-	if err != nil {
-		return 0, errUnavailable("bus: read work stream", err)
+	queued := func(subject string) (bool, error) {
+		_, err := b.leaderGet(ctx, schemas.StreamWork, subject)
+		if errors.Is(err, errNoMessage) {
+			return false, nil
+		}
+		return err == nil, err
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(schemas.SubjectWorkAll))
-	if err != nil {
-		return 0, errUnavailable("bus: read work stream", err)
-	}
-	queued := info.State.Subjects
 	n := 0
 	for _, c := range cands {
-		if queued[schemas.SubjectWorkTask(c.agent, c.id)] > 0 || queued[schemas.SubjectWork(c.agent)] > 0 {
-			// Queued, or this agent has work from an edge that predates
-			// per-task subjects, which cannot be told apart: leave it.
+		// Queued, or this agent has work from an edge that predates
+		// per-task subjects, which cannot be told apart: leave it.
+		if q, err := queued(schemas.SubjectWorkTask(c.agent, c.id)); err != nil || q {
+			if err != nil {
+				return n, errUnavailable("bus: read work stream", err)
+			}
+			continue
+		}
+		if q, err := queued(schemas.SubjectWork(c.agent)); err != nil || q {
+			if err != nil {
+				return n, errUnavailable("bus: read work stream", err)
+			}
 			continue
 		}
 		val, rev, err := b.readTask(ctx, c.id, true)

@@ -413,9 +413,8 @@ func TestApplyReply(t *testing.T) {
 		t.Fatalf("reply sequence %v, revision %d", ev.Extensions()[schemas.ExtSequence], rev)
 	}
 	// A direct reply is not a visible task.
-	list, err := b.ListTasks(ctx, TaskFilter{})
-	if err != nil || len(list) != 0 {
-		t.Fatalf("ListTasks after a direct reply: %v, %v", list, err)
+	if got := listIDs(t, runIndex(t, b), ListQuery{Owner: Owner{Agent: rec.Agent}}); len(got) != 0 {
+		t.Fatalf("listed after a direct reply: %v", got)
 	}
 }
 
@@ -444,103 +443,6 @@ func TestApplyFromStaleCache(t *testing.T) {
 	got, rev3, err := b.ApplyFrom(ctx, rec.Task.ID, got, newRev, status(schemas.TaskStateCompleted, nil))
 	if err != nil || rev3 != newRev+1 || got.Task.Status.State != schemas.TaskStateCompleted {
 		t.Fatalf("ApplyFrom with a current cache: rev %d, %v", rev3, err)
-	}
-}
-
-func TestListTasksFiltersAndOrder(t *testing.T) {
-	b := newTestBus(t, Config{})
-	ctx := testCtx(t)
-
-	if list, err := b.ListTasks(ctx, TaskFilter{}); err != nil || len(list) != 0 {
-		t.Fatalf("ListTasks on an empty store: %v, %v", list, err)
-	}
-
-	base := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	ctxA, ctxB := schemas.NewID(), schemas.NewID()
-	mk := func(agent, contextID string, state schemas.TaskState, offset time.Duration) *schemas.TaskRecord {
-		rec := newRecord(agent)
-		rec.Task.ContextID = contextID
-		rec.Task.Status = schemas.TaskStatus{State: state, Timestamp: &schemas.Timestamp{Time: base.Add(offset)}}
-		rec.CreatedAt = schemas.Timestamp{Time: base}
-		createTask(t, b, rec)
-		return rec
-	}
-	t1 := mk("alpha", ctxA, schemas.TaskStateSubmitted, 1*time.Second)
-	t2 := mk("alpha", ctxA, schemas.TaskStateCompleted, 2*time.Second)
-	t3 := mk("beta", ctxB, schemas.TaskStateWorking, 3*time.Second)
-	t4 := mk("beta", ctxA, schemas.TaskStateCompleted, 4*time.Second)
-	// Two tasks with the same status time: ordered by id, descending.
-	t5 := mk("gamma", ctxB, schemas.TaskStateFailed, 5*time.Second)
-	t6 := mk("gamma", ctxB, schemas.TaskStateFailed, 5*time.Second)
-	hi, lo := t5, t6
-	if lo.Task.ID > hi.Task.ID {
-		hi, lo = lo, hi
-	}
-	// A task without a status time sorts by its creation time.
-	t7 := newRecord("alpha")
-	t7.Task.ContextID = ctxB
-	t7.Task.Status.Timestamp = nil
-	t7.CreatedAt = schemas.Timestamp{Time: base.Add(2500 * time.Millisecond)}
-	createTask(t, b, t7)
-	// A direct reply never lists.
-	r := mk("alpha", ctxA, schemas.TaskStateSubmitted, 9*time.Second)
-	if _, _, err := b.Apply(ctx, r.Task.ID, TaskEvent{Reply: agentMsg("direct")}); err != nil {
-		t.Fatal(err)
-	}
-
-	ids := func(recs ...*schemas.TaskRecord) []string {
-		out := make([]string, len(recs))
-		for i, r := range recs {
-			out[i] = r.Task.ID
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		name string
-		f    TaskFilter
-		want []string
-	}{
-		{"all", TaskFilter{}, ids(hi, lo, t4, t3, t7, t2, t1)},
-		{"agent", TaskFilter{Agent: "alpha"}, ids(t7, t2, t1)},
-		{"context", TaskFilter{ContextID: ctxA}, ids(t4, t2, t1)},
-		{"state", TaskFilter{State: schemas.TaskStateCompleted}, ids(t4, t2)},
-		{"status after (inclusive)", TaskFilter{StatusAfter: base.Add(3 * time.Second)}, ids(hi, lo, t4, t3)},
-		{"combined", TaskFilter{Agent: "beta", ContextID: ctxA, State: schemas.TaskStateCompleted, StatusAfter: base}, ids(t4)},
-		{"no match", TaskFilter{Agent: "nobody"}, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			list, err := b.ListTasks(ctx, tc.f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := ids(list...)
-			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
-				t.Errorf("ListTasks(%+v)\n got %v\nwant %v", tc.f, got, tc.want)
-			}
-		})
-	}
-
-	// Updates are reflected: the listing reads current values (t1's status
-	// is now stamped with the present, before the 2030 base).
-	if _, _, err := b.Apply(ctx, t1.Task.ID, status(schemas.TaskStateWorking, nil)); err != nil {
-		t.Fatal(err)
-	}
-	list, err := b.ListTasks(ctx, TaskFilter{State: schemas.TaskStateWorking})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := ids(list...); len(got) != 2 || got[0] != t3.Task.ID || got[1] != t1.Task.ID {
-		t.Errorf("working tasks after an update = %v, want [%s %s]", got, t3.Task.ID, t1.Task.ID)
-	}
-}
-
-func TestListTasksHonoursContext(t *testing.T) {
-	b := newTestBus(t, Config{})
-	createTask(t, b, newRecord("echo"))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := b.ListTasks(ctx, TaskFilter{}); err == nil {
-		t.Fatal("ListTasks with a canceled context succeeded")
 	}
 }
 
@@ -911,14 +813,19 @@ func TestRequeueOrphansQueuesOnlyLostWork(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if n, err := b.RequeueOrphans(ctx, time.Hour); err != nil || n != 0 {
-		t.Fatalf("RequeueOrphans(1h) = %d, %v; want 0: nothing is that old", n, err)
+	x := runIndex(t, b)
+	requeue := func(after time.Duration) (int, error) {
+		r, err := x.Sweep(ctx, SweepOptions{OrphanAfter: after})
+		return r.Requeued, err
 	}
-	if n, err := b.RequeueOrphans(ctx, 30*time.Second); err != nil || n != 1 {
-		t.Fatalf("RequeueOrphans = %d, %v; want 1", n, err)
+	if n, err := requeue(time.Hour); err != nil || n != 0 {
+		t.Fatalf("requeued (1h) %d, %v; want 0: nothing is that old", n, err)
 	}
-	if n, err := b.RequeueOrphans(ctx, 30*time.Second); err != nil || n != 0 {
-		t.Fatalf("second RequeueOrphans = %d, %v; want 0: the work is queued now", n, err)
+	if n, err := requeue(30 * time.Second); err != nil || n != 1 {
+		t.Fatalf("requeued %d, %v; want 1", n, err)
+	}
+	if n, err := requeue(30 * time.Second); err != nil || n != 0 {
+		t.Fatalf("requeued again %d, %v; want 0: the work is queued now", n, err)
 	}
 	wc, err := b.WorkConsumer(ctx, "echo")
 	if err != nil {

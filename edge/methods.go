@@ -205,27 +205,21 @@ type pageCursor struct {
 	ID string `json:"i"`
 }
 
-func encodeCursor(r *schemas.TaskRecord) string {
-	b, _ := json.Marshal(pageCursor{T: r.StatusTime().UnixNano(), ID: r.Task.ID})
+func encodeCursor(c *bus.ListCursor) string {
+	b, _ := json.Marshal(pageCursor{T: c.At, ID: c.ID})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func decodeCursor(tok string) (pageCursor, error) {
+func decodeCursor(tok string) (*bus.ListCursor, error) {
 	var c pageCursor
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	if err == nil {
 		err = json.Unmarshal(b, &c)
 	}
 	if err != nil || c.ID == "" {
-		return c, schemas.Errorf(schemas.ErrInvalidParams, "pageToken is not a token this server issued")
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "pageToken is not a token this server issued")
 	}
-	return c, nil
-}
-
-// after reports whether r comes after the cursor position in list order.
-func (c pageCursor) after(r *schemas.TaskRecord) bool {
-	t := r.StatusTime().UnixNano()
-	return t < c.T || (t == c.T && r.Task.ID < c.ID)
+	return &bus.ListCursor{At: c.T, ID: c.ID}, nil
 }
 
 func (s *Server) rpcListTasks(ctx context.Context, c *call) (any, error) {
@@ -250,40 +244,31 @@ func (s *Server) listTasks(ctx context.Context, c *call, req *schemas.ListTasksR
 	if req.Status != "" && !req.Status.Valid() {
 		return nil, schemas.Errorf(schemas.ErrInvalidParams, "status %q is not a task state", req.Status)
 	}
-	var cur *pageCursor
+	q := bus.ListQuery{Owner: c.owner(), ContextID: req.ContextID, State: req.Status, Limit: int(size)}
 	if req.PageToken != "" {
-		pc, err := decodeCursor(req.PageToken)
+		cur, err := decodeCursor(req.PageToken)
 		if err != nil {
 			return nil, err
 		}
-		cur = &pc
+		q.After = cur
 	}
-	o := c.owner()
-	f := bus.TaskFilter{Owner: &o, Agent: c.agent, ContextID: req.ContextID, State: req.Status}
 	if req.StatusTimestampAfter != nil {
-		f.StatusAfter = req.StatusTimestampAfter.Time
+		q.StatusAfter = req.StatusTimestampAfter.Time
 	}
-	all, err := s.b.ListTasks(ctx, f)
+	page, err := s.index.List(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	start := 0
-	if cur != nil {
-		for start < len(all) && !cur.after(all[start]) {
-			start++
-		}
-	}
-	end := min(start+int(size), len(all))
-	resp := &schemas.ListTasksResponse{Tasks: make([]schemas.Task, 0, end-start), PageSize: size, TotalSize: int32(len(all))}
-	for _, r := range all[start:end] {
+	resp := &schemas.ListTasksResponse{Tasks: make([]schemas.Task, 0, len(page.Tasks)), PageSize: size, TotalSize: int32(page.Total)}
+	for _, r := range page.Tasks {
 		t := r.Task.WithHistoryLength(req.HistoryLength)
 		if !req.IncludeArtifacts {
 			t.Artifacts = nil
 		}
 		resp.Tasks = append(resp.Tasks, t)
 	}
-	if end < len(all) {
-		resp.NextPageToken = encodeCursor(all[end-1])
+	if page.Next != nil {
+		resp.NextPageToken = encodeCursor(page.Next)
 	}
 	return resp, nil
 }

@@ -97,7 +97,7 @@ func (c Config) withDefaults() Config {
 		c.CardMaxAge = 60 * time.Second
 	}
 	if c.SweepEvery <= 0 {
-		c.SweepEvery = 30 * time.Second
+		c.SweepEvery = 10 * time.Second
 	}
 	if c.OrphanAfter == 0 {
 		c.OrphanAfter = 30 * time.Second
@@ -126,6 +126,7 @@ type Server struct {
 	b        *bus.Bus
 	log      *slog.Logger
 	tasks    *bus.TaskWatcher
+	index    *bus.TaskIndex
 	agents   *bus.AgentDirectory
 	mux      *http.ServeMux
 	handler  http.Handler
@@ -145,6 +146,7 @@ func New(b *bus.Bus, cfg Config) *Server {
 		b:      b,
 		log:    cfg.Logger.With("component", "edge"),
 		tasks:  b.NewTaskWatcher(),
+		index:  b.NewTaskIndex(),
 		agents: b.NewAgentDirectory(),
 		mux:    http.NewServeMux(),
 		m:      newEdgeMetrics(b.Metrics()),
@@ -178,14 +180,16 @@ func (s *Server) routes() {
 // with a trailing slash.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Run follows the bus (task watcher, agent directory) until ctx ends.
+// Run follows the bus (task watcher, task index, agent directory) until
+// ctx ends.
 func (s *Server) Run(ctx context.Context) error {
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() { errc <- s.tasks.Run(ctx) }()
+	go func() { errc <- s.index.Run(ctx) }()
 	go func() { errc <- s.agents.Run(ctx) }()
 	go func() { errc <- s.sweep(ctx) }()
 	var first error
-	for range 3 {
+	for range 4 {
 		if err := <-errc; err != nil && first == nil {
 			first = err
 			s.log.Error("edge bus follower stopped", "err", err)
@@ -195,9 +199,9 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // sweep enforces MaxFinishedTasks and MaxFinishedBytes, and requeues
-// orphaned work, until ctx ends. Every edge sweeps; deletes are
-// conditional and requeues de-duplicated, so edges sweeping together do
-// no harm.
+// orphaned work, until ctx ends. Every edge tries; the one holding the
+// sweep lease does the work (see bus.TaskIndex.Sweep), at the cost of
+// what it deletes.
 func (s *Server) sweep(ctx context.Context) error {
 	o := bus.SweepOptions{
 		Keep:        bus.Retention{MaxCount: s.cfg.MaxFinishedTasks, MaxBytes: s.cfg.MaxFinishedBytes},
@@ -213,7 +217,7 @@ func (s *Server) sweep(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			r, err := s.b.Sweep(ctx, o)
+			r, err := s.index.Sweep(ctx, o)
 			if err != nil && ctx.Err() == nil {
 				s.log.Warn("sweeping tasks failed", "err", err)
 			}
@@ -226,7 +230,7 @@ func (s *Server) sweep(ctx context.Context) error {
 
 // WaitReady blocks until the edge follows the bus or ctx ends.
 func (s *Server) WaitReady(ctx context.Context) error {
-	for _, ch := range []<-chan struct{}{s.tasks.Ready(), s.agents.Ready()} {
+	for _, ch := range []<-chan struct{}{s.tasks.Ready(), s.index.Ready(), s.agents.Ready()} {
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -244,7 +248,7 @@ func (s *Server) ready() bool {
 	if s.draining.Load() || !s.b.Connected() {
 		return false
 	}
-	for _, ch := range []<-chan struct{}{s.tasks.Ready(), s.agents.Ready()} {
+	for _, ch := range []<-chan struct{}{s.tasks.Ready(), s.index.Ready(), s.agents.Ready()} {
 		select {
 		case <-ch:
 		default:

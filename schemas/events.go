@@ -50,6 +50,32 @@ type ContextClaim struct {
 	Tenant string `json:"tenant,omitempty"`
 }
 
+// HeaderTaskIndex is the message header of every BucketTasks write that
+// carries the record's TaskIndexEntry (JSON), so an index of the tasks
+// can be kept from the headers alone (a headers-only consumer) without
+// reading or decoding the records. A write without it (an older writer)
+// is indexed from its record.
+const HeaderTaskIndex = "A2A-Task-Index"
+
+// TaskIndexEntry is what a task index needs of a TaskRecord: who may see
+// it and how it is listed, filtered, retained and expired.
+type TaskIndexEntry struct {
+	State   TaskState `json:"s"`
+	At      int64     `json:"t"` // status time (StatusTime), Unix nanoseconds
+	Agent   string    `json:"a"`
+	Owner   string    `json:"o,omitempty"`
+	Tenant  string    `json:"n,omitempty"`
+	Context string    `json:"c,omitempty"`
+	// Reply marks a message-only exchange: listed to no one.
+	Reply bool `json:"r,omitempty"`
+}
+
+// IndexEntry returns the record's TaskIndexEntry.
+func (r *TaskRecord) IndexEntry() TaskIndexEntry {
+	return TaskIndexEntry{State: r.Task.Status.State, At: r.StatusTime().UnixNano(), Agent: r.Agent,
+		Owner: r.Owner, Tenant: r.Tenant, Context: r.Task.ContextID, Reply: r.Reply != nil}
+}
+
 // WorkItem is the data of a TypeWorkExecute event on
 // SubjectWorkTask(agent, taskId): run the task with this message. The
 // task's current state, history included, is in BucketTasks; workers read

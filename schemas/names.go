@@ -33,6 +33,12 @@ const (
 	// ContextClaim keyed by ContextKey(contextId), created by the first
 	// task that names it, so another caller cannot attach tasks to it.
 	BucketContexts = "A2A_CONTEXTS"
+	// BucketLeases holds short leases on work that one process of the
+	// system does at a time (the sweep of finished and orphaned tasks):
+	// a key is created by the process that takes the lease and renewed
+	// while it holds it; the bucket's TTL frees the lease of a process
+	// that died.
+	BucketLeases = "A2A_LEASES"
 	// BucketPush holds push-notification configs.
 	BucketPush = "A2A_PUSH"
 

@@ -170,9 +170,14 @@ func TestFanOutRedeliveryStartsNoDuplicateChildren(t *testing.T) {
 	if n := slow.runs.Load(); n != 1 {
 		t.Fatalf("the slow agent ran %d times, want 1", n)
 	}
-	tasks, err := b.ListTasks(context.Background(), bus.TaskFilter{Agent: "slow"})
-	if err != nil || len(tasks) != 1 || tasks[0].Task.ID != child {
-		t.Fatalf("slow agent's tasks: %d (%v)", len(tasks), err)
+	idx := b.NewTaskIndex()
+	ictx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() { _ = idx.Run(ictx) }()
+	<-idx.Ready()
+	page, err := idx.List(ictx, bus.ListQuery{Owner: bus.Owner{Agent: "slow", Admin: true}, Limit: 10})
+	if err != nil || len(page.Tasks) != 1 || page.Tasks[0].Task.ID != child {
+		t.Fatalf("slow agent's tasks: %d (%v)", len(page.Tasks), err)
 	}
 	if a := artifactByAgent(rec, "slow"); a == nil || *a.Parts[0].Text != "finally" {
 		t.Fatalf("re-attached child's answer: %+v", rec.Task.Artifacts)

@@ -291,7 +291,7 @@ func defaultConfig() Config {
 		MaxBacklog:       10000,
 		MaxFinishedTasks: 100000,
 		MaxFinishedBytes: 512 << 20,
-		SweepEvery:       Duration(30 * time.Second),
+		SweepEvery:       Duration(10 * time.Second),
 		OrphanAfter:      Duration(30 * time.Second),
 		ShutdownGrace:    Duration(10 * time.Second),
 		LogLevel:         "info",
@@ -356,7 +356,7 @@ func settings() []setting {
 		{"max-deliver", "A2ABUS_MAX_DELIVER", "deliveries of one work item before it is given up (default 5)", num(func(c *Config) *int { return &c.MaxDeliver })},
 		{"blocking-timeout", "A2ABUS_BLOCKING_TIMEOUT", "longest wait of a blocking SendMessage (default 60s)", dur(func(c *Config) *Duration { return &c.BlockingTimeout })},
 		{"max-finished-tasks", "A2ABUS_MAX_FINISHED_TASKS", "finished tasks kept before the oldest are deleted (default 100000)", num(func(c *Config) *int { return &c.MaxFinishedTasks })},
-		{"sweep-every", "A2ABUS_SWEEP_EVERY", "how often an edge deletes finished tasks past the bounds and looks for orphaned work (default 30s)", dur(func(c *Config) *Duration { return &c.SweepEvery })},
+		{"sweep-every", "A2ABUS_SWEEP_EVERY", "how often an edge deletes finished tasks past the bounds and looks for orphaned work (default 10s)", dur(func(c *Config) *Duration { return &c.SweepEvery })},
 		{"orphan-after", "A2ABUS_ORPHAN_AFTER", "how long a task may stay SUBMITTED with no work queued before a sweep queues it (default 30s)", dur(func(c *Config) *Duration { return &c.OrphanAfter })},
 		{"max-finished-bytes", "A2ABUS_MAX_FINISHED_BYTES", "stored bytes of finished tasks kept before the oldest are deleted (default 536870912)", func(c *Config, v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)

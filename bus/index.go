@@ -1,0 +1,562 @@
+package bus
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// TaskIndex is one process's index of the task bucket: who may see each
+// task, its state and status time, its stored size and revision. It is
+// what makes listing cost the page and retention cost what it deletes,
+// instead of a decode of every record (see ARCHITECTURE.md, "Task index").
+//
+// It is kept from the bucket's own writes: every task write carries its
+// TaskIndexEntry in a header (writeTask), and the index follows the bucket
+// with a headers-only consumer, so it reads no record and the writers pay
+// no second write. A write without the header (an older writer) is indexed
+// from its record. Each process that lists or sweeps keeps its own index;
+// it holds ~300 bytes per stored task, so its size is bounded by the
+// retention bounds (MaxFinishedTasks) plus the unfinished tasks.
+//
+// Tasks are kept in ordered lists, one per listing scope: a principal's
+// tasks of an agent in a tenant, an admin's view of all principals' there,
+// and each of those per context. A list is ordered by (status time, id),
+// the order ListTasks pages in, so a page is a walk from a cursor. A task
+// that changes gets a new entry; its old slots die in place and are
+// compacted away later, so an update costs a map write and an insertion
+// near the end of each of its lists.
+type TaskIndex struct {
+	b *Bus
+	f *follower
+
+	mu        sync.RWMutex
+	tasks     map[string]*indexEntry
+	lists     map[listKey]*orderedList
+	contexts  map[contextKey][]*indexEntry // the tasks of each context, any order
+	finished  orderedList                  // every terminal task, for retention
+	submitted map[string]*indexEntry // SUBMITTED tasks, for orphaned work
+	applied   uint64                 // stream sequence of the last write applied
+	progress  chan struct{}          // closed when applied moves, if waited on
+	waiting   int
+
+	ready     chan struct{}
+	readyOnce sync.Once
+}
+
+// indexEntry is one task's current entry; a change replaces it.
+type indexEntry struct {
+	schemas.TaskIndexEntry
+	id   string
+	size int    // stored record size
+	rev  uint64 // bucket revision of the write it was read from
+}
+
+// listKey names a listing scope. all is an admin's scope: every principal.
+type listKey struct {
+	tenant, agent, owner string
+	all                  bool
+}
+
+// contextKey names the tasks of one context at one agent.
+type contextKey struct{ tenant, agent, context string }
+
+// slot is a list position: the key it was inserted under and the entry.
+// It is live while the entry is still the task's current one.
+type slot struct {
+	at int64
+	id string
+	e  *indexEntry
+}
+
+// orderedList holds slots ascending by (at, id), with counts of its live
+// entries.
+type orderedList struct {
+	slots   []slot
+	live    int
+	bytes   int64
+	byState [len(stateOrder)]int32
+}
+
+// stateOrder numbers the task states for per-state counts.
+var stateOrder = [...]schemas.TaskState{"", schemas.TaskStateSubmitted, schemas.TaskStateWorking, schemas.TaskStateInputRequired,
+	schemas.TaskStateAuthRequired, schemas.TaskStateCompleted, schemas.TaskStateFailed, schemas.TaskStateCanceled, schemas.TaskStateRejected}
+
+func stateIndex(st schemas.TaskState) int {
+	if i := slices.Index(stateOrder[:], st); i > 0 {
+		return i
+	}
+	return 0
+}
+
+// NewTaskIndex returns an index; call Run to fill and follow it.
+func (b *Bus) NewTaskIndex() *TaskIndex {
+	x := &TaskIndex{
+		b:         b,
+		tasks:     map[string]*indexEntry{},
+		lists:     map[listKey]*orderedList{},
+		contexts:  map[contextKey][]*indexEntry{},
+		submitted: map[string]*indexEntry{},
+		progress:  make(chan struct{}),
+		ready:     make(chan struct{}),
+	}
+	x.f = b.newFollower("task-index", kvStream(schemas.BucketTasks), jetstream.DeliverLastPerSubjectPolicy, kvPrefix(schemas.BucketTasks)+">")
+	x.f.headersOnly = true
+	return x
+}
+
+// Ready is closed once the index holds every task stored when it started.
+func (x *TaskIndex) Ready() <-chan struct{} { return x.ready }
+
+// Run fills the index and follows the bucket until ctx ends.
+func (x *TaskIndex) Run(ctx context.Context) error {
+	prefix := kvPrefix(schemas.BucketTasks)
+	return x.f.run(ctx, func(m followMsg) {
+		x.apply(ctx, strings.TrimPrefix(m.Subject, prefix), m)
+	}, func() { x.readyOnce.Do(func() { close(x.ready) }) })
+}
+
+// apply folds one write of the bucket into the index.
+func (x *TaskIndex) apply(ctx context.Context, id string, m followMsg) {
+	var e *indexEntry
+	if m.Op == jetstream.KeyValuePut {
+		var ent schemas.TaskIndexEntry
+		h := m.Header.Get(schemas.HeaderTaskIndex)
+		if h == "" || json.Unmarshal([]byte(h), &ent) != nil {
+			ent, h = x.fromRecord(ctx, m.Seq), "read"
+		}
+		if ent.State != "" {
+			e = &indexEntry{TaskIndexEntry: ent, id: id, size: m.Size, rev: m.Seq}
+		}
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if old := x.tasks[id]; old != nil {
+		x.detach(old)
+	}
+	if e != nil {
+		x.attach(e)
+	}
+	x.applied = m.Seq
+	if x.waiting > 0 {
+		close(x.progress)
+		x.progress = make(chan struct{})
+	}
+}
+
+// fromRecord reads the index entry of a write that carries none from the
+// stored message itself.
+func (x *TaskIndex) fromRecord(ctx context.Context, seq uint64) schemas.TaskIndexEntry {
+	m, err := x.b.storedMsg(ctx, kvStream(schemas.BucketTasks), storedMsgRequest{Seq: seq})
+	if err != nil {
+		return schemas.TaskIndexEntry{}
+	}
+	rec, err := decodeRecord(m.Data)
+	if err != nil {
+		x.b.log.Warn("task index: skipping an undecodable record", "seq", seq, "err", err)
+		return schemas.TaskIndexEntry{}
+	}
+	return rec.IndexEntry()
+}
+
+func (x *TaskIndex) keys(e *indexEntry) [2]listKey {
+	return [2]listKey{{tenant: e.Tenant, agent: e.Agent, owner: e.Owner}, {tenant: e.Tenant, agent: e.Agent, all: true}}
+}
+
+func (x *TaskIndex) attach(e *indexEntry) {
+	x.tasks[e.id] = e
+	if !e.Reply {
+		for _, k := range x.keys(e) {
+			l := x.lists[k]
+			if l == nil {
+				l = &orderedList{}
+				x.lists[k] = l
+			}
+			l.insert(e)
+		}
+		ck := contextKey{e.Tenant, e.Agent, e.Context}
+		x.contexts[ck] = append(x.contexts[ck], e)
+	}
+	if e.State.Terminal() {
+		x.finished.insert(e)
+	}
+	if e.State == schemas.TaskStateSubmitted {
+		x.submitted[e.id] = e
+	}
+}
+
+func (x *TaskIndex) detach(e *indexEntry) {
+	delete(x.tasks, e.id)
+	live := func(s slot) bool { return x.tasks[s.id] == s.e }
+	if !e.Reply {
+		for _, k := range x.keys(e) {
+			if l := x.lists[k]; l != nil {
+				l.drop(e, live)
+				if l.live == 0 {
+					delete(x.lists, k)
+				}
+			}
+		}
+		ck := contextKey{e.Tenant, e.Agent, e.Context}
+		c := x.contexts[ck]
+		if i := slices.Index(c, e); i >= 0 {
+			c[i] = c[len(c)-1]
+			c[len(c)-1] = nil
+			c = c[:len(c)-1]
+		}
+		if len(c) == 0 {
+			delete(x.contexts, ck)
+		} else {
+			x.contexts[ck] = c
+		}
+	}
+	if e.State.Terminal() {
+		x.finished.drop(e, live)
+	}
+	delete(x.submitted, e.id)
+}
+
+// compareSlots orders slots by (at, id).
+func compareSlots(a, b slot) int {
+	if a.at != b.at {
+		return cmp.Compare(a.at, b.at)
+	}
+	return strings.Compare(a.id, b.id)
+}
+
+func (l *orderedList) insert(e *indexEntry) {
+	i, _ := slices.BinarySearchFunc(l.slots, slot{at: e.At, id: e.id}, compareSlots)
+	l.slots = append(l.slots, slot{})
+	copy(l.slots[i+1:], l.slots[i:])
+	l.slots[i] = slot{at: e.At, id: e.id, e: e}
+	l.live++
+	l.bytes += int64(e.size)
+	l.byState[stateIndex(e.State)]++
+}
+
+// drop counts e out of the list; its slot dies in place, and the dead
+// are compacted away once they outnumber the live.
+func (l *orderedList) drop(e *indexEntry, live func(slot) bool) {
+	l.live--
+	l.bytes -= int64(e.size)
+	l.byState[stateIndex(e.State)]--
+	if len(l.slots) > 2*l.live+32 {
+		kept := l.slots[:0]
+		for _, s := range l.slots {
+			if live(s) {
+				kept = append(kept, s)
+			}
+		}
+		clear(l.slots[len(kept):])
+		l.slots = kept
+	}
+}
+
+// ListCursor is a position in list order (status time descending, then
+// id descending): the last task of a page.
+type ListCursor struct {
+	At int64 // status time, Unix nanoseconds
+	ID string
+}
+
+// ListQuery is one page of ListTasks.
+type ListQuery struct {
+	// Owner is who lists: its agent, tenant and principal (or admin) pick
+	// the scope; nothing outside it is ever read.
+	Owner       Owner
+	ContextID   string
+	State       schemas.TaskState
+	StatusAfter time.Time // status time >= StatusAfter
+	After       *ListCursor
+	Limit       int
+}
+
+// ListPage is a page of tasks, newest status first.
+type ListPage struct {
+	Tasks []*schemas.TaskRecord
+	// Next is the cursor of the next page; nil on the last.
+	Next *ListCursor
+	// Total counts every task the query matches, on all pages.
+	Total int
+}
+
+// List returns a page of the tasks q's owner may see. It first waits until
+// the index holds every write stored before the call (so a task created
+// just before, through any process, is listed), then walks the scope's
+// list from the cursor and reads only the page's records.
+func (x *TaskIndex) List(ctx context.Context, q ListQuery) (ListPage, error) {
+	if err := x.catchUp(ctx); err != nil {
+		return ListPage{}, err
+	}
+	var hits []slot
+	var page ListPage
+	func() {
+		x.mu.RLock()
+		defer x.mu.RUnlock()
+		after := int64(0)
+		switch {
+		case q.StatusAfter.IsZero() || q.StatusAfter.Before(time.Unix(0, 0)):
+		case q.StatusAfter.After(time.Unix(0, math.MaxInt64)):
+			return // past what a status time can be
+		default:
+			after = q.StatusAfter.UnixNano()
+		}
+		match := func(s slot) bool {
+			return x.tasks[s.id] == s.e && (q.State == "" || s.e.State == q.State) &&
+				(q.Owner.Admin || s.e.Owner == q.Owner.Principal) && s.at >= after
+		}
+		var slots []slot
+		if q.ContextID != "" {
+			// A context's tasks are few next to a scope's: sort them here.
+			for _, e := range x.contexts[contextKey{q.Owner.Tenant, q.Owner.Agent, q.ContextID}] {
+				slots = append(slots, slot{at: e.At, id: e.id, e: e})
+			}
+			slices.SortFunc(slots, compareSlots)
+		} else {
+			k := listKey{tenant: q.Owner.Tenant, agent: q.Owner.Agent, owner: q.Owner.Principal}
+			if q.Owner.Admin {
+				k.owner, k.all = "", true
+			}
+			l := x.lists[k]
+			if l == nil {
+				return
+			}
+			slots = l.slots
+			switch {
+			case after != 0:
+				for j := len(slots) - 1; j >= 0 && slots[j].at >= after; j-- {
+					if match(slots[j]) {
+						page.Total++
+					}
+				}
+			case q.State != "":
+				page.Total = int(l.byState[stateIndex(q.State)])
+			default:
+				page.Total = l.live
+			}
+		}
+		if q.ContextID != "" {
+			for _, s := range slots {
+				if match(s) {
+					page.Total++
+				}
+			}
+		}
+		i := len(slots)
+		if c := q.After; c != nil {
+			i, _ = slices.BinarySearchFunc(slots, slot{at: c.At, id: c.ID}, compareSlots)
+		}
+		for i--; i >= 0 && len(hits) <= q.Limit; i-- {
+			s := slots[i]
+			if s.at < after {
+				break
+			}
+			if match(s) {
+				hits = append(hits, s)
+			}
+		}
+		if len(hits) > q.Limit {
+			hits = hits[:q.Limit]
+			last := hits[q.Limit-1]
+			page.Next = &ListCursor{At: last.at, ID: last.id}
+		}
+	}()
+	for _, h := range hits {
+		rec, _, err := x.b.GetTaskAtLeast(ctx, h.id, h.e.rev)
+		if errors.Is(err, schemas.ErrTaskNotFound) {
+			continue // removed since
+		}
+		if err != nil {
+			return ListPage{}, err
+		}
+		if !q.Owner.Owns(rec) || (q.State != "" && rec.Task.Status.State != q.State) {
+			continue // changed since, out of the query
+		}
+		page.Tasks = append(page.Tasks, rec)
+	}
+	return page, nil
+}
+
+// catchUpPoll is how long catchUp waits for the follower before it asks
+// the stream whether anything is left to apply.
+const catchUpPoll = 20 * time.Millisecond
+
+// catchUp returns once the index has applied every write the bucket
+// stored before the call. The stream's last sequence is the target; as
+// the message at it may be gone (a purge marker that expired), a follower
+// that does not reach it is checked against the stream: done when no
+// message is stored between what was applied and the target.
+func (x *TaskIndex) catchUp(ctx context.Context) error {
+	select {
+	case <-x.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	st, err := x.b.js.Stream(ctx, kvStream(schemas.BucketTasks))
+	if err != nil {
+		return errUnavailable("bus: list tasks", err)
+	}
+	target := st.CachedInfo().State.LastSeq
+	x.mu.Lock()
+	x.waiting++
+	x.mu.Unlock()
+	defer func() {
+		x.mu.Lock()
+		x.waiting--
+		x.mu.Unlock()
+	}()
+	for {
+		x.mu.RLock()
+		applied, progress := x.applied, x.progress
+		x.mu.RUnlock()
+		if applied >= target {
+			return nil
+		}
+		select {
+		case <-progress:
+			continue
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(catchUpPoll):
+		}
+		next, err := x.b.storedMsg(ctx, kvStream(schemas.BucketTasks), storedMsgRequest{Seq: applied + 1, NextBySubject: kvPrefix(schemas.BucketTasks) + ">"})
+		if errors.Is(err, errNoMessage) || (err == nil && next.Seq > target) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Unfinished counts the tasks of a principal in a tenant that are not
+// finished, over all agents.
+func (x *TaskIndex) Unfinished(principal, tenant string) int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	n := 0
+	for k, l := range x.lists {
+		if k.tenant == tenant && k.owner == principal && !k.all {
+			n += l.live
+			for i, c := range l.byState {
+				if stateOrder[i].Terminal() {
+					n -= int(c)
+				}
+			}
+		}
+	}
+	return n
+}
+
+// Len is how many tasks the index holds.
+func (x *TaskIndex) Len() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.tasks)
+}
+
+// Sweep enforces the retention bounds on finished tasks and, with
+// OrphanAfter, requeues orphaned work, from the index: it deletes the
+// oldest finished first, reading nothing but what it deletes, and checks
+// only the tasks that have been SUBMITTED too long. One process of the
+// system sweeps at a time, the holder of the sweep lease (BucketLeases);
+// the others return at once. Deletes are conditional on the revision the
+// index holds, so a task that changed meanwhile is left alone.
+func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, error) {
+	var res SweepResult
+	keep := o.Keep
+	bounded := keep.MaxCount > 0 || keep.MaxBytes > 0
+	if !bounded && o.OrphanAfter <= 0 {
+		return res, nil
+	}
+	if err := x.catchUp(ctx); err != nil {
+		return res, err
+	}
+	if held, err := x.b.holdLease(ctx, "sweep"); err != nil || !held {
+		return res, err
+	}
+	var victims, orphans []*indexEntry
+	func() {
+		x.mu.RLock()
+		defer x.mu.RUnlock()
+		count, bytes := x.finished.live, x.finished.bytes
+		over := func() bool {
+			return (keep.MaxCount > 0 && count > keep.MaxCount) || (keep.MaxBytes > 0 && bytes > keep.MaxBytes)
+		}
+		for _, s := range x.finished.slots {
+			if !bounded || !over() {
+				break
+			}
+			if x.tasks[s.id] != s.e {
+				continue
+			}
+			victims = append(victims, s.e)
+			count--
+			bytes -= int64(s.e.size)
+		}
+		if o.OrphanAfter > 0 {
+			cutoff := time.Now().Add(-o.OrphanAfter).UnixNano()
+			for _, e := range x.submitted {
+				if e.At < cutoff {
+					orphans = append(orphans, e)
+				}
+			}
+		}
+	}()
+	// Orphans are requeued before finished tasks are deleted; an error in
+	// either part does not stop the other, and is the caller's to report.
+	var requeueErr error
+	if len(orphans) > 0 {
+		cands := make([]orphanCandidate, len(orphans))
+		for i, e := range orphans {
+			cands[i] = orphanCandidate{id: e.id, agent: e.Agent, rev: e.rev}
+		}
+		res.Requeued, requeueErr = x.b.requeueOrphans(ctx, cands)
+	}
+	for _, e := range victims {
+		// The purge marker itself expires, so sweeping leaves nothing behind.
+		if err := x.b.tasks.Purge(ctx, e.id, jetstream.LastRevision(e.rev), jetstream.PurgeTTL(time.Second)); err == nil {
+			res.Deleted++
+		}
+	}
+	return res, requeueErr
+}
+
+// leaseTTL is how long a lease outlives its holder's last renewal. A
+// holder renews it each time it does the work (the edge sweeps every few
+// seconds), so a lease changes hands only when its holder stops.
+const leaseTTL = 90 * time.Second
+
+// holdLease takes the lease name for this process, or renews it if this
+// process holds it; false if another process does.
+func (b *Bus) holdLease(ctx context.Context, name string) (bool, error) {
+	if _, err := b.leases.Create(ctx, name, []byte(b.source)); err == nil {
+		return true, nil
+	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		return false, errUnavailable("bus: take lease "+name, err)
+	}
+	e, err := b.leases.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil // just freed: the next attempt takes it
+	}
+	if err != nil {
+		return false, errUnavailable("bus: read lease "+name, err)
+	}
+	if string(e.Value()) != b.source {
+		return false, nil
+	}
+	if _, err := b.leases.Update(ctx, name, []byte(b.source), e.Revision()); err != nil {
+		return false, nil // lost it meanwhile
+	}
+	return true, nil
+}

@@ -1,0 +1,300 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// runIndex runs a task index of b until the test ends, once it is ready.
+func runIndex(t testing.TB, b *Bus) *TaskIndex {
+	t.Helper()
+	x := b.NewTaskIndex()
+	startRun(t, testCtx(t), "task index", x.Run, x.Ready())
+	return x
+}
+
+// listIDs pages through q (Limit default 3, to cross pages) and returns
+// the ids in list order, checking that no page repeats a task.
+func listIDs(t testing.TB, x *TaskIndex, q ListQuery) []string {
+	t.Helper()
+	if q.Limit == 0 {
+		q.Limit = 3
+	}
+	var out []string
+	seen := map[string]bool{}
+	for {
+		page, err := x.List(testCtx(t), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page.Tasks {
+			if seen[r.Task.ID] {
+				t.Fatalf("task %s on two pages", r.Task.ID)
+			}
+			seen[r.Task.ID] = true
+			out = append(out, r.Task.ID)
+		}
+		if page.Next == nil {
+			return out
+		}
+		q.After = page.Next
+	}
+}
+
+func sweepFinished(t testing.TB, x *TaskIndex, keep Retention) (int, error) {
+	t.Helper()
+	r, err := x.Sweep(testCtx(t), SweepOptions{Keep: keep})
+	return r.Deleted, err
+}
+
+// mkTask stores a task with the given owner, context, state and status
+// time.
+func mkTask(t testing.TB, b *Bus, agent, owner, contextID string, state schemas.TaskState, at time.Time) *schemas.TaskRecord {
+	t.Helper()
+	rec := newRecord(agent)
+	rec.Owner, rec.Tenant = owner, "t1"
+	rec.Task.ContextID = contextID
+	rec.Task.Status = schemas.TaskStatus{State: state, Timestamp: &schemas.Timestamp{Time: at}}
+	rec.CreatedAt = schemas.Timestamp{Time: at}
+	createTask(t, b, rec)
+	return rec
+}
+
+func ids(recs ...*schemas.TaskRecord) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = r.Task.ID
+	}
+	return out
+}
+
+// A listing is one agent's tasks of one owner (or, for an admin, of every
+// owner of its tenant), newest status first, ties by id descending,
+// filtered by context, state and status time, with totals that count every
+// match; an update moves a task, and a direct reply never lists.
+func TestIndexListsFiltersAndOrder(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	x := runIndex(t, b)
+	alice := Owner{Agent: "alpha", Principal: "alice", Tenant: "t1"}
+	if page, err := x.List(ctx, ListQuery{Owner: alice, Limit: 10}); err != nil || len(page.Tasks) != 0 || page.Total != 0 || page.Next != nil {
+		t.Fatalf("an empty store: %+v, %v", page, err)
+	}
+	base := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	ctxA, ctxB := schemas.NewID(), schemas.NewID()
+	t1 := mkTask(t, b, "alpha", "alice", ctxA, schemas.TaskStateSubmitted, base.Add(1*time.Second))
+	t2 := mkTask(t, b, "alpha", "alice", ctxA, schemas.TaskStateCompleted, base.Add(2*time.Second))
+	t3 := mkTask(t, b, "alpha", "alice", ctxB, schemas.TaskStateWorking, base.Add(3*time.Second))
+	t4 := mkTask(t, b, "alpha", "alice", ctxA, schemas.TaskStateCompleted, base.Add(4*time.Second))
+	t5 := mkTask(t, b, "alpha", "alice", ctxB, schemas.TaskStateFailed, base.Add(5*time.Second))
+	t6 := mkTask(t, b, "alpha", "alice", ctxB, schemas.TaskStateFailed, base.Add(5*time.Second))
+	hi, lo := t5, t6
+	if lo.Task.ID > hi.Task.ID {
+		hi, lo = lo, hi
+	}
+	// Others' tasks, and alice's at another agent or in another tenant.
+	bob := mkTask(t, b, "alpha", "bob", ctxA, schemas.TaskStateCompleted, base.Add(6*time.Second))
+	mkTask(t, b, "beta", "alice", ctxA, schemas.TaskStateCompleted, base.Add(7*time.Second))
+	other := newRecord("alpha")
+	other.Owner, other.Tenant = "alice", "t2"
+	createTask(t, b, other)
+	// A task without a status time sorts by its creation time.
+	t7 := newRecord("alpha")
+	t7.Owner, t7.Tenant, t7.Task.ContextID = "alice", "t1", ctxB
+	t7.Task.Status.Timestamp = nil
+	t7.CreatedAt = schemas.Timestamp{Time: base.Add(2500 * time.Millisecond)}
+	createTask(t, b, t7)
+	r := mkTask(t, b, "alpha", "alice", ctxA, schemas.TaskStateSubmitted, base.Add(9*time.Second))
+	if _, _, err := b.Apply(ctx, r.Task.ID, TaskEvent{Reply: agentMsg("direct")}); err != nil {
+		t.Fatal(err)
+	}
+	admin := Owner{Agent: "alpha", Principal: "ops", Tenant: "t1", Admin: true}
+	for _, tc := range []struct {
+		name string
+		q    ListQuery
+		want []string
+	}{
+		{"owner", ListQuery{Owner: alice}, ids(hi, lo, t4, t3, t7, t2, t1)},
+		{"admin", ListQuery{Owner: admin}, ids(bob, hi, lo, t4, t3, t7, t2, t1)},
+		{"context", ListQuery{Owner: alice, ContextID: ctxA}, ids(t4, t2, t1)},
+		{"admin context", ListQuery{Owner: admin, ContextID: ctxA}, ids(bob, t4, t2, t1)},
+		{"state", ListQuery{Owner: alice, State: schemas.TaskStateCompleted}, ids(t4, t2)},
+		{"status after (inclusive)", ListQuery{Owner: alice, StatusAfter: base.Add(3 * time.Second)}, ids(hi, lo, t4, t3)},
+		{"combined", ListQuery{Owner: alice, ContextID: ctxA, State: schemas.TaskStateCompleted, StatusAfter: base.Add(3 * time.Second)}, ids(t4)},
+		{"far future", ListQuery{Owner: alice, StatusAfter: time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC)}, nil},
+		{"another tenant", ListQuery{Owner: Owner{Agent: "alpha", Principal: "alice", Tenant: "t2"}}, ids(other)},
+		{"nobody's", ListQuery{Owner: Owner{Agent: "alpha", Principal: "carol", Tenant: "t1"}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := listIDs(t, x, tc.q)
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("got %v\nwant %v", got, tc.want)
+			}
+			tc.q.Limit = 100
+			page, err := x.List(ctx, tc.q)
+			if err != nil || page.Total != len(tc.want) {
+				t.Errorf("total %d (%v), want %d", page.Total, err, len(tc.want))
+			}
+		})
+	}
+	// t1 now WORKING, stamped with the present (before the 2030 base).
+	if _, _, err := b.Apply(ctx, t1.Task.ID, status(schemas.TaskStateWorking, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if got := listIDs(t, x, ListQuery{Owner: alice, State: schemas.TaskStateWorking}); strings.Join(got, ",") != strings.Join(ids(t3, t1), ",") {
+		t.Errorf("working after an update = %v, want %v", got, ids(t3, t1))
+	}
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := x.List(canceled, ListQuery{Owner: alice, Limit: 1}); err == nil {
+		t.Error("a listing with a canceled context succeeded")
+	}
+}
+
+// A cursor is a position, not an offset: tasks stored between two pages
+// (newer) neither repeat nor hide an older task.
+func TestIndexPagingStableWhileTasksAreAdded(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	x := runIndex(t, b)
+	o := Owner{Agent: "echo", Principal: "alice", Tenant: "t1"}
+	base := time.Now().Add(-time.Hour)
+	var old []string
+	for i := range 9 {
+		old = append([]string{mkTask(t, b, "echo", "alice", "c", schemas.TaskStateCompleted, base.Add(time.Duration(i)*time.Second)).Task.ID}, old...)
+	}
+	q := ListQuery{Owner: o, Limit: 4}
+	var got []string
+	for {
+		page, err := x.List(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page.Tasks {
+			got = append(got, r.Task.ID)
+		}
+		mkTask(t, b, "echo", "alice", "c", schemas.TaskStateCompleted, time.Now())
+		if page.Next == nil {
+			break
+		}
+		q.After = page.Next
+	}
+	if strings.Join(got, ",") != strings.Join(old, ",") {
+		t.Fatalf("pages while adding:\n got %v\nwant %v", got, old)
+	}
+}
+
+// A page reads the index and the page's records, nothing else: listing 10
+// of 600 stored tasks sends a bounded number of bus requests, whatever the
+// store holds.
+func TestIndexListReadsOnlyThePage(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	x := runIndex(t, b)
+	o := Owner{Agent: "echo", Principal: "alice", Tenant: "t1"}
+	for i := range 600 {
+		owner := "alice"
+		if i%3 != 0 {
+			owner = "bob"
+		}
+		mkTask(t, b, "echo", owner, fmt.Sprint("c", i%7), schemas.TaskStateCompleted, time.Now())
+	}
+	if _, err := x.List(ctx, ListQuery{Owner: o, Limit: 10}); err != nil { // caught up
+		t.Fatal(err)
+	}
+	before := b.nc.Stats().OutMsgs
+	page, err := x.List(ctx, ListQuery{Owner: o, Limit: 10})
+	if err != nil || len(page.Tasks) != 10 || page.Total != 200 {
+		t.Fatalf("page of %d, total %d, %v", len(page.Tasks), page.Total, err)
+	}
+	// One stream info for the catch-up, one get per task, and at most a
+	// pull request or two of the index's own follower.
+	if sent := b.nc.Stats().OutMsgs - before; sent > 10+4 {
+		t.Fatalf("a page of 10 sent %d bus requests", sent)
+	}
+}
+
+// A write without the index header (an older writer) is indexed from its
+// record.
+func TestIndexReadsRecordsWithoutTheHeader(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	rec := newRecord("echo")
+	rec.Owner = "alice"
+	val, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.tasks.Create(ctx, rec.Task.ID, val); err != nil {
+		t.Fatal(err)
+	}
+	x := runIndex(t, b)
+	if got := listIDs(t, x, ListQuery{Owner: Owner{Agent: "echo", Principal: "alice"}}); len(got) != 1 || got[0] != rec.Task.ID {
+		t.Fatalf("listed %v", got)
+	}
+}
+
+// Retention deletes the oldest finished first and sends one delete per
+// task it removes, reading no record; unfinished tasks stay. One process
+// sweeps at a time: another's sweep does nothing while the lease is held.
+func TestIndexSweepDeletesOldestFinishedOnly(t *testing.T) {
+	srv := startServer(t, "")
+	b := connect(t, srv, Config{MemoryStorage: true})
+	ctx := testCtx(t)
+	x := runIndex(t, b)
+	base := time.Now().Add(-time.Hour)
+	var finished, open []string
+	for i := range 60 {
+		state := schemas.TaskStateCompleted
+		if i%4 == 0 {
+			state = schemas.TaskStateInputRequired
+		}
+		rec := mkTask(t, b, "echo", "alice", "c", state, base.Add(time.Duration(i)*time.Second))
+		if state.Terminal() {
+			finished = append(finished, rec.Task.ID)
+		} else {
+			open = append(open, rec.Task.ID)
+		}
+	}
+	if _, err := x.List(ctx, ListQuery{Owner: Owner{Agent: "echo"}, Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	before := b.nc.Stats().OutMsgs
+	r, err := x.Sweep(ctx, SweepOptions{Keep: Retention{MaxCount: 20}})
+	if err != nil || r.Deleted != len(finished)-20 {
+		t.Fatalf("deleted %d (%v), want %d", r.Deleted, err, len(finished)-20)
+	}
+	if sent := b.nc.Stats().OutMsgs - before; sent > uint64(r.Deleted)+6 {
+		t.Fatalf("deleting %d sent %d bus requests", r.Deleted, sent)
+	}
+	for i, id := range finished {
+		_, _, err := b.GetTask(ctx, id)
+		if kept := i >= len(finished)-20; kept != (err == nil) {
+			t.Fatalf("finished task %d of %d: kept=%v, err %v", i, len(finished), kept, err)
+		}
+	}
+	for _, id := range open {
+		if _, _, err := b.GetTask(ctx, id); err != nil {
+			t.Fatalf("an unfinished task was deleted: %v", err)
+		}
+	}
+	// Another process, while this one holds the lease, does nothing.
+	other := runIndex(t, connect(t, srv, Config{MemoryStorage: true}))
+	for range 5 {
+		mkTask(t, b, "echo", "alice", "c", schemas.TaskStateCompleted, time.Now())
+	}
+	if r, err := other.Sweep(ctx, SweepOptions{Keep: Retention{MaxCount: 20}}); err != nil || r.Deleted != 0 {
+		t.Fatalf("a second sweeper deleted %d (%v)", r.Deleted, err)
+	}
+	if r, err := x.Sweep(ctx, SweepOptions{Keep: Retention{MaxCount: 20}}); err != nil || r.Deleted != 5 {
+		t.Fatalf("the lease holder deleted %d (%v), want 5", r.Deleted, err)
+	}
+	eventually(t, "the index to drop the deleted tasks", func() bool { return x.Len() == 20+len(open) })
+}
+
