@@ -164,8 +164,8 @@ type Bus struct {
 	claims   contextClaims
 	// leases holds the leases of work one process does at a time.
 	leases jetstream.KeyValue
-	source   string
-	log      *slog.Logger
+	source string
+	log    *slog.Logger
 }
 
 // Connect connects to NATS (the embedded server in-process, or cfg.URL),

@@ -45,9 +45,9 @@ type TaskIndex struct {
 	lists     map[listKey]*orderedList
 	contexts  map[contextKey][]*indexEntry // the tasks of each context, any order
 	finished  orderedList                  // every terminal task, for retention
-	submitted map[string]*indexEntry // SUBMITTED tasks, for orphaned work
-	applied   uint64                 // stream sequence of the last write applied
-	progress  chan struct{}          // closed when applied moves, if waited on
+	submitted map[string]*indexEntry       // SUBMITTED tasks, for orphaned work
+	applied   uint64                       // stream sequence of the last write applied
+	progress  chan struct{}                // closed when applied moves, if waited on
 	waiting   int
 
 	ready     chan struct{}

@@ -297,4 +297,3 @@ func TestIndexSweepDeletesOldestFinishedOnly(t *testing.T) {
 	}
 	eventually(t, "the index to drop the deleted tasks", func() bool { return x.Len() == 20+len(open) })
 }
-
