@@ -132,6 +132,12 @@ type Config struct {
 	// collection work is the right default for a server; GOGC in the
 	// environment wins.
 	GCPercent int `json:"gcPercent"`
+	// MemoryLimit is the process's soft memory limit in bytes (Go's
+	// GOMEMLIMIT): the garbage collector works harder as the heap nears
+	// it, so the high GCPercent buys throughput only while memory is
+	// plentiful. Default 512 MiB, sized for a small node; 0 sets none;
+	// GOMEMLIMIT in the environment wins.
+	MemoryLimit int64 `json:"memoryLimit"`
 	// Pprof is a HOST:PORT where Go's profiler (net/http/pprof) is served,
 	// on its own listener so it is never exposed with the A2A port. Empty
 	// (the default) serves nothing.
@@ -297,6 +303,7 @@ func defaultConfig() Config {
 		LogLevel:         "info",
 		LogFormat:        "text",
 		GCPercent:        400,
+		MemoryLimit:      512 << 20,
 	}
 }
 
@@ -382,6 +389,14 @@ func settings() []setting {
 			c.Outbound.AllowLoopback, c.Outbound.AllowPrivate, c.Outbound.AllowLinkLocal = b, b, b
 			return nil
 		}},
+		{"memory-limit", "A2ABUS_MEMORY_LIMIT", "soft memory limit of the process: bytes, or with KiB, MiB, GiB (default 512MiB; 0 for none; GOMEMLIMIT in the environment wins)", func(c *Config, v string) error {
+			n, err := parseBytes(v)
+			if err != nil {
+				return err
+			}
+			c.MemoryLimit = n
+			return nil
+		}},
 		{"gc-percent", "A2ABUS_GC_PERCENT", "Go GC target percent of the process (default 400; GOGC in the environment wins)", num(func(c *Config) *int { return &c.GCPercent })},
 		{"metrics-listen", "A2ABUS_METRICS_LISTEN", "HOST:PORT serving Prometheus metrics at /metrics on their own listener, e.g. for a worker (an edge also serves /metrics; default off)", str(func(c *Config) *string { return &c.MetricsListen })},
 		{"pprof", "A2ABUS_PPROF", "HOST:PORT serving Go's profiler (net/http/pprof) for diagnosis; keep it on loopback (default off)", str(func(c *Config) *string { return &c.Pprof })},
@@ -421,6 +436,26 @@ func boolean(f func(*Config) *bool) func(*Config, string) error {
 		*f(c) = b
 		return nil
 	}
+}
+
+// parseBytes reads a size: a number of bytes, or one with a KiB, MiB or
+// GiB suffix.
+func parseBytes(v string) (int64, error) {
+	num, unit := strings.TrimSpace(v), int64(1)
+	for _, u := range []struct {
+		suffix string
+		n      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, unit = strings.TrimSpace(rest), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/unit {
+		return 0, fmt.Errorf("must be a size in bytes (like 536870912 or 512MiB), got %q", v)
+	}
+	return n * unit, nil
 }
 
 func splitList(v string) []string {

@@ -107,6 +107,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	if getenv("GOGC") == "" && cfg.GCPercent > 0 {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
+	if getenv("GOMEMLIMIT") == "" && cfg.MemoryLimit > 0 {
+		debug.SetMemoryLimit(cfg.MemoryLimit)
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return (&process{cfg: cfg, log: log, out: stdout}).run(ctx, cmd)

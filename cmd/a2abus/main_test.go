@@ -514,14 +514,22 @@ func TestConfigLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Listen != "127.0.0.1:8080" || len(cfg.Agents) != 1 || cfg.Agents[0].Kind != "echo" {
+	if cfg.Listen != "127.0.0.1:8080" || len(cfg.Agents) != 1 || cfg.Agents[0].Kind != "echo" || cfg.MemoryLimit != 512<<20 {
 		t.Errorf("defaults = %+v", cfg)
+	}
+	for v, want := range map[string]int64{"1GiB": 1 << 30, "256 MiB": 256 << 20, "1048576": 1 << 20, "0": 0} {
+		cfg, err = loadConfig(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--memory-limit", v}, func(string) string { return "" })
+		if err != nil || cfg.MemoryLimit != want {
+			t.Errorf("--memory-limit %s = %d (%v), want %d", v, cfg.MemoryLimit, err, want)
+		}
 	}
 
 	for name, args := range map[string][]string{
 		"unknown field": {"--config", writeTemp(t, dir, `{"lisen":"x"}`)},
 		"bad duration":  {"--ack-wait", "soon"},
 		"bad number":    {"--replicas", "three"},
+		"bad size":      {"--memory-limit", "lots"},
+		"negative size": {"--memory-limit", "-1MiB"},
 		"duplicate":     {"--agent", "echo", "--agent", "echo"},
 		"stray arg":     {"extra"},
 		"missing file":  {"--config", filepath.Join(dir, "nope.json")},
