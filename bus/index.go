@@ -46,6 +46,7 @@ type TaskIndex struct {
 	contexts  map[contextKey][]*indexEntry // the tasks of each context, any order
 	finished  orderedList                  // every terminal task, for retention
 	submitted map[string]*indexEntry       // SUBMITTED tasks, for orphaned work
+	open      map[ownerKey]int             // unfinished tasks per principal and tenant
 	applied   uint64                       // stream sequence of the last write applied
 	progress  chan struct{}                // closed when applied moves, if waited on
 	waiting   int
@@ -67,6 +68,9 @@ type listKey struct {
 	tenant, agent, owner string
 	all                  bool
 }
+
+// ownerKey names a principal in a tenant.
+type ownerKey struct{ tenant, owner string }
 
 // contextKey names the tasks of one context at one agent.
 type contextKey struct{ tenant, agent, context string }
@@ -107,6 +111,7 @@ func (b *Bus) NewTaskIndex() *TaskIndex {
 		lists:     map[listKey]*orderedList{},
 		contexts:  map[contextKey][]*indexEntry{},
 		submitted: map[string]*indexEntry{},
+		open:      map[ownerKey]int{},
 		progress:  make(chan struct{}),
 		ready:     make(chan struct{}),
 	}
@@ -193,6 +198,9 @@ func (x *TaskIndex) attach(e *indexEntry) {
 	if e.State == schemas.TaskStateSubmitted {
 		x.submitted[e.id] = e
 	}
+	if !e.Reply && !e.State.Terminal() {
+		x.open[ownerKey{e.Tenant, e.Owner}]++
+	}
 }
 
 func (x *TaskIndex) detach(e *indexEntry) {
@@ -224,6 +232,12 @@ func (x *TaskIndex) detach(e *indexEntry) {
 		x.finished.drop(e, live)
 	}
 	delete(x.submitted, e.id)
+	if !e.Reply && !e.State.Terminal() {
+		k := ownerKey{e.Tenant, e.Owner}
+		if x.open[k]--; x.open[k] <= 0 {
+			delete(x.open, k)
+		}
+	}
 }
 
 // compareSlots orders slots by (at, id).
@@ -444,18 +458,7 @@ func (x *TaskIndex) catchUp(ctx context.Context) error {
 func (x *TaskIndex) Unfinished(principal, tenant string) int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	n := 0
-	for k, l := range x.lists {
-		if k.tenant == tenant && k.owner == principal && !k.all {
-			n += l.live
-			for i, c := range l.byState {
-				if stateOrder[i].Terminal() {
-					n -= int(c)
-				}
-			}
-		}
-	}
-	return n
+	return x.open[ownerKey{tenant, principal}]
 }
 
 // Len is how many tasks the index holds.

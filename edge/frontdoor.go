@@ -137,6 +137,10 @@ func (s *Server) serve(b *binding, decode decodeFunc) http.HandlerFunc {
 			return
 		}
 		c.caller = who
+		if err := s.limitRate(r, c); err != nil {
+			s.refuse(w, b, c, schemas.AsError(err), 0)
+			return
+		}
 		agent, ok := b.agentOf(s, r)
 		c.agent = agent
 		if !ok {

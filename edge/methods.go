@@ -128,6 +128,9 @@ func (s *Server) send(ctx context.Context, c *call, req *schemas.SendMessageRequ
 // createTask admits a new task for the agent and submits it (see
 // bus.Submit: a refused request leaves nothing behind).
 func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, follow bus.Follow) (*schemas.TaskRecord, error) {
+	if err := s.limitUnfinished(c); err != nil {
+		return nil, err
+	}
 	if err := s.admit(ctx, c.agent); err != nil {
 		return nil, err
 	}

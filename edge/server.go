@@ -36,6 +36,8 @@ type Config struct {
 	// it the client's stream is closed and it resumes from its cursor.
 	// Default 256.
 	StreamBuffer int
+	// Limits bounds each caller's request rate and unfinished tasks.
+	Limits LimitsConfig
 	// MaxBacklogPerAgent bounds the work queued or running for one agent;
 	// past it new tasks are refused with a retryable error (503 +
 	// Retry-After) and accepted work is unaffected. 0: no bound.
@@ -127,6 +129,7 @@ type Server struct {
 	log      *slog.Logger
 	tasks    *bus.TaskWatcher
 	index    *bus.TaskIndex
+	rate     rateLimiter
 	agents   *bus.AgentDirectory
 	mux      *http.ServeMux
 	handler  http.Handler

@@ -106,7 +106,7 @@ func TestStartingRefusesUntilServe(t *testing.T) {
 		}
 	}
 	// The older REST routes: their own error object, same status.
-	if resp, body := do("POST", "/a2a/tasks/send", `{}`); resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, `"code":-32603`) {
+	if resp, body := do("POST", "/a2a/tasks/send", `{}`); resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, `"code":-31503`) {
 		t.Errorf("legacy send: %d %s", resp.StatusCode, body)
 	}
 

@@ -46,10 +46,17 @@ var (
 	ErrExtensionSupportRequired  = &Error{Code: -32008, Reason: "EXTENSION_SUPPORT_REQUIRED", HTTPStatus: 400, GRPCStatus: "FAILED_PRECONDITION", Message: "a required extension was not requested"}
 	ErrVersionNotSupported       = &Error{Code: -32009, Reason: "VERSION_NOT_SUPPORTED", HTTPStatus: 400, GRPCStatus: "FAILED_PRECONDITION", Message: "protocol version not supported"}
 	// ErrUnavailable is returned when a bound is reached or the bus cannot
-	// take work right now; it is retryable and carries RetryAfter. JSON-RPC
-	// has no standard code for it, so it uses the internal-error code with
-	// its own reason, and HTTP 503 with Retry-After.
-	ErrUnavailable = &Error{Code: -32603, Reason: "UNAVAILABLE", HTTPStatus: 503, GRPCStatus: "UNAVAILABLE", Message: "service temporarily unavailable", RetryAfter: 1}
+	// take work right now; it is retryable and carries RetryAfter (HTTP 503
+	// with Retry-After, and retryAfterSeconds in the ErrorInfo metadata).
+	// Neither JSON-RPC nor A2A has a code for it; a2abus uses −31503, in the
+	// range of the official Go SDK's −31401/−31403, so an overload is never
+	// mistaken for an internal error (−32603) a client should not retry.
+	ErrUnavailable = &Error{Code: -31503, Reason: "UNAVAILABLE", HTTPStatus: 503, GRPCStatus: "UNAVAILABLE", Message: "service temporarily unavailable", RetryAfter: 1}
+	// ErrRateLimited is the answer to a caller over its request rate or its
+	// quota of unfinished tasks: HTTP 429 with Retry-After, JSON-RPC −31429
+	// with retryAfterSeconds in the ErrorInfo metadata. Nothing the caller
+	// already had accepted is affected.
+	ErrRateLimited = &Error{Code: -31429, Reason: "RATE_LIMITED", HTTPStatus: 429, GRPCStatus: "RESOURCE_EXHAUSTED", Message: "too many requests", RetryAfter: 1}
 	// ErrUnauthenticated and ErrPermissionDenied are the answers of the
 	// edge's authentication: no or bad credentials (HTTP 401 with
 	// WWW-Authenticate), or a principal not allowed (403). A2A names no
@@ -67,7 +74,7 @@ var ErrorTable = []*Error{
 	ErrTaskNotFound, ErrTaskNotCancelable, ErrPushNotSupported, ErrUnsupportedOperation,
 	ErrContentTypeNotSupported, ErrInvalidAgentResponse, ErrExtendedCardNotConfigured,
 	ErrExtensionSupportRequired, ErrVersionNotSupported, ErrUnavailable,
-	ErrUnauthenticated, ErrPermissionDenied,
+	ErrUnauthenticated, ErrPermissionDenied, ErrRateLimited,
 }
 
 // Error returns the message.

@@ -127,7 +127,8 @@ func TestVocabErrorTableRows(t *testing.T) {
 		{ErrExtendedCardNotConfigured, -32007, "EXTENDED_AGENT_CARD_NOT_CONFIGURED", 400, "FAILED_PRECONDITION"},
 		{ErrExtensionSupportRequired, -32008, "EXTENSION_SUPPORT_REQUIRED", 400, "FAILED_PRECONDITION"},
 		{ErrVersionNotSupported, -32009, "VERSION_NOT_SUPPORTED", 400, "FAILED_PRECONDITION"},
-		{ErrUnavailable, -32603, "UNAVAILABLE", 503, "UNAVAILABLE"},
+		{ErrUnavailable, -31503, "UNAVAILABLE", 503, "UNAVAILABLE"},
+		{ErrRateLimited, -31429, "RATE_LIMITED", 429, "RESOURCE_EXHAUSTED"},
 		// Authentication's, with the codes of the official Go SDK.
 		{ErrUnauthenticated, -31401, "UNAUTHENTICATED", 401, "UNAUTHENTICATED"},
 		{ErrPermissionDenied, -31403, "UNAUTHORIZED", 403, "PERMISSION_DENIED"},

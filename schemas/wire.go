@@ -2,6 +2,8 @@ package schemas
 
 import (
 	"encoding/json"
+	"maps"
+	"strconv"
 	"strings"
 )
 
@@ -26,8 +28,19 @@ type ErrorInfo struct {
 // it (JSON-RPC error.data of 1.0 and 0.3, google.rpc.Status details); the
 // official Go SDK's 0.3 client requires the list form too.
 func (e *Error) Details() []ErrorInfo {
-	return []ErrorInfo{{Type: ErrorInfoType, Reason: e.Reason, Domain: ErrorDomain, Metadata: e.Metadata}}
+	meta := e.Metadata
+	if e.RetryAfter > 0 {
+		meta = make(map[string]string, len(e.Metadata)+1)
+		maps.Copy(meta, e.Metadata)
+		meta[MetaRetryAfter] = strconv.Itoa(e.RetryAfter)
+	}
+	return []ErrorInfo{{Type: ErrorInfoType, Reason: e.Reason, Domain: ErrorDomain, Metadata: meta}}
 }
+
+// MetaRetryAfter is the ErrorInfo metadata entry of a retryable error: the
+// seconds to wait, as Retry-After says it on HTTP, for JSON-RPC clients
+// that see no header.
+const MetaRetryAfter = "retryAfterSeconds"
 
 // RPCError is a JSON-RPC 2.0 error object.
 type RPCError struct {
@@ -109,6 +122,9 @@ func (w *WireError) Decode(retryAfter int) *Error {
 	e := Errorf(row, "%s", msg)
 	for k, v := range meta {
 		e = e.With(k, v)
+	}
+	if n, err := strconv.Atoi(meta[MetaRetryAfter]); retryAfter <= 0 && err == nil {
+		retryAfter = n
 	}
 	if retryAfter > 0 {
 		e.RetryAfter = retryAfter

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/schemas"
 	"github.com/a2abus/a2abus/workers"
 )
@@ -117,6 +118,9 @@ type Config struct {
 	// MaxBacklog bounds the tasks queued or running per agent; past it new
 	// tasks get 503 + Retry-After. Default 10000.
 	MaxBacklog int `json:"maxBacklog"`
+	// Limits bounds each caller of an edge: request rate and unfinished
+	// tasks (see LimitsConfig).
+	Limits LimitsConfig `json:"limits"`
 	// MaxBodyBytes bounds an HTTP request body. Default 4 MiB.
 	MaxBodyBytes int64 `json:"maxBodyBytes"`
 	// ShutdownGrace is how long in-flight work may finish on shutdown.
@@ -298,6 +302,7 @@ func defaultConfig() Config {
 		MaxFinishedTasks: 100000,
 		MaxFinishedBytes: 512 << 20,
 		SweepEvery:       Duration(10 * time.Second),
+		Limits:           LimitsConfig{Limits: Limits{Rate: 500, Burst: 1000, MaxUnfinished: 1000}},
 		OrphanAfter:      Duration(30 * time.Second),
 		ShutdownGrace:    Duration(10 * time.Second),
 		LogLevel:         "info",
@@ -373,6 +378,16 @@ func settings() []setting {
 			c.MaxFinishedBytes = n
 			return nil
 		}},
+		{"rate-limit", "A2ABUS_RATE_LIMIT", "requests a second one caller (a principal, or an anonymous source address) may send to an edge (default 500; 0 for no limit)", func(c *Config, v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 {
+				return fmt.Errorf("must be a number of requests a second, got %q", v)
+			}
+			c.Limits.Rate = f
+			return nil
+		}},
+		{"rate-burst", "A2ABUS_RATE_BURST", "requests one caller may send at once before the rate limit applies (default 1000)", num(func(c *Config) *int { return &c.Limits.Burst })},
+		{"max-unfinished", "A2ABUS_MAX_UNFINISHED", "unfinished tasks one caller may have before new ones get 429 (default 1000; 0 for no limit)", num(func(c *Config) *int { return &c.Limits.MaxUnfinished })},
 		{"max-backlog", "A2ABUS_MAX_BACKLOG", "tasks queued or running per agent before new ones get 503 + Retry-After (default 10000)", num(func(c *Config) *int { return &c.MaxBacklog })},
 		{"max-body-bytes", "A2ABUS_MAX_BODY_BYTES", "largest HTTP request body (default 4194304)", func(c *Config, v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
@@ -436,6 +451,33 @@ func boolean(f func(*Config) *bool) func(*Config, string) error {
 		*f(c) = b
 		return nil
 	}
+}
+
+// Limits bounds one caller: see edge.Limits.
+type Limits struct {
+	Rate          float64 `json:"rate"`
+	Burst         int     `json:"burst"`
+	MaxUnfinished int     `json:"maxUnfinished"`
+}
+
+// LimitsConfig is the default Limits of every caller, and whole
+// replacements for some principals or tenants.
+type LimitsConfig struct {
+	Limits
+	Principals map[string]Limits `json:"principals,omitempty"`
+	Tenants    map[string]Limits `json:"tenants,omitempty"`
+}
+
+// edge converts the configuration for the edge.
+func (lc LimitsConfig) edge() edge.LimitsConfig {
+	conv := func(m map[string]Limits) map[string]edge.Limits {
+		out := make(map[string]edge.Limits, len(m))
+		for k, l := range m {
+			out[k] = edge.Limits(l)
+		}
+		return out
+	}
+	return edge.LimitsConfig{Default: edge.Limits(lc.Limits), Principals: conv(lc.Principals), Tenants: conv(lc.Tenants)}
 }
 
 // parseBytes reads a size: a number of bytes, or one with a KiB, MiB or

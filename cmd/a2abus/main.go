@@ -61,7 +61,15 @@ A client of any A2A agent (-o text|json, --header 'Authorization: ...'):
 Run "a2abus <command> --help" for the flags of a command.
 `
 
+// ownsProcess is set by main: run may then tune the Go runtime for the
+// whole process (GC target, memory limit). Tests that call run in their
+// own process leave it unset, so one test's limits do not shrink the next
+// in-process server (an embedded NATS server sizes JetStream's memory by
+// the process's memory limit).
+var ownsProcess bool
+
 func main() {
+	ownsProcess = true
 	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "a2abus:", err)
@@ -104,10 +112,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return err
 	}
 	log := newLogger(cfg, stderr)
-	if getenv("GOGC") == "" && cfg.GCPercent > 0 {
+	if ownsProcess && getenv("GOGC") == "" && cfg.GCPercent > 0 {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
-	if getenv("GOMEMLIMIT") == "" && cfg.MemoryLimit > 0 {
+	if ownsProcess && getenv("GOMEMLIMIT") == "" && cfg.MemoryLimit > 0 {
 		debug.SetMemoryLimit(cfg.MemoryLimit)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -319,6 +327,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		DefaultAgent:       p.cfg.DefaultAgent,
 		MaxBodyBytes:       p.cfg.MaxBodyBytes,
 		MaxBacklogPerAgent: uint64(max(p.cfg.MaxBacklog, 0)),
+		Limits:             p.cfg.Limits.edge(),
 		MaxFinishedTasks:   p.cfg.MaxFinishedTasks,
 		MaxFinishedBytes:   p.cfg.MaxFinishedBytes,
 		SweepEvery:         time.Duration(p.cfg.SweepEvery),

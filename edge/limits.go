@@ -1,0 +1,135 @@
+package edge
+
+import (
+	"math"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Limits bounds what one caller may ask of an edge. A caller is an
+// authenticated principal in its tenant, or, for anonymous requests, the
+// source address. Zero fields do not bound.
+type Limits struct {
+	// Rate is the sustained requests per second a caller may send, and
+	// Burst how many it may send at once before the rate applies.
+	Rate  float64
+	Burst int
+	// MaxUnfinished bounds the caller's tasks that are not finished (over
+	// every agent of its tenant): past it, a new task is refused until one
+	// finishes, is answered or canceled. Anonymous callers share one
+	// count, the anonymous principal's. The count comes from the task
+	// index, which follows the store within milliseconds, so a burst may
+	// pass it by a few.
+	MaxUnfinished int
+}
+
+// LimitsConfig is Default for every caller, replaced as a whole by the
+// entry of its principal, else of its tenant.
+type LimitsConfig struct {
+	Default    Limits
+	Principals map[string]Limits
+	Tenants    map[string]Limits
+}
+
+func (lc *LimitsConfig) of(c caller) Limits {
+	if l, ok := lc.Principals[c.principal]; ok && c.principal != "" {
+		return l
+	}
+	if l, ok := lc.Tenants[c.tenant]; ok && c.tenant != "" {
+		return l
+	}
+	return lc.Default
+}
+
+// rateLimiter is the request-rate half of the front door's limits: a
+// generic cell rate algorithm per caller, which keeps one time per caller
+// (when its next request is due) instead of a bucket to refill. A caller
+// whose time has passed is as good as absent, so the map is swept of them
+// now and then and holds only callers active within their burst.
+type rateLimiter struct {
+	mu    sync.Mutex
+	due   map[string]time.Time
+	swept time.Time
+}
+
+// rateSweepEvery is how often the idle callers are forgotten.
+const rateSweepEvery = time.Minute
+
+// allow takes one request of key under l at now; if it is over, it says
+// when the caller may send again.
+func (rl *rateLimiter) allow(key string, l Limits, now time.Time) (bool, time.Duration) {
+	if l.Rate <= 0 {
+		return true, 0
+	}
+	interval := time.Duration(float64(time.Second) / l.Rate)
+	tolerance := time.Duration(max(l.Burst, 1)-1) * interval
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if now.Sub(rl.swept) > rateSweepEvery {
+		for k, t := range rl.due {
+			if t.Before(now) {
+				delete(rl.due, k)
+			}
+		}
+		rl.swept = now
+	}
+	due := rl.due[key]
+	if due.Before(now) {
+		due = now
+	}
+	if wait := due.Add(-tolerance).Sub(now); wait > 0 {
+		return false, wait
+	}
+	if rl.due == nil {
+		rl.due = map[string]time.Time{}
+	}
+	rl.due[key] = due.Add(interval)
+	return true, 0
+}
+
+// limitRate refuses a request over its caller's rate: 429 (−31429 on
+// JSON-RPC) with the seconds to wait.
+func (s *Server) limitRate(r *http.Request, c *call) error {
+	l := s.cfg.Limits.of(c.caller)
+	if l.Rate <= 0 {
+		return nil
+	}
+	key := c.caller.tenant + "\x00" + c.caller.principal
+	if c.caller.principal == "" {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		key = "\x01" + host
+	}
+	ok, wait := s.rate.allow(key, l, time.Now())
+	if ok {
+		return nil
+	}
+	e := schemas.Errorf(schemas.ErrRateLimited, "this caller is over its rate of %g requests a second (burst %d); retry after the time given", l.Rate, max(l.Burst, 1))
+	e.RetryAfter = int(math.Ceil(wait.Seconds()))
+	return e
+}
+
+// unfinishedRetry is the wait a caller over its unfinished-task quota is
+// told: long enough for a running task to move.
+const unfinishedRetry = 5
+
+// limitUnfinished refuses a new task of a caller at its quota of
+// unfinished tasks.
+func (s *Server) limitUnfinished(c *call) error {
+	l := s.cfg.Limits.of(c.caller)
+	if l.MaxUnfinished <= 0 {
+		return nil
+	}
+	if n := s.index.Unfinished(c.caller.principal, c.caller.tenant); n >= l.MaxUnfinished {
+		e := schemas.Errorf(schemas.ErrRateLimited, "this caller has %d unfinished tasks, its limit; finish, answer or cancel one before starting another", n)
+		e.RetryAfter = unfinishedRetry
+		return e
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package edge_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/a2abus/a2abus/edge"
+	"github.com/a2abus/a2abus/edge/auth"
+	"github.com/a2abus/a2abus/schemas"
+	"github.com/a2abus/a2abus/workers"
+)
+
+// limitsHarness authenticates alice and bob and serves echo and slow (an
+// agent that works until canceled) under lim.
+func limitsHarness(t *testing.T, lim edge.LimitsConfig) *harness {
+	t.Helper()
+	a, err := auth.New(context.Background(), auth.Config{APIKeys: []auth.APIKey{
+		{Key: aliceKey, Principal: "alice"}, {Key: bobKey, Principal: "bob"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newHarness(t, harnessOptions{
+		agents: []workers.Definition{workers.EchoDefinition("echo"), {Name: "slow", Agent: newBlocker()}},
+		edge:   edge.Config{Auth: a, DefaultAgent: "echo", Limits: lim}})
+}
+
+func sendReq(id int, text string, immediately bool) string {
+	p := map[string]any{"message": map[string]any{"messageId": schemas.NewID(), "role": "ROLE_USER", "parts": []any{map[string]any{"text": text}}}}
+	if immediately {
+		p["configuration"] = map[string]any{"returnImmediately": true}
+	}
+	return rpcBody(id, "SendMessage", p)
+}
+
+// rateLimited checks an over-the-limit answer: 429 or −31429 with the
+// seconds to wait, in the binding's form.
+func rateLimited(t *testing.T, what string, status int, h http.Header, body []byte, rpc bool) {
+	t.Helper()
+	if rpc {
+		var r struct {
+			Error *struct {
+				Code int `json:"code"`
+				Data []struct {
+					Metadata map[string]string `json:"metadata"`
+				} `json:"data"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(body, &r) != nil || r.Error == nil || r.Error.Code != -31429 || len(r.Error.Data) == 0 || r.Error.Data[0].Metadata[schemas.MetaRetryAfter] == "" {
+			t.Fatalf("%s: %d %s, want −31429 with %s", what, status, body, schemas.MetaRetryAfter)
+		}
+		return
+	}
+	if n, err := strconv.Atoi(h.Get("Retry-After")); status != http.StatusTooManyRequests || err != nil || n < 1 {
+		t.Fatalf("%s: %d Retry-After %q %s, want 429 with Retry-After", what, status, h.Get("Retry-After"), body)
+	}
+}
+
+// A caller over its request rate is refused on every binding, with the
+// time to wait; another caller is not affected, and the caller is served
+// again once the wait has passed.
+func TestRateLimitPerCaller(t *testing.T) {
+	h := limitsHarness(t, edge.LimitsConfig{
+		Default:    edge.Limits{Rate: 1, Burst: 3},
+		Principals: map[string]edge.Limits{"bob": {}},
+	})
+	for i := range 3 {
+		if _, _, b := as(t, aliceKey, "POST", h.url+"/agents/echo", "application/json", sendReq(i, "hi", false)); !bytes.Contains(b, []byte("TASK_STATE_COMPLETED")) {
+			t.Fatalf("request %d within the burst: %s", i, b)
+		}
+	}
+	status, hdr, b := as(t, aliceKey, "POST", h.url+"/agents/echo", "application/json", sendReq(4, "hi", false))
+	rateLimited(t, "JSON-RPC", status, hdr, b, true)
+	status, hdr, b = as(t, aliceKey, "GET", h.url+"/agents/echo/tasks", "", "")
+	rateLimited(t, "HTTP+JSON", status, hdr, b, false)
+	status, hdr, b = as(t, aliceKey, "POST", h.url+"/a2a/tasks/send", "application/json", `{"jsonrpc":"2.0","id":1,"method":"tasks/send","params":{"message":{"role":"user","parts":[{"type":"text","text":"hi"}]}}}`)
+	rateLimited(t, "the older dialect's route", status, hdr, b, false)
+	// Bob has no rate limit of his own.
+	for i := range 10 {
+		if _, _, b := as(t, bobKey, "POST", h.url+"/agents/echo", "application/json", sendReq(i, "hi", false)); !bytes.Contains(b, []byte("TASK_STATE_COMPLETED")) {
+			t.Fatalf("bob's request %d: %s", i, b)
+		}
+	}
+	// One request a second: alice is served again after the wait.
+	wait, _ := strconv.Atoi(hdr.Get("Retry-After"))
+	time.Sleep(time.Duration(wait) * time.Second) // the rate under test is a rate in time
+	if _, _, b := as(t, aliceKey, "POST", h.url+"/agents/echo", "application/json", sendReq(9, "hi", false)); !bytes.Contains(b, []byte("TASK_STATE_COMPLETED")) {
+		t.Fatalf("alice after the wait: %s", b)
+	}
+}
+
+// A caller at its quota of unfinished tasks cannot start another (429 /
+// −31429) while its accepted tasks and another caller's go on; when one of
+// its tasks finishes it may start one again.
+func TestUnfinishedTaskQuota(t *testing.T) {
+	h := limitsHarness(t, edge.LimitsConfig{Default: edge.Limits{MaxUnfinished: 2}})
+	var ids []string
+	for i := range 2 {
+		_, _, b := as(t, aliceKey, "POST", h.url+"/agents/slow", "application/json", sendReq(i, "hold", true))
+		var r struct {
+			Result schemas.SendMessageResponse `json:"result"`
+		}
+		if json.Unmarshal(b, &r) != nil || r.Result.Task == nil {
+			t.Fatalf("task %d: %s", i, b)
+		}
+		ids = append(ids, r.Result.Task.ID)
+	}
+	refused := func() (bool, int, http.Header, []byte) {
+		status, hdr, b := as(t, aliceKey, "POST", h.url+"/agents/echo/message:send", "application/json", `{"message":{"messageId":"q1","role":"ROLE_USER","parts":[{"text":"one more"}]}}`)
+		return status == http.StatusTooManyRequests, status, hdr, b
+	}
+	// The edge's index follows the store within milliseconds of a write.
+	deadline := time.Now().Add(10 * time.Second)
+	ok, status, hdr, b := refused()
+	for ; !ok && time.Now().Before(deadline); ok, status, hdr, b = refused() {
+	}
+	rateLimited(t, "a third unfinished task", status, hdr, b, false)
+	if _, _, b := as(t, bobKey, "POST", h.url+"/agents/echo", "application/json", sendReq(1, "hi", false)); !bytes.Contains(b, []byte("TASK_STATE_COMPLETED")) {
+		t.Fatalf("bob while alice is at her quota: %s", b)
+	}
+	for _, id := range ids {
+		if _, _, b := as(t, aliceKey, "GET", h.url+"/agents/slow/tasks/"+id, "", ""); !bytes.Contains(b, []byte("TASK_STATE_WORKING")) && !bytes.Contains(b, []byte("TASK_STATE_SUBMITTED")) {
+			t.Fatalf("an accepted task was affected: %s", b)
+		}
+	}
+	if _, _, b := as(t, aliceKey, "POST", h.url+"/agents/slow/tasks/"+ids[0]+":cancel", "application/json", `{}`); !bytes.Contains(b, []byte("TASK_STATE_CANCELED")) {
+		t.Fatalf("cancel: %s", b)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for ok, _, _, b = refused(); ok; ok, _, _, b = refused() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still refused after a task finished: %s", b)
+		}
+	}
+	if !bytes.Contains(b, []byte("TASK_STATE_COMPLETED")) {
+		t.Fatalf("after a task finished: %s", b)
+	}
+}
