@@ -512,6 +512,7 @@ type busMetrics struct {
 	redelivered Counter // a2a_work_redeliveries_total{agent}
 	deadLetters Counter // a2a_work_dead_letters_total{agent}
 	finished    Counter // a2a_tasks_finished_total{agent,state}
+	expired     Counter // a2a_tasks_expired_total{agent,state}
 	conflicts   Counter // a2a_task_store_conflicts_total
 	following   Gauge   // a2a_bus_watch_following{watch}
 	replaced    Counter // a2a_bus_watch_consumers_replaced_total{watch}
@@ -529,6 +530,7 @@ func newBusMetrics(m *Metrics, nc *nats.Conn) busMetrics {
 		redelivered: m.Counter("a2a_work_redeliveries_total", "Work deliveries taken that were not the first delivery of their item.", "agent"),
 		deadLetters: m.Counter("a2a_work_dead_letters_total", "Work items this process moved to the dead-letter stream.", "agent"),
 		finished:    m.Counter("a2a_tasks_finished_total", "Tasks this process moved to a terminal state, by state.", "agent", "state"),
+		expired:     m.Counter("a2a_tasks_expired_total", "Tasks canceled after waiting too long for input, by the state they waited in.", "agent", "state"),
 		conflicts:   m.Counter("a2a_task_store_conflicts_total", "Task record writes that lost a compare-and-swap race and were retried."),
 		following:   m.Gauge("a2a_bus_watch_following", "1 while the process's watch (tasks, agents) has a live consumer, 0 while it replaces a lost one.", "watch"),
 		replaced:    m.Counter("a2a_bus_watch_consumers_replaced_total", "Consumers of a watch (tasks, agents) lost and replaced (a node died, the connection moved, the consumer was deleted).", "watch"),

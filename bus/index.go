@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -45,6 +46,7 @@ type TaskIndex struct {
 	lists     map[listKey]*orderedList
 	contexts  map[contextKey][]*indexEntry // the tasks of each context, any order
 	finished  orderedList                  // every terminal task, for retention
+	asking    orderedList                  // tasks waiting for input, for idle expiry
 	submitted map[string]*indexEntry       // SUBMITTED tasks, for orphaned work
 	open      map[ownerKey]int             // unfinished tasks per principal and tenant
 	applied   uint64                       // stream sequence of the last write applied
@@ -195,6 +197,9 @@ func (x *TaskIndex) attach(e *indexEntry) {
 	if e.State.Terminal() {
 		x.finished.insert(e)
 	}
+	if e.State.Interrupted() {
+		x.asking.insert(e)
+	}
 	if e.State == schemas.TaskStateSubmitted {
 		x.submitted[e.id] = e
 	}
@@ -230,6 +235,9 @@ func (x *TaskIndex) detach(e *indexEntry) {
 	}
 	if e.State.Terminal() {
 		x.finished.drop(e, live)
+	}
+	if e.State.Interrupted() {
+		x.asking.drop(e, live)
 	}
 	delete(x.submitted, e.id)
 	if !e.Reply && !e.State.Terminal() {
@@ -479,7 +487,7 @@ func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, err
 	var res SweepResult
 	keep := o.Keep
 	bounded := keep.MaxCount > 0 || keep.MaxBytes > 0
-	if !bounded && o.OrphanAfter <= 0 {
+	if !bounded && o.OrphanAfter <= 0 && o.IdleAfter <= 0 {
 		return res, nil
 	}
 	if err := x.catchUp(ctx); err != nil {
@@ -488,7 +496,7 @@ func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, err
 	if held, err := x.b.holdLease(ctx, "sweep"); err != nil || !held {
 		return res, err
 	}
-	var victims, orphans []*indexEntry
+	var victims, orphans, idle []*indexEntry
 	func() {
 		x.mu.RLock()
 		defer x.mu.RUnlock()
@@ -506,6 +514,17 @@ func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, err
 			victims = append(victims, s.e)
 			count--
 			bytes -= int64(s.e.size)
+		}
+		if o.IdleAfter > 0 {
+			cutoff := time.Now().Add(-o.IdleAfter).UnixNano()
+			for _, s := range x.asking.slots {
+				if s.at >= cutoff {
+					break
+				}
+				if x.tasks[s.id] == s.e {
+					idle = append(idle, s.e)
+				}
+			}
 		}
 		if o.OrphanAfter > 0 {
 			cutoff := time.Now().Add(-o.OrphanAfter).UnixNano()
@@ -526,6 +545,18 @@ func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, err
 		}
 		res.Requeued, requeueErr = x.b.requeueOrphans(ctx, cands)
 	}
+	var idleErr error
+	for _, e := range idle {
+		ok, err := x.b.expireIdle(ctx, e, o.IdleAfter)
+		if err != nil {
+			idleErr = err
+			break
+		}
+		if ok {
+			res.Expired++
+		}
+	}
+	requeueErr = errors.Join(requeueErr, idleErr)
 	for _, e := range victims {
 		// The purge marker itself expires, so sweeping leaves nothing behind.
 		if err := x.b.tasks.Purge(ctx, e.id, jetstream.LastRevision(e.rev), jetstream.PurgeTTL(time.Second)); err == nil {
@@ -562,4 +593,36 @@ func (b *Bus) holdLease(ctx context.Context, name string) (bool, error) {
 		return false, nil // lost it meanwhile
 	}
 	return true, nil
+}
+
+// errNotIdle ends an expiry of a task that moved meanwhile.
+var errNotIdle = errors.New("the task is no longer idle")
+
+// expireIdle cancels a task that has waited for input since e's status
+// time, if it still has: its status becomes CANCELED with the reason, and
+// the change is published as any other, so a subscriber sees it. A task
+// the client answered meanwhile is left alone.
+func (b *Bus) expireIdle(ctx context.Context, e *indexEntry, idle time.Duration) (bool, error) {
+	reason := fmt.Sprintf("canceled: waited %s for input without an answer", idle)
+	ev := TaskEvent{ID: schemas.NewID(), Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled,
+		Message: &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleAgent, Parts: []schemas.Part{schemas.TextPart(reason)}}}}}
+	rec, rev, err := b.update(ctx, e.id, nil, 0, func(r *schemas.TaskRecord) error {
+		if !r.Task.Status.State.Interrupted() || r.StatusTime().UnixNano() != e.At {
+			return errNotIdle
+		}
+		if err := stamp(r, ev); err != nil {
+			return err
+		}
+		r.LastEventID, r.LastEventIndex = ev.ID, 0
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNotIdle) || errors.Is(err, schemas.ErrTaskNotFound) || errors.Is(err, schemas.ErrTaskTerminal):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	b.m.expired.Inc(rec.Agent, string(e.State))
+	b.log.Info("canceled a task idle for input", "task_id", e.id, "agent", rec.Agent, "idle", idle)
+	return true, b.publishEvents(ctx, rec, rev, []TaskEvent{ev})
 }

@@ -297,3 +297,44 @@ func TestIndexSweepDeletesOldestFinishedOnly(t *testing.T) {
 	}
 	eventually(t, "the index to drop the deleted tasks", func() bool { return x.Len() == 20+len(open) })
 }
+
+// A task that has waited for input longer than IdleAfter is canceled with
+// the reason, and the change is published; a younger one and a task at
+// work stay as they are.
+func TestIndexSweepCancelsIdleTasks(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	x := runIndex(t, b)
+	old := mkTask(t, b, "echo", "alice", "c", schemas.TaskStateInputRequired, time.Now().Add(-2*time.Hour))
+	young := mkTask(t, b, "echo", "alice", "c", schemas.TaskStateAuthRequired, time.Now().Add(-time.Minute))
+	busy := mkTask(t, b, "echo", "alice", "c", schemas.TaskStateWorking, time.Now().Add(-2*time.Hour))
+	r, err := x.Sweep(ctx, SweepOptions{IdleAfter: time.Hour})
+	if err != nil || r.Expired != 1 {
+		t.Fatalf("expired %d (%v), want 1", r.Expired, err)
+	}
+	got, rev, err := b.GetTask(ctx, old.Task.ID)
+	if err != nil || got.Task.Status.State != schemas.TaskStateCanceled || !strings.Contains(got.Task.Status.Message.Text(), "waited 1h0m0s for input") {
+		t.Fatalf("the idle task: %+v %v", got.Task.Status, err)
+	}
+	evs, err := b.ReadEvents(ctx, old.Task.ID, 0, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer evs.Close()
+	select {
+	case u := <-evs.C():
+		if u.Status == nil || u.Status.Status.State != schemas.TaskStateCanceled || u.Rev != rev {
+			t.Fatalf("published %+v", u)
+		}
+	case <-ctx.Done():
+		t.Fatal("the cancel was not published")
+	}
+	for _, rec := range []*schemas.TaskRecord{young, busy} {
+		if got, _, err := b.GetTask(ctx, rec.Task.ID); err != nil || got.Task.Status.State != rec.Task.Status.State {
+			t.Fatalf("task in %s became %+v (%v)", rec.Task.Status.State, got.Task.Status, err)
+		}
+	}
+	if r, err := x.Sweep(ctx, SweepOptions{IdleAfter: time.Hour}); err != nil || r.Expired != 0 {
+		t.Fatalf("a second sweep expired %d (%v)", r.Expired, err)
+	}
+}

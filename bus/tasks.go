@@ -622,11 +622,15 @@ type SweepOptions struct {
 	// OrphanAfter, when positive, also requeues the work of tasks that
 	// have been SUBMITTED this long with no work queued.
 	OrphanAfter time.Duration
+	// IdleAfter, when positive, cancels tasks that have waited this long
+	// for input (INPUT_REQUIRED, AUTH_REQUIRED), with the reason: a
+	// client that went away does not hold its tasks for ever.
+	IdleAfter time.Duration
 }
 
 // SweepResult counts what a sweep did.
 type SweepResult struct {
-	Deleted, Requeued int
+	Deleted, Requeued, Expired int
 }
 
 // orphanCandidate is a task that has been SUBMITTED for a while: its work

@@ -50,8 +50,12 @@ type Config struct {
 	// same way, oldest finished first. 0: no bytes bound.
 	MaxFinishedBytes int64
 	// SweepEvery is how often the bounds are enforced and orphaned work is
-	// looked for; default 30s.
+	// looked for; default 10s.
 	SweepEvery time.Duration
+	// IdleAfter is how long a task may wait for input (INPUT_REQUIRED,
+	// AUTH_REQUIRED) before a sweep cancels it with the reason; default
+	// 24h. Negative: never.
+	IdleAfter time.Duration
 	// OrphanAfter is how long a task may stay SUBMITTED with no work queued
 	// before a sweep queues its work (a process died between storing the
 	// task and queueing it); default 30s. Negative: never.
@@ -103,6 +107,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OrphanAfter == 0 {
 		c.OrphanAfter = 30 * time.Second
+	}
+	if c.IdleAfter == 0 {
+		c.IdleAfter = 24 * time.Hour
 	}
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = 15 * time.Second
@@ -209,8 +216,9 @@ func (s *Server) sweep(ctx context.Context) error {
 	o := bus.SweepOptions{
 		Keep:        bus.Retention{MaxCount: s.cfg.MaxFinishedTasks, MaxBytes: s.cfg.MaxFinishedBytes},
 		OrphanAfter: max(s.cfg.OrphanAfter, 0),
+		IdleAfter:   max(s.cfg.IdleAfter, 0),
 	}
-	if o.Keep.MaxCount <= 0 && o.Keep.MaxBytes <= 0 && o.OrphanAfter <= 0 {
+	if o.Keep.MaxCount <= 0 && o.Keep.MaxBytes <= 0 && o.OrphanAfter <= 0 && o.IdleAfter <= 0 {
 		return nil
 	}
 	t := time.NewTicker(s.cfg.SweepEvery)
@@ -226,6 +234,9 @@ func (s *Server) sweep(ctx context.Context) error {
 			}
 			if r.Deleted > 0 {
 				s.log.Info("deleted the oldest finished tasks", "count", r.Deleted)
+			}
+			if r.Expired > 0 {
+				s.log.Info("canceled tasks idle for input", "count", r.Expired, "after", o.IdleAfter)
 			}
 		}
 	}

@@ -70,9 +70,11 @@ type TaskIndexEntry struct {
 	Reply bool `json:"r,omitempty"`
 }
 
-// IndexEntry returns the record's TaskIndexEntry.
+// IndexEntry returns the record's TaskIndexEntry. Its time is the status
+// time as the record stores it (to the millisecond), so the entry and the
+// record read back agree.
 func (r *TaskRecord) IndexEntry() TaskIndexEntry {
-	return TaskIndexEntry{State: r.Task.Status.State, At: r.StatusTime().UnixNano(), Agent: r.Agent,
+	return TaskIndexEntry{State: r.Task.Status.State, At: r.StatusTime().Truncate(time.Millisecond).UnixNano(), Agent: r.Agent,
 		Owner: r.Owner, Tenant: r.Tenant, Context: r.Task.ContextID, Reply: r.Reply != nil}
 }
 

@@ -115,6 +115,9 @@ type Config struct {
 	// queued (its process died between storing it and queueing its work)
 	// before an edge's sweep queues its work. Default 30s.
 	OrphanAfter Duration `json:"orphanAfter"`
+	// IdleAfter is how long a task may wait for input before a sweep
+	// cancels it. Default 24h.
+	IdleAfter Duration `json:"idleAfter"`
 	// MaxBacklog bounds the tasks queued or running per agent; past it new
 	// tasks get 503 + Retry-After. Default 10000.
 	MaxBacklog int `json:"maxBacklog"`
@@ -304,6 +307,7 @@ func defaultConfig() Config {
 		SweepEvery:       Duration(10 * time.Second),
 		Limits:           LimitsConfig{Limits: Limits{Rate: 500, Burst: 1000, MaxUnfinished: 1000}},
 		OrphanAfter:      Duration(30 * time.Second),
+		IdleAfter:        Duration(24 * time.Hour),
 		ShutdownGrace:    Duration(10 * time.Second),
 		LogLevel:         "info",
 		LogFormat:        "text",
@@ -369,6 +373,7 @@ func settings() []setting {
 		{"blocking-timeout", "A2ABUS_BLOCKING_TIMEOUT", "longest wait of a blocking SendMessage (default 60s)", dur(func(c *Config) *Duration { return &c.BlockingTimeout })},
 		{"max-finished-tasks", "A2ABUS_MAX_FINISHED_TASKS", "finished tasks kept before the oldest are deleted (default 100000)", num(func(c *Config) *int { return &c.MaxFinishedTasks })},
 		{"sweep-every", "A2ABUS_SWEEP_EVERY", "how often an edge deletes finished tasks past the bounds and looks for orphaned work (default 10s)", dur(func(c *Config) *Duration { return &c.SweepEvery })},
+		{"idle-after", "A2ABUS_IDLE_AFTER", "how long a task may wait for input (INPUT_REQUIRED, AUTH_REQUIRED) before a sweep cancels it (default 24h)", dur(func(c *Config) *Duration { return &c.IdleAfter })},
 		{"orphan-after", "A2ABUS_ORPHAN_AFTER", "how long a task may stay SUBMITTED with no work queued before a sweep queues it (default 30s)", dur(func(c *Config) *Duration { return &c.OrphanAfter })},
 		{"max-finished-bytes", "A2ABUS_MAX_FINISHED_BYTES", "stored bytes of finished tasks kept before the oldest are deleted (default 536870912)", func(c *Config, v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)

@@ -332,6 +332,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		MaxFinishedBytes:   p.cfg.MaxFinishedBytes,
 		SweepEvery:         time.Duration(p.cfg.SweepEvery),
 		OrphanAfter:        time.Duration(p.cfg.OrphanAfter),
+		IdleAfter:          time.Duration(p.cfg.IdleAfter),
 		BlockingTimeout:    time.Duration(p.cfg.BlockingTimeout),
 		LoopbackOnly:       loopbackAddr(p.cfg.Listen),
 		Auth:               authn,
