@@ -615,7 +615,7 @@ func (b *Bus) expireIdle(ctx context.Context, e *indexEntry, idle time.Duration)
 		}
 		r.LastEventID, r.LastEventIndex = ev.ID, 0
 		return nil
-	})
+	}, 0)
 	switch {
 	case errors.Is(err, errNotIdle) || errors.Is(err, schemas.ErrTaskNotFound) || errors.Is(err, schemas.ErrTaskTerminal):
 		return false, nil

@@ -229,13 +229,16 @@ func objectEnd(b []byte) int {
 // (with the record as it was read). It returns the stored record and its
 // revision.
 func (b *Bus) UpdateTask(ctx context.Context, id string, change func(*schemas.TaskRecord) error) (*schemas.TaskRecord, uint64, error) {
-	return b.update(ctx, id, nil, 0, change)
+	return b.update(ctx, id, nil, 0, change, 0)
 }
 
 // update is UpdateTask that may start from a record the caller already holds
 // (cached, at revision rev), saving a read when nobody else wrote meanwhile.
 // cached is modified in place and must not be shared.
-func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord, cachedRev uint64, change func(*schemas.TaskRecord) error) (*schemas.TaskRecord, uint64, error) {
+//
+// A record that would grow past TaskMaxValueSize (plus slack) is not
+// written: the error matches errTooLarge.
+func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord, cachedRev uint64, change func(*schemas.TaskRecord) error, slack int) (*schemas.TaskRecord, uint64, error) {
 	// The first read may come from a replica that lags (see consistent.go);
 	// once that read lost a compare-and-swap, or change refused what it
 	// showed, the record is read from the stream leader: a refusal is only
@@ -272,8 +275,8 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 		if err != nil {
 			return nil, 0, fmt.Errorf("bus: encode task: %w", err)
 		}
-		if len(val) > int(b.cfg.TaskMaxValueSize) {
-			return nil, 0, schemas.Errorf(schemas.ErrInvalidAgentResponse, "task %s would grow to %d bytes, more than the limit of %d", id, len(val), b.cfg.TaskMaxValueSize)
+		if len(val) > int(b.cfg.TaskMaxValueSize)+slack {
+			return nil, 0, fmt.Errorf("%w: %w", errTooLarge, schemas.Errorf(schemas.ErrInvalidAgentResponse, "task %s would grow to %d bytes, more than the limit of %d", id, len(val), b.cfg.TaskMaxValueSize))
 		}
 		finished := rec.Task.Status.State.Terminal()
 		newRev, err := b.writeTask(ctx, rec, val, rev)
@@ -420,9 +423,26 @@ func (b *Bus) ApplyEvents(ctx context.Context, taskID string, cached *schemas.Ta
 		r.LastEventID, r.LastEventIndex = lastID, len(evs)-1
 		return nil
 	}
-	rec, rev, err := b.update(ctx, taskID, cached, cachedRev, change)
+	rec, rev, err := b.update(ctx, taskID, cached, cachedRev, change, 0)
 	if unclear(err) {
-		rec, rev, err = b.settleUnclear(ctx, taskID, change)
+		rec, rev, err = b.settleUnclear(ctx, taskID, change, 0)
+	}
+	if errors.Is(err, errTooLarge) {
+		// What the agent made cannot be stored. The task fails instead,
+		// saying why, in the room the bucket keeps past the record limit
+		// (the record as stored is within it, and the failure adds a
+		// status of a few hundred bytes), so a task can always be
+		// finished; the failure is what is published, under the write's
+		// own id, so a retry of the write finds it applied (change folds
+		// evs, which is now the failure).
+		reason := "the agent's result cannot be stored: " + schemas.AsError(err).Message
+		evs = []TaskEvent{{ID: lastID, Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateFailed,
+			Message: &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleAgent, Parts: []schemas.Part{schemas.TextPart(reason)}}}}}}
+		b.log.Warn("failing a task whose result is too large to store", "task_id", taskID, "err", err)
+		rec, rev, err = b.update(ctx, taskID, nil, 0, change, failureSlack)
+		if unclear(err) {
+			rec, rev, err = b.settleUnclear(ctx, taskID, change, failureSlack)
+		}
 	}
 	if errors.Is(err, errApplied) {
 		err = nil // stored by an earlier attempt; make sure it is published
@@ -435,6 +455,16 @@ func (b *Bus) ApplyEvents(ctx context.Context, taskID string, cached *schemas.Ta
 	}
 	return rec, rev, nil
 }
+
+// errTooLarge marks a task write refused because the record would pass
+// the size limit.
+var errTooLarge = errors.New("task record too large")
+
+// failureSlack is how far past TaskMaxValueSize the write that fails a
+// task for a result too large may go: the bucket's MaxValueSize keeps
+// 4 KiB past the limit for headers, of which the index header takes at
+// most maxIndexHeader.
+const failureSlack = 1024
 
 // errWriteUnclear marks a task write whose outcome is unknown: the bus did
 // not answer, or answered with trouble (a node died before it
@@ -451,12 +481,12 @@ func unclear(err error) bool { return errors.Is(err, errWriteUnclear) }
 // published, and nothing else would publish them later (a redelivery finds
 // the task already changed), so it keeps trying, past the caller's
 // cancellation, for up to publishRetryFor.
-func (b *Bus) settleUnclear(ctx context.Context, taskID string, change func(*schemas.TaskRecord) error) (*schemas.TaskRecord, uint64, error) {
+func (b *Bus) settleUnclear(ctx context.Context, taskID string, change func(*schemas.TaskRecord) error, slack int) (*schemas.TaskRecord, uint64, error) {
 	var rec *schemas.TaskRecord
 	var rev uint64
 	err := retryWithin(context.WithoutCancel(ctx), publishRetryFor, func(actx context.Context) (bool, error) {
 		var err error
-		rec, rev, err = b.update(actx, taskID, nil, 0, change)
+		rec, rev, err = b.update(actx, taskID, nil, 0, change, slack)
 		// Reading the record can fail too while the bus recovers.
 		return !unclear(err) && !errors.Is(err, schemas.ErrUnavailable), err
 	})

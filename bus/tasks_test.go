@@ -502,15 +502,17 @@ func TestTaskMaxValueSizeRejectsOversizedRecords(t *testing.T) {
 	small := newRecord("echo")
 	rev := createTask(t, b, small)
 	before := streamMsgs(t, b, schemas.StreamEvents)
-	_, _, err = b.Apply(ctx, small.Task.ID, artifact("huge", big))
-	if !errors.Is(err, schemas.ErrInvalidAgentResponse) || !strings.Contains(err.Error(), "limit") {
-		t.Fatalf("Apply growing the record past the limit: %v, want ErrInvalidAgentResponse naming the limit", err)
+	// An agent's write that would grow the record past the limit is not
+	// stored: the task fails instead, saying so (one write, one event).
+	got, newRev, err := b.Apply(ctx, small.Task.ID, artifact("huge", big))
+	if err != nil || got.Task.Status.State != schemas.TaskStateFailed || !strings.Contains(got.Task.Status.Message.Text(), "limit") || len(got.Task.Artifacts) != 0 {
+		t.Fatalf("Apply growing the record past the limit: %+v %v, want the task FAILED naming the limit", got, err)
 	}
-	if _, curRev, _ := b.GetTask(ctx, small.Task.ID); curRev != rev {
-		t.Fatalf("oversized update stored (rev %d -> %d)", rev, curRev)
+	if newRev != rev+1 {
+		t.Fatalf("the failure took revisions %d -> %d", rev, newRev)
 	}
-	if after := streamMsgs(t, b, schemas.StreamEvents); after != before {
-		t.Fatalf("an event was published for a refused update")
+	if after := streamMsgs(t, b, schemas.StreamEvents); after != before+1 {
+		t.Fatalf("%d events published for the failure, want 1", after-before)
 	}
 }
 
@@ -851,5 +853,47 @@ func TestRequeueOrphansQueuesOnlyLostWork(t *testing.T) {
 	}
 	if w.Item.TaskRevision != orphanRev || w.EventID != schemas.WorkEventID(orphan.Task.ID, orphanRev) || w.Item.Message.MessageID != orphan.Task.History[0].MessageID {
 		t.Fatalf("requeued work %+v (event %s), want revision %d and the task's message", w.Item, w.EventID, orphanRev)
+	}
+}
+
+// A result too large for the record fails the task with the reason instead
+// of being refused, even with a record near the limit, and the failure is
+// what subscribers see; the task is finished, so the agent's later writes
+// are absorbed.
+func TestOversizedResultFailsTheTask(t *testing.T) {
+	b := newTestBus(t, Config{TaskMaxValueSize: 64 << 10})
+	ctx := testCtx(t)
+	rec := newRecord("echo")
+	rec.Task.History[0].Parts = []schemas.Part{schemas.TextPart(strings.Repeat("q", 60<<10))}
+	createTask(t, b, rec)
+	if _, _, err := b.Apply(ctx, rec.Task.ID, status(schemas.TaskStateWorking, nil)); err != nil {
+		t.Fatal(err)
+	}
+	got, rev, err := b.ApplyEvents(ctx, rec.Task.ID, nil, 0, []TaskEvent{artifact("a", strings.Repeat("x", 70<<10)), status(schemas.TaskStateCompleted, nil)})
+	if err != nil {
+		t.Fatalf("an oversized result: %v", err)
+	}
+	if got.Task.Status.State != schemas.TaskStateFailed || !strings.Contains(got.Task.Status.Message.Text(), "more than the limit of 65536") || len(got.Task.Artifacts) != 0 {
+		t.Fatalf("the task after an oversized result: %+v", got.Task.Status)
+	}
+	evs, err := b.ReadEvents(ctx, rec.Task.ID, 0, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer evs.Close()
+	for {
+		u := <-evs.C()
+		if u.Artifact != nil {
+			t.Fatal("the oversized artifact was published")
+		}
+		if u.Rev == rev {
+			if u.Status == nil || u.Status.Status.State != schemas.TaskStateFailed {
+				t.Fatalf("published %+v", u)
+			}
+			break
+		}
+	}
+	if _, _, err := b.Apply(ctx, rec.Task.ID, status(schemas.TaskStateCompleted, nil)); !errors.Is(err, schemas.ErrTaskTerminal) {
+		t.Fatalf("a write after the failure: %v", err)
 	}
 }

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/bus/bustest"
 	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/edge/auth"
 	"github.com/a2abus/a2abus/schemas"
@@ -139,5 +142,23 @@ func TestUnfinishedTaskQuota(t *testing.T) {
 	}
 	if !bytes.Contains(b, []byte("TASK_STATE_COMPLETED")) {
 		t.Fatalf("after a task finished: %s", b)
+	}
+}
+
+// An echo of a message whose answer the task record cannot hold ends
+// FAILED with the reason, at once: it is not retried, dead-lettered, or
+// left WORKING.
+func TestOversizedAnswerFailsTheTask(t *testing.T) {
+	h := newHarness(t, harnessOptions{bus: bustest.Options{Config: bus.Config{TaskMaxValueSize: 128 << 10}},
+		agents: []workers.Definition{workers.EchoDefinition("echo")}})
+	big := strings.Repeat("e", 80<<10)
+	status, _, b := as(t, "", "POST", h.url+"/agents/echo/message:send", "application/json",
+		`{"message":{"messageId":"big-1","role":"ROLE_USER","parts":[{"text":"`+big+`"}]}}`)
+	var task schemas.SendMessageResponse
+	if status != 200 || json.Unmarshal(b, &task) != nil || task.Task == nil {
+		t.Fatalf("%d %.300s", status, b)
+	}
+	if st := task.Task.Status; st.State != schemas.TaskStateFailed || st.Message == nil || !strings.Contains(st.Message.Text(), "cannot be stored") {
+		t.Fatalf("the task: %+v", st)
 	}
 }
