@@ -555,3 +555,150 @@ func TestStaticTokenRefusedOnce(t *testing.T) {
 		t.Fatalf("error %v after %d calls", err, calls.Load())
 	}
 }
+
+// hopAgent is an agent that redirects (307, so a JSON-RPC call keeps its
+// body) every request whose query names a target (?to=URL), and records
+// and answers every other one: a card at a path ending in .json, else a
+// task. The chain of a test is written in its first URL, so the servers
+// share no state.
+type hopAgent struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen []*http.Request
+}
+
+func newHopAgent(t *testing.T) *hopAgent {
+	a := &hopAgent{}
+	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if to := r.URL.Query().Get("to"); to != "" {
+			http.Redirect(w, r, to, http.StatusTemporaryRedirect)
+			return
+		}
+		a.mu.Lock()
+		a.seen = append(a.seen, r.Clone(context.Background()))
+		a.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, ".json") {
+			_, _ = io.WriteString(w, cardWith("http://"+r.Host+"/rpc", "null", "null"))
+			return
+		}
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"id":"t1","contextId":"c1","status":{"state":"TASK_STATE_COMPLETED"}}}`)
+	}))
+	t.Cleanup(a.Close)
+	return a
+}
+
+// only returns the one request the agent answered.
+func (a *hopAgent) only(t *testing.T) *http.Request {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.seen) != 1 {
+		t.Fatalf("%s answered %d requests, want 1", a.URL, len(a.seen))
+	}
+	return a.seen[0]
+}
+
+// hop is u redirecting to next.
+func hop(u, next string) string { return u + "?to=" + url.QueryEscape(next) }
+
+// A redirect to another origin — here another port of 127.0.0.1 — carries
+// none of the configured credentials (Authorization, an API key in a
+// header of the configuration's choosing, in the query by way of the
+// Referer, or a cookie) nor the configured static headers, on the A2A
+// client and the card fetcher alike; a redirect within the origin carries
+// them all; and a chain that left the origin does not get them back by
+// returning to it. The call itself still speaks the protocol over there.
+func TestRedirectsKeepCredentialsAtTheirOrigin(t *testing.T) {
+	token, key := discovery.Secret("tok-1"), discovery.Secret("key-1")
+	static := http.Header{"X-Static": {"s-1"}}
+	const (
+		queryKey  = `{"key": {"apiKeySecurityScheme": {"location": "query", "name": "api_key"}}}`
+		cookieKey = `{"key": {"apiKeySecurityScheme": {"location": "cookie", "name": "session"}}}`
+	)
+	// carried lists the credentials and configured headers r carried, and
+	// whether it had a Referer (the previous URL, which repeats a key sent
+	// in its query).
+	carried := func(r *http.Request) string {
+		var out []string
+		for _, h := range []string{"Authorization", "X-Agent-Key", "X-Static", "Cookie"} {
+			if v := r.Header.Get(h); v != "" {
+				out = append(out, h+"="+v)
+			}
+		}
+		if r.Header.Get("Referer") != "" {
+			out = append(out, "Referer")
+		}
+		return strings.Join(out, " ")
+	}
+	creds, err := discovery.NewAuthenticator(discovery.Auth{BearerToken: token, APIKey: key, APIKeyHeader: "X-Agent-Key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(t *testing.T, target, schemes string) {
+		opts := loopback()
+		opts.Credentials, opts.Header = creds, static
+		var cl *discovery.Client
+		var err error
+		if schemes == "" { // no card: every credential configured is sent
+			cl, err = discovery.NewClient(discovery.Endpoint{URL: target, Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion}, opts)
+		} else {
+			cl, err = discovery.ClientFor(mustParse(t, cardWith(target, schemes, `[]`)), opts)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.GetTask(context.Background(), &schemas.GetTaskRequest{ID: "t1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fetch := func(t *testing.T, target string) {
+		f := loopbackFetcher()
+		f.Credentials, f.Header = creds, static
+		if _, err := f.Fetch(context.Background(), target, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for _, c := range []struct {
+		name string
+		// run makes a call through the first agent, which the agent at
+		// answers; want is what its request carried.
+		run  func(t *testing.T, first, second *hopAgent)
+		at   func(first, second *hopAgent) *hopAgent
+		want string
+	}{
+		{name: "client, another port", at: func(_, s *hopAgent) *hopAgent { return s }, want: "",
+			run: func(t *testing.T, f, s *hopAgent) { call(t, hop(f.URL+"/rpc", s.URL+"/rpc"), "") }},
+		{name: "client, same origin", at: func(f, _ *hopAgent) *hopAgent { return f },
+			want: "Authorization=Bearer tok-1 X-Agent-Key=key-1 X-Static=s-1 Referer",
+			run:  func(t *testing.T, f, _ *hopAgent) { call(t, hop(f.URL+"/old", f.URL+"/rpc"), "") }},
+		{name: "client, there and back", at: func(f, _ *hopAgent) *hopAgent { return f }, want: "",
+			run: func(t *testing.T, f, s *hopAgent) { call(t, hop(f.URL+"/rpc", hop(s.URL+"/rpc", f.URL+"/rpc")), "") }},
+		{name: "client, key in the query", at: func(_, s *hopAgent) *hopAgent { return s }, want: "",
+			run: func(t *testing.T, f, s *hopAgent) { call(t, hop(f.URL+"/rpc", s.URL+"/rpc"), queryKey) }},
+		{name: "client, key in a cookie", at: func(_, s *hopAgent) *hopAgent { return s }, want: "",
+			run: func(t *testing.T, f, s *hopAgent) { call(t, hop(f.URL+"/rpc", s.URL+"/rpc"), cookieKey) }},
+		{name: "client, key in a cookie, same origin", at: func(f, _ *hopAgent) *hopAgent { return f },
+			want: "X-Static=s-1 Cookie=session=key-1 Referer",
+			run:  func(t *testing.T, f, _ *hopAgent) { call(t, hop(f.URL+"/old", f.URL+"/rpc"), cookieKey) }},
+		{name: "card, another port", at: func(_, s *hopAgent) *hopAgent { return s }, want: "",
+			run: func(t *testing.T, f, s *hopAgent) { fetch(t, hop(f.URL+"/card.json", s.URL+"/card.json")) }},
+		{name: "card, same origin", at: func(f, _ *hopAgent) *hopAgent { return f },
+			want: "Authorization=Bearer tok-1 X-Agent-Key=key-1 X-Static=s-1 Referer",
+			run:  func(t *testing.T, f, _ *hopAgent) { fetch(t, hop(f.URL+"/old.json", f.URL+"/card.json")) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			first, second := newHopAgent(t), newHopAgent(t)
+			c.run(t, first, second)
+			r := c.at(first, second).only(t)
+			if got := carried(r); got != c.want {
+				t.Fatalf("the request carried %q, want %q", got, c.want)
+			}
+			if r.Header.Get("User-Agent") != discovery.UserAgent || r.Header.Get("Accept") != "application/json" {
+				t.Fatalf("the protocol's own headers were dropped too: %v", r.Header)
+			}
+		})
+	}
+}
