@@ -258,7 +258,7 @@ func (c *Client) legacySendStream(ctx context.Context, req *schemas.SendMessageR
 	p := legacyParams(req)
 	if c.streams(&c.legacy.noSendSubscribe) {
 		send := func(ctx context.Context) (*schemas.Task, error) { return c.legacySendTask(ctx, p) }
-		s, t, err := c.legacySSE(ctx, "tasks/sendSubscribe", p, p.SessionID, "", &c.legacy.noSendSubscribe, send)
+		s, t, err := c.legacySSE(ctx, "tasks/sendSubscribe", p, p.SessionID, "", false, &c.legacy.noSendSubscribe, send)
 		switch {
 		case err != nil:
 			return nil, err
@@ -281,7 +281,7 @@ func (c *Client) legacySendStream(ctx context.Context, req *schemas.SendMessageR
 func (c *Client) legacySubscribe(ctx context.Context, id, lastEventID string) (*Stream, error) {
 	if c.streams(&c.legacy.noResubscribe) {
 		get := func(ctx context.Context) (*schemas.Task, error) { return c.legacyGet(ctx, id, nil) }
-		s, t, err := c.legacySSE(ctx, "tasks/resubscribe", schemas.LegacyTaskQueryParams{ID: id}, "", lastEventID, &c.legacy.noResubscribe, get)
+		s, t, err := c.legacySSE(ctx, "tasks/resubscribe", schemas.LegacyTaskQueryParams{ID: id}, "", lastEventID, true, &c.legacy.noResubscribe, get)
 		switch {
 		case err != nil:
 			return nil, err
@@ -306,8 +306,9 @@ func (c *Client) legacySubscribe(ctx context.Context, id, lastEventID string) (*
 // says it does not know the method in the stream itself is polled from
 // the task fallback returns (tasks/send, or tasks/get), by the stream.
 // lastEventID, when set, is sent as Last-Event-ID (the dialect has no
-// resumption of its own; an a2abus edge honours it).
-func (c *Client) legacySSE(ctx context.Context, method string, params any, contextID, lastEventID string, refused *atomic.Bool,
+// resumption of its own; an a2abus edge honours it). subscribe says the
+// stream is a subscription (see legacyDecode).
+func (c *Client) legacySSE(ctx context.Context, method string, params any, contextID, lastEventID string, subscribe bool, refused *atomic.Bool,
 	fallback func(context.Context) (*schemas.Task, error)) (*Stream, *schemas.Task, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	req, err := c.newRequest(ctx, http.MethodPost, c.ep.URL, c.rpcBody(method, params))
@@ -325,7 +326,7 @@ func (c *Client) legacySSE(ctx context.Context, method string, params any, conte
 	}
 	if sse {
 		c.legacy.route.CompareAndSwap(routeUnknown, routeRPC)
-		s := c.sseStream(req, res, cancel, c.legacyDecode(contextID))
+		s := c.sseStream(req, res, cancel, c.legacyDecode(contextID, subscribe))
 		s.refused = func() (*poller, error) {
 			refused.Store(true)
 			t, err := fallback(ctx)
@@ -363,13 +364,20 @@ func (c *Client) legacySSE(ctx context.Context, method string, params any, conte
 	return nil, t, nil
 }
 
-// legacyDecode reads the events of tasks/sendSubscribe and
+// legacyDecode reads the events of tasks/sendSubscribe and (subscribe)
 // tasks/resubscribe: JSON-RPC responses whose result is a status or
 // artifact update (a bare update is read too). contextID is the session
 // the client sent, which the events do not repeat. tasks/resubscribe is a
 // method 0.3 shares, and an agent that speaks both may answer it in 0.3's
 // events (they have a "kind"), which are read as such.
-func (c *Client) legacyDecode(contextID string) decodeFunc {
+//
+// The stream ends by the rule of a send's stream or a subscription's
+// (streamEnd), as on the other dialects; besides, an agent's final mark
+// ends a send's stream, and ends a subscription in the older dialect's
+// events only: 0.3's final mark goes on an interrupted state that an
+// a2abus edge keeps a subscription open through (see rpcStream).
+func (c *Client) legacyDecode(contextID string, subscribe bool) decodeFunc {
+	ends := streamEnd(subscribe)
 	return func(data []byte) (*schemas.StreamResponse, bool, error) {
 		var r rpcResponse
 		if err := json.Unmarshal(data, &r); err != nil {
@@ -391,13 +399,15 @@ func (c *Client) legacyDecode(contextID string) decodeFunc {
 			if err != nil {
 				return nil, false, err
 			}
-			return &ev, head.Final || endsStream(&ev), nil
+			return &ev, ends(&ev) || (head.Final && !subscribe), nil
 		}
-		ev, final, err := schemas.LegacyAgentEventToV1(raw, contextID)
+		// (The final LegacyAgentEventToV1 reports also holds for a
+		// settled task: a send's rule, which ends covers.)
+		ev, _, err := schemas.LegacyAgentEventToV1(raw, contextID)
 		if err != nil {
 			return nil, false, err
 		}
-		return &ev, final || endsStream(&ev), nil
+		return &ev, head.Final || ends(&ev), nil
 	}
 }
 
