@@ -394,7 +394,7 @@ func (c *Client) SendStreamingMessage(ctx context.Context, req *schemas.SendMess
 	return inDialect(c, func(d dialect) (*Stream, error) {
 		switch d {
 		case dialectLegacy:
-			return c.legacySendStream(ctx, req)
+			return c.legacyStream(ctx, c.legacySendSubscribe(req))
 		case dialectV03:
 			return c.rpcStream(ctx, "message/stream", schemas.SendParamsToV03(req), "", false)
 		}
@@ -414,7 +414,7 @@ func (c *Client) SubscribeToTask(ctx context.Context, req *schemas.SubscribeToTa
 	case c.rest():
 		return c.restStream(ctx, http.MethodGet, req.Tenant, "/tasks/"+url.PathEscape(req.ID)+":subscribe", nil, lastEventID, true)
 	case c.dialect() == dialectLegacy:
-		return c.legacySubscribe(ctx, req.ID, lastEventID)
+		return c.legacyStream(ctx, c.legacyResubscribe(req.ID, lastEventID))
 	case c.v03():
 		return c.rpcStream(ctx, "tasks/resubscribe", schemas.V03TaskIDParams{ID: req.ID}, lastEventID, true)
 	}
