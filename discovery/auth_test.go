@@ -109,7 +109,10 @@ func TestCardSecurityInBothShapes(t *testing.T) {
 }
 
 // credRecorder is an agent that records what each request carried and
-// answers GetTask with a task.
+// answers it: a card at a path ending in .json, else GetTask's task. A
+// request whose query names a target (?to=URL) is redirected there
+// instead (307, so a JSON-RPC call keeps its body), and not recorded: a
+// test writes a chain of redirects in its first URL.
 type credRecorder struct {
 	*httptest.Server
 	mu   sync.Mutex
@@ -120,10 +123,18 @@ func newCredRecorder(t *testing.T) *credRecorder {
 	r := &credRecorder{}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		_, _ = io.Copy(io.Discard, req.Body)
+		if to := req.URL.Query().Get("to"); to != "" {
+			http.Redirect(w, req, to, http.StatusTemporaryRedirect)
+			return
+		}
 		r.mu.Lock()
 		r.seen = append(r.seen, req.Clone(context.Background()))
 		r.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(req.URL.Path, ".json") {
+			_, _ = io.WriteString(w, cardWith("http://"+req.Host+"/rpc", "null", "null"))
+			return
+		}
 		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"id":"t1","contextId":"c1","status":{"state":"TASK_STATE_COMPLETED"}}}`)
 	}))
 	t.Cleanup(r.Close)
@@ -556,50 +567,6 @@ func TestStaticTokenRefusedOnce(t *testing.T) {
 	}
 }
 
-// hopAgent is an agent that redirects (307, so a JSON-RPC call keeps its
-// body) every request whose query names a target (?to=URL), and records
-// and answers every other one: a card at a path ending in .json, else a
-// task. The chain of a test is written in its first URL, so the servers
-// share no state.
-type hopAgent struct {
-	*httptest.Server
-	mu   sync.Mutex
-	seen []*http.Request
-}
-
-func newHopAgent(t *testing.T) *hopAgent {
-	a := &hopAgent{}
-	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		if to := r.URL.Query().Get("to"); to != "" {
-			http.Redirect(w, r, to, http.StatusTemporaryRedirect)
-			return
-		}
-		a.mu.Lock()
-		a.seen = append(a.seen, r.Clone(context.Background()))
-		a.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		if strings.HasSuffix(r.URL.Path, ".json") {
-			_, _ = io.WriteString(w, cardWith("http://"+r.Host+"/rpc", "null", "null"))
-			return
-		}
-		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"id":"t1","contextId":"c1","status":{"state":"TASK_STATE_COMPLETED"}}}`)
-	}))
-	t.Cleanup(a.Close)
-	return a
-}
-
-// only returns the one request the agent answered.
-func (a *hopAgent) only(t *testing.T) *http.Request {
-	t.Helper()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.seen) != 1 {
-		t.Fatalf("%s answered %d requests, want 1", a.URL, len(a.seen))
-	}
-	return a.seen[0]
-}
-
 // hop is u redirecting to next.
 func hop(u, next string) string { return u + "?to=" + url.QueryEscape(next) }
 
@@ -662,37 +629,42 @@ func TestRedirectsKeepCredentialsAtTheirOrigin(t *testing.T) {
 	}
 
 	for _, c := range []struct {
-		name string
-		// run makes a call through the first agent, which the agent at
-		// answers; want is what its request carried.
-		run  func(t *testing.T, first, second *hopAgent)
-		at   func(first, second *hopAgent) *hopAgent
-		want string
+		name  string
+		chain func(first, second string) string // the URL called, its redirects in it
+		card  string                            // the security schemes of its card; "" no card
+		fetch bool                              // fetch a card from it instead of calling
+		// second says the second agent answers the call, not the first;
+		// want is what its request carried.
+		second bool
+		want   string
 	}{
-		{name: "client, another port", at: func(_, s *hopAgent) *hopAgent { return s }, want: "",
-			run: func(t *testing.T, f, s *hopAgent) { call(t, hop(f.URL+"/rpc", s.URL+"/rpc"), "") }},
-		{name: "client, same origin", at: func(f, _ *hopAgent) *hopAgent { return f },
-			want: "Authorization=Bearer tok-1 X-Agent-Key=key-1 X-Static=s-1 Referer",
-			run:  func(t *testing.T, f, _ *hopAgent) { call(t, hop(f.URL+"/old", f.URL+"/rpc"), "") }},
-		{name: "client, there and back", at: func(f, _ *hopAgent) *hopAgent { return f }, want: "",
-			run: func(t *testing.T, f, s *hopAgent) { call(t, hop(f.URL+"/rpc", hop(s.URL+"/rpc", f.URL+"/rpc")), "") }},
-		{name: "client, key in the query", at: func(_, s *hopAgent) *hopAgent { return s }, want: "",
-			run: func(t *testing.T, f, s *hopAgent) { call(t, hop(f.URL+"/rpc", s.URL+"/rpc"), queryKey) }},
-		{name: "client, key in a cookie", at: func(_, s *hopAgent) *hopAgent { return s }, want: "",
-			run: func(t *testing.T, f, s *hopAgent) { call(t, hop(f.URL+"/rpc", s.URL+"/rpc"), cookieKey) }},
-		{name: "client, key in a cookie, same origin", at: func(f, _ *hopAgent) *hopAgent { return f },
-			want: "X-Static=s-1 Cookie=session=key-1 Referer",
-			run:  func(t *testing.T, f, _ *hopAgent) { call(t, hop(f.URL+"/old", f.URL+"/rpc"), cookieKey) }},
-		{name: "card, another port", at: func(_, s *hopAgent) *hopAgent { return s }, want: "",
-			run: func(t *testing.T, f, s *hopAgent) { fetch(t, hop(f.URL+"/card.json", s.URL+"/card.json")) }},
-		{name: "card, same origin", at: func(f, _ *hopAgent) *hopAgent { return f },
-			want: "Authorization=Bearer tok-1 X-Agent-Key=key-1 X-Static=s-1 Referer",
-			run:  func(t *testing.T, f, _ *hopAgent) { fetch(t, hop(f.URL+"/old.json", f.URL+"/card.json")) }},
+		{name: "client, another port", chain: func(f, s string) string { return hop(f+"/rpc", s+"/rpc") }, second: true, want: ""},
+		{name: "client, same origin", chain: func(f, _ string) string { return hop(f+"/old", f+"/rpc") },
+			want: "Authorization=Bearer tok-1 X-Agent-Key=key-1 X-Static=s-1 Referer"},
+		{name: "client, there and back", chain: func(f, s string) string { return hop(f+"/rpc", hop(s+"/rpc", f+"/rpc")) }, want: ""},
+		{name: "client, key in the query", chain: func(f, s string) string { return hop(f+"/rpc", s+"/rpc") }, card: queryKey, second: true, want: ""},
+		{name: "client, key in a cookie", chain: func(f, s string) string { return hop(f+"/rpc", s+"/rpc") }, card: cookieKey, second: true, want: ""},
+		{name: "client, key in a cookie, same origin", chain: func(f, _ string) string { return hop(f+"/old", f+"/rpc") }, card: cookieKey,
+			want: "X-Static=s-1 Cookie=session=key-1 Referer"},
+		{name: "card, another port", chain: func(f, s string) string { return hop(f+"/card.json", s+"/card.json") }, fetch: true, second: true, want: ""},
+		{name: "card, same origin", chain: func(f, _ string) string { return hop(f+"/old.json", f+"/card.json") }, fetch: true,
+			want: "Authorization=Bearer tok-1 X-Agent-Key=key-1 X-Static=s-1 Referer"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			first, second := newHopAgent(t), newHopAgent(t)
-			c.run(t, first, second)
-			r := c.at(first, second).only(t)
+			first, second := newCredRecorder(t), newCredRecorder(t)
+			if u := c.chain(first.URL, second.URL); c.fetch {
+				fetch(t, u)
+			} else {
+				call(t, u, c.card)
+			}
+			at := first
+			if c.second {
+				at = second
+			}
+			if n := at.count(); n != 1 {
+				t.Fatalf("%s answered %d requests, want 1", at.URL, n)
+			}
+			r := at.last()
 			if got := carried(r); got != c.want {
 				t.Fatalf("the request carried %q, want %q", got, c.want)
 			}
