@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -433,35 +434,46 @@ func (e *AuthError) Unwrap() error { return e.Err }
 // opposed to refusing a caller it knows (permission denied).
 func (e *AuthError) Unauthenticated() bool { return e.Status != http.StatusForbidden }
 
-// isAuthStatus reports whether an HTTP status is an authentication refusal.
-func isAuthStatus(code int) bool {
-	return code == http.StatusUnauthorized || code == http.StatusForbidden
-}
-
-// authError reads a 401 or 403 answer: the agent's error in any wire form
-// when the body holds one of the two rows, else the row of the status.
-func authError(u string, res *http.Response, body []byte, sec *Security, sent bool) *AuthError {
-	row := schemas.ErrUnauthenticated
-	if res.StatusCode == http.StatusForbidden {
+// refusal reads res as an *AuthError when it is an HTTP 401 or 403 (nil
+// otherwise), from at most 64 KiB of its body, which the caller still
+// drains and closes: the agent's error in any wire form when the body
+// holds one of the two rows, else the row of the status. u names the
+// call, sec is what the agent's card declares (nil: unknown) and sent
+// whether credentials were configured.
+func refusal(u string, res *http.Response, sec *Security, sent bool) *AuthError {
+	var row *schemas.Error
+	switch res.StatusCode {
+	case http.StatusUnauthorized:
+		row = schemas.ErrUnauthenticated
+	case http.StatusForbidden:
 		row = schemas.ErrPermissionDenied
+	default:
+		return nil
 	}
-	e := &AuthError{URL: u, Status: res.StatusCode, Challenge: res.Header.Get("WWW-Authenticate"), Sent: sent}
-	if sec != nil {
-		e.Security = *sec
-	}
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	e := schemas.Errorf(row, "%s", row.Message)
 	var w struct {
 		Error *wireError `json:"error"`
 	}
 	if json.Unmarshal(body, &w) == nil && w.Error != nil {
 		if pe := w.Error.Decode(0); errors.Is(pe, schemas.ErrUnauthenticated) || errors.Is(pe, schemas.ErrPermissionDenied) {
-			e.Err = pe
-			return e
-		}
-		if w.Error.Message != "" {
-			e.Err = schemas.Errorf(row, "%s", w.Error.Message)
-			return e
+			e = pe
+		} else if w.Error.Message != "" {
+			e = schemas.Errorf(row, "%s", w.Error.Message)
 		}
 	}
-	e.Err = schemas.Errorf(row, "%s", row.Message)
-	return e
+	return newAuthError(u, res.StatusCode, res, sec, sent, e)
+}
+
+// newAuthError is the AuthError of an agent's refusal e, answered with
+// HTTP status; res, when there is one, gives the challenge.
+func newAuthError(u string, status int, res *http.Response, sec *Security, sent bool, e *schemas.Error) *AuthError {
+	ae := &AuthError{URL: u, Status: status, Sent: sent, Err: e}
+	if res != nil {
+		ae.Challenge = res.Header.Get("WWW-Authenticate")
+	}
+	if sec != nil {
+		ae.Security = *sec
+	}
+	return ae
 }

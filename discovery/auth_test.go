@@ -109,7 +109,10 @@ func TestCardSecurityInBothShapes(t *testing.T) {
 }
 
 // credRecorder is an agent that records what each request carried and
-// answers GetTask with a task.
+// answers it: a card at a path ending in .json, else GetTask's task. A
+// request whose query names a target (?to=URL) is redirected there
+// instead (307, so a JSON-RPC call keeps its body), and not recorded: a
+// test writes a chain of redirects in its first URL.
 type credRecorder struct {
 	*httptest.Server
 	mu   sync.Mutex
@@ -120,10 +123,18 @@ func newCredRecorder(t *testing.T) *credRecorder {
 	r := &credRecorder{}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		_, _ = io.Copy(io.Discard, req.Body)
+		if to := req.URL.Query().Get("to"); to != "" {
+			http.Redirect(w, req, to, http.StatusTemporaryRedirect)
+			return
+		}
 		r.mu.Lock()
 		r.seen = append(r.seen, req.Clone(context.Background()))
 		r.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(req.URL.Path, ".json") {
+			_, _ = io.WriteString(w, cardWith("http://"+req.Host+"/rpc", "null", "null"))
+			return
+		}
 		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"id":"t1","contextId":"c1","status":{"state":"TASK_STATE_COMPLETED"}}}`)
 	}))
 	t.Cleanup(r.Close)
@@ -553,5 +564,113 @@ func TestStaticTokenRefusedOnce(t *testing.T) {
 	var ae *discovery.AuthError
 	if !errors.As(err, &ae) || !ae.Sent || calls.Load() != 1 {
 		t.Fatalf("error %v after %d calls", err, calls.Load())
+	}
+}
+
+// hop is u redirecting to next.
+func hop(u, next string) string { return u + "?to=" + url.QueryEscape(next) }
+
+// A redirect to another origin — here another port of 127.0.0.1 — carries
+// none of the configured credentials (Authorization, an API key in a
+// header of the configuration's choosing, in the query by way of the
+// Referer, or a cookie) nor the configured static headers, on the A2A
+// client and the card fetcher alike; a redirect within the origin carries
+// them all; and a chain that left the origin does not get them back by
+// returning to it. The call itself still speaks the protocol over there.
+func TestRedirectsKeepCredentialsAtTheirOrigin(t *testing.T) {
+	token, key := discovery.Secret("tok-1"), discovery.Secret("key-1")
+	static := http.Header{"X-Static": {"s-1"}}
+	const (
+		queryKey  = `{"key": {"apiKeySecurityScheme": {"location": "query", "name": "api_key"}}}`
+		cookieKey = `{"key": {"apiKeySecurityScheme": {"location": "cookie", "name": "session"}}}`
+	)
+	// carried lists the credentials and configured headers r carried, and
+	// whether it had a Referer (the previous URL, which repeats a key sent
+	// in its query).
+	carried := func(r *http.Request) string {
+		var out []string
+		for _, h := range []string{"Authorization", "X-Agent-Key", "X-Static", "Cookie"} {
+			if v := r.Header.Get(h); v != "" {
+				out = append(out, h+"="+v)
+			}
+		}
+		if r.Header.Get("Referer") != "" {
+			out = append(out, "Referer")
+		}
+		return strings.Join(out, " ")
+	}
+	creds, err := discovery.NewAuthenticator(discovery.Auth{BearerToken: token, APIKey: key, APIKeyHeader: "X-Agent-Key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(t *testing.T, target, schemes string) {
+		opts := loopback()
+		opts.Credentials, opts.Header = creds, static
+		var cl *discovery.Client
+		var err error
+		if schemes == "" { // no card: every credential configured is sent
+			cl, err = discovery.NewClient(discovery.Endpoint{URL: target, Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion}, opts)
+		} else {
+			cl, err = discovery.ClientFor(mustParse(t, cardWith(target, schemes, `[]`)), opts)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.GetTask(context.Background(), &schemas.GetTaskRequest{ID: "t1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fetch := func(t *testing.T, target string) {
+		f := loopbackFetcher()
+		f.Credentials, f.Header = creds, static
+		if _, err := f.Fetch(context.Background(), target, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for _, c := range []struct {
+		name  string
+		chain func(first, second string) string // the URL called, its redirects in it
+		card  string                            // the security schemes of its card; "" no card
+		fetch bool                              // fetch a card from it instead of calling
+		// second says the second agent answers the call, not the first;
+		// want is what its request carried.
+		second bool
+		want   string
+	}{
+		{name: "client, another port", chain: func(f, s string) string { return hop(f+"/rpc", s+"/rpc") }, second: true, want: ""},
+		{name: "client, same origin", chain: func(f, _ string) string { return hop(f+"/old", f+"/rpc") },
+			want: "Authorization=Bearer tok-1 X-Agent-Key=key-1 X-Static=s-1 Referer"},
+		{name: "client, there and back", chain: func(f, s string) string { return hop(f+"/rpc", hop(s+"/rpc", f+"/rpc")) }, want: ""},
+		{name: "client, key in the query", chain: func(f, s string) string { return hop(f+"/rpc", s+"/rpc") }, card: queryKey, second: true, want: ""},
+		{name: "client, key in a cookie", chain: func(f, s string) string { return hop(f+"/rpc", s+"/rpc") }, card: cookieKey, second: true, want: ""},
+		{name: "client, key in a cookie, same origin", chain: func(f, _ string) string { return hop(f+"/old", f+"/rpc") }, card: cookieKey,
+			want: "X-Static=s-1 Cookie=session=key-1 Referer"},
+		{name: "card, another port", chain: func(f, s string) string { return hop(f+"/card.json", s+"/card.json") }, fetch: true, second: true, want: ""},
+		{name: "card, same origin", chain: func(f, _ string) string { return hop(f+"/old.json", f+"/card.json") }, fetch: true,
+			want: "Authorization=Bearer tok-1 X-Agent-Key=key-1 X-Static=s-1 Referer"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			first, second := newCredRecorder(t), newCredRecorder(t)
+			if u := c.chain(first.URL, second.URL); c.fetch {
+				fetch(t, u)
+			} else {
+				call(t, u, c.card)
+			}
+			at := first
+			if c.second {
+				at = second
+			}
+			if n := at.count(); n != 1 {
+				t.Fatalf("%s answered %d requests, want 1", at.URL, n)
+			}
+			r := at.last()
+			if got := carried(r); got != c.want {
+				t.Fatalf("the request carried %q, want %q", got, c.want)
+			}
+			if r.Header.Get("User-Agent") != discovery.UserAgent || r.Header.Get("Accept") != "application/json" {
+				t.Fatalf("the protocol's own headers were dropped too: %v", r.Header)
+			}
+		})
 	}
 }

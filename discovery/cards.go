@@ -169,9 +169,8 @@ func (f *Fetcher) fetchOne(ctx context.Context, hc *http.Client, u, etag string)
 		return nil, 0, &TransportError{URL: u, Err: unwrapURLError(err)}
 	}
 	defer drain(res.Body)
-	if isAuthStatus(res.StatusCode) {
-		body, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-		return nil, res.StatusCode, authError(u, res, body, nil, f.Credentials != nil)
+	if ae := refusal(u, res, nil, f.Credentials != nil); ae != nil {
+		return nil, res.StatusCode, ae
 	}
 	now := time.Now()
 	cc := cacheControl(res.Header.Get("Cache-Control"))

@@ -394,7 +394,7 @@ func (c *Client) SendStreamingMessage(ctx context.Context, req *schemas.SendMess
 	return inDialect(c, func(d dialect) (*Stream, error) {
 		switch d {
 		case dialectLegacy:
-			return c.legacySendStream(ctx, req)
+			return c.legacyStream(ctx, c.legacySendSubscribe(req))
 		case dialectV03:
 			return c.rpcStream(ctx, "message/stream", schemas.SendParamsToV03(req), "", false)
 		}
@@ -414,7 +414,7 @@ func (c *Client) SubscribeToTask(ctx context.Context, req *schemas.SubscribeToTa
 	case c.rest():
 		return c.restStream(ctx, http.MethodGet, req.Tenant, "/tasks/"+url.PathEscape(req.ID)+":subscribe", nil, lastEventID, true)
 	case c.dialect() == dialectLegacy:
-		return c.legacySubscribe(ctx, req.ID, lastEventID)
+		return c.legacyStream(ctx, c.legacyResubscribe(req.ID, lastEventID))
 	case c.v03():
 		return c.rpcStream(ctx, "tasks/resubscribe", schemas.V03TaskIDParams{ID: req.ID}, lastEventID, true)
 	}
@@ -706,10 +706,9 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	if isAuthStatus(res.StatusCode) {
-		defer drain(res.Body)
-		body, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-		return nil, authError(req.URL.String(), res, body, c.sec, c.creds != nil)
+	if ae := refusal(req.URL.String(), res, c.sec, c.creds != nil); ae != nil {
+		drain(res.Body)
+		return nil, ae
 	}
 	return res, nil
 }
@@ -775,14 +774,7 @@ func (c *Client) notA2A(req *http.Request, res *http.Response, body []byte) erro
 func (c *Client) protocolError(w *wireError, res *http.Response) error {
 	e := w.Decode(int(retryAfter(res) / time.Second))
 	if errors.Is(e, schemas.ErrUnauthenticated) || errors.Is(e, schemas.ErrPermissionDenied) {
-		ae := &AuthError{URL: c.ep.URL, Status: e.HTTPStatus, Err: e, Sent: c.creds != nil}
-		if res != nil {
-			ae.Challenge = res.Header.Get("WWW-Authenticate")
-		}
-		if c.sec != nil {
-			ae.Security = *c.sec
-		}
-		return ae
+		return newAuthError(c.ep.URL, e.HTTPStatus, res, c.sec, c.creds != nil, e)
 	}
 	return e
 }

@@ -15,7 +15,8 @@
 //   - streams of task events over Server-Sent Events (Stream), or made by
 //     polling an agent of the older dialect that cannot stream;
 //   - the SSRF guard (Policy) every outbound request passes, on the URL,
-//     every redirect and the address dialled;
+//     every redirect and the address dialled; a redirect to another
+//     origin carries none of the credentials or configured headers;
 //   - outbound authentication: what a card declares (CardSecurity: its
 //     securitySchemes and requirements, 1.0 or 0.3 shape) and the
 //     Credentials a client applies to every request, chosen by it

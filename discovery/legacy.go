@@ -254,70 +254,76 @@ func (c *Client) streams(refused *atomic.Bool) bool {
 	return c.ep.Streaming && c.legacy.route.Load() != routeREST && !refused.Load()
 }
 
-func (c *Client) legacySendStream(ctx context.Context, req *schemas.SendMessageRequest) (*Stream, error) {
+// legacyStreamCall is one stream of the older dialect: the method that
+// asks for it, and the unary call whose task is polled instead when the
+// agent does not stream.
+type legacyStreamCall struct {
+	method    string // tasks/sendSubscribe or tasks/resubscribe
+	params    any
+	contextID string // the session sent, which the events do not repeat
+	// lastEventID, when set, is sent as Last-Event-ID (the dialect has no
+	// resumption of its own; an a2abus edge honours it).
+	lastEventID string
+	subscribe   bool         // the stream follows an existing task (see legacyDecode)
+	refused     *atomic.Bool // set when the agent answers method without a stream
+	task        func(context.Context) (*schemas.Task, error)
+}
+
+// legacySendSubscribe is the stream of a send: tasks/sendSubscribe, else
+// tasks/send.
+func (c *Client) legacySendSubscribe(req *schemas.SendMessageRequest) legacyStreamCall {
 	p := legacyParams(req)
-	if c.streams(&c.legacy.noSendSubscribe) {
-		send := func(ctx context.Context) (*schemas.Task, error) { return c.legacySendTask(ctx, p) }
-		s, t, err := c.legacySSE(ctx, "tasks/sendSubscribe", p, p.SessionID, "", &c.legacy.noSendSubscribe, send)
+	return legacyStreamCall{method: "tasks/sendSubscribe", params: p, contextID: p.SessionID, refused: &c.legacy.noSendSubscribe,
+		task: func(ctx context.Context) (*schemas.Task, error) { return c.legacySendTask(ctx, p) }}
+}
+
+// legacyResubscribe is the subscription of a task: tasks/resubscribe,
+// else tasks/get.
+func (c *Client) legacyResubscribe(id, lastEventID string) legacyStreamCall {
+	return legacyStreamCall{method: "tasks/resubscribe", params: schemas.LegacyTaskQueryParams{ID: id}, lastEventID: lastEventID,
+		subscribe: true, refused: &c.legacy.noResubscribe,
+		task: func(ctx context.Context) (*schemas.Task, error) { return c.legacyGet(ctx, id, nil) }}
+}
+
+// legacyStream opens the stream of call: the agent's event stream when
+// its card says it streams and it has not refused the method, else the
+// stream of polling the task the unary call answers.
+func (c *Client) legacyStream(ctx context.Context, call legacyStreamCall) (*Stream, error) {
+	if c.streams(call.refused) {
+		s, t, err := c.legacySSE(ctx, call)
 		switch {
 		case err != nil:
 			return nil, err
 		case s != nil:
 			return s, nil
-		case t != nil: // answered as tasks/send: the task exists
-			if t.ContextID == "" {
-				t.ContextID = p.SessionID
-			}
+		case t != nil: // answered as the unary call: the task exists
 			return c.pollStream(ctx, t), nil
 		}
 	}
-	t, err := c.legacySendTask(ctx, p)
+	t, err := call.task(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return c.pollStream(ctx, t), nil
 }
 
-func (c *Client) legacySubscribe(ctx context.Context, id, lastEventID string) (*Stream, error) {
-	if c.streams(&c.legacy.noResubscribe) {
-		get := func(ctx context.Context) (*schemas.Task, error) { return c.legacyGet(ctx, id, nil) }
-		s, t, err := c.legacySSE(ctx, "tasks/resubscribe", schemas.LegacyTaskQueryParams{ID: id}, "", lastEventID, &c.legacy.noResubscribe, get)
-		switch {
-		case err != nil:
-			return nil, err
-		case s != nil:
-			return s, nil
-		case t != nil:
-			return c.pollStream(ctx, t), nil
-		}
-	}
-	t, err := c.legacyGet(ctx, id, nil)
-	if err != nil {
-		return nil, err
-	}
-	return c.pollStream(ctx, t), nil
-}
-
-// legacySSE asks for a stream with method. It returns the stream; or,
-// when the agent does not stream this way, nothing (refused is set, and
-// so is the REST route when the url takes no JSON-RPC) or the task it
-// answered instead (an agent that treats the method as tasks/send). The
-// agent's errors are returned, method-not-found excepted. An agent that
-// says it does not know the method in the stream itself is polled from
-// the task fallback returns (tasks/send, or tasks/get), by the stream.
-// lastEventID, when set, is sent as Last-Event-ID (the dialect has no
-// resumption of its own; an a2abus edge honours it).
-func (c *Client) legacySSE(ctx context.Context, method string, params any, contextID, lastEventID string, refused *atomic.Bool,
-	fallback func(context.Context) (*schemas.Task, error)) (*Stream, *schemas.Task, error) {
+// legacySSE asks for call's stream. It returns the stream; or, when the
+// agent does not stream this way, nothing (call.refused is set, and so is
+// the REST route when the url takes no JSON-RPC) or the task it answered
+// instead (an agent that treats the method as tasks/send). The agent's
+// errors are returned, method-not-found excepted. An agent that says it
+// does not know the method in the stream itself is polled, by the stream,
+// from the task call.task returns.
+func (c *Client) legacySSE(ctx context.Context, call legacyStreamCall) (*Stream, *schemas.Task, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	req, err := c.newRequest(ctx, http.MethodPost, c.ep.URL, c.rpcBody(method, params))
+	req, err := c.newRequest(ctx, http.MethodPost, c.ep.URL, c.rpcBody(call.method, call.params))
 	if err != nil {
 		cancel()
 		return nil, nil, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	if lastEventID != "" {
-		req.Header.Set("Last-Event-ID", lastEventID)
+	if call.lastEventID != "" {
+		req.Header.Set("Last-Event-ID", call.lastEventID)
 	}
 	res, sse, err := c.startStream(req, cancel)
 	if err != nil {
@@ -325,15 +331,12 @@ func (c *Client) legacySSE(ctx context.Context, method string, params any, conte
 	}
 	if sse {
 		c.legacy.route.CompareAndSwap(routeUnknown, routeRPC)
-		s := c.sseStream(req, res, cancel, c.legacyDecode(contextID))
+		s := c.sseStream(req, res, cancel, c.legacyDecode(call.contextID, call.subscribe))
 		s.refused = func() (*poller, error) {
-			refused.Store(true)
-			t, err := fallback(ctx)
+			call.refused.Store(true)
+			t, err := call.task(ctx)
 			if err != nil {
 				return nil, err
-			}
-			if t.ContextID == "" {
-				t.ContextID = contextID
 			}
 			return c.newPoller(ctx, t), nil
 		}
@@ -349,27 +352,37 @@ func (c *Client) legacySSE(ctx context.Context, method string, params any, conte
 		c.legacy.route.Store(routeREST)
 		return nil, nil, nil
 	}
-	t, err := c.legacyAnswer(method, req, res, body)
+	t, err := c.legacyAnswer(call.method, req, res, body)
 	if errors.Is(err, schemas.ErrMethodNotFound) || errors.Is(err, schemas.ErrUnsupportedOperation) {
 		c.legacy.route.CompareAndSwap(routeUnknown, routeRPC)
-		refused.Store(true)
+		call.refused.Store(true)
 		return nil, nil, nil
 	}
 	if err != nil {
 		return nil, nil, err
 	}
 	c.legacy.route.CompareAndSwap(routeUnknown, routeRPC)
-	refused.Store(true)
+	call.refused.Store(true)
+	if t.ContextID == "" {
+		t.ContextID = call.contextID
+	}
 	return nil, t, nil
 }
 
-// legacyDecode reads the events of tasks/sendSubscribe and
+// legacyDecode reads the events of tasks/sendSubscribe and (subscribe)
 // tasks/resubscribe: JSON-RPC responses whose result is a status or
 // artifact update (a bare update is read too). contextID is the session
 // the client sent, which the events do not repeat. tasks/resubscribe is a
 // method 0.3 shares, and an agent that speaks both may answer it in 0.3's
 // events (they have a "kind"), which are read as such.
-func (c *Client) legacyDecode(contextID string) decodeFunc {
+//
+// The stream ends by the rule of a send's stream or a subscription's
+// (streamEnd), as on the other dialects; besides, an agent's final mark
+// ends a send's stream, and ends a subscription in the older dialect's
+// events only: 0.3's final mark goes on an interrupted state that an
+// a2abus edge keeps a subscription open through (see rpcStream).
+func (c *Client) legacyDecode(contextID string, subscribe bool) decodeFunc {
+	ends := streamEnd(subscribe)
 	return func(data []byte) (*schemas.StreamResponse, bool, error) {
 		var r rpcResponse
 		if err := json.Unmarshal(data, &r); err != nil {
@@ -391,13 +404,15 @@ func (c *Client) legacyDecode(contextID string) decodeFunc {
 			if err != nil {
 				return nil, false, err
 			}
-			return &ev, head.Final || endsStream(&ev), nil
+			return &ev, ends(&ev) || (head.Final && !subscribe), nil
 		}
-		ev, final, err := schemas.LegacyAgentEventToV1(raw, contextID)
+		// (The final LegacyAgentEventToV1 reports also holds for a
+		// settled task: a send's rule, which ends covers.)
+		ev, _, err := schemas.LegacyAgentEventToV1(raw, contextID)
 		if err != nil {
 			return nil, false, err
 		}
-		return &ev, final || endsStream(&ev), nil
+		return &ev, head.Final || ends(&ev), nil
 	}
 }
 

@@ -889,6 +889,87 @@ func TestLegacyStreamSSE(t *testing.T) {
 	}
 }
 
+// tasks/resubscribe is a subscription: it follows the task through an
+// interrupted state to its end, as SubscribeToTask does on every other
+// dialect, whether the agent answers in 0.3's events (whose final mark an
+// a2abus edge sets at INPUT_REQUIRED while it keeps the subscription
+// open) or in the older dialect's without a final mark; the agent's own
+// final mark in the older dialect still ends it. tasks/sendSubscribe ends
+// where the task asks for input.
+func TestLegacyResubscribeFollowsThroughInputRequired(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name   string
+		events []string // results, %[1]q the task id
+		want   []schemas.TaskState
+	}{
+		{name: "0.3 events", events: []string{
+			`{"kind":"status-update","taskId":%[1]q,"contextId":"c-1","status":{"state":"input-required"},"final":true}`,
+			`{"kind":"status-update","taskId":%[1]q,"contextId":"c-1","status":{"state":"working"},"final":false}`,
+			`{"kind":"artifact-update","taskId":%[1]q,"contextId":"c-1","artifact":{"artifactId":"a-1","parts":[{"kind":"text","text":"r"}]}}`,
+			`{"kind":"status-update","taskId":%[1]q,"contextId":"c-1","status":{"state":"completed"},"final":true}`,
+		}, want: []schemas.TaskState{schemas.TaskStateInputRequired, schemas.TaskStateWorking, "", schemas.TaskStateCompleted}},
+		{name: "older events", events: []string{
+			`{"id":%[1]q,"status":{"state":"input-required"}}`,
+			`{"id":%[1]q,"status":{"state":"working"}}`,
+			`{"id":%[1]q,"status":{"state":"completed"},"final":true}`,
+		}, want: []schemas.TaskState{schemas.TaskStateInputRequired, schemas.TaskStateWorking, schemas.TaskStateCompleted}},
+		{name: "older events, marked final", events: []string{
+			`{"id":%[1]q,"status":{"state":"input-required"},"final":true}`,
+			`{"id":%[1]q,"status":{"state":"working"}}`,
+		}, want: []schemas.TaskState{schemas.TaskStateInputRequired}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var req struct {
+					ID     json.RawMessage `json:"id"`
+					Method string          `json:"method"`
+					Params struct {
+						ID string `json:"id"`
+					} `json:"params"`
+				}
+				if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+					t.Errorf("request: %v", err)
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				events := c.events
+				if req.Method == "tasks/sendSubscribe" {
+					events = c.events[:2]
+				}
+				for _, ev := range events {
+					fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}\n\n", req.ID, fmt.Sprintf(ev, req.Params.ID))
+					http.NewResponseController(w).Flush()
+				}
+				<-r.Context().Done() // the agent keeps the stream open
+			}))
+			defer srv.Close()
+			cl, err := discovery.NewClient(discovery.Endpoint{URL: srv.URL, Binding: schemas.BindingJSONRPC, Version: "0.1", Streaming: true}, legacyOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := cl.SubscribeToTask(ctx, &schemas.SubscribeToTaskRequest{ID: "t-1"}, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []schemas.TaskState
+			for _, ev := range readAll(t, s) {
+				got = append(got, state(ev.ev))
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("the subscription gave states %v, want %v", got, c.want)
+			}
+
+			s, err = cl.SendStreamingMessage(ctx, &schemas.SendMessageRequest{Message: text("go")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if evs := readAll(t, s); len(evs) != 1 || state(evs[0].ev) != schemas.TaskStateInputRequired {
+				t.Fatalf("the send's stream gave %s, want one event, INPUT_REQUIRED", jsonOf(t, evs))
+			}
+		})
+	}
+}
+
 // An agent asked for a stream may say it does not know the method as the
 // stream's one event (as a2a-go's servers and a2abus's edge do for a
 // client that accepts text/event-stream): the stream goes on by sending

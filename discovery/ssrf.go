@@ -348,7 +348,11 @@ func defaultTransport() *http.Transport {
 // connection is checked on its resolved address (see Transport); and at
 // most MaxRedirects redirects are followed, each target checked with
 // CheckURL before anything is dialed, a redirect from https to http being
-// refused. timeout is the client's overall timeout (http.Client.Timeout);
+// refused. A redirect away from the origin (scheme, host and port) of the
+// first request carries no header but the protocol's own (see
+// forwardedHeaders): what Credentials or a configured Header put on the
+// request stays with the origin it was meant for, for the rest of the
+// chain. timeout is the client's overall timeout (http.Client.Timeout);
 // 0 means none, as a streaming call needs. Each call builds a new
 // transport with its own connection pool: build the client once and reuse
 // it.
@@ -365,7 +369,8 @@ func (p Policy) client(timeout time.Duration, base *http.Transport) *http.Client
 	}
 }
 
-// checkRedirect is http.Client.CheckRedirect for Client.
+// checkRedirect is http.Client.CheckRedirect for Client: the one place
+// that decides whether a redirect is followed, and what it carries.
 func (p Policy) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > MaxRedirects {
 		return refuse("refusing to follow redirect to %s: stopped after %d redirects", redact(req.URL), MaxRedirects)
@@ -379,7 +384,66 @@ func (p Policy) checkRedirect(req *http.Request, via []*http.Request) error {
 	if err := p.CheckURL(req.URL); err != nil {
 		return fmt.Errorf("following redirect: %w", err)
 	}
+	if leftOrigin(req, via) {
+		dropUnforwarded(req.Header)
+	}
 	return nil
+}
+
+// forwardedHeaders are the headers a redirect to another origin keeps:
+// those discovery itself sets to speak the protocol. Anything else on a
+// request came from its caller — Credentials (an Authorization header, an
+// API key in whatever header the card or the configuration names, a
+// cookie), Options.Header or Fetcher.Header — or from net/http's Referer,
+// which repeats the previous URL and so an API key sent in its query.
+// (http.Client itself strips only Authorization, WWW-Authenticate and
+// cookies, and keeps even those for another port of the same host or a
+// subdomain.)
+var forwardedHeaders = []string{"Accept", "Content-Type", "User-Agent", "A2A-Version", "Last-Event-ID", "If-None-Match"}
+
+// dropUnforwarded removes from h every header not in forwardedHeaders.
+func dropUnforwarded(h http.Header) {
+	for k := range h {
+		if !slices.ContainsFunc(forwardedHeaders, func(f string) bool { return strings.EqualFold(f, k) }) {
+			delete(h, k)
+		}
+	}
+}
+
+// leftOrigin reports whether a redirect chain, up to and including req,
+// has been anywhere but the origin of its first request. Once it has, it
+// stays left: a host that was not trusted with the credentials must not be
+// able to bounce the request back to the first origin and have them put on
+// again (http.Client copies the first request's headers onto every hop).
+func leftOrigin(req *http.Request, via []*http.Request) bool {
+	if len(via) == 0 {
+		return false
+	}
+	first := origin(via[0].URL)
+	for _, r := range via[1:] {
+		if origin(r.URL) != first {
+			return true
+		}
+	}
+	return origin(req.URL) != first
+}
+
+// origin is a URL's scheme, host and port, in one comparable form: case
+// folded, the scheme's default port written out.
+func origin(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	scheme, port := strings.ToLower(u.Scheme), u.Port()
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 // guardedTransport checks each request's URL before handing it to the

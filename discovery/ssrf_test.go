@@ -642,3 +642,49 @@ func TestClientCopiesPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A redirect keeps the caller's headers only within the origin (scheme,
+// host and port, the default port written or not, case aside) of the
+// first request, and only while the whole chain stayed there; the
+// protocol's own headers go everywhere.
+func TestCheckRedirectDropsHeadersOffOrigin(t *testing.T) {
+	check := Policy{}.Client(0).CheckRedirect
+	tests := []struct {
+		chain []string // the first request, the hops, and the redirect checked
+		keep  bool
+	}{
+		{[]string{"https://a.example.com/x", "https://a.example.com/y"}, true},
+		{[]string{"https://a.example.com/x", "https://A.EXAMPLE.COM:443/y"}, true},
+		{[]string{"http://a.example.com/x", "http://a.example.com:80/y"}, true},
+		{[]string{"http://a.example.com:8080/x", "http://a.example.com:8081/y"}, false},
+		{[]string{"http://a.example.com/x", "https://a.example.com/y"}, false},
+		{[]string{"https://a.example.com/x", "https://sub.a.example.com/y"}, false},
+		{[]string{"https://a.example.com/x", "https://b.example.com/y"}, false},
+		{[]string{"https://a.example.com/x", "https://b.example.com/y", "https://a.example.com/z"}, false},
+		{[]string{"https://a.example.com/x", "https://a.example.com/y", "https://a.example.com/z"}, true},
+	}
+	for _, tt := range tests {
+		var via []*http.Request
+		for _, u := range tt.chain[:len(tt.chain)-1] {
+			via = append(via, mustReq(t, u))
+		}
+		req := mustReq(t, tt.chain[len(tt.chain)-1])
+		req.Header.Set("Authorization", "Bearer t")
+		req.Header.Set("X-Custom-Key", "k")
+		req.Header.Set("Referer", via[len(via)-1].URL.String()+"?api_key=k")
+		req.Header.Set("User-Agent", UserAgent)
+		req.Header.Set("A2A-Version", "1.0")
+		req.Header.Set("Last-Event-ID", "7")
+		if err := check(req, via); err != nil {
+			t.Fatalf("%v: %v", tt.chain, err)
+		}
+		kept := req.Header.Get("Authorization") != "" && req.Header.Get("X-Custom-Key") != "" && req.Header.Get("Referer") != ""
+		dropped := req.Header.Get("Authorization") == "" && req.Header.Get("X-Custom-Key") == "" && req.Header.Get("Referer") == ""
+		if (tt.keep && !kept) || (!tt.keep && !dropped) {
+			t.Errorf("%v: headers after the check %v, want them kept: %v", tt.chain, req.Header, tt.keep)
+		}
+		if req.Header.Get("User-Agent") == "" || req.Header.Get("A2A-Version") == "" || req.Header.Get("Last-Event-ID") == "" {
+			t.Errorf("%v: a protocol header was dropped: %v", tt.chain, req.Header)
+		}
+	}
+}

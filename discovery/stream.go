@@ -25,7 +25,8 @@ var ErrStreamClosed = errors.New("discovery: stream closed")
 // events made by polling the task (see SendStreamingMessage). Next returns
 // the events in order and io.EOF after the last one: the event that
 // settles the task (a terminal or interrupted status, or a Task in such a
-// state), a direct Message, a 0.3 or older-dialect event marked final, or
+// state; for a subscription, a terminal one), a direct Message, an event
+// marked final (0.3's, on a send's stream only; the older dialect's), or
 // the agent ending the stream. An error event the agent sends comes back as its
 // *schemas.Error. Close releases the connection; it is safe to call at any
 // time, from any goroutine (a Next waiting for an event then returns

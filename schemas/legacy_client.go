@@ -3,10 +3,8 @@ package schemas
 import (
 	"bytes"
 	"cmp"
-	"encoding/base64"
 	"encoding/json"
 	"strings"
-	"time"
 )
 
 // The older tasks/send dialect as a2abus's client meets it: what to send
@@ -20,6 +18,10 @@ import (
 // status object and "history"; states are spelled input-required or
 // input_required, canceled or cancelled; file and data parts come flat
 // ({"type":"file","name","mime_type","data"}) or nested.
+//
+// The leniency is all this side owns: each shape an agent answers is put
+// in the 0.3 shape it stands for (toV03), and a2a03.go's converters, the
+// ones every 0.3 answer goes through, make the 1.0 model of it.
 
 // ProtocolVersionLegacy is the protocolVersion a2abus gives an interface
 // that speaks the older tasks/send dialect: A2A 0.1, its first public
@@ -52,34 +54,27 @@ func LegacySendParamsFromV1(req *SendMessageRequest, taskID string) LegacySendPa
 // "cancelled" are read. "unknown" is TaskStateUnspecified. Anything else
 // is an ErrInvalidAgentResponse occurrence.
 func LegacyStateToV1(s string) (TaskState, error) {
-	k := strings.Map(func(r rune) rune {
+	k := squashState(s)
+	if k == "cancelled" {
+		k = "canceled"
+	}
+	for st, name := range states03 {
+		if squashState(name) == k {
+			return st, nil
+		}
+	}
+	return "", Errorf(ErrInvalidAgentResponse, "state %q is not a task state", s)
+}
+
+// squashState is a state's name without case, "-", "_" or spaces.
+func squashState(s string) string {
+	return strings.Map(func(r rune) rune {
 		switch r {
 		case '-', '_', ' ':
 			return -1
 		}
 		return r
 	}, strings.ToLower(strings.TrimSpace(s)))
-	switch k {
-	case "submitted":
-		return TaskStateSubmitted, nil
-	case "working":
-		return TaskStateWorking, nil
-	case "inputrequired":
-		return TaskStateInputRequired, nil
-	case "authrequired":
-		return TaskStateAuthRequired, nil
-	case "completed":
-		return TaskStateCompleted, nil
-	case "canceled", "cancelled":
-		return TaskStateCanceled, nil
-	case "failed":
-		return TaskStateFailed, nil
-	case "rejected":
-		return TaskStateRejected, nil
-	case "unknown":
-		return TaskStateUnspecified, nil
-	}
-	return "", Errorf(ErrInvalidAgentResponse, "state %q is not a task state", s)
 }
 
 // The shapes agents answer, read leniently (see the top of this file).
@@ -130,6 +125,16 @@ func badAnswer(format string, a ...any) *Error {
 	return Errorf(ErrInvalidAgentResponse, format, a...)
 }
 
+// asBadAnswer is badAnswer of err, an error of a2a03.go's converters
+// (which read what a client sent, so say ErrInvalidParams), prefixed
+// with where it was found.
+func asBadAnswer(where string, err error) error {
+	if where != "" {
+		where += ": "
+	}
+	return badAnswer("%s%s", where, err.Error())
+}
+
 // LegacyAgentTaskToV1 reads a task as an agent of the older dialect
 // answers tasks/send, tasks/get or tasks/cancel (the task object itself,
 // not its JSON-RPC envelope). The agent's id is kept as the task id, since
@@ -150,28 +155,32 @@ func LegacyAgentTaskToV1(raw []byte) (Task, error) {
 	if t.ID == "" {
 		return Task{}, badAnswer("the task has no id")
 	}
-	st, err := legacyAgentStatus(t.Status)
-	if err != nil {
+	v := V03Task{Kind: "task", ID: t.ID, ContextID: t.SessionID, Metadata: t.Metadata}
+	var err error
+	if v.Status, err = legacyAgentStatus(t.Status); err != nil {
 		return Task{}, err
 	}
-	out := Task{ID: t.ID, ContextID: t.SessionID, Status: st, Metadata: t.Metadata}
 	history := t.History
 	if len(history) == 0 {
 		history = t.Messages
 	}
 	for i, m := range history {
-		mm, err := m.toV1()
+		mm, err := m.toV03()
 		if err != nil {
 			return Task{}, badAnswer("history[%d]: %s", i, err.Error())
 		}
-		out.History = append(out.History, mm)
+		v.History = append(v.History, mm)
 	}
 	for i, a := range t.Artifacts {
-		aa, err := a.toV1(i)
+		aa, err := a.toV03(i)
 		if err != nil {
 			return Task{}, badAnswer("artifacts[%d]: %s", i, err.Error())
 		}
-		out.Artifacts = append(out.Artifacts, aa)
+		v.Artifacts = append(v.Artifacts, aa)
+	}
+	out, err := TaskFromV03(v)
+	if err != nil {
+		return Task{}, asBadAnswer("", err)
 	}
 	if n := len(out.History); out.Status.Message == nil && n > 0 && out.History[n-1].Role == RoleAgent {
 		m := out.History[n-1]
@@ -207,9 +216,13 @@ func LegacyAgentEventToV1(raw []byte, contextID string) (ev StreamResponse, fina
 		if err := json.Unmarshal(raw, &u); err != nil {
 			return ev, false, badAnswer("the artifact update does not decode: %v", err)
 		}
-		a, err := u.Artifact.toV1(0)
+		v, err := u.Artifact.toV03(0)
 		if err != nil {
 			return ev, false, badAnswer("artifact: %s", err.Error())
+		}
+		a, err := ArtifactFromV03(v)
+		if err != nil {
+			return ev, false, asBadAnswer("artifact", err)
 		}
 		ev.ArtifactUpdate = &TaskArtifactUpdateEvent{TaskID: f.ID, ContextID: contextID, Artifact: a,
 			Append: u.Artifact.Append, LastChunk: u.Artifact.LastChunk, Metadata: f.Metadata}
@@ -231,135 +244,120 @@ func LegacyAgentEventToV1(raw []byte, contextID string) (ev StreamResponse, fina
 			return ev, f.Final || t.Status.State.Settled(), nil
 		}
 	}
-	st, err := legacyAgentStatus(head["status"])
+	v, err := legacyAgentStatus(head["status"])
 	if err != nil {
 		return ev, false, err
+	}
+	st, err := statusFromV03(v)
+	if err != nil {
+		return ev, false, asBadAnswer("status", err)
 	}
 	ev.StatusUpdate = &TaskStatusUpdateEvent{TaskID: f.ID, ContextID: contextID, Status: st, Metadata: f.Metadata}
 	return ev, f.Final || st.State.Settled(), nil
 }
 
-// legacyAgentStatus reads a status: an object {state, message, timestamp}
-// or the state alone as a string.
-func legacyAgentStatus(raw json.RawMessage) (TaskStatus, error) {
+// legacyAgentStatus reads a status, an object {state, message, timestamp}
+// or the state alone as a string, into the 0.3 shape: the state spelled
+// as 0.3 does, a timestamp that does not parse dropped.
+func legacyAgentStatus(raw json.RawMessage) (V03TaskStatus, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return TaskStatus{}, badAnswer("the task has no status")
+		return V03TaskStatus{}, badAnswer("the task has no status")
 	}
 	var s agentLegacyStatus
 	if raw[0] == '"' {
 		if err := json.Unmarshal(raw, &s.State); err != nil {
-			return TaskStatus{}, badAnswer("status does not decode: %v", err)
+			return V03TaskStatus{}, badAnswer("status does not decode: %v", err)
 		}
 	} else if err := json.Unmarshal(raw, &s); err != nil {
-		return TaskStatus{}, badAnswer("status does not decode: %v", err)
+		return V03TaskStatus{}, badAnswer("status does not decode: %v", err)
 	}
 	st, err := LegacyStateToV1(s.State)
 	if err != nil {
-		return TaskStatus{}, err
+		return V03TaskStatus{}, err
 	}
-	out := TaskStatus{State: st}
+	out := V03TaskStatus{State: StateToV03(st)}
 	if s.Message != nil {
-		m, err := s.Message.toV1()
+		m, err := s.Message.toV03()
 		if err != nil {
 			return out, badAnswer("status.message: %s", err.Error())
 		}
 		out.Message = &m
 	}
-	if s.Timestamp != "" {
-		if t, err := ParseTimestamp(s.Timestamp); err == nil {
-			out.Timestamp = &Timestamp{t.Truncate(time.Millisecond)}
-		}
+	if _, err := ParseTimestamp(s.Timestamp); err == nil {
+		out.Timestamp = s.Timestamp
 	}
 	return out, nil
 }
 
-func (m agentLegacyMessage) toV1() (Message, error) {
-	role, err := RoleFromV03(strings.ToLower(m.Role))
-	if err != nil {
-		return Message{}, err
-	}
-	out := Message{MessageID: NewID(), Role: role, Metadata: m.Metadata, Parts: make([]Part, 0, len(m.Parts))}
-	for i, raw := range m.Parts {
-		p, err := agentLegacyPartToV1(raw)
-		if err != nil {
-			return out, badAnswer("parts[%d]: %s", i, err.Error())
-		}
-		out.Parts = append(out.Parts, p)
-	}
-	return out, nil
+// toV03 puts a message in the 0.3 shape, with a new id (the dialect's
+// messages have none) and its role in lower case.
+func (m agentLegacyMessage) toV03() (V03Message, error) {
+	out := V03Message{Kind: "message", MessageID: NewID(), Role: strings.ToLower(m.Role), Metadata: m.Metadata}
+	parts, err := agentLegacyPartsToV03(m.Parts)
+	out.Parts = parts
+	return out, err
 }
 
-// toV1 converts an artifact; position is its place in the task, its index
-// when it names none.
-func (a agentLegacyArtifact) toV1(position int) (Artifact, error) {
+// toV03 puts an artifact in the 0.3 shape; position is its place in the
+// task, its index when it names none.
+func (a agentLegacyArtifact) toV03(position int) (V03Artifact, error) {
 	index := position
 	if a.Index != nil {
 		index = *a.Index
 	}
-	out := Artifact{ArtifactID: LegacyArtifactID(index), Name: a.Name, Description: a.Description, Metadata: a.Metadata,
-		Parts: make([]Part, 0, len(a.Parts))}
-	for i, raw := range a.Parts {
-		p, err := agentLegacyPartToV1(raw)
-		if err != nil {
+	out := V03Artifact{ArtifactID: LegacyArtifactID(index), Name: a.Name, Description: a.Description, Metadata: a.Metadata}
+	parts, err := agentLegacyPartsToV03(a.Parts)
+	out.Parts = parts
+	return out, err
+}
+
+// agentLegacyPartsToV03 puts a message's or an artifact's parts in the
+// 0.3 shape, an error naming the part that does not read.
+func agentLegacyPartsToV03(raws []json.RawMessage) ([]V03Part, error) {
+	out := make([]V03Part, len(raws))
+	for i, raw := range raws {
+		var err error
+		if out[i], err = agentLegacyPartToV03(raw); err != nil {
 			return out, badAnswer("parts[%d]: %s", i, err.Error())
 		}
-		out.Parts = append(out.Parts, p)
 	}
 	return out, nil
 }
 
-// agentLegacyPartToV1 reads a part: the schema's nested shapes
-// ({"type":"file","file":{...}}, data objects) as LegacyPartToV1 does, and
-// the flat ones (a file's name, mime type and base64 data beside its type;
-// data of any JSON type).
-func agentLegacyPartToV1(raw json.RawMessage) (Part, error) {
+// agentLegacyPartToV03 puts a part in the 0.3 shape: the schema's nested
+// shapes ({"type":"file","file":{...}}, data objects) as they are, and
+// the flat ones (a file's name, mime type and base64 data beside its
+// type; data of any JSON type, with a mime type) as the nested shape they
+// stand for, a data part's mime type where PartFromV03 reads it.
+func agentLegacyPartToV03(raw json.RawMessage) (V03Part, error) {
 	var p agentLegacyPart
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return Part{}, badAnswer("the part does not decode: %v", err)
+		return V03Part{}, badAnswer("the part does not decode: %v", err)
 	}
-	typ := p.Type
-	if typ == "" {
-		typ = p.Kind
-	}
+	typ := cmp.Or(p.Type, p.Kind)
 	if typ == "" && p.Text != nil {
 		typ = "text"
 	}
-	mime := p.MimeType
-	if mime == "" {
-		mime = p.MimeTypeRust
-	}
+	mime := cmp.Or(p.MimeType, p.MimeTypeRust)
 	data := bytes.TrimSpace(p.Data)
 	switch typ {
 	case "text":
-		return PartFromV03(V03Part{Kind: "text", Text: p.Text, Metadata: p.Metadata})
+		return V03Part{Kind: "text", Text: p.Text, Metadata: p.Metadata}, nil
 	case "file":
 		if p.File != nil {
-			return PartFromV03(V03Part{Kind: "file", File: p.File, Metadata: p.Metadata})
+			return V03Part{Kind: "file", File: p.File, Metadata: p.Metadata}, nil
 		}
 		var b64 string
 		if err := json.Unmarshal(data, &b64); err != nil {
-			return Part{}, badAnswer("a file part needs file, or data holding base64")
+			return V03Part{}, badAnswer("a file part needs file, or data holding base64")
 		}
-		raw, err := base64.StdEncoding.DecodeString(b64)
-		if err != nil {
-			if raw, err = base64.URLEncoding.DecodeString(b64); err != nil {
-				return Part{}, badAnswer("the file part's data is not base64")
-			}
-		}
-		return Part{Raw: raw, Filename: p.Name, MediaType: mime, Metadata: p.Metadata}, nil
+		return V03Part{Kind: "file", File: &V03File{Name: p.Name, MimeType: mime, Bytes: &b64}, Metadata: p.Metadata}, nil
 	case "data":
 		if len(data) == 0 || string(data) == "null" {
-			return Part{}, badAnswer("a data part needs data")
+			return V03Part{}, badAnswer("a data part needs data")
 		}
-		if data[0] == '{' {
-			out, err := PartFromV03(V03Part{Kind: "data", Data: data, Metadata: p.Metadata})
-			if err == nil && mime != "" {
-				out.MediaType = mime
-			}
-			return out, err
-		}
-		return Part{Data: append(json.RawMessage(nil), data...), MediaType: cmp.Or(mime, "application/json"), Metadata: p.Metadata}, nil
+		return V03Part{Kind: "data", Data: data, Metadata: withMeta(p.Metadata, mediaTypeKey, mime)}, nil
 	}
-	return Part{}, badAnswer("part type %q is not text, file or data", typ)
+	return V03Part{}, badAnswer("part type %q is not text, file or data", typ)
 }

@@ -62,6 +62,16 @@ func TestLegacyStateToV1(t *testing.T) {
 			t.Errorf("%q: %s %v, want %s", in, got, err, want)
 		}
 	}
+	// Every state reads back from its 0.3 name and the older dialect's.
+	for _, st := range []TaskState{TaskStateUnspecified, TaskStateSubmitted, TaskStateWorking, TaskStateInputRequired, TaskStateAuthRequired,
+		TaskStateCompleted, TaskStateCanceled, TaskStateFailed, TaskStateRejected} {
+		if got, err := LegacyStateToV1(StateToV03(st)); err != nil || got != st {
+			t.Errorf("%s as %q: %s %v", st, StateToV03(st), got, err)
+		}
+		if got, err := LegacyStateToV1(LegacyStateFromV1(st)); err != nil || got.Settled() != st.Settled() {
+			t.Errorf("%s as %q: %s %v", st, LegacyStateFromV1(st), got, err)
+		}
+	}
 	for _, bad := range []string{"", "done", "in progress"} {
 		if _, err := LegacyStateToV1(bad); !errors.Is(err, ErrInvalidAgentResponse) {
 			t.Errorf("%q: %v, want ErrInvalidAgentResponse", bad, err)
