@@ -406,8 +406,6 @@ type AuthError struct {
 	// Security is what the agent's card declares, when the client knows
 	// its card.
 	Security Security
-	// Sent reports whether the call carried configured credentials.
-	Sent bool
 	// Err is the agent's error, an occurrence of ErrUnauthenticated or
 	// ErrPermissionDenied.
 	Err *schemas.Error
@@ -434,13 +432,14 @@ func (e *AuthError) Unwrap() error { return e.Err }
 // opposed to refusing a caller it knows (permission denied).
 func (e *AuthError) Unauthenticated() bool { return e.Status != http.StatusForbidden }
 
-// refusal reads res as an *AuthError when it is an HTTP 401 or 403 (nil
+// Refusal reads res as an *AuthError when it is an HTTP 401 or 403 (nil
 // otherwise), from at most 64 KiB of its body, which the caller still
 // drains and closes: the agent's error in any wire form when the body
 // holds one of the two rows, else the row of the status. u names the
-// call, sec is what the agent's card declares (nil: unknown) and sent
-// whether credentials were configured.
-func refusal(u string, res *http.Response, sec *Security, sent bool) *AuthError {
+// call and sec is what the agent's card declares (nil: unknown). Every
+// reader of an a2abus or A2A answer uses it (the card fetcher, the
+// client, the CLI's registry listing).
+func Refusal(u string, res *http.Response, sec *Security) *AuthError {
 	var row *schemas.Error
 	switch res.StatusCode {
 	case http.StatusUnauthorized:
@@ -462,13 +461,13 @@ func refusal(u string, res *http.Response, sec *Security, sent bool) *AuthError 
 			e = schemas.Errorf(row, "%s", w.Error.Message)
 		}
 	}
-	return newAuthError(u, res.StatusCode, res, sec, sent, e)
+	return newAuthError(u, res.StatusCode, res, sec, e)
 }
 
 // newAuthError is the AuthError of an agent's refusal e, answered with
 // HTTP status; res, when there is one, gives the challenge.
-func newAuthError(u string, status int, res *http.Response, sec *Security, sent bool, e *schemas.Error) *AuthError {
-	ae := &AuthError{URL: u, Status: status, Sent: sent, Err: e}
+func newAuthError(u string, status int, res *http.Response, sec *Security, e *schemas.Error) *AuthError {
+	ae := &AuthError{URL: u, Status: status, Err: e}
 	if res != nil {
 		ae.Challenge = res.Header.Get("WWW-Authenticate")
 	}

@@ -562,7 +562,7 @@ func TestStaticTokenRefusedOnce(t *testing.T) {
 	c, _ := discovery.NewClient(discovery.Endpoint{URL: srv.URL, Binding: schemas.BindingJSONRPC, Version: "1.0"}, opts)
 	_, err := c.GetTask(context.Background(), &schemas.GetTaskRequest{ID: "x"})
 	var ae *discovery.AuthError
-	if !errors.As(err, &ae) || !ae.Sent || calls.Load() != 1 {
+	if !errors.As(err, &ae) || calls.Load() != 1 {
 		t.Fatalf("error %v after %d calls", err, calls.Load())
 	}
 }
@@ -647,8 +647,10 @@ func TestRedirectsKeepCredentialsAtTheirOrigin(t *testing.T) {
 		{name: "client, key in a cookie, same origin", chain: func(f, _ string) string { return hop(f+"/old", f+"/rpc") }, card: cookieKey,
 			want: "X-Static=s-1 Cookie=session=key-1 Referer"},
 		{name: "card, another port", chain: func(f, s string) string { return hop(f+"/card.json", s+"/card.json") }, fetch: true, second: true, want: ""},
+		// A public card gets no credentials at all (see
+		// TestProtectedCardGetsCredentialsWhenItAsks).
 		{name: "card, same origin", chain: func(f, _ string) string { return hop(f+"/old.json", f+"/card.json") }, fetch: true,
-			want: "Authorization=Bearer tok-1 X-Agent-Key=key-1 X-Static=s-1 Referer"},
+			want: "X-Static=s-1 Referer"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			first, second := newCredRecorder(t), newCredRecorder(t)
@@ -672,5 +674,43 @@ func TestRedirectsKeepCredentialsAtTheirOrigin(t *testing.T) {
 				t.Fatalf("the protocol's own headers were dropped too: %v", r.Header)
 			}
 		})
+	}
+}
+
+// A card is fetched without credentials; only an agent that refuses that
+// (401) gets them, on a second request, and its card is read.
+func TestProtectedCardGetsCredentialsWhenItAsks(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer card-token" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="cards"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(cardWith(srv.URL, `{}`, `[]`)))
+	}))
+	t.Cleanup(srv.Close)
+	creds, err := discovery.NewAuthenticator(discovery.Auth{BearerToken: discovery.Secret("card-token")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := loopbackFetcher()
+	if _, err := f.Fetch(context.Background(), srv.URL+"/card.json", ""); !errors.As(err, new(*discovery.AuthError)) {
+		t.Fatalf("without credentials: %v", err)
+	}
+	f.Credentials = creds
+	if _, err := f.Fetch(context.Background(), srv.URL+"/card.json", ""); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(seen, ",") != ",,Bearer card-token" {
+		t.Fatalf("the agent saw Authorization %q", seen)
 	}
 }

@@ -67,10 +67,10 @@ type Fetcher struct {
 	HTTP   *http.Client
 	Policy Policy
 	Header http.Header
-	// Credentials, when set, authenticate every card request as for an
-	// agent whose card is not known yet (every credential configured is
-	// sent). Cards are public as a rule; set it for agents that protect
-	// theirs.
+	// Credentials, when set, authenticate a card request the agent refused
+	// without them (every credential configured is sent, as the agent's
+	// card is not known yet). Cards are public as a rule, so an agent
+	// whose card is public never sees them.
 	Credentials Credentials
 	Timeout     time.Duration // default 30s
 	// MaxBytes caps a card body. Default 1 MiB.
@@ -144,7 +144,19 @@ func (f *Fetcher) Fetch(ctx context.Context, base, etag string) (*Fetched, error
 	return nil, best
 }
 
+// fetchOne fetches a card from u: without credentials first, as cards are
+// public as a rule, and with them only when the agent refuses (401/403),
+// so an agent whose card is public never sees them.
 func (f *Fetcher) fetchOne(ctx context.Context, hc *http.Client, u, etag string) (*Fetched, int, error) {
+	got, status, err := f.fetchAs(ctx, hc, u, etag, false)
+	var ae *AuthError
+	if f.Credentials != nil && errors.As(err, &ae) {
+		return f.fetchAs(ctx, hc, u, etag, true)
+	}
+	return got, status, err
+}
+
+func (f *Fetcher) fetchAs(ctx context.Context, hc *http.Client, u, etag string, withCredentials bool) (*Fetched, int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, 0, fmt.Errorf("discovery: %w", err)
@@ -159,7 +171,7 @@ func (f *Fetcher) fetchOne(ctx context.Context, hc *http.Client, u, etag string)
 	if etag != "" {
 		req.Header.Set("If-None-Match", etag)
 	}
-	if f.Credentials != nil {
+	if withCredentials {
 		if err := f.Credentials.Apply(ctx, req, nil); err != nil {
 			return nil, 0, err
 		}
@@ -169,7 +181,7 @@ func (f *Fetcher) fetchOne(ctx context.Context, hc *http.Client, u, etag string)
 		return nil, 0, &TransportError{URL: u, Err: unwrapURLError(err)}
 	}
 	defer drain(res.Body)
-	if ae := refusal(u, res, nil, f.Credentials != nil); ae != nil {
+	if ae := Refusal(u, res, nil); ae != nil {
 		return nil, res.StatusCode, ae
 	}
 	now := time.Now()

@@ -706,7 +706,7 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	if ae := refusal(req.URL.String(), res, c.sec, c.creds != nil); ae != nil {
+	if ae := Refusal(req.URL.String(), res, c.sec); ae != nil {
 		drain(res.Body)
 		return nil, ae
 	}
@@ -774,7 +774,7 @@ func (c *Client) notA2A(req *http.Request, res *http.Response, body []byte) erro
 func (c *Client) protocolError(w *wireError, res *http.Response) error {
 	e := w.Decode(int(retryAfter(res) / time.Second))
 	if errors.Is(e, schemas.ErrUnauthenticated) || errors.Is(e, schemas.ErrPermissionDenied) {
-		return newAuthError(c.ep.URL, e.HTTPStatus, res, c.sec, c.creds != nil, e)
+		return newAuthError(c.ep.URL, e.HTTPStatus, res, c.sec, e)
 	}
 	return e
 }

@@ -586,17 +586,12 @@ func (r *clientRun) agents(ctx context.Context) error {
 		return &discovery.TransportError{URL: target, Err: err}
 	}
 	defer res.Body.Close()
+	if ae := discovery.Refusal(target, res, nil); ae != nil {
+		return ae
+	}
 	body, err := io.ReadAll(io.LimitReader(res.Body, 16<<20))
 	if err != nil {
 		return &discovery.TransportError{URL: target, Status: res.StatusCode, Err: err}
-	}
-	if res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden {
-		row := schemas.ErrUnauthenticated
-		if res.StatusCode == http.StatusForbidden {
-			row = schemas.ErrPermissionDenied
-		}
-		return &discovery.AuthError{URL: target, Status: res.StatusCode, Challenge: res.Header.Get("WWW-Authenticate"),
-			Sent: r.creds != nil, Err: schemas.Errorf(row, "%s", row.Message)}
 	}
 	if res.StatusCode == http.StatusBadRequest {
 		return &cliError{msg: fmt.Sprintf("%s refused the filters: %s", target, strings.TrimSpace(string(body)))}

@@ -254,7 +254,7 @@ func (p *process) remoteDefinition(a AgentConfig) (workers.Definition, error) {
 		opts.Credentials = creds
 	}
 	m := newRemoteMonitor(a.Name, a.URL, every, opts, prefer, p.log)
-	fetcher := &discovery.Fetcher{Policy: pol, Header: header}
+	fetcher := &discovery.Fetcher{Policy: pol, Header: header, Credentials: opts.Credentials}
 	m.resolve = func(ctx context.Context, base string, force bool) (*schemas.AgentCard, bool, error, error) {
 		// p.bus is connected before any monitor or worker runs.
 		resolver := &discovery.Resolver{Fetcher: fetcher, Store: p.bus, HardTTL: time.Duration(p.cfg.Outbound.CardHardTTL), Metrics: p.bus.Metrics()}
