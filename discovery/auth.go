@@ -157,6 +157,7 @@ func NewAuthenticator(cfg Auth) (*Authenticator, error) {
 		if hc == nil {
 			hc = o.Policy.Client(30 * time.Second)
 		}
+		hc = tokenClient(hc)
 		cc := &clientcredentials.Config{ClientID: o.ClientID, ClientSecret: o.ClientSecret, TokenURL: o.TokenURL, Scopes: o.Scopes}
 		// Every fetch uses this context: it carries the HTTP client only,
 		// whose timeout bounds each fetch. (cc.TokenSource would cache
@@ -167,6 +168,25 @@ func NewAuthenticator(cfg Auth) (*Authenticator, error) {
 		a.tokens = oauth2.ReuseTokenSourceWithExpiry(nil, a.base, tokenEarlyExpiry)
 	}
 	return a, nil
+}
+
+// tokenClient is hc for token requests: a redirect to another origin is
+// refused, as a 307/308 would repeat the request's body there, and the
+// body may hold the client secret (x/oauth2 sends it there for
+// token endpoints that do not take HTTP Basic).
+func tokenClient(hc *http.Client) *http.Client {
+	c := *hc
+	next := hc.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if leftOrigin(req, via) {
+			return refuse("refusing to follow the token endpoint's redirect to %s: another origin would get the client credentials", redact(req.URL))
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		return nil
+	}
+	return &c
 }
 
 // tokenFunc is an oauth2.TokenSource of a function.

@@ -714,3 +714,27 @@ func TestProtectedCardGetsCredentialsWhenItAsks(t *testing.T) {
 		t.Fatalf("the agent saw Authorization %q", seen)
 	}
 }
+
+// The token request is never redirected to another origin, which would get
+// the client secret (a 307 repeats the body): the fetch fails, saying why.
+func TestOAuth2TokenRequestStaysAtItsOrigin(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
+	t.Cleanup(other.Close)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/token", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(ts.Close)
+	creds, err := discovery.NewAuthenticator(discovery.Auth{OAuth2: &discovery.OAuth2{
+		TokenURL: ts.URL + "/token", ClientID: "gateway", ClientSecret: "secret-in-the-body", Policy: loopback().Policy}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("POST", "http://127.0.0.1/agent", nil)
+	if err := creds.Apply(context.Background(), req, nil); err == nil || !strings.Contains(err.Error(), "another origin") {
+		t.Fatalf("a token fetch redirected elsewhere: %v", err)
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Fatalf("the other origin got %d token requests", n)
+	}
+}
