@@ -48,7 +48,8 @@ type TaskIndex struct {
 	finished  orderedList                  // every terminal task, for retention
 	asking    orderedList                  // tasks waiting for input, for idle expiry
 	submitted map[string]*indexEntry       // SUBMITTED tasks, for orphaned work
-	open      map[ownerKey]int             // unfinished tasks per principal and tenant
+	open      map[ownerKey]openCount       // unfinished tasks per principal and tenant
+	bytes     int64                        // stored size of every task
 	applied   uint64                       // stream sequence of the last write applied
 	progress  chan struct{}                // closed when applied moves, if waited on
 	waiting   int
@@ -73,6 +74,12 @@ type listKey struct {
 
 // ownerKey names a principal in a tenant.
 type ownerKey struct{ tenant, owner string }
+
+// openCount is how many unfinished tasks a principal has, and their size.
+type openCount struct {
+	tasks int
+	bytes int64
+}
 
 // contextKey names the tasks of one context at one agent.
 type contextKey struct{ tenant, agent, context string }
@@ -113,7 +120,7 @@ func (b *Bus) NewTaskIndex() *TaskIndex {
 		lists:     map[listKey]*orderedList{},
 		contexts:  map[contextKey][]*indexEntry{},
 		submitted: map[string]*indexEntry{},
-		open:      map[ownerKey]int{},
+		open:      map[ownerKey]openCount{},
 		progress:  make(chan struct{}),
 		ready:     make(chan struct{}),
 	}
@@ -204,8 +211,13 @@ func (x *TaskIndex) attach(e *indexEntry) {
 		x.submitted[e.id] = e
 	}
 	if !e.Reply && !e.State.Terminal() {
-		x.open[ownerKey{e.Tenant, e.Owner}]++
+		k := ownerKey{e.Tenant, e.Owner}
+		c := x.open[k]
+		c.tasks++
+		c.bytes += int64(e.size)
+		x.open[k] = c
 	}
+	x.bytes += int64(e.size)
 }
 
 func (x *TaskIndex) detach(e *indexEntry) {
@@ -242,10 +254,16 @@ func (x *TaskIndex) detach(e *indexEntry) {
 	delete(x.submitted, e.id)
 	if !e.Reply && !e.State.Terminal() {
 		k := ownerKey{e.Tenant, e.Owner}
-		if x.open[k]--; x.open[k] <= 0 {
+		c := x.open[k]
+		c.tasks--
+		c.bytes -= int64(e.size)
+		if c.tasks <= 0 {
 			delete(x.open, k)
+		} else {
+			x.open[k] = c
 		}
 	}
+	x.bytes -= int64(e.size)
 }
 
 // compareSlots orders slots by (at, id).
@@ -462,11 +480,20 @@ func (x *TaskIndex) catchUp(ctx context.Context) error {
 }
 
 // Unfinished counts the tasks of a principal in a tenant that are not
-// finished, over all agents.
-func (x *TaskIndex) Unfinished(principal, tenant string) int {
+// finished, over all agents, and their stored size.
+func (x *TaskIndex) Unfinished(principal, tenant string) (tasks int, bytes int64) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return x.open[ownerKey{tenant, principal}]
+	c := x.open[ownerKey{tenant, principal}]
+	return c.tasks, c.bytes
+}
+
+// StoredBytes is the stored size of every task record: how full the task
+// bucket is, but for its headers and markers.
+func (x *TaskIndex) StoredBytes() int64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.bytes
 }
 
 // Len is how many tasks the index holds.

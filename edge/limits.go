@@ -25,6 +25,10 @@ type Limits struct {
 	// index, which follows the store within milliseconds, so a burst may
 	// pass it by a few.
 	MaxUnfinished int
+	// MaxUnfinishedBytes bounds the stored size of those tasks the same
+	// way, so no caller can fill the task store with tasks it leaves
+	// waiting.
+	MaxUnfinishedBytes int64
 }
 
 // LimitsConfig is Default for every caller, replaced as a whole by the
@@ -120,16 +124,40 @@ func (s *Server) limitRate(r *http.Request, c *call) error {
 const unfinishedRetry = 5
 
 // limitUnfinished refuses a new task of a caller at its quota of
-// unfinished tasks.
+// unfinished tasks, and any new task while the task store is nearly full
+// (storeFullShare of the bucket): stored tasks that nobody finishes would
+// otherwise leave a new task accepted but never able to progress.
 func (s *Server) limitUnfinished(c *call) error {
+	if max := s.b.Config().TaskMaxBytes; max > 0 {
+		if used := s.index.StoredBytes(); float64(used) > storeFullShare*float64(max) {
+			e := schemas.Errorf(schemas.ErrUnavailable, "the task store is nearly full (%d of %d bytes, mostly tasks not finished); retry later", used, max)
+			e.RetryAfter = storeFullRetry
+			return e
+		}
+	}
 	l := s.cfg.Limits.of(c.caller)
-	if l.MaxUnfinished <= 0 {
+	if l.MaxUnfinished <= 0 && l.MaxUnfinishedBytes <= 0 {
 		return nil
 	}
-	if n := s.index.Unfinished(c.caller.principal, c.caller.tenant); n >= l.MaxUnfinished {
-		e := schemas.Errorf(schemas.ErrRateLimited, "this caller has %d unfinished tasks, its limit; finish, answer or cancel one before starting another", n)
-		e.RetryAfter = unfinishedRetry
-		return e
+	n, size := s.index.Unfinished(c.caller.principal, c.caller.tenant)
+	var e *schemas.Error
+	switch {
+	case l.MaxUnfinished > 0 && n >= l.MaxUnfinished:
+		e = schemas.Errorf(schemas.ErrRateLimited, "this caller has %d unfinished tasks, its limit; finish, answer or cancel one before starting another", n)
+	case l.MaxUnfinishedBytes > 0 && size >= l.MaxUnfinishedBytes:
+		e = schemas.Errorf(schemas.ErrRateLimited, "this caller's unfinished tasks hold %d bytes, its limit of %d; finish, answer or cancel some before starting another", size, l.MaxUnfinishedBytes)
+	default:
+		return nil
 	}
-	return nil
+	e.RetryAfter = unfinishedRetry
+	return e
 }
+
+// storeFullShare is how full the task store may be before new tasks are
+// refused, and storeFullRetry the wait they are told. Finished tasks are
+// bounded well below it (MaxFinishedBytes, half the bucket by default), so
+// only unfinished ones can bring it there.
+const (
+	storeFullShare = 0.9
+	storeFullRetry = 30
+)

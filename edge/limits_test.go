@@ -162,3 +162,46 @@ func TestOversizedAnswerFailsTheTask(t *testing.T) {
 		t.Fatalf("the task: %+v", st)
 	}
 }
+
+// Unfinished tasks cannot fill the store: a caller is held to its bytes
+// quota (429), and past 90% of the task bucket every new task is refused
+// (503, retryable) instead of accepted and never run.
+func TestUnfinishedTasksCannotFillTheStore(t *testing.T) {
+	a, err := auth.New(context.Background(), auth.Config{APIKeys: []auth.APIKey{{Key: aliceKey, Principal: "alice"}, {Key: bobKey, Principal: "bob"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOptions{
+		bus:    bustest.Options{Config: bus.Config{TaskMaxBytes: 2 << 20}},
+		agents: []workers.Definition{{Name: "slow", Agent: newBlocker()}},
+		edge: edge.Config{Auth: a, Limits: edge.LimitsConfig{Default: edge.Limits{MaxUnfinishedBytes: 150 << 10},
+			Principals: map[string]edge.Limits{"bob": {}}}}})
+	big := strings.Repeat("b", 50<<10)
+	send := func(key string) (int, http.Header, []byte) {
+		return as(t, key, "POST", h.url+"/agents/slow/message:send", "application/json",
+			`{"message":{"messageId":"`+schemas.NewID()+`","role":"ROLE_USER","parts":[{"text":"`+big+`"}]},"configuration":{"returnImmediately":true}}`)
+	}
+	// until refused; the index follows the store within milliseconds
+	fill := func(key string, want int) (http.Header, []byte) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			status, hdr, b := send(key)
+			if status == want {
+				return hdr, b
+			}
+			if status != http.StatusOK || time.Now().After(deadline) {
+				t.Fatalf("want %d: got %d %.200s", want, status, b)
+			}
+		}
+	}
+	hdr, b := fill(aliceKey, http.StatusTooManyRequests)
+	rateLimited(t, "alice over her bytes quota", http.StatusTooManyRequests, hdr, b, false)
+	if !bytes.Contains(b, []byte("bytes")) {
+		t.Fatalf("the refusal does not say why: %s", b)
+	}
+	hdr, b = fill(bobKey, http.StatusServiceUnavailable)
+	if !bytes.Contains(b, []byte("task store is nearly full")) || hdr.Get("Retry-After") == "" {
+		t.Fatalf("a full store: %s (Retry-After %q)", b, hdr.Get("Retry-After"))
+	}
+}

@@ -305,7 +305,7 @@ func defaultConfig() Config {
 		MaxFinishedTasks: 100000,
 		MaxFinishedBytes: 512 << 20,
 		SweepEvery:       Duration(10 * time.Second),
-		Limits:           LimitsConfig{Limits: Limits{Rate: 500, Burst: 1000, MaxUnfinished: 1000}},
+		Limits:           LimitsConfig{Limits: Limits{Rate: 500, Burst: 1000, MaxUnfinished: 1000, MaxUnfinishedBytes: 256 << 20}},
 		OrphanAfter:      Duration(30 * time.Second),
 		IdleAfter:        Duration(24 * time.Hour),
 		ShutdownGrace:    Duration(10 * time.Second),
@@ -392,6 +392,14 @@ func settings() []setting {
 			return nil
 		}},
 		{"rate-burst", "A2ABUS_RATE_BURST", "requests one caller may send at once before the rate limit applies (default 1000)", num(func(c *Config) *int { return &c.Limits.Burst })},
+		{"max-unfinished-bytes", "A2ABUS_MAX_UNFINISHED_BYTES", "stored size of one caller's unfinished tasks before new ones get 429: bytes, or with KiB, MiB, GiB (default 256MiB; 0 for no limit)", func(c *Config, v string) error {
+			n, err := parseBytes(v)
+			if err != nil {
+				return err
+			}
+			c.Limits.MaxUnfinishedBytes = n
+			return nil
+		}},
 		{"max-unfinished", "A2ABUS_MAX_UNFINISHED", "unfinished tasks one caller may have before new ones get 429 (default 1000; 0 for no limit)", num(func(c *Config) *int { return &c.Limits.MaxUnfinished })},
 		{"max-backlog", "A2ABUS_MAX_BACKLOG", "tasks queued or running per agent before new ones get 503 + Retry-After (default 10000)", num(func(c *Config) *int { return &c.MaxBacklog })},
 		{"max-body-bytes", "A2ABUS_MAX_BODY_BYTES", "largest HTTP request body (default 4194304)", func(c *Config, v string) error {
@@ -460,9 +468,10 @@ func boolean(f func(*Config) *bool) func(*Config, string) error {
 
 // Limits bounds one caller: see edge.Limits.
 type Limits struct {
-	Rate          float64 `json:"rate"`
-	Burst         int     `json:"burst"`
-	MaxUnfinished int     `json:"maxUnfinished"`
+	Rate               float64 `json:"rate"`
+	Burst              int     `json:"burst"`
+	MaxUnfinished      int     `json:"maxUnfinished"`
+	MaxUnfinishedBytes int64   `json:"maxUnfinishedBytes"`
 }
 
 // LimitsConfig is the default Limits of every caller, and whole

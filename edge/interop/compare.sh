@@ -27,7 +27,7 @@ PY
 for i in $(seq "$rounds"); do
 	echo "round $i"
 	data="$(mktemp -d)"
-	"$bin/a2abus" serve --listen 127.0.0.1:9731 --nats-listen 127.0.0.1:9732 --data-dir "$data" --rate-limit 0 --max-unfinished 0 >"$bin/serve.log" 2>&1 &
+	"$bin/a2abus" serve --listen 127.0.0.1:9731 --nats-listen 127.0.0.1:9732 --data-dir "$data" --rate-limit 0 --max-unfinished 0 --max-unfinished-bytes 0 >"$bin/serve.log" 2>&1 &
 	spid=$!
 	wait_url http://127.0.0.1:9731/.well-known/agent-card.json
 	measure a2abus http://127.0.0.1:9731 "$@"
