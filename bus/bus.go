@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -164,8 +165,12 @@ type Bus struct {
 	claims   contextClaims
 	// leases holds the leases of work one process does at a time.
 	leases jetstream.KeyValue
-	source string
-	log    *slog.Logger
+	// hub serves the event readers of this process (see eventHub).
+	hub     *eventHub
+	hubOnce sync.Once
+	hubStop context.CancelFunc
+	source  string
+	log     *slog.Logger
 }
 
 // Connect connects to NATS (the embedded server in-process, or cfg.URL),
@@ -282,6 +287,10 @@ func (b *Bus) Connected() bool { return b.nc.IsConnected() }
 func (b *Bus) Close() error {
 	if b.nc.IsClosed() {
 		return nil
+	}
+	b.hubOnce.Do(func() {}) // no hub starts from now on
+	if b.hubStop != nil {
+		b.hubStop()
 	}
 	done := make(chan struct{})
 	b.nc.SetClosedHandler(func(*nats.Conn) { close(done) })

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,50 +61,134 @@ func SnapshotCursor(rev uint64) uint64 { return rev<<cursorBits | MaxEventsPerWr
 // filled. The consumer resumes with a new reader from its last cursor.
 var ErrReaderOverflow = errors.New("bus: event reader buffer full; resume from the last cursor")
 
+// readerOpenRetryFor bounds how long opening a reader keeps trying while
+// the bus cannot serve it. After a node is killed, until the others have
+// elected new leaders (a follower waits 4 to 9 seconds before it
+// campaigns) and count the node as gone, a request can go unanswered or be
+// told "temporarily unavailable", though the same request a moment later
+// succeeds (measured with a node killed: refusals for up to about 10s).
+// Like a submit (submitRetryFor), opening a reader rides that out rather
+// than refusing the client. (A variable only so that a test can make room
+// for a slower election.)
+var readerOpenRetryFor = 15 * time.Second
+
+// eventHub serves every event reader of one process from one follower of
+// the events stream (all tasks' subjects), fanned out in memory by task
+// id, so a subscriber costs no JetStream consumer: ten thousand SSE
+// subscribers on an edge are ten thousand map entries and channels, not
+// ten thousand consumers (a stream allows a thousand by default). A task
+// that nobody reads costs the hub a subject check per event.
+//
+// The hub owns pos, the stream sequence up to which it has handed every
+// event on. A reader registers at pos, reads what the stream stored for
+// its task up to pos (usually nothing newer than the record it started
+// from: one read of the task's last event tells), and gets every event
+// after pos from the hub, in stream order, none missed and none twice.
+type eventHub struct {
+	b       *Bus
+	f       *follower
+	ready   chan struct{}
+	mu      sync.Mutex
+	pos     uint64
+	readers map[string]map[*EventReader]struct{}
+}
+
+// events returns the process's hub, started on first use; it runs until
+// the connection closes.
+func (b *Bus) events() *eventHub {
+	b.hubOnce.Do(func() {
+		h := &eventHub{b: b, ready: make(chan struct{}), readers: map[string]map[*EventReader]struct{}{}}
+		h.f = b.newFollower("events", schemas.StreamEvents, jetstream.DeliverNewPolicy, schemas.SubjectEventsAll)
+		ctx, stop := context.WithCancel(context.Background())
+		b.hubStop = stop
+		go func() {
+			prefix := schemas.SubjectEvents("")
+			_ = h.f.run(ctx, func(m followMsg) {
+				h.dispatch(strings.TrimPrefix(m.Subject, prefix), m)
+			}, func() {
+				h.mu.Lock()
+				h.pos = max(h.pos, h.f.cursor)
+				h.mu.Unlock()
+				close(h.ready)
+			})
+		}()
+		b.hub = h
+	})
+	return b.hub
+}
+
+// dispatch hands one stored message of the events stream to the readers
+// of its task.
+func (h *eventHub) dispatch(taskID string, m followMsg) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pos = m.Seq
+	rs := h.readers[taskID]
+	if len(rs) == 0 {
+		return
+	}
+	us, err := decodeUpdates(&nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Value})
+	if err != nil {
+		h.b.log.Warn("skipping undecodable task event", "subject", m.Subject, "err", err)
+		return
+	}
+	for r := range rs {
+		r.live(us)
+	}
+}
+
+// add registers r for its task's events after the hub's position, and
+// returns that position.
+func (h *eventHub) add(r *EventReader) uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rs := h.readers[r.taskID]
+	if rs == nil {
+		rs = map[*EventReader]struct{}{}
+		h.readers[r.taskID] = rs
+	}
+	rs[r] = struct{}{}
+	return h.pos
+}
+
+func (h *eventHub) remove(r *EventReader) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if rs := h.readers[r.taskID]; rs != nil {
+		delete(rs, r)
+		if len(rs) == 0 {
+			delete(h.readers, r.taskID)
+		}
+	}
+}
+
+// count is how many readers are registered now.
+func (h *eventHub) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, rs := range h.readers {
+		n += len(rs)
+	}
+	return n
+}
+
 // EventReader delivers a task's events; see ReadEvents.
 type EventReader struct {
 	b      *Bus
+	hub    *eventHub
 	taskID string
 	ch     chan TaskUpdate
-	// stopWatch ends the stall watch; watched is closed when it has ended.
-	stopWatch context.CancelFunc
-	watched   chan struct{}
 
 	mu   sync.Mutex
-	cc   jetstream.ConsumeContext // replaced by the stall watch
-	cons jetstream.Consumer
 	err  error
 	done bool
 	last uint64
-	// moved is set by every delivery and cleared by the stall watch.
-	moved bool
+	// While the reader reads what was stored before it registered, the
+	// hub's events wait in pending (bounded by the buffer too).
+	replaying bool
+	pending   []TaskUpdate
 }
-
-// A reader whose consumer sits on a replica still catching up (after a
-// node restart) or on a node that is gone may deliver nothing while the
-// task's events are in the stream. Its stall watch checks, each
-// readerStallAfter with no delivery, whether the task's record holds
-// events the reader has not delivered, and if so replaces the consumer
-// from the reader's cursor, at most maxReaderReplacements times. The watch
-// ends once the reader has caught up with the record: after that, quiet
-// means the task is quiet, and the ordered consumer's own heartbeats watch
-// the consumer.
-const (
-	readerStallAfter      = 2 * time.Second
-	maxReaderReplacements = 3
-)
-
-// readerOpenRetryFor bounds how long opening a reader keeps trying while
-// the bus cannot take it. A reader's consumer is created by the cluster's
-// meta leader and placed on a member that holds the stream. After a node
-// is killed, until the others have elected new leaders (a follower waits 4
-// to 9 seconds before it campaigns) and count the node as gone, a create
-// can go unanswered or be told "temporarily unavailable", though the same
-// create a moment later succeeds (measured with a node killed: refusals
-// for up to about 10s). Like a submit (submitRetryFor), opening a reader
-// rides that out rather than refusing the client. (A variable only so that
-// a test can make room for a slower election.)
-var readerOpenRetryFor = 15 * time.Second
 
 // ReadEvents opens a reader of the events of task taskID with cursors
 // greater than after (0: all; SnapshotCursor(rev): those after a record
@@ -111,10 +196,10 @@ var readerOpenRetryFor = 15 * time.Second
 // consumer lets more pile up, the reader ends with ErrReaderOverflow (it
 // never slows the publisher or other readers). Close it when done.
 //
-// While the bus cannot create the reader's consumer (a leader is being
-// elected) it retries for up to readerOpenRetryFor within ctx; an error
-// still matching schemas.ErrUnavailable after that is the caller's to
-// answer as retryable.
+// While the bus cannot serve it (a leader is being elected) it retries for
+// up to readerOpenRetryFor within ctx; an error still matching
+// schemas.ErrUnavailable after that is the caller's to answer as
+// retryable.
 func (b *Bus) ReadEvents(ctx context.Context, taskID string, after uint64, buffer int) (*EventReader, error) {
 	if !schemas.ValidTaskID(taskID) {
 		return nil, fmt.Errorf("bus: read events: invalid task id %q", taskID)
@@ -122,116 +207,120 @@ func (b *Bus) ReadEvents(ctx context.Context, taskID string, after uint64, buffe
 	if buffer <= 0 {
 		buffer = 256
 	}
-	cons, err := b.openEventConsumer(ctx, taskID)
+	h := b.events()
+	if h == nil {
+		return nil, fmt.Errorf("bus: read events: %w", nats.ErrConnectionClosed)
+	}
+	wctx, cancel := context.WithTimeout(ctx, readerOpenRetryFor)
+	select {
+	case <-h.ready:
+		cancel()
+	case <-wctx.Done():
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, schemas.Errorf(schemas.ErrUnavailable, "the events of task %s cannot be followed yet; retry", taskID)
+	}
+	r := &EventReader{b: b, hub: h, taskID: taskID, ch: make(chan TaskUpdate, buffer), last: after, replaying: true}
+	pos := h.add(r)
+	err := retryWithin(ctx, readerOpenRetryFor, func(actx context.Context) (bool, error) {
+		err := r.replay(actx, pos)
+		return err == nil || !errors.Is(err, schemas.ErrUnavailable) || errors.Is(err, nats.ErrConnectionClosed), err
+	})
 	if err != nil {
+		h.remove(r)
 		return nil, err
 	}
-	r := &EventReader{b: b, taskID: taskID, ch: make(chan TaskUpdate, buffer), watched: make(chan struct{}), cons: cons, last: after}
-	if r.cc, err = r.consume(cons); err != nil {
-		return nil, err
-	}
-	wctx, stop := context.WithCancel(context.Background())
-	r.stopWatch = stop
-	go r.watchStall(wctx)
+	r.mu.Lock()
+	r.replaying = false
+	pending := r.pending
+	r.pending = nil
+	r.deliver(pending)
+	r.mu.Unlock()
 	return r, nil
 }
 
-// consume starts delivering cons's messages to the reader.
-func (r *EventReader) consume(cons jetstream.Consumer) (jetstream.ConsumeContext, error) {
-	cc, err := cons.Consume(r.handle, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		// Ordered consumers recreate themselves after these; only log.
-		r.b.log.Debug("event reader", "task_id", r.taskID, "err", err)
-	}))
+// replay delivers the task's events the stream stored up to pos. The
+// task's last stored event tells whether there is anything newer than the
+// reader's cursor; only then are its events read, through a consumer that
+// lives for the read.
+func (r *EventReader) replay(ctx context.Context, pos uint64) error {
+	subject := schemas.SubjectEvents(r.taskID)
+	lastMsg, err := r.b.leaderGet(ctx, schemas.StreamEvents, subject)
+	if errors.Is(err, errNoMessage) {
+		return nil
+	}
 	if err != nil {
-		return nil, errUnavailable("bus: start event reader", err)
-	}
-	return cc, nil
-}
-
-// watchStall is the reader's stall watch (see readerStallAfter); it ends
-// when the reader is closed or has caught up with the task's record.
-func (r *EventReader) watchStall(ctx context.Context) {
-	defer close(r.watched)
-	t := time.NewTicker(readerStallAfter)
-	defer t.Stop()
-	for replaced := 0; replaced < maxReaderReplacements; {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		r.mu.Lock()
-		moved, last, done := r.moved, r.last, r.done
-		r.moved = false
-		r.mu.Unlock()
-		if done {
-			return
-		}
-		if moved {
-			continue
-		}
-		rctx, rcancel := context.WithTimeout(ctx, attemptLimit)
-		rec, rev, err := r.b.GetTask(rctx, r.taskID)
-		rcancel()
-		if err != nil {
-			continue
-		}
-		if RecordCursor(rec, rev) <= last {
-			return // caught up: nothing is missing
-		}
-		cons, err := r.b.openEventConsumer(ctx, r.taskID)
-		if err != nil {
-			continue
-		}
-		cc, err := r.consume(cons)
-		if err != nil {
-			continue
-		}
-		r.mu.Lock()
-		oldCC, oldCons := r.cc, r.cons
-		r.cc, r.cons = cc, cons
-		r.mu.Unlock()
-		r.b.deleteEventConsumer(oldCC, oldCons)
-		replaced++
-		r.b.log.Warn("replaced an event reader that delivered nothing while its task has newer events", "task_id", r.taskID)
-	}
-}
-
-// openEventConsumer creates the ordered consumer of a task's events,
-// trying again while the bus answers with a retryable error (see
-// readerOpenRetryFor). A connection closed for good is not retried. An
-// attempt that timed out may still have created its consumer on the
-// server: no one reads it, and the inactivity threshold reaps it.
-func (b *Bus) openEventConsumer(ctx context.Context, taskID string) (jetstream.Consumer, error) {
-	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{schemas.SubjectEvents(taskID)},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		// Close deletes the consumer; this reaps those of a crashed edge.
-		InactiveThreshold: 30 * time.Second,
-	}
-	var cons jetstream.Consumer
-	err := retryWithin(ctx, readerOpenRetryFor, func(actx context.Context) (bool, error) {
-		var err error
-		if cons, err = b.js.OrderedConsumer(actx, schemas.StreamEvents, cfg); err == nil {
-			return true, nil
-		}
-		err = errUnavailable("bus: open event reader", err)
-		return !errors.Is(err, schemas.ErrUnavailable) || errors.Is(err, nats.ErrConnectionClosed), err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return cons, nil
-}
-
-func (r *EventReader) handle(m jetstream.Msg) {
-	us, err := decodeUpdates(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
-	if err != nil {
-		r.b.log.Warn("skipping undecodable task event", "subject", m.Subject(), "err", err)
-		return
+		return err
 	}
 	r.mu.Lock()
+	after := r.last
+	r.mu.Unlock()
+	if us, err := decodeUpdates(&nats.Msg{Subject: subject, Header: lastMsg.Header, Data: lastMsg.Data}); err == nil && lastMsg.Seq <= pos && us[len(us)-1].Cursor <= after {
+		return nil // nothing stored that the reader lacks
+	}
+	cons, err := r.b.js.OrderedConsumer(ctx, schemas.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy, InactiveThreshold: 30 * time.Second})
+	if err != nil {
+		return errUnavailable("bus: read task events", err)
+	}
+	defer func() {
+		if info := cons.CachedInfo(); info != nil {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptLimit)
+			_ = r.b.js.DeleteConsumer(dctx, schemas.StreamEvents, info.Name)
+			cancel()
+		}
+	}()
+	for {
+		m, err := cons.Next(jetstream.FetchContext(ctx))
+		if err != nil {
+			return errUnavailable("bus: read task events", err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return errUnavailable("bus: read task events", err)
+		}
+		if meta.Sequence.Stream > pos {
+			return nil // the hub hands on the rest
+		}
+		us, err := decodeUpdates(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+		if err != nil {
+			r.b.log.Warn("skipping undecodable task event", "subject", m.Subject(), "err", err)
+		} else {
+			r.mu.Lock()
+			r.deliver(us)
+			done := r.done
+			r.mu.Unlock()
+			if done {
+				return nil
+			}
+		}
+		if meta.Sequence.Stream == pos || meta.NumPending == 0 {
+			return nil
+		}
+	}
+}
+
+// live takes events from the hub; while the reader replays they wait.
+// The hub's lock is held: it never blocks.
+func (r *EventReader) live(us []TaskUpdate) {
+	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.replaying {
+		if len(r.pending)+len(us) > cap(r.ch) {
+			r.finish(ErrReaderOverflow)
+			return
+		}
+		r.pending = append(r.pending, us...)
+		return
+	}
+	r.deliver(us)
+}
+
+// deliver passes on the events newer than the reader's cursor; r.mu is
+// held.
+func (r *EventReader) deliver(us []TaskUpdate) {
 	for _, u := range us {
 		if r.done {
 			return
@@ -241,7 +330,7 @@ func (r *EventReader) handle(m jetstream.Msg) {
 		}
 		select {
 		case r.ch <- u:
-			r.last, r.moved = u.Cursor, true
+			r.last = u.Cursor
 		default:
 			r.finish(ErrReaderOverflow)
 		}
@@ -267,28 +356,12 @@ func (r *EventReader) Err() error {
 	return r.err
 }
 
-// Close stops the reader and deletes its consumer on the server at once
-// (an ordered consumer's Stop leaves it to the inactivity reaper).
+// Close stops the reader.
 func (r *EventReader) Close() {
-	r.stopWatch()
-	<-r.watched
-	r.mu.Lock()
-	cc, cons := r.cc, r.cons
-	r.mu.Unlock()
-	r.b.deleteEventConsumer(cc, cons)
+	r.hub.remove(r)
 	r.mu.Lock()
 	r.finish(nil)
 	r.mu.Unlock()
-}
-
-// deleteEventConsumer stops consuming and deletes the consumer.
-func (b *Bus) deleteEventConsumer(cc jetstream.ConsumeContext, cons jetstream.Consumer) {
-	cc.Stop()
-	if info := cons.CachedInfo(); info != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), attemptLimit)
-		_ = b.js.DeleteConsumer(ctx, schemas.StreamEvents, info.Name)
-		cancel()
-	}
 }
 
 // decodeUpdates reads the events of one message on a task's event subject
@@ -352,8 +425,9 @@ func extString(ev *cloudevents.Event, name string) string {
 	return fmt.Sprint(v)
 }
 
-// EventReaders returns how many readers (consumers) the events stream has
-// now, across all processes; for tests and metrics.
+// EventReaders returns how many consumers the events stream has now,
+// across all processes (each process's hub has one; a reader catching up
+// on stored events has one for that while); for tests and metrics.
 func (b *Bus) EventReaders(ctx context.Context) (int, error) {
 	st, err := b.js.Stream(ctx, schemas.StreamEvents)
 	if err != nil {
@@ -364,4 +438,12 @@ func (b *Bus) EventReaders(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	return info.State.Consumers, nil
+}
+
+// EventSubscribers counts the readers of this process open now.
+func (b *Bus) EventSubscribers() int {
+	if h := b.events(); h != nil {
+		return h.count()
+	}
+	return 0
 }

@@ -671,41 +671,80 @@ func TestEventReaderOverflow(t *testing.T) {
 	}
 }
 
-// A reader whose consumer delivers nothing while the task's record holds
-// newer events (its consumer sits on a replica still catching up, say) is
-// given a new consumer from its cursor, and misses nothing.
-func TestEventReaderReplacesAConsumerThatDeliversNothing(t *testing.T) {
+// Readers cost no consumer each: two thousand readers of forty tasks are
+// served by the process's one hub consumer, each gets its task's events
+// and only those, and a reader from the start of a task that has events
+// replays them (through a consumer that lives for the replay) before the
+// live ones, missing none and repeating none.
+func TestEventReadersShareOneConsumer(t *testing.T) {
 	b := newTestBus(t, Config{})
 	ctx := testCtx(t)
-	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}, Agent: "a"}
-	rev, err := b.CreateTask(ctx, rec)
-	if err != nil {
-		t.Fatal(err)
+	var ids []string
+	for range 40 {
+		rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}, Agent: "a"}
+		rev, err := b.CreateTask(ctx, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := b.ApplyFrom(ctx, rec.Task.ID, rec, rev, artifact("before", "x")); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, rec.Task.ID)
 	}
-	r, err := b.ReadEvents(ctx, rec.Task.ID, SnapshotCursor(rev), 16)
-	if err != nil {
-		t.Fatal(err)
+	readers := make([]*EventReader, 0, 2000)
+	for i := range 2000 {
+		after := uint64(0) // the first of each task's readers replays
+		if i >= len(ids) {
+			after = EventCursor(1<<40, 0)
+		}
+		r, err := b.ReadEvents(ctx, ids[i%len(ids)], after, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		readers = append(readers, r)
 	}
-	defer r.Close()
-	// The consumer goes silent: it is there, but nothing comes of it.
-	r.mu.Lock()
-	r.cc.Stop()
-	r.mu.Unlock()
-	for i := range 3 {
-		a := schemas.Artifact{ArtifactID: fmt.Sprint(i), Parts: []schemas.Part{schemas.TextPart("x")}}
-		if _, _, err := b.Apply(ctx, rec.Task.ID, TaskEvent{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: a}}); err != nil {
+	if n, err := b.EventReaders(ctx); err != nil || n > 1 {
+		t.Fatalf("%d consumers for 2000 readers (%v)", n, err)
+	}
+	if n := b.EventSubscribers(); n != 2000 {
+		t.Fatalf("%d readers registered", n)
+	}
+	for i, r := range readers[:len(ids)] {
+		if u := <-r.C(); u.Artifact == nil || u.Artifact.Artifact.ArtifactID != "before" {
+			t.Fatalf("reader %d replayed %+v", i, u)
+		}
+	}
+	for _, id := range ids {
+		if _, _, err := b.Apply(ctx, id, artifact("live-"+id, "y")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for i := range 3 {
+	for i, r := range readers {
+		want := "live-" + ids[i%len(ids)]
+		if i >= len(ids) {
+			// A cursor past everything: nothing is delivered.
+			select {
+			case u := <-r.C():
+				t.Fatalf("reader %d past the end got %+v", i, u)
+			default:
+			}
+			continue
+		}
 		select {
 		case u := <-r.C():
-			if u.Artifact == nil || u.Artifact.Artifact.ArtifactID != fmt.Sprint(i) {
-				t.Fatalf("event %d: %+v", i, u)
+			if u.Artifact == nil || u.Artifact.Artifact.ArtifactID != want {
+				t.Fatalf("reader %d got %+v, want %s", i, u, want)
 			}
 		case <-ctx.Done():
-			t.Fatalf("event %d never came: the silent consumer was not replaced", i)
+			t.Fatalf("reader %d got nothing", i)
 		}
+	}
+	for _, r := range readers {
+		r.Close()
+	}
+	if n := b.EventSubscribers(); n != 0 {
+		t.Fatalf("%d readers left after closing all", n)
 	}
 }
 

@@ -513,14 +513,14 @@ func TestKeepAliveAndDisconnectFreesReader(t *testing.T) {
 			keepAlives++
 		}
 	}
-	n, err := h.b.EventReaders(context.Background())
-	if err != nil || n != 1 {
-		t.Fatalf("readers while subscribed = %d (%v)", n, err)
+	if n := h.b.EventSubscribers(); n != 1 {
+		t.Fatalf("readers while subscribed = %d", n)
 	}
 	s.resp.Body.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if n, _ = h.b.EventReaders(context.Background()); n == 0 {
+		n := h.b.EventSubscribers()
+		if n == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -532,3 +532,36 @@ func TestKeepAliveAndDisconnectFreesReader(t *testing.T) {
 }
 
 func newReader(resp *http.Response) *bufio.Reader { return bufio.NewReaderSize(resp.Body, 64<<10) }
+
+// More SSE subscribers than JetStream allows consumers on a stream (1000
+// by default) follow one task on one edge: they share the edge's one
+// events consumer, and every one of them sees the task end.
+func TestManySubscribersShareOneConsumer(t *testing.T) {
+	const subscribers = 1100
+	bl := newBlocker()
+	h := newHarness(t, harnessOptions{agents: []workers.Definition{{Name: "slow", Agent: bl}}})
+	task := mustResult[schemas.SendMessageResponse](t, h.call("slow", "SendMessage", send(userMessage("x"), true))).Task
+	recv(t, bl.started, "agent start")
+	streams := make([]*sseStream, subscribers)
+	for i := range streams {
+		s, r := openStream(t, h.url, "slow", "SubscribeToTask", map[string]any{"id": task.ID}, "")
+		if s == nil {
+			t.Fatalf("subscriber %d refused: %+v", i, r.Error)
+		}
+		s.next() // the snapshot
+		streams[i] = s
+	}
+	if n, err := h.b.EventReaders(context.Background()); err != nil || n > 1 {
+		t.Fatalf("%d consumers for %d subscribers (%v)", n, subscribers, err)
+	}
+	h.call("slow", "CancelTask", map[string]any{"id": task.ID})
+	for i, s := range streams {
+		var last string
+		for ev, ok := s.next(); ok; ev, ok = s.next() {
+			last = ev.data
+		}
+		if !strings.Contains(last, "TASK_STATE_CANCELED") {
+			t.Fatalf("subscriber %d ended with %s", i, last)
+		}
+	}
+}
