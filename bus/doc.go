@@ -26,9 +26,14 @@
 //     advisories (dlq.go);
 //   - following: one follower per stream of interest that replaces a lost
 //     consumer within seconds (follow.go), behind the TaskWatcher that
-//     blocking requests wait on and the AgentDirectory; per-task event
-//     readers with resumable cursors (ReadEvents);
-//   - sweeps: retention of finished tasks and requeueing of orphaned work;
+//     blocking requests wait on, the AgentDirectory, and the event hub
+//     that serves every per-task event reader of a process with resumable
+//     cursors (ReadEvents) from one consumer;
+//   - the task index (index.go): kept from the headers of the task
+//     writes, it pages ListTasks, counts each caller's unfinished tasks,
+//     and drives the sweep (one process at a time, by lease): retention
+//     of finished tasks, requeueing of orphaned work, cancellation of
+//     tasks idle for input;
 //   - the live agent registry, the external card cache store, and the
 //     process's metrics registry.
 //
