@@ -45,7 +45,7 @@ type TaskIndex struct {
 	tasks     map[string]*indexEntry
 	lists     map[listKey]*orderedList
 	contexts  map[contextKey][]*indexEntry // the tasks of each context, any order
-	finished  orderedList                  // every terminal task, for retention
+	finished  orderedList                  // every terminal task, for retention (in write order within a millisecond)
 	asking    orderedList                  // tasks waiting for input, for idle expiry
 	submitted map[string]*indexEntry       // SUBMITTED tasks, for orphaned work
 	open      map[ownerKey]openCount       // unfinished tasks per principal and tenant
@@ -95,6 +95,9 @@ type slot struct {
 // orderedList holds slots ascending by (at, id), with counts of its live
 // entries.
 type orderedList struct {
+	// byWrite orders slots of the same status time by the revision of
+	// their write (the order they finished) instead of by id.
+	byWrite bool
 	slots   []slot
 	live    int
 	bytes   int64
@@ -120,6 +123,7 @@ func (b *Bus) NewTaskIndex() *TaskIndex {
 		lists:     map[listKey]*orderedList{},
 		contexts:  map[contextKey][]*indexEntry{},
 		submitted: map[string]*indexEntry{},
+		finished:  orderedList{byWrite: true},
 		open:      map[ownerKey]openCount{},
 		progress:  make(chan struct{}),
 		ready:     make(chan struct{}),
@@ -274,8 +278,20 @@ func compareSlots(a, b slot) int {
 	return strings.Compare(a.id, b.id)
 }
 
+// compareWrites orders slots by (at, revision).
+func compareWrites(a, b slot) int {
+	if a.at != b.at {
+		return cmp.Compare(a.at, b.at)
+	}
+	return cmp.Compare(a.e.rev, b.e.rev)
+}
+
 func (l *orderedList) insert(e *indexEntry) {
-	i, _ := slices.BinarySearchFunc(l.slots, slot{at: e.At, id: e.id}, compareSlots)
+	order := compareSlots
+	if l.byWrite {
+		order = compareWrites
+	}
+	i, _ := slices.BinarySearchFunc(l.slots, slot{at: e.At, id: e.id, e: e}, order)
 	l.slots = append(l.slots, slot{})
 	copy(l.slots[i+1:], l.slots[i:])
 	l.slots[i] = slot{at: e.At, id: e.id, e: e}
