@@ -104,15 +104,25 @@ func (p *proc) stop(t *testing.T) {
 	}
 }
 
+// freeAddr returns a loopback address no process listens on, and never
+// the same one twice in a test binary: an address given to one flag is
+// closed again at once, and the kernel may offer it to the next call.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if _, taken := givenAddrs.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
+
+var givenAddrs sync.Map
 
 // waitReady polls /readyz until the edge at base is ready.
 func waitReady(t *testing.T, p *proc, base string) {
