@@ -175,7 +175,7 @@ func (s *Server) openFangDialect() dialect {
 	return dialect{
 		// OpenFang's routes predate A2A-Version; whatever a client sends
 		// there, the routes answer the same.
-		version: "tasks/send", versionOK: func(string) bool { return true },
+		version: "tasks/send", versionOK: func(string) bool { return true }, names: schemas.FieldNamesV03,
 		methods: map[string]methodFunc{
 			"tasks/send":   s.openFangSend,
 			"tasks/get":    s.openFangGet,

@@ -135,15 +135,15 @@ func (o *sseStream) fail(e *schemas.Error) error {
 func (s *sseWriter) isStarted() bool { return s.started }
 
 func (s *Server) rpcSendStreamingMessage(ctx context.Context, c *call, out streamOut) error {
-	var req schemas.SendMessageRequest
-	if err := decodeParams(c.params, &req); err != nil {
+	req, err := decodeSend(c.params)
+	if err != nil {
 		return err
 	}
-	return s.sendStreamingMessage(ctx, c, &req, out)
+	return s.sendStreamingMessage(ctx, c, req, out)
 }
 
 func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas.SendMessageRequest, out streamOut) error {
-	msg, histLen, err := s.checkSend(req)
+	msg, histLen, err := s.checkSend(c, req)
 	if err != nil {
 		return err
 	}
