@@ -43,11 +43,12 @@ func ScopedLegacyTaskID(scope, clientID string) string {
 }
 
 // LegacyPart is a part of the older dialect: type "text", "file" or "data".
+// Data is written whenever it is set, also as an empty object (omitzero).
 type LegacyPart struct {
 	Type     string         `json:"type"`
 	Text     *string        `json:"text,omitempty"`
 	File     *V03File       `json:"file,omitempty"`
-	Data     map[string]any `json:"data,omitempty"`
+	Data     map[string]any `json:"data,omitzero"`
 	Metadata map[string]any `json:"metadata,omitempty"`
 }
 
