@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -57,6 +58,30 @@ func reread[T any](t *testing.T, v any) T {
 	return out
 }
 
+// convertsStably checks one input of a fuzzer of the converter from a
+// dialect's shape W to the 1.0 value V: b, if it decodes as W, converts or
+// is refused as ErrInvalidParams; what converts, written back to W (back,
+// which may read the input), encoded and read again, converts to a value
+// that writes back the same.
+func convertsStably[W, V any](t *testing.T, b []byte, from func(W) (V, error), back func(in W, v V) W) {
+	t.Helper()
+	var in W
+	if json.Unmarshal(b, &in) != nil {
+		return
+	}
+	v, err := from(in)
+	if err != nil {
+		wantRow(t, err, ErrInvalidParams)
+		return
+	}
+	out := back(in, v)
+	v2, err := from(reread[W](t, out))
+	if err != nil {
+		t.Fatalf("%T converted back to %T is refused: %v", v, out, err)
+	}
+	sameJSON(t, fmt.Sprintf("%T", out), out, back(in, v2))
+}
+
 var v03PartSeeds = []string{
 	`{"kind":"text","text":"hi","metadata":{"a2abus/mediaType":"text/markdown","a2abus/filename":"n.md"}}`,
 	`{"kind":"file","file":{"bytes":"aGk=","mimeType":"text/plain","name":"a.txt"}}`,
@@ -73,20 +98,7 @@ func FuzzV03Message(f *testing.F) {
 	}
 	f.Add([]byte(`{"kind":"message","messageId":"m","role":"robot","parts":[]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var in V03Message
-		if json.Unmarshal(b, &in) != nil {
-			return
-		}
-		m, err := MessageFromV03(in)
-		if err != nil {
-			wantRow(t, err, ErrInvalidParams)
-			return
-		}
-		m2, err := MessageFromV03(reread[V03Message](t, MessageToV03(m)))
-		if err != nil {
-			t.Fatalf("the message converted back to 0.3 is refused: %v", err)
-		}
-		sameJSON(t, "the message", m, m2)
+		convertsStably(t, b, MessageFromV03, func(_ V03Message, m Message) V03Message { return MessageToV03(m) })
 	})
 }
 
@@ -133,21 +145,9 @@ func FuzzLegacyMessage(f *testing.F) {
 		f.Add([]byte(`{"role":"user","parts":[` + p + `],"metadata":{"k":"v"}}`))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var in LegacyMessage
-		if json.Unmarshal(b, &in) != nil {
-			return
-		}
-		m, err := LegacyMessageToV1(in)
-		if err != nil {
-			wantRow(t, err, ErrInvalidParams)
-			return
-		}
-		m2, err := LegacyMessageToV1(reread[LegacyMessage](t, LegacyMessageFromV1(m)))
-		if err != nil {
-			t.Fatalf("the message converted back to the older dialect is refused: %v", err)
-		}
-		m2.MessageID = m.MessageID // the dialect has none: each reading makes one
-		sameJSON(t, "the message", m, m2)
+		// Compared in the dialect's shape, which has no message ids (each
+		// reading makes one).
+		convertsStably(t, b, LegacyMessageToV1, func(_ LegacyMessage, m Message) LegacyMessage { return LegacyMessageFromV1(m) })
 	})
 }
 
@@ -158,23 +158,10 @@ func FuzzLegacyTask(f *testing.F) {
 	f.Add([]byte(`{"id":"t","status":{"state":"rejected","timestamp":"9999-12-31T23:59:59-01:00"}}`))
 	f.Add([]byte(`{"status":{"state":"working"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var in LegacyTask
-		if json.Unmarshal(b, &in) != nil {
-			return
-		}
-		task, err := LegacyTaskToV1(in)
-		if err != nil {
-			wantRow(t, err, ErrInvalidParams)
-			return
-		}
 		// The dialect has fewer states (REJECTED is "failed") and no
-		// message ids: compare in its shape, from the first answer on.
-		out := LegacyTaskFromV1(task, in.ID)
-		task2, err := LegacyTaskToV1(reread[LegacyTask](t, out))
-		if err != nil {
-			t.Fatalf("the task converted back to the older dialect is refused: %v", err)
-		}
-		sameJSON(t, "the task", out, LegacyTaskFromV1(task2, in.ID))
+		// message ids: compared in its shape, from the first answer on,
+		// under the client's own task id.
+		convertsStably(t, b, LegacyTaskToV1, func(in LegacyTask, task Task) LegacyTask { return LegacyTaskFromV1(task, in.ID) })
 	})
 }
 
