@@ -16,6 +16,8 @@
 // agent resolution; authentication, authorization and rate limits go there
 // and nowhere else), runs against the 1.0 model on the bus task lifecycle,
 // and is encoded back by its dialect, streams through the one SSE framer.
+// A client's message, whatever its dialect, is checked once against the
+// part rules and bounds of Config (input.go, schemas.CheckInput).
 // Protocol errors come from the one table in schemas and reach the wire
 // through its codec (schemas/wire.go). See ARCHITECTURE.md, "The edge".
 //

@@ -91,6 +91,7 @@ type dialect struct {
 	methods   map[string]methodFunc
 	streams   map[string]streamFunc
 	versionOK func(string) bool
+	names     schemas.FieldNames // how its messages spell a part's fields
 	// event returns how one stream of c shapes each 1.0 StreamResponse.
 	event func(c *call) func(*schemas.StreamResponse) any
 }
@@ -383,7 +384,7 @@ func (s *Server) readParams(w http.ResponseWriter, r *http.Request) (json.RawMes
 	if !json.Valid(body) {
 		return nil, schemas.Errorf(schemas.ErrParse, "request body is not valid JSON")
 	}
-	if d := jsonDepth(body); d > s.cfg.MaxJSONDepth {
+	if d := schemas.JSONDepth(body); d > s.cfg.MaxJSONDepth {
 		return nil, schemas.Errorf(schemas.ErrInvalidRequest, "JSON nesting depth %d exceeds the limit of %d", d, s.cfg.MaxJSONDepth)
 	}
 	if body[0] != '{' {

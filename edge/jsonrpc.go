@@ -88,7 +88,7 @@ func (s *Server) dialects() (v1, v03 dialect) {
 	}
 	v03 = dialect{
 		version: schemas.ProtocolVersion03, methods: s.v03Methods(), streams: s.v03StreamMethods(),
-		versionOK: supportedVersion03,
+		versionOK: supportedVersion03, names: schemas.FieldNamesV03,
 		// A stream of the older dialect (tasks/sendSubscribe, or a
 		// tasks/resubscribe of a task created through it, which the method
 		// learns once it has read the task) has its own event shapes.
@@ -160,7 +160,7 @@ func (s *Server) parseEnvelope(body []byte) (*rpcRequest, *schemas.Error) {
 	if !json.Valid(trimmed) {
 		return nil, schemas.Errorf(schemas.ErrParse, "request body is not valid JSON")
 	}
-	if d := jsonDepth(trimmed); d > s.cfg.MaxJSONDepth {
+	if d := schemas.JSONDepth(trimmed); d > s.cfg.MaxJSONDepth {
 		return nil, schemas.Errorf(schemas.ErrInvalidRequest, "JSON nesting depth %d exceeds the limit of %d", d, s.cfg.MaxJSONDepth)
 	}
 	if trimmed[0] == '[' {
@@ -202,37 +202,6 @@ func validID(id json.RawMessage) bool {
 	return false
 }
 
-// jsonDepth returns the maximum nesting depth of valid JSON.
-func jsonDepth(b []byte) int {
-	depth, max := 0, 0
-	inStr, esc := false, false
-	for _, c := range b {
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inStr = true
-		case '{', '[':
-			depth++
-			if depth > max {
-				max = depth
-			}
-		case '}', ']':
-			depth--
-		}
-	}
-	return max
-}
-
 // decodeParams decodes params into v; absent params decode as {}.
 func decodeParams(params json.RawMessage, v any) error {
 	if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
@@ -244,7 +213,7 @@ func decodeParams(params json.RawMessage, v any) error {
 	if err := json.Unmarshal(params, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return schemas.Errorf(schemas.ErrInvalidParams, "params.%s: expected %s, got JSON %s", te.Field, te.Type, te.Value)
+			return schemas.InvalidField(te.Field, "has the wrong type: expected %s, got JSON %s", te.Type, te.Value)
 		}
 		return schemas.Errorf(schemas.ErrInvalidParams, "invalid params: %v", err)
 	}

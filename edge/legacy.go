@@ -175,7 +175,7 @@ func (s *Server) openFangDialect() dialect {
 	return dialect{
 		// OpenFang's routes predate A2A-Version; whatever a client sends
 		// there, the routes answer the same.
-		version: "tasks/send", versionOK: func(string) bool { return true },
+		version: "tasks/send", versionOK: func(string) bool { return true }, names: schemas.FieldNamesV03,
 		methods: map[string]methodFunc{
 			"tasks/send":   s.openFangSend,
 			"tasks/get":    s.openFangGet,
@@ -192,25 +192,7 @@ func (s *Server) legacyRoutes() {
 			return decode(s, w, r, c)
 		}))
 	}
-	// The body is the JSON-RPC request OpenFang documents, or (as a2abus
-	// took before) its params alone.
-	route("POST /a2a/tasks/send", func(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
-		c.method = "tasks/send"
-		body, err := s.readParams(w, r)
-		if err != nil || !isEnvelope(body) {
-			c.params = body
-			return err
-		}
-		req, perr := s.parseEnvelope(body)
-		if perr != nil {
-			return perr
-		}
-		c.method, c.params = *req.Method, req.Params
-		if c.method != "tasks/send" {
-			return schemas.Errorf(schemas.ErrMethodNotFound, "POST /a2a/tasks/send takes the method tasks/send, not %q", c.method).With("method", c.method)
-		}
-		return nil
-	})
+	route("POST /a2a/tasks/send", decodeOpenFangSend)
 	route("GET /a2a/tasks/{task}", func(_ *Server, _ http.ResponseWriter, r *http.Request, c *call) error {
 		c.method = "tasks/get"
 		p := map[string]any{"id": r.PathValue("task")}
@@ -223,6 +205,26 @@ func (s *Server) legacyRoutes() {
 		c.params = paramsOf(map[string]any{"id": r.PathValue("task")})
 		return nil
 	})
+}
+
+// decodeOpenFangSend reads POST /a2a/tasks/send: its body is the JSON-RPC
+// request OpenFang documents, or (as a2abus took before) its params alone.
+func decodeOpenFangSend(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
+	c.method = "tasks/send"
+	body, err := s.readParams(w, r)
+	if err != nil || !isEnvelope(body) {
+		c.params = body
+		return err
+	}
+	req, perr := s.parseEnvelope(body)
+	if perr != nil {
+		return perr
+	}
+	c.method, c.params = *req.Method, req.Params
+	if c.method != "tasks/send" {
+		return schemas.Errorf(schemas.ErrMethodNotFound, "POST /a2a/tasks/send takes the method tasks/send, not %q", c.method).With("method", c.method)
+	}
+	return nil
 }
 
 // isEnvelope reports whether a JSON object body is a JSON-RPC request

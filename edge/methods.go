@@ -16,11 +16,11 @@ import (
 // takes decoded params and returns a result or a *schemas.Error.
 
 func (s *Server) rpcSendMessage(ctx context.Context, c *call) (any, error) {
-	var req schemas.SendMessageRequest
-	if err := decodeParams(c.params, &req); err != nil {
+	req, err := decodeSend(c.params)
+	if err != nil {
 		return nil, err
 	}
-	res, raw, err := s.send(ctx, c, &req, true)
+	res, raw, err := s.send(ctx, c, req, true)
 	if raw != nil {
 		return raw, err
 	}
@@ -33,10 +33,10 @@ func (s *Server) rpcSendMessage(ctx context.Context, c *call) (any, error) {
 // of the task record on the busiest call.
 type preEncoded []byte
 
-// checkSend validates a send and returns the message, the historyLength
-// asked for, and whether to return at once.
-func (s *Server) checkSend(req *schemas.SendMessageRequest) (*schemas.Message, *int32, error) {
-	if err := req.Validate(); err != nil {
+// checkSend validates a send of any dialect (see input.go) and returns the
+// message and the historyLength asked for.
+func (s *Server) checkSend(c *call, req *schemas.SendMessageRequest) (*schemas.Message, *int32, error) {
+	if err := req.CheckInput(s.cfg.partLimits(), c.d.names); err != nil {
 		return nil, nil, err
 	}
 	if req.Message.Role != schemas.RoleUser {
@@ -61,7 +61,7 @@ func (s *Server) sendMessage(ctx context.Context, c *call, req *schemas.SendMess
 // that needs no reshaping (no historyLength asked) comes back as the
 // encoded response instead.
 func (s *Server) send(ctx context.Context, c *call, req *schemas.SendMessageRequest, allowRaw bool) (*schemas.SendMessageResponse, preEncoded, error) {
-	msg, histLen, err := s.checkSend(req)
+	msg, histLen, err := s.checkSend(c, req)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -25,6 +25,26 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxJSONDepth bounds JSON nesting of a request; default 64.
 	MaxJSONDepth int
+	// MaxParts bounds the parts of a client's message; default 256.
+	MaxParts int
+	// MaxPartBytes bounds the content of one part of a client's message
+	// (its text, its file's bytes, its URL or its data's JSON); default
+	// 1 MiB.
+	MaxPartBytes int
+	// MaxMessageBytes bounds the content of all parts of a client's
+	// message together; default 2 MiB. Both bounds sit below MaxBodyBytes
+	// so a client meets one that names the field at fault; the bus's task
+	// record bound (1 MiB by default) applies as well.
+	MaxMessageBytes int
+	// MaxPartURLBytes bounds the URL of a URL part; default 8 KiB.
+	MaxPartURLBytes int
+	// MaxPartDataDepth bounds the nesting of a data part's JSON value;
+	// default 32.
+	MaxPartDataDepth int
+	// AllowedPartURLSchemes are the URL schemes a client's URL part may
+	// use, compared lowercase; default http, https and data. An agent may
+	// fetch the URL, so a scheme such as file is refused unless named here.
+	AllowedPartURLSchemes []string
 	// BlockingTimeout bounds how long a blocking SendMessage waits for the
 	// task to settle before answering with its current state; default 60s.
 	BlockingTimeout time.Duration
@@ -96,6 +116,26 @@ func (c Config) withDefaults() Config {
 	if c.MaxJSONDepth <= 0 {
 		c.MaxJSONDepth = 64
 	}
+	parts := schemas.DefaultPartLimits()
+	if c.MaxParts <= 0 {
+		c.MaxParts = parts.MaxParts
+	}
+	if c.MaxPartBytes <= 0 {
+		c.MaxPartBytes = parts.MaxPartBytes
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = parts.MaxMessageBytes
+	}
+	if c.MaxPartURLBytes <= 0 {
+		c.MaxPartURLBytes = parts.MaxURLBytes
+	}
+	if c.MaxPartDataDepth <= 0 {
+		c.MaxPartDataDepth = parts.MaxDataDepth
+	}
+	if len(c.AllowedPartURLSchemes) == 0 {
+		c.AllowedPartURLSchemes = parts.URLSchemes
+	}
+	c.AllowedPartURLSchemes = lowercase(c.AllowedPartURLSchemes)
 	if c.BlockingTimeout <= 0 {
 		c.BlockingTimeout = 60 * time.Second
 	}

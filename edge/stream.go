@@ -135,15 +135,15 @@ func (o *sseStream) fail(e *schemas.Error) error {
 func (s *sseWriter) isStarted() bool { return s.started }
 
 func (s *Server) rpcSendStreamingMessage(ctx context.Context, c *call, out streamOut) error {
-	var req schemas.SendMessageRequest
-	if err := decodeParams(c.params, &req); err != nil {
+	req, err := decodeSend(c.params)
+	if err != nil {
 		return err
 	}
-	return s.sendStreamingMessage(ctx, c, &req, out)
+	return s.sendStreamingMessage(ctx, c, req, out)
 }
 
 func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas.SendMessageRequest, out streamOut) error {
-	msg, histLen, err := s.checkSend(req)
+	msg, histLen, err := s.checkSend(c, req)
 	if err != nil {
 		return err
 	}
@@ -241,9 +241,8 @@ func (s *Server) subscribe(ctx context.Context, c *call, id string, out streamOu
 	after := bus.SnapshotCursor(rev)
 	resume := c.lastEventID != ""
 	if resume {
-		after, err = strconv.ParseUint(c.lastEventID, 10, 64)
-		if err != nil {
-			return schemas.Errorf(schemas.ErrInvalidParams, "Last-Event-ID %q is not a cursor this server issued", c.lastEventID)
+		if after, err = parseCursor(c.lastEventID); err != nil {
+			return err
 		}
 		if state.Terminal() && bus.RecordCursor(rec, rev) <= after {
 			// Nothing newer will come: the client already has the end.
@@ -270,6 +269,22 @@ func (s *Server) subscribe(ctx context.Context, c *call, id string, out streamOu
 	defer keep.Stop()
 	s.relay(ctx, c, id, after, reader, out, keep, schemas.TaskState.Terminal)
 	return nil
+}
+
+// parseCursor reads a Last-Event-ID: a cursor this edge issued, the
+// decimal form of a bus event cursor (see bus.EventCursor). Anything else
+// is an ErrInvalidParams occurrence quoting at most its first 64 bytes.
+func parseCursor(id string) (uint64, error) {
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil {
+		const show = 64
+		quoted := id
+		if len(quoted) > show {
+			quoted = quoted[:show] + "…"
+		}
+		return 0, schemas.InvalidField("Last-Event-ID", "%q is not a cursor this server issued", quoted)
+	}
+	return n, nil
 }
 
 // relay passes a task's events to the client until the task reaches a

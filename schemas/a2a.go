@@ -3,6 +3,7 @@ package schemas
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -41,10 +42,11 @@ const (
 
 // Part is one piece of message or artifact content. Exactly one of Text, Raw,
 // URL or Data is set (proto oneof content); MediaType, Filename and Metadata
-// apply to every kind.
+// apply to every kind. An empty file is a Raw that is empty but not nil,
+// and is written as "raw":"" (omitzero), so it stays a file when read back.
 type Part struct {
 	Text      *string         `json:"text,omitempty"`
-	Raw       []byte          `json:"raw,omitempty"`
+	Raw       []byte          `json:"raw,omitzero"`
 	URL       *string         `json:"url,omitempty"`
 	Data      json.RawMessage `json:"data,omitempty"`
 	Metadata  map[string]any  `json:"metadata,omitempty"`
@@ -274,7 +276,9 @@ func (t *Timestamp) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ParseTimestamp parses an RFC 3339 time, reading a missing zone as UTC.
+// ParseTimestamp parses an RFC 3339 time, reading a missing zone as UTC. A
+// time whose UTC year is not 0000 to 9999 (9999-12-31T23:00:00-05:00) is
+// refused: RFC 3339, and so every a2abus answer, cannot write it.
 func ParseTimestamp(s string) (time.Time, error) {
 	v, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
@@ -284,5 +288,9 @@ func ParseTimestamp(s string) (time.Time, error) {
 			return time.Time{}, err
 		}
 	}
-	return v.UTC(), nil
+	v = v.UTC()
+	if y := v.Year(); y < 0 || y > 9999 {
+		return time.Time{}, fmt.Errorf("timestamp %q is in the year %d in UTC, which RFC 3339 cannot write", s, y)
+	}
+	return v, nil
 }

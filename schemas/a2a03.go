@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -228,13 +229,25 @@ func PartToV03(p Part) V03Part {
 	return out
 }
 
-// PartFromV03 converts a 0.3 part.
-func PartFromV03(p V03Part) (Part, error) {
+// PartFromV03 converts a 0.3 part. It returns an InvalidField occurrence
+// naming the field at fault within the part ("file.bytes").
+func PartFromV03(p V03Part) (Part, error) { return partFromV03(p, "", "kind") }
+
+// partFromV03 converts a 0.3 part found at path (a part of the older
+// dialect too, whose discriminator is named kind), naming the fields of
+// its errors from there.
+func partFromV03(p V03Part, path, kind string) (Part, error) {
+	at := func(field string) string {
+		if path == "" {
+			return field
+		}
+		return path + "." + field
+	}
 	out := Part{Metadata: p.Metadata}
 	switch p.Kind {
 	case "text", "":
 		if p.Text == nil {
-			return out, Errorf(ErrInvalidParams, "a text part needs text")
+			return out, InvalidField(at("text"), "is required in a text part")
 		}
 		out.Text = p.Text
 		out.MediaType, _ = p.Metadata[mediaTypeKey].(string)
@@ -242,7 +255,7 @@ func PartFromV03(p V03Part) (Part, error) {
 		out.Metadata = withoutMeta(p.Metadata, mediaTypeKey, filenameKey)
 	case "file":
 		if p.File == nil {
-			return out, Errorf(ErrInvalidParams, "a file part needs file")
+			return out, InvalidField(at("file"), "is required in a file part")
 		}
 		out.Filename, out.MediaType = p.File.Name, p.File.MimeType
 		switch {
@@ -250,7 +263,7 @@ func PartFromV03(p V03Part) (Part, error) {
 			raw, err := base64.StdEncoding.DecodeString(*p.File.Bytes)
 			if err != nil {
 				if raw, err = base64.URLEncoding.DecodeString(*p.File.Bytes); err != nil {
-					return out, Errorf(ErrInvalidParams, "file.bytes is not base64")
+					return out, InvalidField(at("file.bytes"), "is not base64")
 				}
 			}
 			if raw == nil {
@@ -261,11 +274,11 @@ func PartFromV03(p V03Part) (Part, error) {
 			u := *p.File.URI
 			out.URL = &u
 		default:
-			return out, Errorf(ErrInvalidParams, "a file part needs file.bytes or file.uri")
+			return out, InvalidField(at("file"), "needs bytes or uri")
 		}
 	case "data":
 		if len(p.Data) == 0 {
-			return out, Errorf(ErrInvalidParams, "a data part needs data")
+			return out, InvalidField(at("data"), "is required in a data part")
 		}
 		out.Data, out.MediaType = p.Data, "application/json"
 		drop := []string{mediaTypeKey, filenameKey}
@@ -286,7 +299,7 @@ func PartFromV03(p V03Part) (Part, error) {
 		out.Filename, _ = p.Metadata[filenameKey].(string)
 		out.Metadata = withoutMeta(p.Metadata, drop...)
 	default:
-		return out, Errorf(ErrInvalidParams, "part kind %q is not text, file or data", p.Kind)
+		return out, InvalidField(at(kind), "%q is not text, file or data", p.Kind)
 	}
 	return out, nil
 }
@@ -337,8 +350,8 @@ func MessageFromV03(m V03Message) (Message, error) {
 		Metadata: m.Metadata, Extensions: m.Extensions, ReferenceTaskIDs: m.ReferenceTaskIDs}
 	out.Parts = make([]Part, len(m.Parts))
 	for i, p := range m.Parts {
-		if out.Parts[i], err = PartFromV03(p); err != nil {
-			return out, Errorf(ErrInvalidParams, "message.parts[%d]: %s", i, err.Error())
+		if out.Parts[i], err = partFromV03(p, fmt.Sprintf("message.parts[%d]", i), "kind"); err != nil {
+			return out, err
 		}
 	}
 	return out, nil
@@ -395,7 +408,7 @@ func ArtifactFromV03(a V03Artifact) (Artifact, error) {
 	out.Parts = make([]Part, len(a.Parts))
 	for i, p := range a.Parts {
 		var err error
-		if out.Parts[i], err = PartFromV03(p); err != nil {
+		if out.Parts[i], err = partFromV03(p, fmt.Sprintf("artifact.parts[%d]", i), "kind"); err != nil {
 			return out, err
 		}
 	}

@@ -283,7 +283,8 @@ func TestBusContractEnums(t *testing.T) {
 	}
 }
 
-// bcField is one JSON field of a Go struct.
+// bcField is one JSON field of a Go struct; omitempty says Go may leave
+// it out (omitempty or omitzero).
 type bcField struct {
 	typ       reflect.Type
 	omitempty bool
@@ -304,7 +305,8 @@ func bcFields(typ reflect.Type) map[string]bcField {
 		if name == "" {
 			name = f.Name
 		}
-		out[name] = bcField{typ: f.Type, omitempty: slices.Contains(strings.Split(opts, ","), "omitempty")}
+		o := strings.Split(opts, ",")
+		out[name] = bcField{typ: f.Type, omitempty: slices.Contains(o, "omitempty") || slices.Contains(o, "omitzero")}
 	}
 	return out
 }

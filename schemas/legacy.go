@@ -1,6 +1,8 @@
 package schemas
 
 import (
+	"fmt"
+
 	"github.com/google/uuid"
 )
 
@@ -41,11 +43,12 @@ func ScopedLegacyTaskID(scope, clientID string) string {
 }
 
 // LegacyPart is a part of the older dialect: type "text", "file" or "data".
+// Data is written whenever it is set, also as an empty object (omitzero).
 type LegacyPart struct {
 	Type     string         `json:"type"`
 	Text     *string        `json:"text,omitempty"`
 	File     *V03File       `json:"file,omitempty"`
-	Data     map[string]any `json:"data,omitempty"`
+	Data     map[string]any `json:"data,omitzero"`
 	Metadata map[string]any `json:"metadata,omitempty"`
 }
 
@@ -111,13 +114,17 @@ type LegacySendParams struct {
 	Metadata            map[string]any             `json:"metadata,omitempty"`
 }
 
-// LegacyPartToV1 converts a part of the older dialect.
-func LegacyPartToV1(p LegacyPart) (Part, error) {
+// LegacyPartToV1 converts a part of the older dialect. It returns an
+// InvalidField occurrence naming the field at fault within the part.
+func LegacyPartToV1(p LegacyPart) (Part, error) { return legacyPartToV1(p, "") }
+
+// legacyPartToV1 converts a part of the older dialect found at path.
+func legacyPartToV1(p LegacyPart, path string) (Part, error) {
 	v := V03Part{Kind: p.Type, Text: p.Text, File: p.File, Metadata: p.Metadata}
 	if p.Data != nil {
 		v.Data = mustJSON(p.Data)
 	}
-	return PartFromV03(v)
+	return partFromV03(v, path, "type")
 }
 
 // LegacyPartFromV1 converts a 1.0 part to the older dialect.
@@ -166,9 +173,9 @@ func LegacyMessageToV1(m LegacyMessage) (Message, error) {
 	}
 	out := Message{MessageID: NewID(), Role: role, Metadata: m.Metadata}
 	for i, p := range m.Parts {
-		pp, err := LegacyPartToV1(p)
+		pp, err := legacyPartToV1(p, fmt.Sprintf("message.parts[%d]", i))
 		if err != nil {
-			return out, Errorf(ErrInvalidParams, "message.parts[%d]: %s", i, err.Error())
+			return out, err
 		}
 		out.Parts = append(out.Parts, pp)
 	}

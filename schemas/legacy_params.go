@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -81,8 +82,8 @@ func LegacyArtifactToV1(a LegacyArtifact) (Artifact, error) {
 	out.Parts = make([]Part, len(a.Parts))
 	for i, p := range a.Parts {
 		var err error
-		if out.Parts[i], err = LegacyPartToV1(p); err != nil {
-			return out, Errorf(ErrInvalidParams, "artifact.parts[%d]: %s", i, err.Error())
+		if out.Parts[i], err = legacyPartToV1(p, fmt.Sprintf("artifact.parts[%d]", i)); err != nil {
+			return out, err
 		}
 	}
 	return out, nil
