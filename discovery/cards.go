@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -301,9 +302,17 @@ func ParseCard(b []byte) (*schemas.AgentCard, error) {
 			missing = append(missing, k)
 		}
 	}
-	if c.Name == "" && !contains(missing, "name") {
-		missing = append(missing, "name")
+	// The names above are the card's own; encoding/json also reads a key
+	// that differs only in case into the same field, so a later
+	// {"Skills":null} empties what {"skills":[]} set: what was decoded
+	// decides too.
+	for k, empty := range map[string]bool{"name": c.Name == "", "skills": c.Skills == nil,
+		"defaultInputModes": c.DefaultInputModes == nil, "defaultOutputModes": c.DefaultOutputModes == nil} {
+		if empty && !contains(missing, k) {
+			missing = append(missing, k)
+		}
 	}
+	slices.Sort(missing)
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%w: missing %s", ErrInvalidCard, strings.Join(missing, ", "))
 	}
