@@ -10,8 +10,8 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
