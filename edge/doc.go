@@ -6,7 +6,10 @@
 // agent cards, the live agent list (GET /a2a/agents), /healthz, /readyz
 // (following the bus), /metrics, admission by per-agent backlog, and the
 // sweeps that enforce retention and requeue orphaned work. Starting answers
-// for a process whose edge is not ready yet.
+// for a process whose edge is not ready yet. Listen serves any HTTP
+// listener of the process within its bounds: request deadlines, head size,
+// open connections in all and per source address, a shutdown that nothing
+// holds past its grace.
 //
 // The edge is stateless: every call becomes reads and compare-and-swap
 // writes of task records and events on the bus, so any replica serves any

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -364,6 +365,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return nil, schemas.Errorf(schemas.ErrInvalidRequest, "request body exceeds the limit of %d bytes", s.cfg.MaxBodyBytes)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The listener's body deadline (HTTPConfig.ReadBodyTimeout).
+			return nil, schemas.Errorf(schemas.ErrInvalidRequest, "the request body did not arrive in time")
 		}
 		return nil, schemas.Errorf(schemas.ErrInvalidRequest, "reading request body: %v", err)
 	}

@@ -1,0 +1,326 @@
+package edge
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/a2abus/a2abus/bus"
+)
+
+// An HTTP listener of an a2abus process — the edge's A2A port, the metrics
+// listener, the profiler — is the one place a client on the network holds
+// the process's resources before any handler decides anything: a
+// connection is a file descriptor and a goroutine, a request head is
+// memory, and a client that sends slowly keeps both. Listen owns those
+// bounds for every listener alike, so none can be forgotten:
+//
+//   - how long a request head may take (ReadHeaderTimeout: a client that
+//     trickles its headers, slowloris, is cut), how long a body may take
+//     after it (ReadBodyTimeout), how long an idle keep-alive connection is
+//     kept (IdleTimeout), how large a head may be (MaxHeaderBytes);
+//   - how many connections may be open, in all and from one source address
+//     (MaxConns, MaxConnsPerAddr), enforced at accept: a connection over a
+//     cap is closed at once (plain HTTP first gets a canned 503) and accept
+//     goes on, so the listener serves again the moment a flood stops;
+//   - a shutdown that cannot be held past its grace by streams or blocking
+//     calls (Stop).
+//
+// Responses are not bounded here: a stream (SSE) or a blocking call lasts
+// as long as its own bounds allow (Config.StreamWriteTimeout bounds each
+// stream write, Config.BlockingTimeout a blocking call).
+
+// HTTPConfig bounds one HTTP listener. Zero durations and sizes take the
+// defaults documented on each field (applied in Listen); zero connection
+// caps mean no cap (the process sizes them from its file descriptors).
+type HTTPConfig struct {
+	// Name labels the listener's metrics: "a2a", "metrics", "pprof".
+	Name string
+	// ReadHeaderTimeout bounds the time from the start of a request (a new
+	// connection, or the end of the previous request) to the end of its
+	// head; a client that has not sent it all by then is disconnected. It
+	// also bounds a TLS handshake. Default 10s.
+	ReadHeaderTimeout time.Duration
+	// ReadBodyTimeout is the time a request body may take to arrive after
+	// its head; a body not fully read by then is cut (the request fails
+	// with a read error and the connection is closed). Reading ends with
+	// the body, so it never cuts a response that lasts long. Default 30s.
+	ReadBodyTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its next
+	// request. Default 120s.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's head (request line and headers);
+	// a larger one is answered 431. Default 64 KiB.
+	MaxHeaderBytes int
+	// MaxConns bounds the connections open at once; one more is refused at
+	// accept. 0: no cap.
+	MaxConns int
+	// MaxConnsPerAddr bounds the connections open at once from one source
+	// address (an IPv6 client counts by its /64, which one host can fill
+	// with addresses); one more from that address is refused at accept.
+	// Behind a proxy every client has the proxy's address: set it to 0
+	// there and bound clients at the proxy. 0: no cap.
+	MaxConnsPerAddr int
+	// TLS, when set, serves HTTPS. Connections are counted and refused
+	// before their handshake, so a refusal costs no TLS work.
+	TLS *tls.Config
+	// Metrics receives the listener's connection counts; nil records
+	// nothing.
+	Metrics *bus.Metrics
+	// Logger receives what the HTTP server reports (failed handshakes,
+	// panics) at warn; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c HTTPConfig) withDefaults() HTTPConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.ReadHeaderTimeout, 10*time.Second)
+	def(&c.ReadBodyTimeout, 30*time.Second)
+	def(&c.IdleTimeout, 120*time.Second)
+	if c.MaxHeaderBytes <= 0 {
+		c.MaxHeaderBytes = 64 << 10
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// HTTPListener is one bound, serving HTTP listener (see Listen).
+type HTTPListener struct {
+	ln net.Listener
+	hs *http.Server
+	// endRequests cancels the context of every request, so streams and
+	// blocking calls end when a shutdown's grace is over.
+	endRequests context.CancelFunc
+	done        chan error
+	stopOnce    sync.Once
+}
+
+// Listen binds addr (HOST:PORT; port 0 picks a free one) and serves h on
+// it within cfg's bounds until Stop. It returns an error only if addr
+// cannot be bound.
+func Listen(addr string, h http.Handler, cfg HTTPConfig) (*HTTPListener, error) {
+	cfg = cfg.withDefaults()
+	raw, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	var ln net.Listener = newConnLimiter(raw, cfg)
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
+	}
+	base, endRequests := context.WithCancel(context.Background())
+	l := &HTTPListener{ln: ln, endRequests: endRequests, done: make(chan error, 1)}
+	l.hs = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		// ReadTimeout runs from the start of a request, so the body gets
+		// ReadBodyTimeout after the longest head. The server lifts the read
+		// deadline once the body has been read (to watch for the client
+		// going away), so a stream that lasts hours is not cut by it
+		// (TestSlowBodyCutLongStreamKept).
+		ReadTimeout:    cfg.ReadHeaderTimeout + cfg.ReadBodyTimeout,
+		IdleTimeout:    cfg.IdleTimeout,
+		MaxHeaderBytes: cfg.MaxHeaderBytes,
+		// No WriteTimeout: blocking calls and streams legitimately last
+		// long; each is bounded by its own timeout instead.
+		BaseContext: func(net.Listener) context.Context { return base },
+		ErrorLog:    slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	go func() { l.done <- l.hs.Serve(ln) }()
+	return l, nil
+}
+
+// Addr is the bound address.
+func (l *HTTPListener) Addr() net.Addr { return l.ln.Addr() }
+
+// Done delivers what serving ended with: http.ErrServerClosed after Stop,
+// another error if it ended by itself.
+func (l *HTTPListener) Done() <-chan error { return l.done }
+
+// stopCloseWait is how long requests whose context was canceled at the end
+// of a grace get to return (a stream's handler notices at once) before
+// their connections are closed under them.
+const stopCloseWait = time.Second
+
+// Stop stops accepting connections, closes idle ones and lets requests in
+// flight finish for up to grace. Then it cancels the context of every
+// request still running — streams end, blocking calls return — and closes
+// every connection after at most stopCloseWait more: nothing a client
+// holds open keeps Stop past grace + stopCloseWait. Only the first call
+// acts; later ones wait for it.
+func (l *HTTPListener) Stop(grace time.Duration) {
+	l.stopOnce.Do(func() {
+		defer l.endRequests()
+		if grace > 0 && shutdownWithin(l.hs, grace) {
+			return
+		}
+		l.endRequests()
+		if !shutdownWithin(l.hs, stopCloseWait) {
+			_ = l.hs.Close()
+		}
+	})
+}
+
+// shutdownWithin runs hs.Shutdown for up to d and reports whether every
+// request finished.
+func shutdownWithin(hs *http.Server, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return hs.Shutdown(ctx) == nil
+}
+
+// connLimiter is a listener that holds at most MaxConns connections, at
+// most MaxConnsPerAddr of them from one source address. A connection over
+// a cap is closed as soon as it is accepted and Accept goes on to the
+// next, so a flood costs an accept and a close per connection and nothing
+// that outlives it. A refusal on plain HTTP first writes a canned 503 with
+// a deadline short enough that it cannot stall accepting; a client that
+// had already sent its request may see the connection reset instead.
+type connLimiter struct {
+	net.Listener
+	name            string
+	maxConns        int
+	maxConnsPerAddr int
+	refusal         []byte // written before closing a refused connection; nil with TLS
+
+	mu     sync.Mutex
+	open   int
+	byAddr map[netip.Addr]int
+
+	gaugeOpen bus.Gauge   // a2a_http_connections_open{listener}
+	refused   bus.Counter // a2a_http_connections_refused_total{listener,reason}
+}
+
+// Reasons a connection is refused, as the refused counter labels them.
+const (
+	refusedTotal   = "max_connections"
+	refusedPerAddr = "max_connections_per_addr"
+)
+
+// refusal503 is the answer of a refused plain-HTTP connection.
+var refusal503 = []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 21\r\n\r\ntoo many connections\n")
+
+// refusalWriteTimeout bounds the write of refusal503 to a new connection,
+// whose empty send buffer takes it at once.
+const refusalWriteTimeout = 50 * time.Millisecond
+
+func newConnLimiter(ln net.Listener, cfg HTTPConfig) *connLimiter {
+	m := cfg.Metrics
+	l := &connLimiter{
+		Listener: ln, name: cfg.Name, maxConns: cfg.MaxConns, maxConnsPerAddr: cfg.MaxConnsPerAddr,
+		byAddr:    map[netip.Addr]int{},
+		gaugeOpen: m.Gauge("a2a_http_connections_open", "HTTP connections open, by listener.", "listener"),
+		refused:   m.Counter("a2a_http_connections_refused_total", "HTTP connections closed at accept because a cap was reached, by listener and cap (max_connections, max_connections_per_addr).", "listener", "reason"),
+	}
+	if cfg.TLS == nil {
+		l.refusal = refusal503
+	}
+	m.Gauge("a2a_http_connections_max", "The cap on open HTTP connections of a listener (0: none).", "listener").Set(int64(cfg.MaxConns), cfg.Name)
+	l.gaugeOpen.Add(0, cfg.Name) // listed from the start
+	return l
+}
+
+// Accept returns the next connection within the caps, closing the ones
+// over them. It returns an error only when the listener's Accept does.
+func (l *connLimiter) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		src := sourceOf(c.RemoteAddr())
+		if reason := l.admit(src); reason != "" {
+			l.refused.Inc(l.name, reason)
+			l.refuse(c)
+			continue
+		}
+		l.gaugeOpen.Add(1, l.name)
+		return &limitedConn{Conn: c, release: func() { l.release(src) }}, nil
+	}
+}
+
+// admit counts a connection from src in, or says which cap refuses it.
+func (l *connLimiter) admit(src netip.Addr) (refusedBy string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.maxConns > 0 && l.open >= l.maxConns {
+		return refusedTotal
+	}
+	if l.maxConnsPerAddr > 0 && l.byAddr[src] >= l.maxConnsPerAddr {
+		return refusedPerAddr
+	}
+	l.open++
+	l.byAddr[src]++
+	return ""
+}
+
+// release counts a closed connection from src out.
+func (l *connLimiter) release(src netip.Addr) {
+	l.mu.Lock()
+	l.open--
+	if l.byAddr[src]--; l.byAddr[src] <= 0 {
+		delete(l.byAddr, src) // the map holds only addresses with connections open
+	}
+	l.mu.Unlock()
+	l.gaugeOpen.Add(-1, l.name)
+}
+
+func (l *connLimiter) refuse(c net.Conn) {
+	if l.refusal != nil {
+		_ = c.SetWriteDeadline(time.Now().Add(refusalWriteTimeout))
+		_, _ = c.Write(l.refusal)
+	}
+	_ = c.Close()
+}
+
+// sourceOf is the address a connection is counted under: the client's
+// IPv4 address, or its IPv6 /64.
+func sourceOf(a net.Addr) netip.Addr {
+	var ip netip.Addr
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ip = ta.AddrPort().Addr().Unmap()
+	} else if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		ip = ap.Addr().Unmap()
+	}
+	if ip.Is6() {
+		if p, err := ip.Prefix(64); err == nil {
+			return p.Addr()
+		}
+	}
+	return ip
+}
+
+// limitedConn is an admitted connection; closing it frees its place.
+type limitedConn struct {
+	net.Conn
+	release   func()
+	closeOnce sync.Once
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.closeOnce.Do(c.release)
+	return err
+}
+
+// CloseWrite half-closes the connection, as the HTTP server does before
+// closing one it answered with an error, so the client reads the answer
+// rather than a reset.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
