@@ -34,6 +34,9 @@
 //     and drives the sweep (one process at a time, by lease): retention
 //     of finished tasks, requeueing of orphaned work, cancellation of
 //     tasks idle for input;
+//   - whether the bus takes writes (health.go): CheckWritable asks the
+//     leaders of the streams an edge writes, and a WriteProbe keeps asking
+//     for readiness;
 //   - the live agent registry, the external card cache store, and the
 //     process's metrics registry.
 //

@@ -178,6 +178,7 @@ type Server struct {
 	index    *bus.TaskIndex
 	rate     rateLimiter
 	agents   *bus.AgentDirectory
+	writes   *bus.WriteProbe
 	mux      *http.ServeMux
 	handler  http.Handler
 	v1, v03  dialect
@@ -198,6 +199,7 @@ func New(b *bus.Bus, cfg Config) *Server {
 		tasks:  b.NewTaskWatcher(),
 		index:  b.NewTaskIndex(),
 		agents: b.NewAgentDirectory(),
+		writes: b.NewWriteProbe(),
 		mux:    http.NewServeMux(),
 		m:      newEdgeMetrics(b.Metrics()),
 	}
@@ -230,16 +232,17 @@ func (s *Server) routes() {
 // with a trailing slash.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Run follows the bus (task watcher, task index, agent directory) until
-// ctx ends.
+// Run follows the bus (task watcher, task index, agent directory) and
+// probes whether it takes writes, until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
-	errc := make(chan error, 4)
+	errc := make(chan error, 5)
 	go func() { errc <- s.tasks.Run(ctx) }()
 	go func() { errc <- s.index.Run(ctx) }()
 	go func() { errc <- s.agents.Run(ctx) }()
+	go func() { errc <- s.writes.Run(ctx) }()
 	go func() { errc <- s.sweep(ctx) }()
 	var first error
-	for range 4 {
+	for range 5 {
 		if err := <-errc; err != nil && first == nil {
 			first = err
 			s.log.Error("edge bus follower stopped", "err", err)
@@ -282,9 +285,10 @@ func (s *Server) sweep(ctx context.Context) error {
 	}
 }
 
-// WaitReady blocks until the edge follows the bus or ctx ends.
+// WaitReady blocks until the edge follows the bus and has found it
+// writable, or ctx ends.
 func (s *Server) WaitReady(ctx context.Context) error {
-	for _, ch := range []<-chan struct{}{s.tasks.Ready(), s.index.Ready(), s.agents.Ready()} {
+	for _, ch := range []<-chan struct{}{s.tasks.Ready(), s.index.Ready(), s.agents.Ready(), s.writes.Ready()} {
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -302,20 +306,21 @@ func (s *Server) ready() bool {
 	if s.draining.Load() || !s.b.Connected() {
 		return false
 	}
-	for _, ch := range []<-chan struct{}{s.tasks.Ready(), s.index.Ready(), s.agents.Ready()} {
+	for _, ch := range []<-chan struct{}{s.tasks.Ready(), s.index.Ready(), s.agents.Ready(), s.writes.Ready()} {
 		select {
 		case <-ch:
 		default:
 			return false
 		}
 	}
-	return s.followingBus()
+	return s.followingBus() && s.writes.NotWritableFor() < unfollowedGrace
 }
 
 // unfollowedGrace is how long the edge's followers may be replacing their
-// consumers (every reconnect does, for a moment) before /readyz says the
-// edge is not ready: a node lost for longer than that means blocking calls
-// would not see their tasks finish.
+// consumers (every reconnect does, for a moment), or the bus may refuse
+// writes, before /readyz says the edge is not ready: a node lost for longer
+// than that means blocking calls would not see their tasks finish, and a
+// bus that stores nothing (see bus.CheckWritable) fails every request.
 const unfollowedGrace = 2 * time.Second
 
 // followingBus reports whether the task watcher and the agent directory
