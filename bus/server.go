@@ -28,6 +28,11 @@ type ServerConfig struct {
 	MaxMemory, MaxStore int64
 	// SyncAlways fsyncs every write: safer, much slower (~3k writes/s).
 	SyncAlways bool
+	// MaxConnections bounds the clients connected at once (over Listen and
+	// in-process); one more is refused by the server. It keeps a flood of
+	// clients from taking the file descriptors the server's store and the
+	// process's HTTP listeners need. 0: NATS's default (64K).
+	MaxConnections int
 	// ClusterName, ClusterListen and Routes make the server a member of a
 	// JetStream cluster: the cluster's name, this member's route address
 	// HOST:PORT, and the route URLs (nats://host:port) of the other
@@ -83,6 +88,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		JetStreamMaxMemory: cfg.MaxMemory,
 		JetStreamMaxStore:  cfg.MaxStore,
 		SyncAlways:         cfg.SyncAlways,
+		MaxConn:            cfg.MaxConnections,
 		NoSigs:             true,
 		NoLog:              true,
 		// Work items and events are small, but an artifact chunk may be

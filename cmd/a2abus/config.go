@@ -126,6 +126,9 @@ type Config struct {
 	Limits LimitsConfig `json:"limits"`
 	// MaxBodyBytes bounds an HTTP request body. Default 4 MiB.
 	MaxBodyBytes int64 `json:"maxBodyBytes"`
+	// HTTP bounds what clients of the process's HTTP listeners may hold:
+	// time, head size, connections (see HTTPLimits).
+	HTTP HTTPLimits `json:"http"`
 	// ShutdownGrace is how long in-flight work may finish on shutdown.
 	// Default 10s.
 	ShutdownGrace Duration `json:"shutdownGrace"`
@@ -158,6 +161,36 @@ type Config struct {
 	// configured the edge serves everyone as one anonymous principal, which
 	// it does only on a loopback address unless AllowAnonymous says so.
 	Auth AuthConfig `json:"auth"`
+}
+
+// HTTPLimits bounds the clients of the process's HTTP listeners: the
+// edge's A2A port, --metrics-listen and --pprof (see edge.HTTPConfig).
+// The connection caps are the edge's; the metrics and profiler listeners
+// hold at most opsMaxConns each.
+type HTTPLimits struct {
+	// ReadHeaderTimeout bounds how long a request's head may take to
+	// arrive (a client trickling its headers is cut). Default 10s.
+	ReadHeaderTimeout Duration `json:"readHeaderTimeout"`
+	// ReadBodyTimeout bounds how long a request's body may take to arrive
+	// after its head. Default 30s.
+	ReadBodyTimeout Duration `json:"readBodyTimeout"`
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request. Default 120s.
+	IdleTimeout Duration `json:"idleTimeout"`
+	// MaxHeaderBytes bounds a request's head. Default 64 KiB.
+	MaxHeaderBytes int64 `json:"maxHeaderBytes"`
+	// MaxConnections bounds the edge's open connections; the process
+	// lowers it to what its file descriptors allow beside FDReserve.
+	// Default 4096; 0: only the file descriptors bound it.
+	MaxConnections int `json:"maxConnections"`
+	// MaxConnectionsPerAddr bounds the edge's open connections from one
+	// source address (an IPv6 /64). Default 256; 0: no cap, for an edge
+	// behind a proxy, whose address every client has.
+	MaxConnectionsPerAddr int `json:"maxConnectionsPerAddr"`
+	// FDReserve is the file descriptors HTTP connections may never take:
+	// the NATS connection, the embedded server's clients and store files,
+	// exec agents' pipes, logs. Default 1024.
+	FDReserve int `json:"fdReserve"`
 }
 
 // AuthConfig configures the edge's authentication (edge/auth). Secrets
@@ -290,17 +323,22 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 
 func defaultConfig() Config {
 	return Config{
-		Listen:           "127.0.0.1:8080",
-		DataDir:          "a2abus-data",
-		NATSListen:       "127.0.0.1:4222",
-		NATSURL:          "nats://127.0.0.1:4222",
-		Replicas:         1,
-		TaskTTL:          Duration(24 * time.Hour),
-		HistoryCap:       100,
-		AckWait:          Duration(30 * time.Second),
-		MaxDeliver:       5,
-		BlockingTimeout:  Duration(60 * time.Second),
-		MaxBodyBytes:     4 << 20,
+		Listen:          "127.0.0.1:8080",
+		DataDir:         "a2abus-data",
+		NATSListen:      "127.0.0.1:4222",
+		NATSURL:         "nats://127.0.0.1:4222",
+		Replicas:        1,
+		TaskTTL:         Duration(24 * time.Hour),
+		HistoryCap:      100,
+		AckWait:         Duration(30 * time.Second),
+		MaxDeliver:      5,
+		BlockingTimeout: Duration(60 * time.Second),
+		MaxBodyBytes:    4 << 20,
+		HTTP: HTTPLimits{
+			ReadHeaderTimeout: Duration(10 * time.Second), ReadBodyTimeout: Duration(30 * time.Second),
+			IdleTimeout: Duration(120 * time.Second), MaxHeaderBytes: 64 << 10,
+			MaxConnections: 4096, MaxConnectionsPerAddr: 256, FDReserve: 1024,
+		},
 		MaxBacklog:       10000,
 		MaxFinishedTasks: 100000,
 		MaxFinishedBytes: 512 << 20,
@@ -340,6 +378,16 @@ func settings() []setting {
 	num := func(f func(*Config) *int) func(*Config, string) error {
 		return func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
+			if err != nil {
+				return err
+			}
+			*f(c) = n
+			return nil
+		}
+	}
+	size := func(f func(*Config) *int64) func(*Config, string) error {
+		return func(c *Config, v string) error {
+			n, err := parseBytes(v)
 			if err != nil {
 				return err
 			}
@@ -392,14 +440,7 @@ func settings() []setting {
 			return nil
 		}},
 		{"rate-burst", "A2ABUS_RATE_BURST", "requests one caller may send at once before the rate limit applies (default 1000)", num(func(c *Config) *int { return &c.Limits.Burst })},
-		{"max-unfinished-bytes", "A2ABUS_MAX_UNFINISHED_BYTES", "stored size of one caller's unfinished tasks before new ones get 429: bytes, or with KiB, MiB, GiB (default 256MiB; 0 for no limit)", func(c *Config, v string) error {
-			n, err := parseBytes(v)
-			if err != nil {
-				return err
-			}
-			c.Limits.MaxUnfinishedBytes = n
-			return nil
-		}},
+		{"max-unfinished-bytes", "A2ABUS_MAX_UNFINISHED_BYTES", "stored size of one caller's unfinished tasks before new ones get 429: bytes, or with KiB, MiB, GiB (default 256MiB; 0 for no limit)", size(func(c *Config) *int64 { return &c.Limits.MaxUnfinishedBytes })},
 		{"max-unfinished", "A2ABUS_MAX_UNFINISHED", "unfinished tasks one caller may have before new ones get 429 (default 1000; 0 for no limit)", num(func(c *Config) *int { return &c.Limits.MaxUnfinished })},
 		{"max-backlog", "A2ABUS_MAX_BACKLOG", "tasks queued or running per agent before new ones get 503 + Retry-After (default 10000)", num(func(c *Config) *int { return &c.MaxBacklog })},
 		{"max-body-bytes", "A2ABUS_MAX_BODY_BYTES", "largest HTTP request body (default 4194304)", func(c *Config, v string) error {
@@ -407,7 +448,14 @@ func settings() []setting {
 			c.MaxBodyBytes = n
 			return err
 		}},
-		{"shutdown-grace", "A2ABUS_SHUTDOWN_GRACE", "time in-flight work may finish on shutdown (default 10s)", dur(func(c *Config) *Duration { return &c.ShutdownGrace })},
+		{"shutdown-grace", "A2ABUS_SHUTDOWN_GRACE", "time requests, streams and work in flight may finish on shutdown before they are ended (default 10s)", dur(func(c *Config) *Duration { return &c.ShutdownGrace })},
+		{"read-header-timeout", "A2ABUS_READ_HEADER_TIMEOUT", "longest time an HTTP request's head may take to arrive; a slower client is disconnected (default 10s)", dur(func(c *Config) *Duration { return &c.HTTP.ReadHeaderTimeout })},
+		{"read-body-timeout", "A2ABUS_READ_BODY_TIMEOUT", "longest time an HTTP request's body may take to arrive after its head (default 30s)", dur(func(c *Config) *Duration { return &c.HTTP.ReadBodyTimeout })},
+		{"idle-timeout", "A2ABUS_IDLE_TIMEOUT", "how long an idle keep-alive HTTP connection is kept (default 120s)", dur(func(c *Config) *Duration { return &c.HTTP.IdleTimeout })},
+		{"max-header-bytes", "A2ABUS_MAX_HEADER_BYTES", "largest HTTP request head: bytes, or with KiB, MiB (default 64KiB)", size(func(c *Config) *int64 { return &c.HTTP.MaxHeaderBytes })},
+		{"max-connections", "A2ABUS_MAX_CONNECTIONS", "open connections the edge holds; more are closed at accept; lowered to fit the file descriptor limit (default 4096; 0: only that limit)", num(func(c *Config) *int { return &c.HTTP.MaxConnections })},
+		{"max-connections-per-addr", "A2ABUS_MAX_CONNECTIONS_PER_ADDR", "open connections the edge holds from one source address; more are closed at accept (default 256; 0: no cap, e.g. behind a proxy)", num(func(c *Config) *int { return &c.HTTP.MaxConnectionsPerAddr })},
+		{"fd-reserve", "A2ABUS_FD_RESERVE", "file descriptors HTTP connections never take: NATS connections and store files, exec agents, logs (default 1024)", num(func(c *Config) *int { return &c.HTTP.FDReserve })},
 		{"log-level", "A2ABUS_LOG_LEVEL", "debug, info, warn or error (default info)", str(func(c *Config) *string { return &c.LogLevel })},
 		{"outbound-allow-private", "A2ABUS_OUTBOUND_ALLOW_PRIVATE", "let remote agents and discovery reach loopback, private and link-local addresses: true or false (default false; metadata addresses stay refused)", func(c *Config, v string) error {
 			b, err := strconv.ParseBool(v)
@@ -417,14 +465,7 @@ func settings() []setting {
 			c.Outbound.AllowLoopback, c.Outbound.AllowPrivate, c.Outbound.AllowLinkLocal = b, b, b
 			return nil
 		}},
-		{"memory-limit", "A2ABUS_MEMORY_LIMIT", "soft memory limit of the process: bytes, or with KiB, MiB, GiB (default 512MiB; 0 for none; GOMEMLIMIT in the environment wins)", func(c *Config, v string) error {
-			n, err := parseBytes(v)
-			if err != nil {
-				return err
-			}
-			c.MemoryLimit = n
-			return nil
-		}},
+		{"memory-limit", "A2ABUS_MEMORY_LIMIT", "soft memory limit of the process: bytes, or with KiB, MiB, GiB (default 512MiB; 0 for none; GOMEMLIMIT in the environment wins)", size(func(c *Config) *int64 { return &c.MemoryLimit })},
 		{"gc-percent", "A2ABUS_GC_PERCENT", "Go GC target percent of the process (default 400; GOGC in the environment wins)", num(func(c *Config) *int { return &c.GCPercent })},
 		{"metrics-listen", "A2ABUS_METRICS_LISTEN", "HOST:PORT serving Prometheus metrics at /metrics on their own listener, e.g. for a worker (an edge also serves /metrics; default off)", str(func(c *Config) *string { return &c.MetricsListen })},
 		{"pprof", "A2ABUS_PPROF", "HOST:PORT serving Go's profiler (net/http/pprof) for diagnosis; keep it on loopback (default off)", str(func(c *Config) *string { return &c.Pprof })},
@@ -627,6 +668,12 @@ func (c *Config) validate() error {
 	}
 	if c.Replicas < 1 {
 		errs = append(errs, errors.New("replicas must be at least 1"))
+	}
+	if h := c.HTTP; h.ReadHeaderTimeout <= 0 || h.ReadBodyTimeout <= 0 || h.IdleTimeout <= 0 || h.MaxHeaderBytes <= 0 || h.MaxHeaderBytes > 1<<30 {
+		errs = append(errs, errors.New("HTTP timeouts and the largest request head must be positive (and the head at most 1GiB)"))
+	}
+	if h := c.HTTP; h.MaxConnections < 0 || h.MaxConnectionsPerAddr < 0 || h.FDReserve < 0 {
+		errs = append(errs, errors.New("connection caps and the file descriptor reserve cannot be negative"))
 	}
 	switch c.LogFormat {
 	case "text", "json":

@@ -154,6 +154,9 @@ type process struct {
 	// credsDir is where the embedded server's credentials were made, if
 	// it made them.
 	credsDir string
+	// conns shares the process's file descriptors out between its HTTP
+	// listeners and its embedded NATS server.
+	conns connPlan
 }
 
 // busConfig is the bus configuration of cmd's process: in-process to srv
@@ -175,18 +178,19 @@ func (p *process) busConfig(role string, srv *bus.Server, na clientAuth) bus.Con
 }
 
 func (p *process) run(ctx context.Context, cmd string) error {
+	p.metrics = bus.NewMetrics()
+	p.metrics.Gauge("a2a_build_info", "The a2abus version and Go runtime of this process (always 1).", "version", "go").
+		Set(1, discovery.Version, runtime.Version())
+	p.planConns(cmd)
 	if p.cfg.Pprof != "" {
-		stop, err := servePprof(p.cfg.Pprof, p.log)
+		stop, err := servePprof(p.cfg.Pprof, p.opsHTTP("pprof"), p.log)
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
-	p.metrics = bus.NewMetrics()
-	p.metrics.Gauge("a2a_build_info", "The a2abus version and Go runtime of this process (always 1).", "version", "go").
-		Set(1, discovery.Version, runtime.Version())
 	if p.cfg.MetricsListen != "" {
-		stop, err := serveMetrics(p.cfg.MetricsListen, p.metrics, p.log)
+		stop, err := serveMetrics(p.cfg.MetricsListen, p.metrics, p.opsHTTP("metrics"), p.log)
 		if err != nil {
 			return err
 		}
@@ -238,6 +242,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		sc := bus.ServerConfig{
 			DataDir: p.cfg.DataDir, Listen: listen, Name: p.cfg.ServerName,
 			ClusterName: p.cfg.ClusterName, ClusterListen: p.cfg.ClusterListen, Routes: routes,
+			MaxConnections: p.conns.nats,
 		}
 		if err := p.serverAuth(&sc); err != nil {
 			return err
@@ -350,20 +355,27 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		return stopped(fmt.Errorf("edge did not become ready: %w", err))
 	}
 	web.start.Serve(e.Handler())
-	p.announce(cmd, web.ln.Addr().String(), srv)
+	p.announce(cmd, web.l.Addr().String(), srv)
 
 	select {
 	case <-ctx.Done():
-	case err := <-web.done:
+	case err := <-web.l.Done():
 		stopWorkers()
 		return fmt.Errorf("edge http: %w", err)
 	}
-	p.log.Info("shutting down")
-	// 1. not ready  2. stop accepting HTTP and finish requests in flight
-	// 3. drain workers  4./5. (deferred) drain the connection, stop the server.
+	p.log.Info("shutting down", "grace", time.Duration(p.cfg.ShutdownGrace).String())
+	// 1. not ready  2. stop accepting HTTP; requests, streams and work in
+	// flight get the one grace together: the workers take no new work
+	// from the moment the edge takes no new requests, and whatever still
+	// runs when the grace is over is ended (requests canceled and their
+	// connections closed, work handed back)  3./4. (deferred) drain the
+	// connection, stop the server. Nothing a client or an agent holds
+	// keeps the process past the grace and a second or two.
 	e.Drain()
-	web.stop(time.Duration(p.cfg.ShutdownGrace) + 5*time.Second)
+	var httpDone sync.WaitGroup
+	httpDone.Go(func() { web.stop(time.Duration(p.cfg.ShutdownGrace)) })
 	stopWorkers()
+	httpDone.Wait()
 	return nil
 }
 
@@ -406,41 +418,81 @@ func (p *process) await(ctx context.Context, what string, ready func(context.Con
 // start-up on; start answers every request (not ready) until the edge is
 // handed to it.
 type edgeHTTP struct {
-	ln       net.Listener
-	start    *edge.Starting
-	hs       *http.Server
-	done     chan error // what hs.Serve returned
-	stopOnce sync.Once
+	l     *edge.HTTPListener
+	start *edge.Starting
 }
 
-// listen binds the edge's address and serves it with an edge.Starting.
+// listen binds the edge's address and serves it with an edge.Starting,
+// within the process's HTTP bounds and its share of file descriptors.
 func (p *process) listen() (*edgeHTTP, error) {
-	ln, err := net.Listen("tcp", p.cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("edge listen: %w", err)
-	}
-	w := &edgeHTTP{ln: ln, start: edge.NewStarting(p.metrics), done: make(chan error, 1)}
-	w.hs = &http.Server{
-		Handler:           w.start,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		// No WriteTimeout: blocking calls and streams legitimately last long;
-		// each is bounded by its own timeout instead.
-		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
-	}
+	hc := p.httpConfig("a2a")
+	hc.MaxConns, hc.MaxConnsPerAddr = p.conns.edge, p.conns.perAddr
 	scheme := "http"
 	if p.cfg.TLSCert != "" {
 		tc, err := p.tlsConfig()
 		if err != nil {
-			ln.Close()
 			return nil, err
 		}
-		ln, scheme = tls.NewListener(ln, tc), "https"
-		w.ln = ln
+		hc.TLS, scheme = tc, "https"
 	}
-	go func() { w.done <- w.hs.Serve(ln) }()
-	p.log.Info("edge listening; not ready until it follows the bus", "addr", scheme+"://"+ln.Addr().String())
+	w := &edgeHTTP{start: edge.NewStarting(p.metrics)}
+	l, err := edge.Listen(p.cfg.Listen, w.start, hc)
+	if err != nil {
+		return nil, fmt.Errorf("edge listen: %w", err)
+	}
+	w.l = l
+	p.log.Info("edge listening; not ready until it follows the bus", "addr", scheme+"://"+l.Addr().String())
 	return w, nil
+}
+
+// httpConfig is the bounds of the process's HTTP listener name, without
+// connection caps.
+func (p *process) httpConfig(name string) edge.HTTPConfig {
+	h := p.cfg.HTTP
+	return edge.HTTPConfig{
+		Name:              name,
+		ReadHeaderTimeout: time.Duration(h.ReadHeaderTimeout),
+		ReadBodyTimeout:   time.Duration(h.ReadBodyTimeout),
+		IdleTimeout:       time.Duration(h.IdleTimeout),
+		MaxHeaderBytes:    int(h.MaxHeaderBytes),
+		Metrics:           p.metrics,
+		Logger:            p.log,
+	}
+}
+
+// opsHTTP is the bounds of the metrics or profiler listener.
+func (p *process) opsHTTP(name string) edge.HTTPConfig {
+	hc := p.httpConfig(name)
+	hc.MaxConns = opsMaxConns
+	return hc
+}
+
+// planConns raises the process's file limit and shares it out (see
+// fds.go), and says so.
+func (p *process) planConns(cmd string) {
+	soft, hard, err := raiseFDLimit()
+	if err != nil && soft == 0 {
+		p.log.Debug("open file limit unknown; connection caps as configured", "err", err)
+	}
+	ops := 0
+	for _, addr := range []string{p.cfg.MetricsListen, p.cfg.Pprof} {
+		if addr != "" {
+			ops++
+		}
+	}
+	p.conns = planConns(soft, hard, p.cfg.HTTP, ops, cmd == "serve")
+	c := p.conns
+	switch cmd {
+	case "serve", "edge":
+		p.log.Info("connection limits", "fd_soft_limit", c.soft, "fd_hard_limit", c.hard, "fd_reserve", p.cfg.HTTP.FDReserve,
+			"max_connections", c.edge, "max_connections_per_addr", c.perAddr, "nats_max_connections", c.nats)
+		if c.lowered {
+			p.log.Warn("the open file limit lowers the edge's connection cap below --max-connections; raise it (ulimit -n) or lower --fd-reserve",
+				"max_connections", p.cfg.HTTP.MaxConnections, "lowered_to", c.edge)
+		}
+	default:
+		p.log.Debug("open file limit", "fd_soft_limit", c.soft, "fd_hard_limit", c.hard)
+	}
 }
 
 // setReason says what the edge is waiting for (w may be nil: no edge).
@@ -451,16 +503,9 @@ func (w *edgeHTTP) setReason(reason string) {
 }
 
 // stop stops accepting requests and lets those in flight finish for up to
-// grace (0: closes at once). Only the first call does anything.
-func (w *edgeHTTP) stop(grace time.Duration) {
-	w.stopOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), grace)
-		defer cancel()
-		if grace <= 0 || w.hs.Shutdown(ctx) != nil {
-			_ = w.hs.Close()
-		}
-	})
-}
+// grace, then ends them (see edge.HTTPListener.Stop). Only the first call
+// does anything.
+func (w *edgeHTTP) stop(grace time.Duration) { w.l.Stop(grace) }
 
 func (p *process) agentNames() string {
 	var names []string
@@ -530,36 +575,33 @@ func (p *process) definitions() ([]workers.Definition, error) {
 }
 
 // serveMetrics serves the Prometheus metrics of the process at /metrics
-// on their own listener until stop is called.
-func serveMetrics(addr string, m *bus.Metrics, log *slog.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
+// on their own listener, within hc's bounds, until stop is called.
+func serveMetrics(addr string, m *bus.Metrics, hc edge.HTTPConfig, log *slog.Logger) (stop func(), err error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", edge.MetricsHandler(m))
+	l, err := edge.Listen(addr, mux, hc)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listen: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", edge.MetricsHandler(m))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	log.Info("metrics listening", "addr", "http://"+ln.Addr().String()+"/metrics")
-	return func() { _ = hs.Close() }, nil
+	log.Info("metrics listening", "addr", "http://"+l.Addr().String()+"/metrics")
+	return func() { l.Stop(0) }, nil
 }
 
-// servePprof serves the profiler on its own listener until stop is called.
-func servePprof(addr string, log *slog.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("pprof listen: %w", err)
-	}
+// servePprof serves the profiler on its own listener, within hc's bounds,
+// until stop is called.
+func servePprof(addr string, hc edge.HTTPConfig, log *slog.Logger) (stop func(), err error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	log.Info("profiler listening", "addr", "http://"+ln.Addr().String()+"/debug/pprof/")
-	return func() { _ = hs.Close() }, nil
+	l, err := edge.Listen(addr, mux, hc)
+	if err != nil {
+		return nil, fmt.Errorf("pprof listen: %w", err)
+	}
+	log.Info("profiler listening", "addr", "http://"+l.Addr().String()+"/debug/pprof/")
+	return func() { l.Stop(0) }, nil
 }
 
 // loopbackAddr reports whether a listen address (host:port) accepts
