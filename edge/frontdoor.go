@@ -357,9 +357,18 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	}
 	// A body that says its length is read into one buffer of that size
 	// (within the limit), not grown by doubling, which for a large body
-	// leaves about twice its size behind as garbage.
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), s.cfg.MaxBodyBytes)+bytes.MinRead))
+	// leaves about twice its size behind as garbage. The buffer is memory
+	// held for bytes that have not arrived, which a client may never send
+	// (until the listener's body deadline): all such buffers together stay
+	// within bodyReserveBudget, and past it a body grows as it arrives.
+	stated := min(max(r.ContentLength, 0), s.cfg.MaxBodyBytes)
+	if s.bodyReserved.Add(stated) > bodyReserveBudget {
+		s.bodyReserved.Add(-stated)
+		stated = 0
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, stated+bytes.MinRead))
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	s.bodyReserved.Add(-stated)
 	body := buf.Bytes()
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -374,6 +383,11 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	}
 	return body, nil
 }
+
+// bodyReserveBudget bounds the memory an edge holds for request bodies
+// before their bytes arrive (see readBody): sixteen bodies of the default
+// largest size.
+const bodyReserveBudget = 64 << 20
 
 // readParams reads a body that is a method's params object: valid JSON
 // within the nesting limit; an empty body or null is {}.

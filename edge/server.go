@@ -186,6 +186,10 @@ type Server struct {
 	backlog  backlogCache
 	draining atomic.Bool
 	m        edgeMetrics
+
+	// bodyReserved is the memory held for request bodies whose bytes have
+	// not arrived yet (readBody), within bodyReserveBudget.
+	bodyReserved atomic.Int64
 }
 
 // New returns an edge on b. Call Run to start following the bus, and serve
