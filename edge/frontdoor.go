@@ -318,6 +318,13 @@ func (s *Server) refuse(w http.ResponseWriter, b *binding, c *call, e *schemas.E
 // protocolError classifies a method's error; an internal one is logged
 // with its cause, which the client never sees.
 func (s *Server) protocolError(c *call, err error) *schemas.Error {
+	if errors.Is(err, context.Canceled) {
+		// The request was ended before its answer: the client left, or
+		// the edge is shutting down past its grace. Nothing failed that a
+		// retry would not mend.
+		s.log.Debug("request ended before its answer", "method", c.method, "agent", c.agent, "err", err)
+		return schemas.Errorf(schemas.ErrUnavailable, "the request was ended before its answer (the edge is shutting down); retry")
+	}
 	pe := schemas.AsError(err)
 	if errors.Is(pe, schemas.ErrInternal) {
 		s.log.Error("request failed", "method", c.method, "agent", c.agent, "err", err)
