@@ -18,7 +18,7 @@ func (s *Server) v03Methods() map[string]methodFunc {
 		"message/send":                        s.v03Send,
 		"tasks/get":                           s.v03Get,
 		"tasks/cancel":                        s.v03Cancel,
-		"agent/getAuthenticatedExtendedCard":  s.v03ExtendedCard,
+		"agent/getAuthenticatedExtendedCard":  s.rpcGetExtendedAgentCard, // a union card: 0.3 clients read its 0.3 fields
 		"tasks/pushNotificationConfig/set":    s.rpcPushNotSupported,
 		"tasks/pushNotificationConfig/get":    s.rpcPushNotSupported,
 		"tasks/pushNotificationConfig/list":   s.rpcPushNotSupported,
@@ -108,15 +108,6 @@ func (s *Server) cancelByParams(ctx context.Context, c *call) (*schemas.TaskReco
 	}
 	rec, err = s.cancelTask(ctx, c, rec.Task.ID)
 	return rec, p.ID, err
-}
-
-func (s *Server) v03ExtendedCard(_ context.Context, c *call) (any, error) {
-	// The card is a union card: 0.3 clients read its 0.3 fields.
-	card, err := s.extendedCard(c)
-	if err != nil {
-		return nil, err
-	}
-	return card, nil
 }
 
 func (s *Server) v03Stream(ctx context.Context, c *call, out streamOut) error {
