@@ -285,14 +285,14 @@ func (s *Server) refuseCaller(w http.ResponseWriter, r *http.Request, b *binding
 // adminOnly serves h to admin principals only when the edge authenticates
 // (and to anyone when public or anonymous).
 func (s *Server) adminOnly(h http.HandlerFunc, public bool) http.HandlerFunc {
+	a := s.cfg.Auth
+	if public || a == nil || a.Anonymous() {
+		return h
+	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		if public {
-			h(w, r)
-			return
-		}
 		who, err := s.authenticate(r)
-		if err == nil && s.cfg.Auth != nil && !s.cfg.Auth.Anonymous() && !who.admin {
-			err = s.cfg.Auth.Forbidden("only an admin principal may read this")
+		if err == nil && !who.admin {
+			err = a.Forbidden("only an admin principal may read this")
 		}
 		var f *auth.Failure
 		switch {
