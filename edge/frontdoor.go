@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"mime"
 	"net"
 	"net/http"
@@ -259,18 +260,19 @@ func (s *Server) refuseCaller(w http.ResponseWriter, r *http.Request, b *binding
 		s.refuse(w, b, c, schemas.AsError(err), 0)
 		return
 	}
-	kind := schemas.ErrUnauthenticated
+	kind, level := schemas.ErrUnauthenticated, slog.LevelInfo
 	switch f.Status {
 	case http.StatusForbidden:
 		kind = schemas.ErrPermissionDenied
 	case http.StatusServiceUnavailable:
-		kind = schemas.ErrUnavailable
-		s.log.Warn("cannot check credentials", "err", err)
+		// Not the caller's fault: one line at warn, with the cause
+		// (Failure.Error adds why the issuer's keys could not be fetched).
+		kind, level = schemas.ErrUnavailable, slog.LevelWarn
 	}
 	if f.Challenge != "" {
 		w.Header().Set("WWW-Authenticate", f.Challenge)
 	}
-	s.log.Info("request refused", "status", f.Status, "reason", f.Reason, "scheme", f.Scheme, "remote", r.RemoteAddr, "path", r.URL.Path)
+	s.log.Log(r.Context(), level, "request refused", "status", f.Status, "reason", f.Reason, "scheme", f.Scheme, "remote", r.RemoteAddr, "path", r.URL.Path, "err", err)
 	status := f.Status
 	if kind == schemas.ErrUnavailable || b.rpc {
 		// The row's 503 with Retry-After; and on JSON-RPC, HTTP 200 like
