@@ -102,7 +102,7 @@ func (s *Server) limitRate(r *http.Request, c *call) error {
 	if l.Rate <= 0 {
 		return nil
 	}
-	key := c.caller.tenant + "\x00" + c.caller.principal
+	key := c.scope()
 	if c.caller.principal == "" {
 		host, _, err := net.SplitHostPort(r.RemoteAddr)
 		if err != nil {
