@@ -289,10 +289,17 @@ func (s *Server) sweep(ctx context.Context) error {
 	}
 }
 
+// followers are the Ready channels of what the edge follows on the bus:
+// the task watcher, the task index, the agent directory and the write
+// probe.
+func (s *Server) followers() []<-chan struct{} {
+	return []<-chan struct{}{s.tasks.Ready(), s.index.Ready(), s.agents.Ready(), s.writes.Ready()}
+}
+
 // WaitReady blocks until the edge follows the bus and has found it
 // writable, or ctx ends.
 func (s *Server) WaitReady(ctx context.Context) error {
-	for _, ch := range []<-chan struct{}{s.tasks.Ready(), s.index.Ready(), s.agents.Ready(), s.writes.Ready()} {
+	for _, ch := range s.followers() {
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -310,7 +317,7 @@ func (s *Server) ready() bool {
 	if s.draining.Load() || !s.b.Connected() {
 		return false
 	}
-	for _, ch := range []<-chan struct{}{s.tasks.Ready(), s.index.Ready(), s.agents.Ready(), s.writes.Ready()} {
+	for _, ch := range s.followers() {
 		select {
 		case <-ch:
 		default:
