@@ -191,10 +191,10 @@ func (s *Server) writeCacheable(w http.ResponseWriter, r *http.Request, v any) {
 // What a worker registered there is replaced, never trusted.
 func (s *Server) declareSecurity(c *schemas.AgentCard) {
 	c.SecuritySchemes, c.SecurityRequirements, c.Security, c.Authentication = nil, nil, nil, nil
-	a := s.cfg.Auth
-	if a == nil || a.Anonymous() {
+	if !s.authenticates() {
 		return
 	}
+	a := s.cfg.Auth
 	c.SecuritySchemes = a.UnionSecuritySchemes()
 	_, c.SecurityRequirements = a.CardSecurity()
 	_, c.Security = a.CardSecurity03()
@@ -204,8 +204,7 @@ func (s *Server) declareSecurity(c *schemas.AgentCard) {
 // hasExtendedCard reports whether agent shows authenticated callers more
 // than its public card.
 func (s *Server) hasExtendedCard(agent string) bool {
-	a := s.cfg.Auth
-	return a != nil && !a.Anonymous() && len(s.cfg.ExtendedSkills[agent]) > 0
+	return s.authenticates() && len(s.cfg.ExtendedSkills[agent]) > 0
 }
 
 // extendedCard is the card of the called agent for an authenticated

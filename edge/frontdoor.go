@@ -207,14 +207,19 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, b *binding,
 	b.writeError(w, c, pe, 0)
 }
 
+// authenticates reports whether the edge checks credentials: Config.Auth
+// is set and configures a scheme.
+func (s *Server) authenticates() bool {
+	return s.cfg.Auth != nil && !s.cfg.Auth.Anonymous()
+}
+
 // authenticate tells who sent r, with the configured schemes; with none,
 // every caller is the one anonymous principal ("").
 func (s *Server) authenticate(r *http.Request) (caller, error) {
-	a := s.cfg.Auth
-	if a == nil || a.Anonymous() {
+	if !s.authenticates() {
 		return caller{}, nil
 	}
-	p, err := a.Authenticate(r)
+	p, err := s.cfg.Auth.Authenticate(r)
 	if err != nil {
 		return caller{}, err
 	}
@@ -242,7 +247,7 @@ func (s *Server) selectTenant(c *call) error {
 	if want == "" || want == c.caller.tenant {
 		return nil
 	}
-	if a := s.cfg.Auth; a == nil || a.Anonymous() || slices.Contains(c.caller.tenants, want) {
+	if !s.authenticates() || slices.Contains(c.caller.tenants, want) {
 		c.caller.tenant = want
 		return nil
 	}
@@ -287,10 +292,10 @@ func (s *Server) refuseCaller(w http.ResponseWriter, r *http.Request, b *binding
 // adminOnly serves h to admin principals only when the edge authenticates
 // (and to anyone when public or anonymous).
 func (s *Server) adminOnly(h http.HandlerFunc, public bool) http.HandlerFunc {
-	a := s.cfg.Auth
-	if public || a == nil || a.Anonymous() {
+	if public || !s.authenticates() {
 		return h
 	}
+	a := s.cfg.Auth
 	return func(w http.ResponseWriter, r *http.Request) {
 		who, err := s.authenticate(r)
 		if err == nil && !who.admin {
