@@ -2,8 +2,8 @@ package edge
 
 import (
 	"math"
-	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -104,11 +104,10 @@ func (s *Server) limitRate(r *http.Request, c *call) error {
 	}
 	key := c.scope()
 	if c.caller.principal == "" {
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
-			host = r.RemoteAddr
+		key = "\x01" + r.RemoteAddr
+		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+			key = "\x01" + source(ap.Addr()).String()
 		}
-		key = "\x01" + host
 	}
 	ok, wait := s.rate.allow(key, l, time.Now())
 	if ok {
@@ -128,9 +127,9 @@ const unfinishedRetry = 5
 // (storeFullShare of the bucket): stored tasks that nobody finishes would
 // otherwise leave a new task accepted but never able to progress.
 func (s *Server) limitUnfinished(c *call) error {
-	if max := s.b.Config().TaskMaxBytes; max > 0 {
-		if used := s.index.StoredBytes(); float64(used) > storeFullShare*float64(max) {
-			e := schemas.Errorf(schemas.ErrUnavailable, "the task store is nearly full (%d of %d bytes, mostly tasks not finished); retry later", used, max)
+	if limit := s.b.Config().TaskMaxBytes; limit > 0 {
+		if used := s.index.StoredBytes(); float64(used) > storeFullShare*float64(limit) {
+			e := schemas.Errorf(schemas.ErrUnavailable, "the task store is nearly full (%d of %d bytes, mostly tasks not finished); retry later", used, limit)
 			e.RetryAfter = storeFullRetry
 			return e
 		}

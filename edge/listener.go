@@ -290,10 +290,19 @@ func (l *connLimiter) refuse(c net.Conn) {
 func sourceOf(a net.Addr) netip.Addr {
 	var ip netip.Addr
 	if ta, ok := a.(*net.TCPAddr); ok {
-		ip = ta.AddrPort().Addr().Unmap()
+		ip = ta.AddrPort().Addr()
 	} else if ap, err := netip.ParseAddrPort(a.String()); err == nil {
-		ip = ap.Addr().Unmap()
+		ip = ap.Addr()
 	}
+	return source(ip)
+}
+
+// source is the source an address counts as for every per-address limit
+// (connections here, the anonymous request rate in limits.go): an IPv4
+// address, or the /64 an IPv6 address is in, as one host holds a whole
+// /64 and could otherwise step around a limit.
+func source(ip netip.Addr) netip.Addr {
+	ip = ip.Unmap()
 	if ip.Is6() {
 		if p, err := ip.Prefix(64); err == nil {
 			return p.Addr()
