@@ -151,7 +151,7 @@ func (f FanOut) child(ctx context.Context, req *Request, agent string, timeout t
 	id := childID(req.Task.ID, agent)
 	o := childOwner(req, agent)
 	res := childResult{agent: agent, id: id}
-	if err := f.start(ctx, req, agent, id); err != nil {
+	if err := f.start(ctx, req, o, id); err != nil {
 		res.why = "could not be started: " + err.Error()
 		return res
 	}
@@ -224,8 +224,9 @@ func (f FanOut) child(ctx context.Context, req *Request, agent string, timeout t
 
 // start submits the child task, unless an earlier attempt did. A child
 // found still SUBMITTED has its work queued again under the submission's
-// id, which JetStream de-duplicates if the first publish landed.
-func (f FanOut) start(ctx context.Context, req *Request, agent, id string) error {
+// id, which JetStream de-duplicates if the first publish landed. A task
+// at id that is not o's is left alone.
+func (f FanOut) start(ctx context.Context, req *Request, o bus.Owner, id string) error {
 	rec, rev, err := f.Bus.GetTask(ctx, id)
 	switch {
 	case errors.Is(err, schemas.ErrTaskNotFound):
@@ -233,7 +234,7 @@ func (f FanOut) start(ctx context.Context, req *Request, agent, id string) error
 		msg.MessageID = schemas.NewID()
 		msg.ContextID = req.Task.ContextID
 		msg.Metadata = map[string]any{MetaFanOutParent: req.Task.ID}
-		_, _, err = f.Bus.Submit(ctx, bus.Submission{Agent: agent, Owner: req.Owner, Tenant: req.Tenant, Message: &msg, TaskID: id,
+		_, _, err = f.Bus.Submit(ctx, bus.Submission{Agent: o.Agent, Owner: req.Owner, Tenant: req.Tenant, Message: &msg, TaskID: id,
 			Metadata: map[string]any{MetaFanOutParent: req.Task.ID}}, nil)
 		if !errors.Is(err, bus.ErrTaskExists) {
 			return err
@@ -248,6 +249,9 @@ func (f FanOut) start(ctx context.Context, req *Request, agent, id string) error
 	}
 	if rec.Task.Status.State != schemas.TaskStateSubmitted {
 		return nil // running or finished: nothing to queue
+	}
+	if !o.Owns(rec) {
+		return schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
 	}
 	return f.Bus.QueueSubmission(ctx, rec, rev, bus.PublishOptions{})
 }
