@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -141,6 +142,21 @@ func (c Credentials) String() string {
 		return ""
 	}
 	return c.User + ":***"
+}
+
+// redactURLs is a comma-separated NATS URL list fit for an error or a log
+// line: a password in a URL (nats://user:pass@host) is masked, and a URL
+// that does not parse is not repeated.
+func redactURLs(list string) string {
+	out := strings.Split(list, ",")
+	for i, s := range out {
+		if u, err := url.Parse(strings.TrimSpace(s)); err == nil {
+			out[i] = u.Redacted()
+		} else {
+			out[i] = "(unparsable URL)"
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // NewPassword returns a random password: 32 hexadecimal digits (128 bits).

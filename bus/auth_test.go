@@ -629,3 +629,13 @@ func TestRoutesNeedClusterCredentials(t *testing.T) {
 		}
 	}
 }
+
+func TestRedactURLsHidesPasswords(t *testing.T) {
+	got := redactURLs("nats://edge:s3cret@a:4222, nats://b:4222,nats://u:p%zz@c")
+	if strings.Contains(got, "s3cret") || strings.Contains(got, "p%zz") {
+		t.Fatalf("redactURLs left a password: %q", got)
+	}
+	if !strings.Contains(got, "nats://edge:xxxxx@a:4222") || !strings.Contains(got, "nats://b:4222") {
+		t.Fatalf("redactURLs = %q, want the hosts kept", got)
+	}
+}

@@ -151,7 +151,7 @@ func (x *TaskIndex) apply(ctx context.Context, id string, m followMsg) {
 		var ent schemas.TaskIndexEntry
 		h := m.Header.Get(schemas.HeaderTaskIndex)
 		if h == "" || json.Unmarshal([]byte(h), &ent) != nil {
-			ent, h = x.fromRecord(ctx, m.Seq), "read"
+			ent = x.fromRecord(ctx, m.Seq)
 		}
 		if ent.State != "" {
 			e = &indexEntry{TaskIndexEntry: ent, id: id, size: m.Size, rev: m.Seq}
@@ -378,6 +378,11 @@ func (x *TaskIndex) List(ctx context.Context, q ListQuery) (ListPage, error) {
 				slots = append(slots, slot{at: e.At, id: e.id, e: e})
 			}
 			slices.SortFunc(slots, compareSlots)
+			for _, s := range slots {
+				if match(s) {
+					page.Total++
+				}
+			}
 		} else {
 			k := listKey{tenant: q.Owner.Tenant, agent: q.Owner.Agent, owner: q.Owner.Principal}
 			if q.Owner.Admin {
@@ -399,13 +404,6 @@ func (x *TaskIndex) List(ctx context.Context, q ListQuery) (ListPage, error) {
 				page.Total = int(l.byState[stateIndex(q.State)])
 			default:
 				page.Total = l.live
-			}
-		}
-		if q.ContextID != "" {
-			for _, s := range slots {
-				if match(s) {
-					page.Total++
-				}
 			}
 		}
 		i := len(slots)

@@ -386,8 +386,8 @@ func (b *Bus) claimContext(ctx context.Context, contextID, owner, tenant string)
 	if err != nil {
 		return err
 	}
-	if rev, err := b.contexts.Create(ctx, key, mine); err == nil {
-		b.claims.put(key, confirmedClaim{want, rev, time.Now()})
+	if _, err := b.contexts.Create(ctx, key, mine); err == nil {
+		b.claims.put(key, confirmedClaim{want, time.Now()})
 		return nil
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
 		return errUnavailable("bus: claim context", err)
@@ -396,8 +396,8 @@ func (b *Bus) claimContext(ctx context.Context, contextID, owner, tenant string)
 	m, err := b.leaderGet(ctx, kvStream(schemas.BucketContexts), kvPrefix(schemas.BucketContexts)+key)
 	if errors.Is(err, errNoMessage) {
 		// Expired between the two calls: claim it again, once.
-		if rev, err := b.contexts.Create(ctx, key, mine); err == nil {
-			b.claims.put(key, confirmedClaim{want, rev, time.Now()})
+		if _, err := b.contexts.Create(ctx, key, mine); err == nil {
+			b.claims.put(key, confirmedClaim{want, time.Now()})
 			return nil
 		}
 		return errUnavailable("bus: claim context", errors.New("the claim changed while it was read"))
@@ -411,13 +411,13 @@ func (b *Bus) claimContext(ctx context.Context, contextID, owner, tenant string)
 	}
 	stored := m.Time
 	if c == want && time.Since(stored) >= renewAfter {
-		if rev, err := b.contexts.Update(ctx, key, mine, m.Seq); err == nil {
-			m.Seq, stored = rev, time.Now()
+		if _, err := b.contexts.Update(ctx, key, mine, m.Seq); err == nil {
+			stored = time.Now()
 		}
 		// A failed renewal leaves the claim as it was: another process
 		// renewed it, and the next use reads it again.
 	}
-	b.claims.put(key, confirmedClaim{c, m.Seq, stored})
+	b.claims.put(key, confirmedClaim{c, stored})
 	if c != want {
 		return refuse()
 	}
@@ -437,7 +437,6 @@ type contextClaims struct {
 // confirmedClaim is a claim as this process last wrote or read it.
 type confirmedClaim struct {
 	schemas.ContextClaim
-	rev    uint64
 	stored time.Time // when its last write was stored: its TTL runs from here
 }
 

@@ -682,27 +682,29 @@ type orphanCandidate struct {
 // it. The work is queued under the submission's own event id, so
 // processes that requeue at once leave one copy.
 func (b *Bus) requeueOrphans(ctx context.Context, cands []orphanCandidate) (int, error) {
-	queued := func(subject string) (bool, error) {
-		_, err := b.leaderGet(ctx, schemas.StreamWork, subject)
-		if errors.Is(err, errNoMessage) {
-			return false, nil
+	// queued reports whether c's work is queued, or its agent has work
+	// from an edge that predates per-task subjects, which cannot be told
+	// apart: either way c is left alone.
+	queued := func(c orphanCandidate) (bool, error) {
+		for _, subject := range []string{schemas.SubjectWorkTask(c.agent, c.id), schemas.SubjectWork(c.agent)} {
+			_, err := b.leaderGet(ctx, schemas.StreamWork, subject)
+			if errors.Is(err, errNoMessage) {
+				continue
+			}
+			if err != nil {
+				return false, errUnavailable("bus: read work stream", err)
+			}
+			return true, nil
 		}
-		return err == nil, err
+		return false, nil
 	}
 	n := 0
 	for _, c := range cands {
-		// Queued, or this agent has work from an edge that predates
-		// per-task subjects, which cannot be told apart: leave it.
-		if q, err := queued(schemas.SubjectWorkTask(c.agent, c.id)); err != nil || q {
-			if err != nil {
-				return n, errUnavailable("bus: read work stream", err)
-			}
-			continue
+		q, err := queued(c)
+		if err != nil {
+			return n, err
 		}
-		if q, err := queued(schemas.SubjectWork(c.agent)); err != nil || q {
-			if err != nil {
-				return n, errUnavailable("bus: read work stream", err)
-			}
+		if q {
 			continue
 		}
 		val, rev, err := b.readTask(ctx, c.id, true)

@@ -149,25 +149,26 @@ func (f FanOut) Execute(ctx context.Context, req *Request, out *Emitter) error {
 // child runs one child to its end and hands its answer to add.
 func (f FanOut) child(ctx context.Context, req *Request, agent string, timeout time.Duration, add func(schemas.Artifact) error) childResult {
 	id := childID(req.Task.ID, agent)
+	o := childOwner(req, agent)
 	res := childResult{agent: agent, id: id}
-	if err := f.start(ctx, req, agent, id); err != nil {
+	if err := f.start(ctx, req, o, id); err != nil {
 		res.why = "could not be started: " + err.Error()
 		return res
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	rec, err := f.wait(cctx, childOwner(req, agent), id)
+	rec, err := f.Bus.Await(cctx, o, id) // follow the child until it settles
 	switch {
 	case ctx.Err() != nil:
 		// The parent was canceled (or the worker is stopping: then the
 		// children run on and the next attempt re-attaches to them).
 		if errors.Is(context.Cause(ctx), errCanceled) {
-			f.cancelChild(ctx, childOwner(req, agent), id)
+			f.cancelChild(ctx, o, id)
 		}
 		res.why = "parent stopped"
 		return res
 	case err != nil && errors.Is(err, context.DeadlineExceeded):
-		if rec = f.cancelChild(ctx, childOwner(req, agent), id); rec == nil {
+		if rec = f.cancelChild(ctx, o, id); rec == nil {
 			res.why = fmt.Sprintf("timed out after %s (canceled)", timeout)
 			return res
 		}
@@ -210,7 +211,7 @@ func (f FanOut) child(ctx context.Context, req *Request, agent string, timeout t
 	case schemas.TaskStateCompleted:
 		res.ok = true
 	case schemas.TaskStateInputRequired, schemas.TaskStateAuthRequired:
-		f.cancelChild(ctx, childOwner(req, agent), id)
+		f.cancelChild(ctx, o, id)
 		res.why = "asked for input, which a fan-out cannot give (canceled)"
 	default:
 		res.why = strings.ToLower(strings.TrimPrefix(string(st.State), "TASK_STATE_"))
@@ -223,8 +224,9 @@ func (f FanOut) child(ctx context.Context, req *Request, agent string, timeout t
 
 // start submits the child task, unless an earlier attempt did. A child
 // found still SUBMITTED has its work queued again under the submission's
-// id, which JetStream de-duplicates if the first publish landed.
-func (f FanOut) start(ctx context.Context, req *Request, agent, id string) error {
+// id, which JetStream de-duplicates if the first publish landed. A task
+// at id that is not o's is left alone.
+func (f FanOut) start(ctx context.Context, req *Request, o bus.Owner, id string) error {
 	rec, rev, err := f.Bus.GetTask(ctx, id)
 	switch {
 	case errors.Is(err, schemas.ErrTaskNotFound):
@@ -232,7 +234,7 @@ func (f FanOut) start(ctx context.Context, req *Request, agent, id string) error
 		msg.MessageID = schemas.NewID()
 		msg.ContextID = req.Task.ContextID
 		msg.Metadata = map[string]any{MetaFanOutParent: req.Task.ID}
-		_, _, err = f.Bus.Submit(ctx, bus.Submission{Agent: agent, Owner: req.Owner, Tenant: req.Tenant, Message: &msg, TaskID: id,
+		_, _, err = f.Bus.Submit(ctx, bus.Submission{Agent: o.Agent, Owner: req.Owner, Tenant: req.Tenant, Message: &msg, TaskID: id,
 			Metadata: map[string]any{MetaFanOutParent: req.Task.ID}}, nil)
 		if !errors.Is(err, bus.ErrTaskExists) {
 			return err
@@ -248,6 +250,9 @@ func (f FanOut) start(ctx context.Context, req *Request, agent, id string) error
 	if rec.Task.Status.State != schemas.TaskStateSubmitted {
 		return nil // running or finished: nothing to queue
 	}
+	if !o.Owns(rec) {
+		return schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
+	}
 	return f.Bus.QueueSubmission(ctx, rec, rev, bus.PublishOptions{})
 }
 
@@ -255,11 +260,6 @@ func (f FanOut) start(ctx context.Context, req *Request, agent, id string) error
 // at the child's agent.
 func childOwner(req *Request, agent string) bus.Owner {
 	return bus.Owner{Agent: agent, Principal: req.Owner, Tenant: req.Tenant}
-}
-
-// wait follows the child until it settles and returns its record.
-func (f FanOut) wait(ctx context.Context, o bus.Owner, id string) (*schemas.TaskRecord, error) {
-	return f.Bus.Await(ctx, o, id)
 }
 
 // cancelChild cancels a child the way a client would (bus.Cancel). If the
