@@ -522,7 +522,9 @@ func (x *TaskIndex) Len() int {
 // oldest finished first, reading nothing but what it deletes, and checks
 // only the tasks that have been SUBMITTED too long. One process of the
 // system sweeps at a time, the holder of the sweep lease (BucketLeases);
-// the others return at once. Deletes are conditional on the revision the
+// the lease is asked for only once this index has caught up, so a process
+// whose index cannot follow never holds it, and the others return after
+// that one stream-info request. Deletes are conditional on the revision the
 // index holds, so a task that changed meanwhile is left alone.
 func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, error) {
 	var res SweepResult
