@@ -487,7 +487,7 @@ func Refusal(u string, res *http.Response, sec *Security) *AuthError {
 // newAuthError is the AuthError of an agent's refusal e, answered with
 // HTTP status; res, when there is one, gives the challenge.
 func newAuthError(u string, status int, res *http.Response, sec *Security, e *schemas.Error) *AuthError {
-	ae := &AuthError{URL: u, Status: status, Err: e}
+	ae := &AuthError{URL: redactRaw(u), Status: status, Err: e}
 	if res != nil {
 		ae.Challenge = res.Header.Get("WWW-Authenticate")
 	}

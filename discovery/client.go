@@ -730,9 +730,9 @@ func (c *Client) send(req *http.Request) (*http.Response, *http.Request, error) 
 	res, err := c.http.Do(out)
 	if err != nil {
 		if ctxErr := req.Context().Err(); ctxErr != nil && errors.Is(err, ctxErr) {
-			return nil, nil, &TransportError{URL: req.URL.String(), Err: fmt.Errorf("no answer: %w", ctxErr)}
+			return nil, nil, &TransportError{URL: redact(req.URL), Err: fmt.Errorf("no answer: %w", ctxErr)}
 		}
-		return nil, nil, &TransportError{URL: req.URL.String(), Err: unwrapURLError(err)}
+		return nil, nil, &TransportError{URL: redact(req.URL), Err: unwrapURLError(err)}
 	}
 	return res, out, nil
 }
@@ -748,7 +748,7 @@ func unwrapURLError(err error) error {
 func (c *Client) readBody(req *http.Request, res *http.Response) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(res.Body, c.opts.MaxResponseBytes+1))
 	if err != nil {
-		return nil, &TransportError{URL: req.URL.String(), Status: res.StatusCode, Err: fmt.Errorf("reading the answer: %w", err)}
+		return nil, &TransportError{URL: redact(req.URL), Status: res.StatusCode, Err: fmt.Errorf("reading the answer: %w", err)}
 	}
 	if int64(len(b)) > c.opts.MaxResponseBytes {
 		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "answer from %s is larger than %d bytes", req.URL, c.opts.MaxResponseBytes)
@@ -763,7 +763,7 @@ func (c *Client) notA2A(req *http.Request, res *http.Response, body []byte) erro
 	if len(snippet) > 200 {
 		snippet = snippet[:200] + "…"
 	}
-	return &TransportError{URL: req.URL.String(), Status: res.StatusCode, RetryAfter: retryAfter(res),
+	return &TransportError{URL: redact(req.URL), Status: res.StatusCode, RetryAfter: retryAfter(res),
 		Err: fmt.Errorf("answer is not an A2A response (HTTP %d %s): %q", res.StatusCode, http.StatusText(res.StatusCode), snippet)}
 }
 

@@ -188,7 +188,7 @@ func (c *Client) legacyAnswer(method string, req *http.Request, res *http.Respon
 	}
 	t, err := taskAnswer(method, raw)
 	if err != nil {
-		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s from %s: %s", method, req.URL, err.Error())
+		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s from %s: %s", method, redact(req.URL), err.Error())
 	}
 	return t, nil
 }
