@@ -403,6 +403,11 @@ func redact(u *url.URL) string {
 	return c.String()
 }
 
+// RedactURL returns the URL s fit for a log line or an error message: no
+// user info and no query (an API key may be there). A URL that does not
+// parse is not repeated at all.
+func RedactURL(s string) string { return redactRaw(s) }
+
 // redactRaw is redact for a URL as configured; one that does not parse is
 // not repeated at all.
 func redactRaw(s string) string {
