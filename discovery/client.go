@@ -262,7 +262,7 @@ func (c *Client) SendMessage(ctx context.Context, req *schemas.SendMessageReques
 // checkSend refuses a send answer holding neither a task nor a message.
 func (c *Client) checkSend(res *schemas.SendMessageResponse) (*schemas.SendMessageResponse, error) {
 	if res.Task == nil && res.Message == nil {
-		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "SendMessage from %s answered neither a task nor a message", c.ep.URL)
+		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "SendMessage from %s answered neither a task nor a message", redactRaw(c.ep.URL))
 	}
 	return res, nil
 }
@@ -328,7 +328,7 @@ func withTenant[T any](tenant string, req *T, field func(*T) *string) *T {
 // checkTask refuses a task answer without an id (a null or empty result).
 func (c *Client) checkTask(method string, t *schemas.Task) (*schemas.Task, error) {
 	if t.ID == "" {
-		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s from %s answered a task without an id", method, c.ep.URL)
+		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s from %s answered a task without an id", method, redactRaw(c.ep.URL))
 	}
 	return t, nil
 }
@@ -529,7 +529,7 @@ func (c *Client) rpc(ctx context.Context, method string, params any, out any) er
 		return c.protocolError(r.Error, res)
 	}
 	if err := json.Unmarshal(r.Result, out); err != nil {
-		return schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s from %s: result does not decode: %v", method, c.ep.URL, err)
+		return schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s from %s: result does not decode: %v", method, redactRaw(c.ep.URL), err)
 	}
 	return nil
 }
@@ -635,7 +635,7 @@ func (c *Client) restCall(ctx context.Context, method, tenant, path string, q ur
 		return c.statusError(req, res, b)
 	}
 	if err := json.Unmarshal(b, out); err != nil {
-		return schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s %s: answer does not decode: %v", method, req.URL, err)
+		return schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s %s: answer does not decode: %v", method, redact(req.URL), err)
 	}
 	return nil
 }
@@ -751,7 +751,7 @@ func (c *Client) readBody(req *http.Request, res *http.Response) ([]byte, error)
 		return nil, &TransportError{URL: redact(req.URL), Status: res.StatusCode, Err: fmt.Errorf("reading the answer: %w", err)}
 	}
 	if int64(len(b)) > c.opts.MaxResponseBytes {
-		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "answer from %s is larger than %d bytes", req.URL, c.opts.MaxResponseBytes)
+		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "answer from %s is larger than %d bytes", redact(req.URL), c.opts.MaxResponseBytes)
 	}
 	return b, nil
 }
