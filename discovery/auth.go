@@ -361,11 +361,7 @@ func tokenFailure(err error) string {
 			return status
 		}
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return strings.TrimPrefix(err.Error(), "oauth2: ")
+	return strings.TrimPrefix(unwrapURLError(err).Error(), "oauth2: ")
 }
 
 // Invalidate implements Refresher: when the refused request carried the
