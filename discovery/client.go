@@ -87,8 +87,6 @@ type Client struct {
 	ep     Endpoint
 	http   *http.Client
 	header http.Header
-	creds  Credentials
-	sec    *Security
 	opts   Options
 	ids    atomic.Int64
 
@@ -134,7 +132,7 @@ func NewClient(ep Endpoint, opts Options) (*Client, error) {
 	if hc == nil {
 		hc = opts.Policy.Client(0)
 	}
-	return &Client{ep: ep, http: hc, header: opts.Header, creds: opts.Credentials, sec: opts.Security, opts: opts}, nil
+	return &Client{ep: ep, http: hc, header: opts.Header, opts: opts}, nil
 }
 
 // Endpoint returns the endpoint the client calls.
@@ -694,7 +692,7 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rf, ok := c.creds.(Refresher); ok && res.StatusCode == http.StatusUnauthorized && (req.Body == nil || req.GetBody != nil) && rf.Invalidate(sent) {
+	if rf, ok := c.opts.Credentials.(Refresher); ok && res.StatusCode == http.StatusUnauthorized && (req.Body == nil || req.GetBody != nil) && rf.Invalidate(sent) {
 		drain(res.Body)
 		again := req.Clone(req.Context())
 		if req.GetBody != nil {
@@ -706,7 +704,7 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	if ae := Refusal(req.URL.String(), res, c.sec); ae != nil {
+	if ae := Refusal(req.URL.String(), res, c.opts.Security); ae != nil {
 		drain(res.Body)
 		return nil, ae
 	}
@@ -718,9 +716,9 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 // in the query), and returns the answer and the request as sent.
 func (c *Client) send(req *http.Request) (*http.Response, *http.Request, error) {
 	out := req
-	if c.creds != nil {
+	if c.opts.Credentials != nil {
 		out = req.Clone(req.Context())
-		if err := c.creds.Apply(req.Context(), out, c.sec); err != nil {
+		if err := c.opts.Credentials.Apply(req.Context(), out, c.opts.Security); err != nil {
 			if req.Body != nil {
 				_ = req.Body.Close()
 			}
@@ -774,7 +772,7 @@ func (c *Client) notA2A(req *http.Request, res *http.Response, body []byte) erro
 func (c *Client) protocolError(w *wireError, res *http.Response) error {
 	e := w.Decode(int(retryAfter(res) / time.Second))
 	if errors.Is(e, schemas.ErrUnauthenticated) || errors.Is(e, schemas.ErrPermissionDenied) {
-		return newAuthError(c.ep.URL, e.HTTPStatus, res, c.sec, e)
+		return newAuthError(c.ep.URL, e.HTTPStatus, res, c.opts.Security, e)
 	}
 	return e
 }
