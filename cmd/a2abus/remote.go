@@ -49,7 +49,7 @@ func newRemoteMonitor(name, url string, every time.Duration, opts discovery.Opti
 	return &remoteMonitor{
 		name: name, url: url, every: every, opts: opts, prefer: prefer,
 		log:     log.With("agent", name, "remote_url", discovery.RedactURL(url)),
-		status:  schemas.RemoteAgentStatus{URL: url, Health: schemas.HealthOffline, LastError: "not checked yet"},
+		status:  schemas.RemoteAgentStatus{URL: discovery.RedactURL(url), Health: schemas.HealthOffline, LastError: "not checked yet"},
 		changed: make(chan struct{}, 1),
 	}
 }
