@@ -308,7 +308,7 @@ func ParseCard(b []byte) (*schemas.AgentCard, error) {
 	// decides too.
 	for k, empty := range map[string]bool{"name": c.Name == "", "skills": c.Skills == nil,
 		"defaultInputModes": c.DefaultInputModes == nil, "defaultOutputModes": c.DefaultOutputModes == nil} {
-		if empty && !contains(missing, k) {
+		if empty && !slices.Contains(missing, k) {
 			missing = append(missing, k)
 		}
 	}
@@ -344,15 +344,6 @@ func legacyCard(fields map[string]json.RawMessage) bool {
 		}
 	}
 	return true
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // v03Interfaces lists a 0.3 card's url (in its preferred transport, JSONRPC
