@@ -361,11 +361,7 @@ func tokenFailure(err error) string {
 			return status
 		}
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return strings.TrimPrefix(err.Error(), "oauth2: ")
+	return strings.TrimPrefix(unwrapURLError(err).Error(), "oauth2: ")
 }
 
 // Invalidate implements Refresher: when the refused request carried the
@@ -402,6 +398,11 @@ func redact(u *url.URL) string {
 	c.User, c.RawQuery, c.ForceQuery = nil, "", false
 	return c.String()
 }
+
+// RedactURL returns the URL s fit for a log line or an error message: no
+// user info and no query (an API key may be there). A URL that does not
+// parse is not repeated at all.
+func RedactURL(s string) string { return redactRaw(s) }
 
 // redactRaw is redact for a URL as configured; one that does not parse is
 // not repeated at all.
@@ -487,7 +488,7 @@ func Refusal(u string, res *http.Response, sec *Security) *AuthError {
 // newAuthError is the AuthError of an agent's refusal e, answered with
 // HTTP status; res, when there is one, gives the challenge.
 func newAuthError(u string, status int, res *http.Response, sec *Security, e *schemas.Error) *AuthError {
-	ae := &AuthError{URL: u, Status: status, Err: e}
+	ae := &AuthError{URL: redactRaw(u), Status: status, Err: e}
 	if res != nil {
 		ae.Challenge = res.Header.Get("WWW-Authenticate")
 	}

@@ -195,7 +195,7 @@ func (r *Resolver) resolve(ctx context.Context, baseURL string, force bool) (*Re
 	}
 	if f.NotModified {
 		if cached == nil || etag == "" {
-			return nil, fmt.Errorf("%w for %s: %w", ErrNoCard, base, &TransportError{URL: f.URL, Status: http.StatusNotModified,
+			return nil, fmt.Errorf("%w for %s: %w", ErrNoCard, base, &TransportError{URL: redactRaw(f.URL), Status: http.StatusNotModified,
 				Err: errors.New("answered 304 Not Modified to a request that was not conditional")})
 		}
 		entry := *cached

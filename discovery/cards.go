@@ -179,7 +179,7 @@ func (f *Fetcher) fetchAs(ctx context.Context, hc *http.Client, u, etag string, 
 	}
 	res, err := hc.Do(req)
 	if err != nil {
-		return nil, 0, &TransportError{URL: u, Err: unwrapURLError(err)}
+		return nil, 0, &TransportError{URL: redactRaw(u), Err: unwrapURLError(err)}
 	}
 	defer drain(res.Body)
 	if ae := Refusal(u, res, nil); ae != nil {
@@ -198,7 +198,7 @@ func (f *Fetcher) fetchAs(ctx context.Context, hc *http.Client, u, etag string, 
 			NoStore: cc.noStore, FetchedAt: now, NotModified: true}, res.StatusCode, nil
 	}
 	if res.StatusCode != http.StatusOK {
-		return nil, res.StatusCode, &TransportError{URL: u, Status: res.StatusCode, RetryAfter: retryAfter(res),
+		return nil, res.StatusCode, &TransportError{URL: redactRaw(u), Status: res.StatusCode, RetryAfter: retryAfter(res),
 			Err: fmt.Errorf("no agent card here (HTTP %d %s)", res.StatusCode, http.StatusText(res.StatusCode))}
 	}
 	max := f.MaxBytes
@@ -207,14 +207,14 @@ func (f *Fetcher) fetchAs(ctx context.Context, hc *http.Client, u, etag string, 
 	}
 	body, err := io.ReadAll(io.LimitReader(res.Body, max+1))
 	if err != nil {
-		return nil, res.StatusCode, &TransportError{URL: u, Status: res.StatusCode, Err: fmt.Errorf("reading the card: %w", err)}
+		return nil, res.StatusCode, &TransportError{URL: redactRaw(u), Status: res.StatusCode, Err: fmt.Errorf("reading the card: %w", err)}
 	}
 	if int64(len(body)) > max {
-		return nil, res.StatusCode, fmt.Errorf("discovery: %s: %w: larger than %d bytes", u, ErrInvalidCard, max)
+		return nil, res.StatusCode, fmt.Errorf("discovery: %s: %w: larger than %d bytes", redactRaw(u), ErrInvalidCard, max)
 	}
 	card, err := ParseCard(body)
 	if err != nil {
-		return nil, res.StatusCode, fmt.Errorf("discovery: %s: %w", u, err)
+		return nil, res.StatusCode, fmt.Errorf("discovery: %s: %w", redactRaw(u), err)
 	}
 	return &Fetched{Card: *card, Raw: body, URL: u, ETag: res.Header.Get("ETag"), MaxAge: cc.maxAge, HasMaxAge: cc.hasMaxAge,
 		NoStore: cc.noStore, FetchedAt: now}, res.StatusCode, nil
@@ -308,7 +308,7 @@ func ParseCard(b []byte) (*schemas.AgentCard, error) {
 	// decides too.
 	for k, empty := range map[string]bool{"name": c.Name == "", "skills": c.Skills == nil,
 		"defaultInputModes": c.DefaultInputModes == nil, "defaultOutputModes": c.DefaultOutputModes == nil} {
-		if empty && !contains(missing, k) {
+		if empty && !slices.Contains(missing, k) {
 			missing = append(missing, k)
 		}
 	}
@@ -344,15 +344,6 @@ func legacyCard(fields map[string]json.RawMessage) bool {
 		}
 	}
 	return true
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // v03Interfaces lists a 0.3 card's url (in its preferred transport, JSONRPC

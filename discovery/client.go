@@ -87,8 +87,6 @@ type Client struct {
 	ep     Endpoint
 	http   *http.Client
 	header http.Header
-	creds  Credentials
-	sec    *Security
 	opts   Options
 	ids    atomic.Int64
 
@@ -134,7 +132,7 @@ func NewClient(ep Endpoint, opts Options) (*Client, error) {
 	if hc == nil {
 		hc = opts.Policy.Client(0)
 	}
-	return &Client{ep: ep, http: hc, header: opts.Header, creds: opts.Credentials, sec: opts.Security, opts: opts}, nil
+	return &Client{ep: ep, http: hc, header: opts.Header, opts: opts}, nil
 }
 
 // Endpoint returns the endpoint the client calls.
@@ -262,7 +260,7 @@ func (c *Client) SendMessage(ctx context.Context, req *schemas.SendMessageReques
 // checkSend refuses a send answer holding neither a task nor a message.
 func (c *Client) checkSend(res *schemas.SendMessageResponse) (*schemas.SendMessageResponse, error) {
 	if res.Task == nil && res.Message == nil {
-		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "SendMessage from %s answered neither a task nor a message", c.ep.URL)
+		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "SendMessage from %s answered neither a task nor a message", redactRaw(c.ep.URL))
 	}
 	return res, nil
 }
@@ -328,7 +326,7 @@ func withTenant[T any](tenant string, req *T, field func(*T) *string) *T {
 // checkTask refuses a task answer without an id (a null or empty result).
 func (c *Client) checkTask(method string, t *schemas.Task) (*schemas.Task, error) {
 	if t.ID == "" {
-		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s from %s answered a task without an id", method, c.ep.URL)
+		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s from %s answered a task without an id", method, redactRaw(c.ep.URL))
 	}
 	return t, nil
 }
@@ -529,7 +527,7 @@ func (c *Client) rpc(ctx context.Context, method string, params any, out any) er
 		return c.protocolError(r.Error, res)
 	}
 	if err := json.Unmarshal(r.Result, out); err != nil {
-		return schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s from %s: result does not decode: %v", method, c.ep.URL, err)
+		return schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s from %s: result does not decode: %v", method, redactRaw(c.ep.URL), err)
 	}
 	return nil
 }
@@ -635,7 +633,7 @@ func (c *Client) restCall(ctx context.Context, method, tenant, path string, q ur
 		return c.statusError(req, res, b)
 	}
 	if err := json.Unmarshal(b, out); err != nil {
-		return schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s %s: answer does not decode: %v", method, req.URL, err)
+		return schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s %s: answer does not decode: %v", method, redact(req.URL), err)
 	}
 	return nil
 }
@@ -694,7 +692,7 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rf, ok := c.creds.(Refresher); ok && res.StatusCode == http.StatusUnauthorized && (req.Body == nil || req.GetBody != nil) && rf.Invalidate(sent) {
+	if rf, ok := c.opts.Credentials.(Refresher); ok && res.StatusCode == http.StatusUnauthorized && (req.Body == nil || req.GetBody != nil) && rf.Invalidate(sent) {
 		drain(res.Body)
 		again := req.Clone(req.Context())
 		if req.GetBody != nil {
@@ -706,7 +704,7 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	if ae := Refusal(req.URL.String(), res, c.sec); ae != nil {
+	if ae := Refusal(req.URL.String(), res, c.opts.Security); ae != nil {
 		drain(res.Body)
 		return nil, ae
 	}
@@ -718,9 +716,9 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 // in the query), and returns the answer and the request as sent.
 func (c *Client) send(req *http.Request) (*http.Response, *http.Request, error) {
 	out := req
-	if c.creds != nil {
+	if c.opts.Credentials != nil {
 		out = req.Clone(req.Context())
-		if err := c.creds.Apply(req.Context(), out, c.sec); err != nil {
+		if err := c.opts.Credentials.Apply(req.Context(), out, c.opts.Security); err != nil {
 			if req.Body != nil {
 				_ = req.Body.Close()
 			}
@@ -730,9 +728,9 @@ func (c *Client) send(req *http.Request) (*http.Response, *http.Request, error) 
 	res, err := c.http.Do(out)
 	if err != nil {
 		if ctxErr := req.Context().Err(); ctxErr != nil && errors.Is(err, ctxErr) {
-			return nil, nil, &TransportError{URL: req.URL.String(), Err: fmt.Errorf("no answer: %w", ctxErr)}
+			return nil, nil, &TransportError{URL: redact(req.URL), Err: fmt.Errorf("no answer: %w", ctxErr)}
 		}
-		return nil, nil, &TransportError{URL: req.URL.String(), Err: unwrapURLError(err)}
+		return nil, nil, &TransportError{URL: redact(req.URL), Err: unwrapURLError(err)}
 	}
 	return res, out, nil
 }
@@ -748,10 +746,10 @@ func unwrapURLError(err error) error {
 func (c *Client) readBody(req *http.Request, res *http.Response) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(res.Body, c.opts.MaxResponseBytes+1))
 	if err != nil {
-		return nil, &TransportError{URL: req.URL.String(), Status: res.StatusCode, Err: fmt.Errorf("reading the answer: %w", err)}
+		return nil, &TransportError{URL: redact(req.URL), Status: res.StatusCode, Err: fmt.Errorf("reading the answer: %w", err)}
 	}
 	if int64(len(b)) > c.opts.MaxResponseBytes {
-		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "answer from %s is larger than %d bytes", req.URL, c.opts.MaxResponseBytes)
+		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "answer from %s is larger than %d bytes", redact(req.URL), c.opts.MaxResponseBytes)
 	}
 	return b, nil
 }
@@ -763,7 +761,7 @@ func (c *Client) notA2A(req *http.Request, res *http.Response, body []byte) erro
 	if len(snippet) > 200 {
 		snippet = snippet[:200] + "…"
 	}
-	return &TransportError{URL: req.URL.String(), Status: res.StatusCode, RetryAfter: retryAfter(res),
+	return &TransportError{URL: redact(req.URL), Status: res.StatusCode, RetryAfter: retryAfter(res),
 		Err: fmt.Errorf("answer is not an A2A response (HTTP %d %s): %q", res.StatusCode, http.StatusText(res.StatusCode), snippet)}
 }
 
@@ -774,7 +772,7 @@ func (c *Client) notA2A(req *http.Request, res *http.Response, body []byte) erro
 func (c *Client) protocolError(w *wireError, res *http.Response) error {
 	e := w.Decode(int(retryAfter(res) / time.Second))
 	if errors.Is(e, schemas.ErrUnauthenticated) || errors.Is(e, schemas.ErrPermissionDenied) {
-		return newAuthError(c.ep.URL, e.HTTPStatus, res, c.sec, e)
+		return newAuthError(c.ep.URL, e.HTTPStatus, res, c.opts.Security, e)
 	}
 	return e
 }

@@ -1238,3 +1238,36 @@ func TestSubscriptionFollowsATaskThroughInputRequired(t *testing.T) {
 		})
 	}
 }
+
+// TestErrorsRedactURLs: a key in an agent URL's query (as configured, or
+// as a card names it) reaches no error message.
+func TestErrorsRedactURLs(t *testing.T) {
+	const secret = "s3cr3t-key"
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/html":
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = w.Write([]byte("<html>down</html>"))
+		case "/denied":
+			w.WriteHeader(http.StatusUnauthorized)
+		default:
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"neither":true}}`))
+		}
+	}))
+	defer agent.Close()
+	ctx := context.Background()
+	for _, path := range []string{"/html", "/denied", "/odd"} {
+		c, err := discovery.NewClient(discovery.Endpoint{URL: agent.URL + path + "?key=" + secret, Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion}, loopback())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.SendMessage(ctx, &schemas.SendMessageRequest{Message: text("hi")})
+		if err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: err = %v, want an error without the key", path, err)
+		}
+	}
+	_, err := loopbackFetcher().Fetch(ctx, agent.URL+"/html/card.json?key="+secret, "")
+	if err == nil || strings.Contains(err.Error(), secret) {
+		t.Errorf("card: err = %v, want an error without the key", err)
+	}
+}

@@ -142,7 +142,7 @@ func (c *Client) legacyREST(ctx context.Context, op legacyOp) (*schemas.Task, er
 		return nil, err
 	}
 	if res.StatusCode == http.StatusNotFound && op.taskID != "" && !hasErrorObject(b) {
-		return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found at %s", op.taskID, c.ep.URL).With("taskId", op.taskID)
+		return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found at %s", op.taskID, redactRaw(c.ep.URL)).With("taskId", op.taskID)
 	}
 	return c.legacyAnswer(op.method, req, res, b)
 }
@@ -188,7 +188,7 @@ func (c *Client) legacyAnswer(method string, req *http.Request, res *http.Respon
 	}
 	t, err := taskAnswer(method, raw)
 	if err != nil {
-		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s from %s: %s", method, req.URL, err.Error())
+		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "%s from %s: %s", method, redact(req.URL), err.Error())
 	}
 	return t, nil
 }
@@ -422,7 +422,7 @@ func (c *Client) legacyDecode(contextID string, subscribe bool) decodeFunc {
 // first the task as given, then what polling tasks/get finds changed.
 func (c *Client) pollStream(ctx context.Context, first *schemas.Task) *Stream {
 	ctx, cancel := context.WithCancel(ctx)
-	return &Stream{url: c.ep.URL, poll: c.newPoller(ctx, first), cancel: cancel}
+	return &Stream{url: redactRaw(c.ep.URL), poll: c.newPoller(ctx, first), cancel: cancel}
 }
 
 // newPoller returns the poller of a task, polling until ctx ends.

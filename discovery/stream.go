@@ -140,7 +140,7 @@ func (c *Client) startStream(req *http.Request, cancel context.CancelFunc) (res 
 			drain(res.Body)
 		}
 		cancel()
-		return nil, false, &TransportError{URL: req.URL.String(), Err: fmt.Errorf("no answer within %s", c.opts.Timeout)}
+		return nil, false, &TransportError{URL: redact(req.URL), Err: fmt.Errorf("no answer within %s", c.opts.Timeout)}
 	}
 	if err != nil {
 		cancel()
@@ -152,7 +152,7 @@ func (c *Client) startStream(req *http.Request, cancel context.CancelFunc) (res 
 
 // sseStream is the Stream of an event-stream answer.
 func (c *Client) sseStream(req *http.Request, res *http.Response, cancel context.CancelFunc, decode decodeFunc) *Stream {
-	return &Stream{url: req.URL.String(), body: res.Body, rd: bufio.NewReaderSize(res.Body, 16<<10), max: c.opts.MaxResponseBytes,
+	return &Stream{url: redact(req.URL), body: res.Body, rd: bufio.NewReaderSize(res.Body, 16<<10), max: c.opts.MaxResponseBytes,
 		decode: decode, cancel: cancel}
 }
 

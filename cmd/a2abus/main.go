@@ -696,11 +696,15 @@ func (p *process) tlsConfig() (*tls.Config, error) {
 }
 
 // redactURLs is a comma-separated URL list fit for a log line: a password
-// in a URL (nats://user:pass@host) is masked.
+// in a URL (nats://user:pass@host) is masked, and so is a user without one
+// (nats://token@host: NATS takes it for a token).
 func redactURLs(list string) string {
 	out := splitList(list)
 	for i, s := range out {
 		if u, err := url.Parse(s); err == nil {
+			if _, hasPassword := u.User.Password(); u.User != nil && !hasPassword {
+				u.User = url.User("xxxxx")
+			}
 			out[i] = u.Redacted()
 		}
 	}

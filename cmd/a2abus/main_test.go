@@ -581,3 +581,16 @@ func TestUnknownAgentKindFails(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestRedactURLs: no password or token of a NATS URL reaches a log line.
+func TestRedactURLs(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222"},
+		{"nats://worker:s3cret@h1:4222,nats://h2:4222", "nats://worker:xxxxx@h1:4222,nats://h2:4222"},
+		{"nats://s3cret@h1:4222", "nats://xxxxx@h1:4222"},
+	} {
+		if got := redactURLs(c.in); got != c.want {
+			t.Errorf("redactURLs(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

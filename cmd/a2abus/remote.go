@@ -48,8 +48,8 @@ type remoteMonitor struct {
 func newRemoteMonitor(name, url string, every time.Duration, opts discovery.Options, prefer []string, log *slog.Logger) *remoteMonitor {
 	return &remoteMonitor{
 		name: name, url: url, every: every, opts: opts, prefer: prefer,
-		log:     log.With("agent", name, "remote_url", url),
-		status:  schemas.RemoteAgentStatus{URL: url, Health: schemas.HealthOffline, LastError: "not checked yet"},
+		log:     log.With("agent", name, "remote_url", discovery.RedactURL(url)),
+		status:  schemas.RemoteAgentStatus{URL: discovery.RedactURL(url), Health: schemas.HealthOffline, LastError: "not checked yet"},
 		changed: make(chan struct{}, 1),
 	}
 }
@@ -153,12 +153,12 @@ func (m *remoteMonitor) Live() (schemas.AgentCard, *schemas.RemoteAgentStatus) {
 	defer m.mu.Unlock()
 	st := m.status
 	if m.card == nil {
-		return schemas.AgentCard{Name: m.name, Description: fmt.Sprintf("Proxy of the external A2A agent at %s (not reachable yet).", m.url), Version: "0.0.0"}, &st
+		return schemas.AgentCard{Name: m.name, Description: fmt.Sprintf("Proxy of the external A2A agent at %s (not reachable yet).", discovery.RedactURL(m.url)), Version: "0.0.0"}, &st
 	}
 	c := *m.card
 	c.Name = m.name
 	if c.Description == "" {
-		c.Description = "Proxy of the external A2A agent at " + m.url
+		c.Description = "Proxy of the external A2A agent at " + discovery.RedactURL(m.url)
 	}
 	// The edge serves its own interfaces, and asks for its own
 	// credentials; the external ones are not ours to advertise.
@@ -191,7 +191,7 @@ func (m *remoteMonitor) Client(ctx context.Context) (*discovery.Client, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.client == nil {
-		return nil, fmt.Errorf("%w at %s: %s", errNotReachable, m.url, m.status.LastError)
+		return nil, fmt.Errorf("%w at %s: %s", errNotReachable, discovery.RedactURL(m.url), m.status.LastError)
 	}
 	return m.client, nil
 }
@@ -220,14 +220,14 @@ func (p *process) outboundPolicy() (discovery.Policy, error) {
 func (p *process) remoteDefinition(a AgentConfig) (workers.Definition, error) {
 	u, err := url.Parse(a.URL)
 	if a.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return workers.Definition{}, fmt.Errorf("a remote agent needs \"url\": the external agent's http(s) base URL (got %q)", a.URL)
+		return workers.Definition{}, fmt.Errorf("a remote agent needs \"url\": the external agent's http(s) base URL (got %q)", discovery.RedactURL(a.URL))
 	}
 	pol, err := p.outboundPolicy()
 	if err != nil {
 		return workers.Definition{}, err
 	}
 	if err := pol.CheckURL(u); err != nil {
-		return workers.Definition{}, fmt.Errorf("url %s: %w (see \"outbound\" in the config)", a.URL, err)
+		return workers.Definition{}, fmt.Errorf("url %s: %w (see \"outbound\" in the config)", discovery.RedactURL(a.URL), err)
 	}
 	header := http.Header{}
 	for k, v := range a.Headers {
