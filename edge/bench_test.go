@@ -2,10 +2,13 @@ package edge_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/a2abus/a2abus/bus/bustest"
@@ -116,3 +119,46 @@ func BenchmarkSendMessageParallel(b *testing.B) {
 }
 
 func edgeConfigForBench() edge.Config { return edge.Config{} }
+
+// BenchmarkLargeBody is the memory a large request costs: bytes allocated
+// in the process (edge, bus client, embedded server and echo worker) per
+// byte of body, for a body the part cap refuses and for the largest text
+// and raw messages a task takes. Every copy of the body shows here.
+//
+//	go test -run '^$' -bench LargeBody -benchmem ./edge/
+func BenchmarkLargeBody(b *testing.B) {
+	h := newHarness(b, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo")}})
+	url := h.url + "/agents/echo"
+	raw := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 300<<10))
+	for _, bc := range []struct {
+		name, parts string
+		refused     bool
+	}{
+		{"refused-4MiB-text", `{"text":"` + strings.Repeat("a", 4<<20-300) + `"}`, true},
+		{"refused-4MiB-small-values", `{"text":"x"}],"metadata":{"k":[` + strings.Repeat("0,", 2<<20-200) + `0]},"extensions":[`, true},
+		{"accepted-300KiB-text", `{"text":"` + strings.Repeat("b", 300<<10) + `"}`, false},
+		{"accepted-300KiB-raw", `{"raw":"` + raw + `","mediaType":"application/octet-stream"}`, false},
+	} {
+		body := []byte(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[` + bc.parts + `]}}}`)
+		b.Run(bc.name, func(b *testing.B) {
+			c := &http.Client{}
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
+			b.ResetTimer()
+			for b.Loop() {
+				resp, err := c.Post(url, "application/json", bytes.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				out, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if bytes.Contains(out, []byte(`"code":-32602`)) != bc.refused || !bytes.Contains(out, []byte(`"jsonrpc"`)) {
+					b.Fatalf("unexpected answer %.300s", out)
+				}
+			}
+			b.StopTimer()
+			runtime.ReadMemStats(&ms1)
+			b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(b.N)/float64(len(body)), "B/body-B")
+		})
+	}
+}

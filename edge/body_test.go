@@ -41,7 +41,7 @@ func TestStatedBodyLengthsReserveWithinABudget(t *testing.T) {
 		r := httptest.NewRequest("POST", "/", &stalledBody{reading: reading, release: release})
 		r.ContentLength = stated
 		r.Header.Set("Content-Type", "application/json")
-		go func() { _, err := s.readBody(httptest.NewRecorder(), r); done <- err }()
+		go func() { _, err := s.readBody(httptest.NewRecorder(), r, &call{}); done <- err }()
 	}
 	for range n {
 		<-reading
@@ -52,7 +52,7 @@ func TestStatedBodyLengthsReserveWithinABudget(t *testing.T) {
 		t.Errorf("%d stalled bodies stating %d bytes hold %d MiB; the budget is %d MiB", n, stated, held>>20, bodyReserveBudget>>20)
 	}
 	r := httptest.NewRequest("POST", "/", strings.NewReader(`{"ok":true}`))
-	if body, err := s.readBody(httptest.NewRecorder(), r); err != nil || string(body) != `{"ok":true}` {
+	if body, err := s.readBody(httptest.NewRecorder(), r, &call{}); err != nil || string(body) != `{"ok":true}` {
 		t.Errorf("a body read while the budget is taken: %q %v", body, err)
 	}
 	close(release)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net"
@@ -364,8 +365,10 @@ func pathAgent(s *Server, r *http.Request) (string, bool) { return s.resolveAgen
 
 // readBody reads a request body within the edge's limits, after checking
 // that its media type is JSON (a missing Content-Type is taken as JSON:
-// many clients send none).
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// many clients send none). The body passes a bodyGuard as it arrives; when
+// the guard or a limit stops the read, c.id is the JSON-RPC id the guard
+// saw, so the refusal answers it.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, c *call) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !jsonMediaType(ct) {
 		return nil, schemas.Errorf(schemas.ErrContentTypeNotSupported, "Content-Type %q is not supported; send %s or application/json", ct, contentA2A)
 	}
@@ -381,21 +384,28 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 		stated = 0
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, stated+bytes.MinRead))
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	g := s.newBodyGuard()
+	_, err := buf.ReadFrom(io.TeeReader(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), g))
 	s.bodyReserved.Add(-stated)
 	body := buf.Bytes()
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, schemas.Errorf(schemas.ErrInvalidRequest, "request body exceeds the limit of %d bytes", s.cfg.MaxBodyBytes)
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			// The listener's body deadline (HTTPConfig.ReadBodyTimeout).
-			return nil, schemas.Errorf(schemas.ErrInvalidRequest, "the request body did not arrive in time")
-		}
-		return nil, schemas.Errorf(schemas.ErrInvalidRequest, "reading request body: %v", err)
+	if err == nil {
+		return body, nil
 	}
-	return body, nil
+	c.id = g.id(body)
+	// The rest of a refused body is not read: the connection is not
+	// reused.
+	w.Header().Set("Connection", "close")
+	var tooBig *http.MaxBytesError
+	switch {
+	case g.err != nil:
+		return nil, g.err
+	case errors.As(err, &tooBig):
+		return nil, schemas.Errorf(schemas.ErrInvalidRequest, "request body exceeds the limit of %d bytes", s.cfg.MaxBodyBytes)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The listener's body deadline (HTTPConfig.ReadBodyTimeout).
+		return nil, schemas.Errorf(schemas.ErrInvalidRequest, "the request body did not arrive in time")
+	}
+	return nil, schemas.Errorf(schemas.ErrInvalidRequest, "reading request body: %v", err)
 }
 
 // bodyReserveBudget bounds the memory an edge holds for request bodies
@@ -404,9 +414,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 const bodyReserveBudget = 64 << 20
 
 // readParams reads a body that is a method's params object: valid JSON
-// within the nesting limit; an empty body or null is {}.
-func (s *Server) readParams(w http.ResponseWriter, r *http.Request) (json.RawMessage, error) {
-	body, err := s.readBody(w, r)
+// within the guard's bounds; an empty body or null is {}.
+func (s *Server) readParams(w http.ResponseWriter, r *http.Request, c *call) (json.RawMessage, error) {
+	body, err := s.readBody(w, r, c)
 	if err != nil {
 		return nil, err
 	}
@@ -416,9 +426,6 @@ func (s *Server) readParams(w http.ResponseWriter, r *http.Request) (json.RawMes
 	}
 	if !json.Valid(body) {
 		return nil, schemas.Errorf(schemas.ErrParse, "request body is not valid JSON")
-	}
-	if d := schemas.JSONDepth(body); d > s.cfg.MaxJSONDepth {
-		return nil, schemas.Errorf(schemas.ErrInvalidRequest, "JSON nesting depth %d exceeds the limit of %d", d, s.cfg.MaxJSONDepth)
 	}
 	if body[0] != '{' {
 		return nil, schemas.Errorf(schemas.ErrInvalidParams, "the request body must be a JSON object")

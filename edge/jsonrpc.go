@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -42,9 +41,7 @@ var jsonRPC = &binding{
 	writeResult: func(w http.ResponseWriter, c *call, res any) {
 		if pre, ok := res.(preEncoded); ok {
 			// The id was checked by parseEnvelope (a string, number or null).
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			_, _ = w.Write(slices.Concat([]byte(`{"jsonrpc":"2.0","id":`), []byte(c.rpcID()), []byte(`,"result":`), []byte(pre), []byte(`}`)))
+			pre.write(w, "application/json", `{"jsonrpc":"2.0","id":`+string(c.rpcID())+`,"result":`, `}`)
 			return
 		}
 		writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: c.rpcID(), Result: res})
@@ -62,7 +59,7 @@ var jsonRPC = &binding{
 // the dialect its method belongs to.
 func decodeJSONRPC(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
 	c.d = &s.v1
-	body, err := s.readBody(w, r)
+	body, err := s.readBody(w, r, c)
 	if err != nil {
 		return err
 	}
@@ -160,9 +157,6 @@ func (s *Server) parseEnvelope(body []byte) (*rpcRequest, *schemas.Error) {
 	if !json.Valid(trimmed) {
 		return nil, schemas.Errorf(schemas.ErrParse, "request body is not valid JSON")
 	}
-	if d := schemas.JSONDepth(trimmed); d > s.cfg.MaxJSONDepth {
-		return nil, schemas.Errorf(schemas.ErrInvalidRequest, "JSON nesting depth %d exceeds the limit of %d", d, s.cfg.MaxJSONDepth)
-	}
 	if trimmed[0] == '[' {
 		return nil, schemas.Errorf(schemas.ErrInvalidRequest, "batch requests are not supported; send one request object per call")
 	}
@@ -170,12 +164,30 @@ func (s *Server) parseEnvelope(body []byte) (*rpcRequest, *schemas.Error) {
 		return nil, schemas.Errorf(schemas.ErrInvalidRequest, "a JSON-RPC request must be a JSON object")
 	}
 	var req rpcRequest
-	if err := json.Unmarshal(trimmed, &req); err != nil {
-		return nil, schemas.Errorf(schemas.ErrInvalidRequest, "malformed JSON-RPC envelope: %v", err)
-	}
+	var jsonrpc, method []byte
+	eachMember(trimmed, func(key string, val []byte) {
+		// Names match as encoding/json matches them (exactly, else without
+		// regard to case), and a repeated member wins.
+		switch {
+		case foldEqual(key, "jsonrpc"):
+			jsonrpc = val
+		case foldEqual(key, "id"):
+			req.ID = val
+		case foldEqual(key, "method"):
+			method = val
+		case foldEqual(key, "params"):
+			req.Params = val
+		}
+	})
 	if !validID(req.ID) {
 		req.ID = nil
 		return &req, schemas.Errorf(schemas.ErrInvalidRequest, "id must be a string, a number or null")
+	}
+	if err := stringMember(jsonrpc, &req.JSONRPC); err != nil {
+		return &req, schemas.Errorf(schemas.ErrInvalidRequest, `"jsonrpc" must be the string "2.0"`)
+	}
+	if err := stringMember(method, &req.Method); err != nil {
+		return &req, schemas.Errorf(schemas.ErrInvalidRequest, `"method" must be a string`)
 	}
 	if req.JSONRPC == nil || *req.JSONRPC != "2.0" {
 		return &req, schemas.Errorf(schemas.ErrInvalidRequest, `"jsonrpc" must be "2.0"`)
@@ -184,6 +196,88 @@ func (s *Server) parseEnvelope(body []byte) (*rpcRequest, *schemas.Error) {
 		return &req, schemas.Errorf(schemas.ErrInvalidRequest, `"method" is required`)
 	}
 	return &req, nil
+}
+
+// stringMember decodes a member's value that must be a string or null;
+// an absent member (nil) leaves *dst nil.
+func stringMember(val []byte, dst **string) error {
+	if val == nil {
+		return nil
+	}
+	return json.Unmarshal(val, dst)
+}
+
+func foldEqual(key, name string) bool { return key == name || strings.EqualFold(key, name) }
+
+// eachMember calls f with each member of the valid JSON object obj: its
+// key, decoded, and its value as a slice of obj, so the envelope's params
+// are not copied out of the body (for a large message, one copy less).
+func eachMember(obj []byte, f func(key string, val []byte)) {
+	i := 1 // past '{'
+	for {
+		i = skipSpace(obj, i)
+		if i >= len(obj) || obj[i] != '"' {
+			return // '}'
+		}
+		end := valueEnd(obj, i)
+		key := string(obj[i+1 : end-1])
+		if strings.IndexByte(key, '\\') >= 0 {
+			_ = json.Unmarshal(obj[i:end], &key)
+		}
+		i = skipSpace(obj, end) + 1 // past ':'
+		i = skipSpace(obj, i)
+		end = valueEnd(obj, i)
+		f(key, obj[i:end])
+		i = skipSpace(obj, end) + 1 // past ',' or '}'
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// valueEnd returns the offset just past the JSON value that starts at
+// b[i], in valid JSON.
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		for j := i + 1; j < len(b); j++ {
+			switch b[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1
+			}
+		}
+	case '{', '[':
+		depth, inStr := 0, false
+		for j := i; j < len(b); j++ {
+			c := b[j]
+			switch {
+			case inStr && c == '\\':
+				j++
+			case c == '"':
+				inStr = !inStr
+			case inStr:
+			case c == '{' || c == '[':
+				depth++
+			case c == '}' || c == ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+	default: // a number or a literal
+		j := i
+		for j < len(b) && !strings.ContainsRune(",}] \t\r\n", rune(b[j])) {
+			j++
+		}
+		return j
+	}
+	return len(b)
 }
 
 func validID(id json.RawMessage) bool {

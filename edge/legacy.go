@@ -211,7 +211,7 @@ func (s *Server) legacyRoutes() {
 // request OpenFang documents, or (as a2abus took before) its params alone.
 func decodeOpenFangSend(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
 	c.method = "tasks/send"
-	body, err := s.readParams(w, r)
+	body, err := s.readParams(w, r, c)
 	if err != nil || !isEnvelope(body) {
 		c.params = body
 		return err

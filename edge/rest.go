@@ -25,9 +25,7 @@ var httpJSON = &binding{
 	name: "rest", agentOf: pathAgent, noAgent: schemas.ErrTaskNotFound,
 	writeResult: func(w http.ResponseWriter, _ *call, res any) {
 		if pre, ok := res.(preEncoded); ok {
-			w.Header().Set("Content-Type", contentA2A)
-			w.WriteHeader(http.StatusOK)
-			_, _ = w.Write(pre)
+			pre.write(w, contentA2A, "", "")
 			return
 		}
 		writeREST(w, res)
@@ -45,7 +43,7 @@ func (s *Server) restRoutes(prefix string) {
 	body := func(method string) decodeFunc {
 		return func(s *Server, w http.ResponseWriter, r *http.Request, c *call) (err error) {
 			c.method = method
-			c.params, err = s.readParams(w, r)
+			c.params, err = s.readParams(w, r, c)
 			return err
 		}
 	}
@@ -146,7 +144,7 @@ func decodeRESTTask(s *Server, w http.ResponseWriter, r *http.Request, c *call) 
 		c.method = "SubscribeToTask"
 	case action == "cancel" && r.Method == http.MethodPost:
 		c.method = "CancelTask"
-		body, err := s.readParams(w, r)
+		body, err := s.readParams(w, r, c)
 		if err != nil {
 			return err
 		}

@@ -25,6 +25,11 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxJSONDepth bounds JSON nesting of a request; default 64.
 	MaxJSONDepth int
+	// MaxJSONValues bounds the JSON values (numbers, strings, objects,
+	// arrays) of one request body; default 65536. Decoded, a small value
+	// costs tens of bytes, so this bounds what a body may cost once
+	// decoded, where MaxBodyBytes bounds only its text.
+	MaxJSONValues int
 	// MaxParts bounds the parts of a client's message; default 256.
 	MaxParts int
 	// MaxPartBytes bounds the content of one part of a client's message
@@ -115,6 +120,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxJSONDepth <= 0 {
 		c.MaxJSONDepth = 64
+	}
+	if c.MaxJSONValues <= 0 {
+		c.MaxJSONValues = 1 << 16
 	}
 	parts := schemas.DefaultPartLimits()
 	if c.MaxParts <= 0 {
