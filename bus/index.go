@@ -72,8 +72,9 @@ type listKey struct {
 	all                  bool
 }
 
-// ownerKey names a principal in a tenant.
-type ownerKey struct{ tenant, owner string }
+// ownerKey names a principal in a tenant, and the origin of an anonymous
+// one.
+type ownerKey struct{ tenant, owner, origin string }
 
 // openCount is how many unfinished tasks a principal has, and their size.
 type openCount struct {
@@ -215,7 +216,7 @@ func (x *TaskIndex) attach(e *indexEntry) {
 		x.submitted[e.id] = e
 	}
 	if !e.Reply && !e.State.Terminal() {
-		k := ownerKey{e.Tenant, e.Owner}
+		k := ownerKey{e.Tenant, e.Owner, e.Origin}
 		c := x.open[k]
 		c.tasks++
 		c.bytes += int64(e.size)
@@ -257,7 +258,7 @@ func (x *TaskIndex) detach(e *indexEntry) {
 	}
 	delete(x.submitted, e.id)
 	if !e.Reply && !e.State.Terminal() {
-		k := ownerKey{e.Tenant, e.Owner}
+		k := ownerKey{e.Tenant, e.Owner, e.Origin}
 		c := x.open[k]
 		c.tasks--
 		c.bytes -= int64(e.size)
@@ -493,12 +494,13 @@ func (x *TaskIndex) catchUp(ctx context.Context) error {
 	}
 }
 
-// Unfinished counts the tasks of a principal in a tenant that are not
-// finished, over all agents, and their stored size.
-func (x *TaskIndex) Unfinished(principal, tenant string) (tasks int, bytes int64) {
+// Unfinished counts the tasks of a principal in a tenant (and, for the
+// anonymous principal, from one origin: see schemas.TaskRecord.Origin)
+// that are not finished, over all agents, and their stored size.
+func (x *TaskIndex) Unfinished(principal, tenant, origin string) (tasks int, bytes int64) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	c := x.open[ownerKey{tenant, principal}]
+	c := x.open[ownerKey{tenant, principal, origin}]
 	return c.tasks, c.bytes
 }
 

@@ -161,9 +161,10 @@ func (b *Bus) Task(ctx context.Context, o Owner, id string) (*schemas.TaskRecord
 // Submission is a new task: its first message for an agent.
 type Submission struct {
 	Agent string
-	// Owner and Tenant are recorded as the task's (see Owner).
-	Owner, Tenant string
-	Message       *schemas.Message
+	// Owner, Tenant and Origin are recorded as the task's (see
+	// schemas.TaskRecord.Owner and Origin).
+	Owner, Tenant, Origin string
+	Message               *schemas.Message
 	// TaskID is the id to create the task under; "" makes a new one. A
 	// caller that must find its task again after a crash (the fan-out)
 	// derives it; ErrTaskExists then tells it the task is there.
@@ -213,6 +214,7 @@ func (b *Bus) Submit(ctx context.Context, s Submission, follow Follow) (*schemas
 		Agent:        s.Agent,
 		Owner:        s.Owner,
 		Tenant:       s.Tenant,
+		Origin:       s.Origin,
 		CreatedAt:    *now,
 		Dialect:      s.Dialect,
 		ClientTaskID: s.ClientTaskID,

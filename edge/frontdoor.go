@@ -63,6 +63,9 @@ type call struct {
 type caller struct {
 	principal, tenant string
 	admin             bool
+	// origin is where an anonymous caller sends from (see origin); ""
+	// for an authenticated one.
+	origin string
 	// tenants are the other tenants the principal may choose with a
 	// request's tenant field.
 	tenants []string
@@ -138,6 +141,9 @@ func (s *Server) serve(b *binding, decode decodeFunc) http.HandlerFunc {
 		if err != nil {
 			s.refuseCaller(w, r, b, c, err)
 			return
+		}
+		if who.principal == "" {
+			who.origin = origin(r)
 		}
 		c.caller = who
 		if err := s.limitRate(r, c); err != nil {

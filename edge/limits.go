@@ -3,7 +3,6 @@ package edge
 import (
 	"math"
 	"net/http"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -104,10 +103,7 @@ func (s *Server) limitRate(r *http.Request, c *call) error {
 	}
 	key := c.scope()
 	if c.caller.principal == "" {
-		key = "\x01" + r.RemoteAddr
-		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-			key = "\x01" + source(ap.Addr()).String()
-		}
+		key = "\x01" + c.caller.origin
 	}
 	ok, wait := s.rate.allow(key, l, time.Now())
 	if ok {
@@ -138,7 +134,7 @@ func (s *Server) limitUnfinished(c *call) error {
 	if l.MaxUnfinished <= 0 && l.MaxUnfinishedBytes <= 0 {
 		return nil
 	}
-	n, size := s.index.Unfinished(c.caller.principal, c.caller.tenant)
+	n, size := s.index.Unfinished(c.caller.principal, c.caller.tenant, c.caller.origin)
 	var e *schemas.Error
 	switch {
 	case l.MaxUnfinished > 0 && n >= l.MaxUnfinished:

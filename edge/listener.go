@@ -297,8 +297,18 @@ func sourceOf(a net.Addr) netip.Addr {
 	return source(ip)
 }
 
+// origin is the source a request comes from (see source), as an anonymous
+// caller's rate and quota of unfinished tasks are counted: the peer of its
+// connection (a proxy in front of the edge is one origin).
+func origin(r *http.Request) string {
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		return source(ap.Addr()).String()
+	}
+	return r.RemoteAddr
+}
+
 // source is the source an address counts as for every per-address limit
-// (connections here, the anonymous request rate in limits.go): an IPv4
+// (connections here, the anonymous request rate and quota in limits.go): an IPv4
 // address, or the /64 an IPv6 address is in, as one host holds a whole
 // /64 and could otherwise step around a limit.
 func source(ip netip.Addr) netip.Addr {

@@ -151,7 +151,7 @@ func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, 
 		return nil, err
 	}
 	rec, _, err := s.b.Submit(ctx, bus.Submission{
-		Agent: c.agent, Owner: c.caller.principal, Tenant: c.caller.tenant, Message: msg, TaskID: c.taskID,
+		Agent: c.agent, Owner: c.caller.principal, Tenant: c.caller.tenant, Origin: c.caller.origin, Message: msg, TaskID: c.taskID,
 		Dialect: c.dialect, ClientTaskID: c.clientTaskID, Publish: c.publish(),
 	}, follow)
 	if errors.Is(err, bus.ErrTaskExists) {

@@ -32,6 +32,12 @@ type TaskRecord struct {
 	// cancels it. Fan-out children and remote tasks inherit their parent's.
 	Owner  string `json:"owner,omitempty"`
 	Tenant string `json:"tenant,omitempty"`
+	// Origin is where an anonymous caller sent the task from (an IP
+	// address, or an IPv6 /64 prefix), "" for an authenticated one: the
+	// quota of unfinished tasks of anonymous callers is counted per
+	// origin, as their rate is, so one cannot spend another's. Clients
+	// never see it. Fan-out children inherit their parent's.
+	Origin string `json:"origin,omitempty"`
 	// LastEventID is the CloudEvent id of the last event folded into the
 	// record, so a writer retrying after an ambiguous failure can tell its
 	// event already landed (and only re-publish it, which de-duplicates).
@@ -66,6 +72,7 @@ type TaskIndexEntry struct {
 	Owner   string    `json:"o,omitempty"`
 	Tenant  string    `json:"n,omitempty"`
 	Context string    `json:"c,omitempty"`
+	Origin  string    `json:"g,omitempty"`
 	// Reply marks a message-only exchange: listed to no one.
 	Reply bool `json:"r,omitempty"`
 }
@@ -75,7 +82,7 @@ type TaskIndexEntry struct {
 // record read back agree.
 func (r *TaskRecord) IndexEntry() TaskIndexEntry {
 	return TaskIndexEntry{State: r.Task.Status.State, At: r.StatusTime().Truncate(time.Millisecond).UnixNano(), Agent: r.Agent,
-		Owner: r.Owner, Tenant: r.Tenant, Context: r.Task.ContextID, Reply: r.Reply != nil}
+		Owner: r.Owner, Tenant: r.Tenant, Context: r.Task.ContextID, Origin: r.Origin, Reply: r.Reply != nil}
 }
 
 // WorkItem is the data of a TypeWorkExecute event on

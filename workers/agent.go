@@ -72,10 +72,10 @@ type Request struct {
 	// Attempt is the delivery attempt of this work item (1 at first; more
 	// after a worker crashed or handed the work back).
 	Attempt uint64
-	// Owner and Tenant are whose task this is (schemas.TaskRecord.Owner):
-	// work an agent starts on the bus for it (a fan-out's children) is
-	// theirs too.
-	Owner, Tenant string
+	// Owner and Tenant are whose task this is (schemas.TaskRecord.Owner),
+	// and Origin where an anonymous owner sent it from: work an agent
+	// starts on the bus for it (a fan-out's children) is theirs too.
+	Owner, Tenant, Origin string
 }
 
 // ErrTaskEnded is returned by Emitter methods when the task reached a

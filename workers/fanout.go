@@ -234,7 +234,7 @@ func (f FanOut) start(ctx context.Context, req *Request, o bus.Owner, id string)
 		msg.MessageID = schemas.NewID()
 		msg.ContextID = req.Task.ContextID
 		msg.Metadata = map[string]any{MetaFanOutParent: req.Task.ID}
-		_, _, err = f.Bus.Submit(ctx, bus.Submission{Agent: o.Agent, Owner: req.Owner, Tenant: req.Tenant, Message: &msg, TaskID: id,
+		_, _, err = f.Bus.Submit(ctx, bus.Submission{Agent: o.Agent, Owner: req.Owner, Tenant: req.Tenant, Origin: req.Origin, Message: &msg, TaskID: id,
 			Metadata: map[string]any{MetaFanOutParent: req.Task.ID}}, nil)
 		if !errors.Is(err, bus.ErrTaskExists) {
 			return err

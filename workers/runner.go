@@ -328,7 +328,7 @@ func (r *Runner) handle(base context.Context, w *Work) {
 	// does not mark the task WORKING up front; the Emitter does it before
 	// the agent's first artifact, in the same write (see Emitter.working).
 	em := &Emitter{b: r.b, taskID: w.Item.TaskID, rec: rec, rev: rev}
-	req := &Request{Task: rec.Task, Message: w.Item.Message, Attempt: w.Attempt, Owner: rec.Owner, Tenant: rec.Tenant}
+	req := &Request{Task: rec.Task, Message: w.Item.Message, Attempt: w.Attempt, Owner: rec.Owner, Tenant: rec.Tenant, Origin: rec.Origin}
 	runErr := r.execute(ctx, req, em)
 
 	switch cause := context.Cause(ctx); {

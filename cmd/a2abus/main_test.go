@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -66,7 +67,20 @@ func startProc(t *testing.T, args ...string) *proc {
 // startProcEnv starts an a2abus process with extra environment entries.
 func startProcEnv(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	return startCmd(t, exec.Command(os.Args[0], args...), env, args)
+}
+
+// startProcFiles starts an a2abus process whose open-file limit (soft and
+// hard) is nofile, through the shell's ulimit; exec keeps its pid.
+func startProcFiles(t *testing.T, nofile int, args ...string) *proc {
+	t.Helper()
+	sh := exec.Command("sh", append([]string{"-c", `ulimit -n ` + strconv.Itoa(nofile) + ` && exec "$0" "$@"`, os.Args[0]}, args...)...)
+	return startCmd(t, sh, nil, args)
+}
+
+// startCmd starts cmd, an a2abus process given args.
+func startCmd(t *testing.T, cmd *exec.Cmd, env []string, args []string) *proc {
+	t.Helper()
 	cmd.Env = append(append(os.Environ(), "A2ABUS_TEST_MAIN=1"), env...)
 	p := &proc{cmd: cmd, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = p, p

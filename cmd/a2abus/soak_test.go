@@ -53,12 +53,19 @@ func TestSoakServeMemoryStaysFlat(t *testing.T) {
 // residentKiB reads a process's resident set size (Linux).
 func residentKiB(t *testing.T, pid int) int64 {
 	t.Helper()
+	return statusKiB(t, pid, "VmRSS")
+}
+
+// statusKiB reads one memory figure of /proc/<pid>/status: VmRSS, or
+// VmHWM (the resident peak).
+func statusKiB(t *testing.T, pid int, field string) int64 {
+	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Skipf("no /proc: %v", err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			if err != nil {
 				t.Fatal(err)
@@ -66,6 +73,6 @@ func residentKiB(t *testing.T, pid int) int64 {
 			return kib
 		}
 	}
-	t.Fatal("no VmRSS")
+	t.Fatalf("no %s", field)
 	return 0
 }
