@@ -252,28 +252,33 @@ func TestAttackLargeBodies(t *testing.T) {
 	}
 	// The limit is soft: the collector works harder near it and the
 	// store's caches sit beside the heap; a peak past it by more than a
-	// fifth is memory the bounds did not hold.
-	if peak := statusKiB(t, serve.cmd.Process.Pid, "VmHWM"); peak > 512<<10*6/5 {
+	// fifth is memory the bounds did not hold. (Under the race detector
+	// memory is several times larger: the answers are still checked.)
+	if peak := statusKiB(t, serve.cmd.Process.Pid, "VmHWM"); peak > 512<<10*6/5 && !raceEnabled {
 		t.Fatalf("resident peak %d MiB, past the memory limit of 512 MiB", peak>>10)
 	}
 	serve.stop(t)
 }
 
-// One client drives the load tool at a serve with its default limits
-// (ci: 3 s, full: 15 s; before, one client created 26 000 tasks in 15 s
-// and filled the agent's backlog for everyone): it is held to its rate
-// (500 a second after a burst of 1 000) with 429s that say when to retry,
-// and another caller's tasks complete meanwhile without one refusal.
+// One client drives the load tool at a serve (full: 15 s with the default
+// limits; before, one client created 26 000 tasks in 15 s and filled the
+// agent's backlog for everyone; ci: 3 s at a tenth of the rate, which a
+// slow machine or the race detector cannot fall short of): it is held to
+// its rate (default 500 a second after a burst of 1 000) with 429s that
+// say when to retry, and another caller's tasks complete meanwhile
+// without one refusal.
 func TestAttackOneClientFlood(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
 	seconds := attackSize(3, 15)
+	rate, burst := attackSize(50, 500), attackSize(100, 1000)
 	other := clientFrom(t, "127.0.0.2")
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	base := "http://" + addr
-	serve := startProc(t, "serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", "off")
+	serve := startProc(t, "serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", "off",
+		"--rate-limit", fmt.Sprint(rate), "--rate-burst", fmt.Sprint(burst))
 	waitReady(t, serve, base)
 
 	type outcome struct {
@@ -322,7 +327,7 @@ func TestAttackOneClientFlood(t *testing.T) {
 	}
 	// The burst, and the rate for the time measured (the rate limiter
 	// counts each refused call too, but refused calls cost no token).
-	if most := 1000 + 500*(seconds+2); res.OK > most {
+	if most := burst + rate*(seconds+2); res.OK > most {
 		t.Fatalf("the flooding client created %d tasks in %d s; its rate allows %d", res.OK, seconds, most)
 	}
 	if o.refused > 0 || o.ok == 0 {
