@@ -1,55 +1,147 @@
 #!/usr/bin/env bash
-# Side-by-side load comparison on this machine, in one go: a2abus serve
-# (embedded NATS, file store, echo agent) against a2agoecho (the official
-# a2a-go v2 server, in-memory store, an equivalent echo agent). Each round
-# starts both servers fresh (a2a-go's in-memory store only grows, so a
-# reused one slows down) and runs the same `a2abus load` against each.
+# Side-by-side load comparison on this machine, in one go, of three servers
+# doing the same work per message (a stored task, WORKING, one artifact
+# echoing the text, COMPLETED):
 #
-#   edge/interop/compare.sh [rounds] [load flags...]   e.g. compare.sh 3 --clients 64
+#   a2abus  `a2abus serve` (embedded NATS, file store, echo agent)
+#   a2a-go  cmd/a2agoecho (the official a2a-go v2 server, in-memory store)
+#   a2a-js  js/echo-server.mjs (the official @a2a-js/sdk server on express,
+#           in-memory store)
+#
+# Per round and server it measures, with `a2abus load` over JSON-RPC 1.0:
+#   c=1   blocking sends, 1 client: tasks/s and p50
+#   c=64  blocking sends, 64 clients: tasks/s, p50 and p99, then the
+#         server's resident memory (VmRSS of its own process) right after
+#   stream  streaming sends, 16 clients: streams/s and first-event p50
+# Every measurement gets a freshly started server (the in-memory stores only
+# grow, so a reused one slows down and holds more memory), and the three
+# servers take turns per measurement so drift on a shared machine hits them
+# alike. It prints a table per round, then the median over rounds per server
+# and metric, and the ratios a2abus/a2a-js and a2abus/a2a-go of the medians.
+#
+#   edge/interop/compare.sh [rounds] [extra load flags...]   e.g. compare.sh 3 --text 'a longer message'
+#
+# The extra flags go to every load run, after compare.sh's own. Environment:
+# COMPARE_SECONDS (measured seconds per run, default 10) and COMPARE_WARMUP
+# (seconds, default 2) shorten a smoke run: COMPARE_SECONDS=3 compare.sh 1.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 rounds="${1:-3}"; shift || true
+secs="${COMPARE_SECONDS:-10}"
+warm="${COMPARE_WARMUP:-2}"
 bin="$(mktemp -d)"
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$bin"' EXIT
+pid=
+trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$bin"' EXIT
 (cd "$root" && go build -o "$bin/a2abus" ./cmd/a2abus)
 (cd "$here" && go build -o "$bin/a2agoecho" ./cmd/a2agoecho)
+"$here/js/deps.sh"
 
-wait_url() { for _ in $(seq 100); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
-measure() { # name url
-	"$bin/a2abus" load --url "$2" --clients 64 --duration 10s --warmup 2s -o json "${@:3}" >"$bin/$1.json"
-	python3 - "$bin/$1.json" "$1" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1])); l = r["latencyMs"]
-print("%-10s %8.1f tasks/s  p50 %7.2f  p90 %7.2f  p99 %7.2f ms  failed %d" % (sys.argv[2], r["perSecond"], l["p50"], l["p90"], l["p99"], r["failed"]))
-PY
+servers=(a2abus a2a-go a2a-js)
+declare -A url=([a2abus]=http://127.0.0.1:9731 [a2a-go]=http://127.0.0.1:9733 [a2a-js]=http://127.0.0.1:9735)
+# The process each server runs as, checked before its memory is read, so
+# the figure is never a wrapper's.
+declare -A comm=([a2abus]=a2abus [a2a-go]=a2agoecho [a2a-js]=node)
+
+# start NAME: starts the server fresh in the background, as the process
+# itself (no wrapper shell: $pid is the server), and waits for its card.
+start() {
+	case "$1" in
+	a2abus)
+		rm -rf "$bin/data"
+		"$bin/a2abus" serve --listen 127.0.0.1:9731 --nats-listen 127.0.0.1:9732 --data-dir "$bin/data" \
+			--rate-limit 0 --max-unfinished 0 --max-unfinished-bytes 0 >"$bin/$1.log" 2>&1 &
+		;;
+	a2a-go) "$bin/a2agoecho" --listen 127.0.0.1:9733 >"$bin/$1.log" 2>&1 & ;;
+	a2a-js) node "$here/js/echo-server.mjs" --listen 127.0.0.1:9735 >"$bin/$1.log" 2>&1 & ;;
+	esac
+	pid=$!
+	for _ in $(seq 200); do
+		curl -sf "${url[$1]}/.well-known/agent-card.json" >/dev/null && return 0
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "$1 did not come up:" >&2; cat "$bin/$1.log" >&2; return 1
 }
+stop() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=; }
+
+# measure ROUND KIND NAME LOADFLAGS...: one fresh server, one load run;
+# after the c=64 run also the server's VmRSS in kB.
+measure() {
+	local out="$bin/r$1-$2-$3"
+	start "$3"
+	"$bin/a2abus" load --url "${url[$3]}" --duration "${secs}s" --warmup "${warm}s" -o json "${@:4}" "${extra[@]}" >"$out.json" ||
+		echo '{"ok": 0, "failed": -1}' >"$out.json"
+	if [ "$2" = c64 ]; then
+		local c; c="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
+		if [ "$c" = "${comm[$3]}" ]; then
+			awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" >"$out.rss"
+		else
+			echo "$3: no RSS, pid $pid is '$c', not ${comm[$3]} (did it exit?)" >&2
+		fi
+	fi
+	stop
+}
+
+# report.py round N | summary: the per-round table, or the medians and
+# ratios over every round measured so far.
+cat >"$bin/report.py" <<'PY'
+import json, os, statistics, sys
+bindir, servers = sys.argv[1], ["a2abus", "a2a-go", "a2a-js"]
+# metric: (heading, reader of one round's files for one server, format)
+def load(r, kind, s):
+    return json.load(open(os.path.join(bindir, "r%s-%s-%s.json" % (r, kind, s))))
+def rss(r, s):
+    return int(open(os.path.join(bindir, "r%s-c64-%s.rss" % (r, s))).read()) / 1024
+metrics = [
+    ("c1/s",      lambda r, s: load(r, "c1", s)["perSecond"], "%9.0f"),
+    ("c1 p50",    lambda r, s: load(r, "c1", s)["latencyMs"]["p50"], "%9.2f"),
+    ("c64/s",     lambda r, s: load(r, "c64", s)["perSecond"], "%9.0f"),
+    ("c64 p50",   lambda r, s: load(r, "c64", s)["latencyMs"]["p50"], "%9.2f"),
+    ("c64 p99",   lambda r, s: load(r, "c64", s)["latencyMs"]["p99"], "%9.2f"),
+    ("RSS MiB",   lambda r, s: rss(r, s), "%9.1f"),
+    ("stream/s",  lambda r, s: load(r, "stream", s)["perSecond"], "%9.0f"),
+    ("1st p50",   lambda r, s: load(r, "stream", s)["firstEventMs"]["p50"], "%9.2f"),
+]
+def failed(r, s):
+    n = [load(r, k, s).get("failed", 0) for k in ("c1", "c64", "stream")]
+    return "broken" if -1 in n else str(sum(n))
+def value(f, r, s):
+    try:
+        return f(r, s)
+    except (OSError, KeyError, TypeError, ZeroDivisionError, ValueError):
+        return float("nan")
+def table(rows, tail=None):
+    print("%-8s" % "server" + "".join("%10s" % m[0] for m in metrics) + ("  %s" % tail[0] if tail else ""))
+    for s in servers:
+        print("%-8s" % s + "".join(" " + m[2] % rows[s][i] for i, m in enumerate(metrics)) + ("  %s" % tail[1](s) if tail else ""))
+if sys.argv[2] == "round":
+    r = sys.argv[3]
+    table({s: [value(m[1], r, s) for m in metrics] for s in servers}, ("failed", lambda s: failed(r, s)))
+    sys.exit()
+rounds = sorted({f.split("-")[0][1:] for f in os.listdir(bindir) if f.startswith("r") and f.endswith(".json")}, key=int)
+med = {s: [statistics.median([value(m[1], r, s) for r in rounds]) for m in metrics] for s in servers}
+print("median of %d round(s), %s s measured per run:" % (len(rounds), os.environ.get("COMPARE_SECONDS", "10")))
+table(med)
+# Ratios the issue's targets are stated in: throughput above 1 is better,
+# latency and memory below 1 are better.
+print("a2abus / other (of the medians)   vs a2a-js   vs a2a-go")
+for heading, i, better in [("c=64 tasks/s", 2, "higher"), ("c=64 p99", 4, "lower"), ("c=1 p50", 1, "lower"),
+                           ("RSS after c=64", 5, "lower"), ("stream/s", 6, "higher"), ("stream first-event p50", 7, "lower")]:
+    a = med["a2abus"][i]
+    ratio = lambda o: a / o if o else float("nan")
+    print("  %-31s %7.2fx   %7.2fx   (%s is better)" % (heading, ratio(med["a2a-js"][i]), ratio(med["a2a-go"][i]), better))
+PY
+
+extra=("$@")
 for i in $(seq "$rounds"); do
-	echo "round $i"
-	data="$(mktemp -d)"
-	"$bin/a2abus" serve --listen 127.0.0.1:9731 --nats-listen 127.0.0.1:9732 --data-dir "$data" --rate-limit 0 --max-unfinished 0 --max-unfinished-bytes 0 >"$bin/serve.log" 2>&1 &
-	spid=$!
-	wait_url http://127.0.0.1:9731/.well-known/agent-card.json
-	measure a2abus http://127.0.0.1:9731 "$@"
-	kill $spid; wait $spid 2>/dev/null || true; rm -rf "$data"
-	"$bin/a2agoecho" --listen 127.0.0.1:9733 >"$bin/goecho.log" 2>&1 &
-	gpid=$!
-	wait_url http://127.0.0.1:9733/.well-known/agent-card.json
-	measure a2a-go http://127.0.0.1:9733 "$@"
-	kill $gpid; wait $gpid 2>/dev/null || true
-	python3 - "$bin/a2abus.json" "$bin/a2a-go.json" "$bin/ratios" <<'PY'
-import json, sys
-a, b = (json.load(open(f)) for f in sys.argv[1:3])
-r, p = a["perSecond"] / b["perSecond"], a["latencyMs"]["p99"] / b["latencyMs"]["p99"]
-print("ratio a2abus/a2a-go: %.2fx tasks/s, p99 %.2fx" % (r, p))
-open(sys.argv[3], "a").write("%f %f\n" % (r, p))
-PY
+	for s in "${servers[@]}"; do measure "$i" c1 "$s" --clients 1; done
+	for s in "${servers[@]}"; do measure "$i" c64 "$s" --clients 64; done
+	for s in "${servers[@]}"; do measure "$i" stream "$s" --clients 16 --mode stream; done
+	echo "round $i (c1: 1 client; c64: 64 clients, RSS right after; stream: 16 clients, first-event p50; latencies in ms)"
+	python3 "$bin/report.py" "$bin" round "$i"
+	echo
 done
-# The machine is shared and noisy: the summary is the median round, with
-# the spread, rather than any single figure.
-python3 - "$bin/ratios" <<'PY'
-import statistics, sys
-rows = [tuple(map(float, l.split())) for l in open(sys.argv[1])]
-r, p = [x[0] for x in rows], [x[1] for x in rows]
-print("median of %d rounds: %.2fx tasks/s (min %.2fx, max %.2fx), p99 %.2fx (max %.2fx)" % (len(rows), statistics.median(r), min(r), max(r), statistics.median(p), max(p)))
-PY
+# The machine is shared and noisy: the summary is the median round per
+# metric, rather than any single figure.
+COMPARE_SECONDS="$secs" python3 "$bin/report.py" "$bin" summary

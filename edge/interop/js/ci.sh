@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # CI entry of the JS interop test: builds a2abus, starts `a2abus serve` on a
 # free loopback port with a throwaway data dir, waits until it is ready,
-# runs the @a2a-js/sdk client tests against it, and stops it.
+# runs the @a2a-js/sdk client tests against it, and stops it. Then it checks
+# the JS baseline of compare.sh, echo-server.mjs (an @a2a-js/sdk server):
+# a blocking send answers a COMPLETED task with the echoed text, and a short
+# `a2abus load` (send and stream) against it has no failure.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
 work="$(mktemp -d)"
-trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+pid=; epid=
+trap 'kill $pid $epid 2>/dev/null || true; wait $pid $epid 2>/dev/null || true; rm -rf "$work"' EXIT
 (cd "$root" && go build -o "$work/a2abus" ./cmd/a2abus)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 18089)
 # The suite runs twice: against an a2abus without authentication, and
@@ -27,3 +31,33 @@ kill "$pid"; wait "$pid" 2>/dev/null || true
 key="js-interop-$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
 A2ABUS_API_KEYS="$key=js-interop" serve keys
 A2ABUS_URL="http://127.0.0.1:$port" A2ABUS_API_KEY="$key" "$here/run.sh"
+kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+
+# The JS echo server (node_modules is installed by run.sh above).
+node "$here/echo-server.mjs" --listen "127.0.0.1:$port" >"$work/echo.log" 2>&1 &
+epid=$!
+for i in $(seq 1 100); do
+	if curl -sf "http://127.0.0.1:$port/.well-known/agent-card.json" >/dev/null; then break; fi
+	if ! kill -0 "$epid" 2>/dev/null || [ "$i" = 100 ]; then cat "$work/echo.log"; exit 1; fi
+	sleep 0.1
+done
+curl -sf -H 'A2A-Version: 1.0' -H 'Content-Type: application/json' \
+	-d '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"ci-1","role":"ROLE_USER","parts":[{"text":"hello js echo"}]}}}' \
+	"http://127.0.0.1:$port/" >"$work/send.json"
+node -e '
+const t = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).result?.task;
+const text = t?.artifacts?.[0]?.parts?.map((p) => p.text).join("");
+if (t?.status?.state !== "TASK_STATE_COMPLETED" || text !== "hello js echo") {
+	console.error("echo-server.mjs: blocking SendMessage did not complete with the echoed text:", JSON.stringify(t));
+	process.exit(1);
+}' "$work/send.json"
+for mode in send stream; do
+	"$work/a2abus" load --url "http://127.0.0.1:$port" --mode "$mode" --clients 4 --requests 50 --warmup 0s -o json >"$work/load-$mode.json"
+	node -e '
+const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+if (r.ok < 50 || r.failed !== 0) {
+	console.error(`echo-server.mjs: a2abus load --mode ${r.mode}: ok ${r.ok}, failed ${r.failed}`, JSON.stringify(r.errors ?? {}));
+	process.exit(1);
+}' "$work/load-$mode.json"
+done
+echo "echo-server.mjs: COMPLETED with the echoed text; a2abus load send and stream: 50 ok each, none failed"
