@@ -333,6 +333,9 @@ func (r Role) permissions() *server.Permissions {
 		deny = append(deny, jsAckPrefix+schemas.StreamWork+".>", kvPrefix(schemas.BucketAgents)+">", schemas.SubjectDLQAll)
 		// The sweep lease: edges sweep.
 		pub = append(pub, kvPrefix(schemas.BucketLeases)+">")
+		// The queued work of a task canceled before a worker took it
+		// (Cancel withdraws it).
+		pub = append(pub, api("STREAM.MSG.DELETE", schemas.StreamWork)...)
 	case RoleWorker:
 		pub = append(pub, api("CONSUMER.CREATE", schemas.StreamWork, schemas.StreamWork+".>")...)
 		pub = append(pub, api("CONSUMER.MSG.NEXT", schemas.StreamWork+".*")...)

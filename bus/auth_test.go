@@ -444,8 +444,17 @@ func TestRolesDoTheirWork(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no cancel notice")
 	}
+	// The edge withdrew the canceled task's queued work.
+	eventually(t, "the canceled task's work to be withdrawn", func() bool { n, err := eb.AgentBacklog(ctx, "echo"); return err == nil && n == 0 })
 	// The worker dead-letters work: a poison item it took, and an
 	// exhausted one it moves out of the work stream.
+	rec4 := newRecord("echo")
+	if _, err := eb.CreateTask(ctx, rec4); err != nil {
+		t.Fatal(err)
+	}
+	if err := eb.QueueWork(ctx, workItem(rec4), PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	poison := fetchOne(t, wc)
 	if err := poison.DeadLetter(ctx, "poison"); err != nil {
 		t.Fatal(err)

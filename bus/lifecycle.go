@@ -74,16 +74,43 @@ func (b *Bus) QueueWork(ctx context.Context, item *schemas.WorkItem, o PublishOp
 
 // QueueSubmission queues the work of the submission that left rec
 // SUBMITTED at revision rev: its last message (the one that created or
-// continued it) for its agent. The edge, a fan-out parent and the orphan
-// sweep all queue a task's work this way, under the submission's id.
+// continued it) for its agent, and the record itself when it is small
+// (schemas.WorkItem.Record). The writer of that submission (the edge, a
+// fan-out parent for its children) queues it this way, once, right after
+// storing it; work queued again later goes through RequeueSubmission.
 func (b *Bus) QueueSubmission(ctx context.Context, rec *schemas.TaskRecord, rev uint64, o PublishOptions) error {
+	return b.queueSubmission(ctx, rec, rev, o, true)
+}
+
+// RequeueSubmission queues the work of rec's submission again, for a task
+// found SUBMITTED without work (the orphan sweep, a fan-out parent making
+// sure of a child it may have queued before a crash), under the
+// submission's id. A copy of the work may exist already, so the item
+// carries no snapshot: its worker reads the store and sees a task another
+// copy took before it runs anything.
+func (b *Bus) RequeueSubmission(ctx context.Context, rec *schemas.TaskRecord, rev uint64, o PublishOptions) error {
+	return b.queueSubmission(ctx, rec, rev, o, false)
+}
+
+func (b *Bus) queueSubmission(ctx context.Context, rec *schemas.TaskRecord, rev uint64, o PublishOptions, withSnapshot bool) error {
 	h := rec.Task.History
 	if len(h) == 0 {
 		return fmt.Errorf("bus: queue work: task %s has no message to run", rec.Task.ID)
 	}
 	item := &schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: rec.Agent, Message: h[len(h)-1], TaskRevision: rev}
+	if withSnapshot {
+		if val, err := json.Marshal(rec); err == nil && len(val) <= workSnapshotMax {
+			item.Record = val
+		}
+	}
 	return b.QueueWork(ctx, item, o)
 }
+
+// workSnapshotMax bounds the task record a work item carries (see
+// schemas.WorkItem.Record): a small record costs less to send twice than
+// the worker's read of it; a large one is read back, as the message
+// already doubles the item.
+const workSnapshotMax = 16 << 10
 
 // ErrTaskTaken is WithdrawTask's answer when the task changed since the
 // revision given: a worker took it, so it must not be withdrawn.
@@ -300,6 +327,7 @@ func (b *Bus) Cancel(ctx context.Context, o Owner, id string, why *schemas.Messa
 	if err != nil {
 		return nil, err
 	}
+	queued := cur.Task.Status.State == schemas.TaskStateSubmitted // cur is changed by the write
 	rec, _, err := b.ApplyFrom(ctx, id, cur, curRev, TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled, Message: why}}})
 	if errors.Is(err, schemas.ErrTaskTerminal) {
 		return rec, schemas.Errorf(schemas.ErrTaskNotCancelable, "task %s is already %s and cannot be canceled", id, rec.Task.Status.State).With("taskId", id)
@@ -307,12 +335,45 @@ func (b *Bus) Cancel(ctx context.Context, o Owner, id string, why *schemas.Messa
 	if err != nil {
 		return nil, err
 	}
+	if queued {
+		b.withdrawQueuedWork(ctx, rec.Agent, id)
+	}
 	if err := b.PublishCancel(ctx, schemas.CancelNotice{TaskID: id, Agent: o.Agent}); err != nil {
 		// The task is canceled in KV; its worker also notices it there.
 		b.log.Warn("cancel notice not sent", "task_id", id, "err", err)
 	}
 	return rec, nil
 }
+
+// withdrawQueuedWork deletes the work queued for a task canceled while
+// SUBMITTED, so no worker takes it: its agent never runs, though the work
+// item carries a snapshot of the task that still shows it SUBMITTED
+// (schemas.WorkItem.Record). The task is finished, so whatever work is
+// stored for it is moot. Best effort: work a worker holds already, or a
+// delete that fails, is settled by that worker's first write, which finds
+// the task changed.
+func (b *Bus) withdrawQueuedWork(ctx context.Context, agent, id string) {
+	m, err := b.leaderGet(ctx, schemas.StreamWork, schemas.SubjectWorkTask(agent, id))
+	if err != nil {
+		return // none queued
+	}
+	req, _ := json.Marshal(map[string]any{"seq": m.Seq, "no_erase": true})
+	resp, err := b.nc.RequestWithContext(ctx, apiMsgDelete+schemas.StreamWork, req)
+	if err == nil {
+		var r struct {
+			Error *jetstream.APIError `json:"error"`
+		}
+		if err = json.Unmarshal(resp.Data, &r); err == nil && r.Error != nil {
+			err = r.Error
+		}
+	}
+	if err != nil {
+		b.log.Debug("withdrawing the work of a canceled task", "task_id", id, "err", err)
+	}
+}
+
+// apiMsgDelete deletes one message of a stream.
+const apiMsgDelete = "$JS.API.STREAM.MSG.DELETE."
 
 // Await follows a task of o's until it settles (a terminal or interrupted
 // state, or a message-only reply) and returns its record then. A reader

@@ -402,6 +402,21 @@ func (b *Bus) ApplyFrom(ctx context.Context, taskID string, cached *schemas.Task
 // Either all events are stored or none; the first refused transition fails
 // the whole write. At most MaxEventsPerWrite events.
 func (b *Bus) ApplyEvents(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, evs []TaskEvent) (*schemas.TaskRecord, uint64, error) {
+	return b.ApplyEventsSince(ctx, taskID, cached, cachedRev, nil, evs)
+}
+
+// ErrStale refuses a write made from a snapshot of a task that changed
+// since (see ApplyEventsSince).
+var ErrStale = errors.New("the task changed since the snapshot the write was made from")
+
+// ApplyEventsSince is ApplyEvents for a writer that holds a snapshot of
+// the task it did not read itself (a work item's, see
+// schemas.WorkItem.Record): with since set, the write is refused with
+// ErrStale unless the stored record's last event is still *since, that
+// is, nobody changed the task after the snapshot (a cancel, another
+// delivery's worker). The refusal is decided on the record read from the
+// stream leader.
+func (b *Bus) ApplyEventsSince(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, since *string, evs []TaskEvent) (*schemas.TaskRecord, uint64, error) {
 	if len(evs) == 0 || len(evs) > MaxEventsPerWrite {
 		return nil, 0, fmt.Errorf("bus: apply %d events at once (1 to %d)", len(evs), MaxEventsPerWrite)
 	}
@@ -414,6 +429,9 @@ func (b *Bus) ApplyEvents(ctx context.Context, taskID string, cached *schemas.Ta
 	change := func(r *schemas.TaskRecord) error {
 		if r.LastEventID == lastID {
 			return errApplied
+		}
+		if since != nil && r.LastEventID != *since {
+			return ErrStale
 		}
 		for _, ev := range evs {
 			if err := stamp(r, ev); err != nil {
@@ -718,7 +736,7 @@ func (b *Bus) requeueOrphans(ctx context.Context, cands []orphanCandidate) (int,
 		if err != nil || rev != c.rev || rec.Task.Status.State != schemas.TaskStateSubmitted || len(rec.Task.History) == 0 {
 			continue
 		}
-		if err := b.QueueSubmission(ctx, rec, rev, PublishOptions{}); err != nil {
+		if err := b.RequeueSubmission(ctx, rec, rev, PublishOptions{}); err != nil {
 			return n, err
 		}
 		b.log.Warn("requeued the work of a task left without it", "task_id", c.id, "agent", rec.Agent, "revision", rev)

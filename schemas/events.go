@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"encoding/json"
 	"errors"
 	"time"
 )
@@ -99,6 +100,14 @@ type WorkItem struct {
 	// reads an older revision, or no record, read a replica that lags and
 	// reads again from the stream leader; 0 (unknown) skips that check.
 	TaskRevision uint64 `json:"taskRevision,omitempty"`
+	// Record is the task record as stored at TaskRevision, carried when it
+	// is small (see bus.QueueSubmission), so the worker of the first
+	// delivery runs without reading the store back. It is a snapshot: the
+	// worker's first write must find the task unchanged since (the same
+	// lastEventId), or it drops the work, as it would have had it read a
+	// canceled task or one another delivery took. Optional: a worker may
+	// ignore it and read the store.
+	Record json.RawMessage `json:"record,omitempty"`
 }
 
 // CancelNotice is the data of a TypeTaskCancel event on SubjectCancel(agent):

@@ -93,6 +93,12 @@ type Emitter struct {
 	rec     *schemas.TaskRecord
 	rev     uint64
 	settled bool // the agent ended or interrupted the task
+	// since is set while the record came from the work item, not the
+	// store: the first write must find the task unchanged since (see
+	// bus.ApplyEventsSince). stale says it did not: the work was canceled
+	// or taken by another delivery, and every call ends the agent.
+	since *string
+	stale bool
 }
 
 // emitRetryFor bounds how long an event waits out a bus that cannot take
@@ -106,10 +112,13 @@ func (e *Emitter) apply(ctx context.Context, ev bus.TaskEvent) error {
 
 // applyAll stores events in one write (see bus.ApplyEvents).
 func (e *Emitter) applyAll(ctx context.Context, evs ...bus.TaskEvent) error {
+	if e.stale {
+		return fmt.Errorf("%w: %w", ErrTaskEnded, bus.ErrStale)
+	}
 	for i := range evs {
 		evs[i].ID = schemas.NewID() // one id for every attempt of this event
 	}
-	rec, rev, err := e.b.ApplyEvents(ctx, e.taskID, e.rec, e.rev, evs)
+	rec, rev, err := e.b.ApplyEventsSince(ctx, e.taskID, e.rec, e.rev, e.since, evs)
 	for delay, deadline := 100*time.Millisecond, time.Now().Add(emitRetryFor); errors.Is(err, schemas.ErrUnavailable) && time.Now().Before(deadline); delay = min(2*delay, 2*time.Second) {
 		select {
 		case <-ctx.Done():
@@ -118,7 +127,11 @@ func (e *Emitter) applyAll(ctx context.Context, evs ...bus.TaskEvent) error {
 		}
 		// The write may have landed before the error: re-read; the event
 		// ids keep it from being applied twice.
-		rec, rev, err = e.b.ApplyEvents(ctx, e.taskID, nil, 0, evs)
+		rec, rev, err = e.b.ApplyEventsSince(ctx, e.taskID, nil, 0, e.since, evs)
+	}
+	if errors.Is(err, bus.ErrStale) {
+		e.stale, e.settled = true, true
+		return fmt.Errorf("%w: %w", ErrTaskEnded, err)
 	}
 	if err != nil {
 		e.rec = nil // re-read next time
@@ -128,7 +141,7 @@ func (e *Emitter) applyAll(ctx context.Context, evs ...bus.TaskEvent) error {
 		}
 		return err
 	}
-	e.rec, e.rev = rec, rev
+	e.rec, e.rev, e.since = rec, rev, nil
 	return nil
 }
 

@@ -1,7 +1,10 @@
 package workers_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -102,20 +105,7 @@ func TestASecondCopyOfWorkDoesNotRunTheTaskTwice(t *testing.T) {
 	if err := b.QueueWork(ctx, item, bus.PublishOptions{ID: "late-copy"}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		n, err := b.AgentBacklog(ctx, "ask")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the copy was never taken")
-		case <-time.After(20 * time.Millisecond): // polling the consumer
-		}
-	}
+	waitBacklog(t, b, "ask")
 	if got := len(runs); got != 1 {
 		t.Fatalf("the agent ran %d times, want once", got)
 	}
@@ -161,5 +151,135 @@ func TestRedeliveryPublishesAFinalEventAWriterLeftUnpublished(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the final event was never published")
+	}
+}
+
+// submitWithSnapshot stores a SUBMITTED task for agent and queues its work
+// as the edge does (bus.Submit), the item carrying the record.
+func submitWithSnapshot(t *testing.T, b *bus.Bus, agent, text string) (*schemas.TaskRecord, *schemas.WorkItem) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var item *schemas.WorkItem
+	rec, _, err := b.Submit(ctx, bus.Submission{Agent: agent, Message: &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser,
+		Parts: []schemas.Part{schemas.TextPart(text)}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, rev, err := b.GetTask(ctx, rec.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(stored)
+	item = &schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: agent, Message: stored.Task.History[0], TaskRevision: rev, Record: raw}
+	return stored, item
+}
+
+// waitBacklog waits until agent's work stream holds nothing unacknowledged.
+func waitBacklog(t *testing.T, b *bus.Bus, agent string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		n, err := b.AgentBacklog(ctx, agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the work was never taken")
+		case <-time.After(20 * time.Millisecond): // polling the consumer
+		}
+	}
+}
+
+// Work that carries its task's record runs without reading the store. A
+// cancel withdraws a queued task's work, but work a worker already held
+// (here: a copy queued after the cancel, as a worker that took the work a
+// moment before would hold it) carries a snapshot that still shows the
+// task SUBMITTED: the agent's first write finds the task changed and is
+// refused, the agent is ended, the work is dropped, and the task stays
+// CANCELED with nothing of the agent's stored.
+func TestWorkFromASnapshotOfACanceledTaskIsDropped(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rec, item := submitWithSnapshot(t, b, "echo", "hello")
+	if bytes.Contains(item.Record, []byte("CANCELED")) {
+		t.Fatal("the snapshot is of the canceled task")
+	}
+	if _, err := b.Cancel(ctx, bus.Owner{Agent: "echo"}, rec.Task.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	before, beforeRev, err := b.GetTask(ctx, rec.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if item.Record == nil {
+		t.Fatal("no snapshot")
+	}
+	if err := b.QueueWork(ctx, item, bus.PublishOptions{ID: "held-copy"}); err != nil {
+		t.Fatal(err)
+	}
+	// The runner starts only now, so no cancel notice reached it.
+	ran := make(chan struct{}, 4)
+	startRunner(t, b, workers.Definition{Name: "echo", Agent: workers.AgentFunc(func(ctx context.Context, req *workers.Request, em *workers.Emitter) error {
+		ran <- struct{}{}
+		err := em.Complete(ctx, "done")
+		if !errors.Is(err, workers.ErrTaskEnded) {
+			t.Errorf("the first write on a canceled task: %v, want ErrTaskEnded", err)
+		}
+		return err
+	})}, workers.Options{})
+	select {
+	case <-ran: // run from the snapshot, which shows the task SUBMITTED
+	case <-ctx.Done():
+		t.Fatal("the agent never ran")
+	}
+	waitBacklog(t, b, "echo")
+	after, afterRev, err := b.GetTask(ctx, rec.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Task.Status.State != schemas.TaskStateCanceled || afterRev != beforeRev || after.LastEventID != before.LastEventID {
+		t.Fatalf("task %s at revision %d (was %d): the agent's write landed on a canceled task", after.Task.Status.State, afterRev, beforeRev)
+	}
+}
+
+// A second copy of a submission's work that carries the record (queued
+// again after the de-duplication window) runs the agent, but its first
+// write finds the task taken by the first copy and is refused: the task
+// keeps the first copy's result, once.
+func TestASecondCopyWithASnapshotDoesNotWriteTwice(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	runs := make(chan string, 8)
+	startRunner(t, b, workers.Definition{Name: "ask", Agent: workers.AgentFunc(func(ctx context.Context, req *workers.Request, em *workers.Emitter) error {
+		runs <- req.Message.Text()
+		return em.InputRequired(ctx, "and then?")
+	})}, workers.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rec, item := submitWithSnapshot(t, b, "ask", "first")
+	first := waitSettled(t, b, rec.Task.ID)
+	if first.Task.Status.State != schemas.TaskStateInputRequired {
+		t.Fatalf("task is %s, want input-required", first.Task.Status.State)
+	}
+	_, firstRev, err := b.GetTask(ctx, rec.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.QueueWork(ctx, item, bus.PublishOptions{ID: "late-copy"}); err != nil {
+		t.Fatal(err)
+	}
+	waitBacklog(t, b, "ask")
+	after, afterRev, err := b.GetTask(ctx, rec.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if afterRev != firstRev || len(after.Task.History) != len(first.Task.History) {
+		t.Fatalf("the copy wrote: revision %d → %d, history %d → %d", firstRev, afterRev, len(first.Task.History), len(after.Task.History))
 	}
 }

@@ -253,7 +253,7 @@ func (f FanOut) start(ctx context.Context, req *Request, o bus.Owner, id string)
 	if !o.Owns(rec) {
 		return schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
 	}
-	return f.Bus.QueueSubmission(ctx, rec, rev, bus.PublishOptions{})
+	return f.Bus.RequeueSubmission(ctx, rec, rev, bus.PublishOptions{})
 }
 
 // childOwner is whom the parent's children belong to: the parent's owner,

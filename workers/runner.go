@@ -60,8 +60,18 @@ type Runner struct {
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
-	ready   chan struct{}
+	// canceled holds the last tasks whose cancel notice came while this
+	// runner was not running them: their work, if it comes, is not run
+	// from its snapshot but after reading the store (which shows them
+	// canceled). The notices are best effort; the snapshot's first-write
+	// check is what holds.
+	canceled     map[string]struct{}
+	canceledRing []string
+	ready        chan struct{}
 }
+
+// canceledKept bounds Runner.canceled.
+const canceledKept = 1024
 
 // Causes of an agent's context ending.
 var (
@@ -243,10 +253,30 @@ func (r *Runner) failDeadLetter(dl bus.DeadLetter) {
 func (r *Runner) cancelTask(taskID string) {
 	r.mu.Lock()
 	cancel := r.running[taskID]
+	if cancel == nil {
+		if r.canceled == nil {
+			r.canceled = map[string]struct{}{}
+		}
+		if len(r.canceledRing) == canceledKept {
+			delete(r.canceled, r.canceledRing[0])
+			r.canceledRing = r.canceledRing[1:]
+		}
+		r.canceled[taskID] = struct{}{}
+		r.canceledRing = append(r.canceledRing, taskID)
+	}
 	r.mu.Unlock()
 	if cancel != nil {
 		cancel(errCanceled)
 	}
+}
+
+// canceledHere reports whether a cancel notice for taskID came while this
+// runner was not running it.
+func (r *Runner) canceledHere(taskID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.canceled[taskID]
+	return ok
 }
 
 // handle runs one delivery of a work item to its end: ack when its effects
@@ -265,10 +295,20 @@ func (r *Runner) handle(base context.Context, w *Work) {
 	}
 	opCtx, opCancel := context.WithTimeout(base, 30*time.Second)
 	defer opCancel()
-	// The item names the revision it submits, so a record read from a
-	// replica that has not caught up is read again from the leader: work
-	// is never dropped because a read missed.
-	rec, rev, err := r.b.GetTaskAtLeast(opCtx, w.Item.TaskID, w.Item.TaskRevision)
+	// A first delivery carrying the record it submits runs from it; its
+	// first write then checks that nothing changed the task since (see
+	// schemas.WorkItem.Record), which is what the read below checks
+	// otherwise. The item names the revision it submits, so a record read
+	// from a replica that has not caught up is read again from the leader:
+	// work is never dropped because a read missed.
+	rec, rev, since := snapshot(w)
+	if rec != nil && r.canceledHere(w.Item.TaskID) {
+		rec, since = nil, nil
+	}
+	var err error
+	if rec == nil {
+		rec, rev, err = r.b.GetTaskAtLeast(opCtx, w.Item.TaskID, w.Item.TaskRevision)
+	}
 	switch {
 	case errors.Is(err, schemas.ErrTaskNotFound):
 		r.missingTask(opCtx, w, log, err)
@@ -327,7 +367,7 @@ func (r *Runner) handle(base context.Context, w *Work) {
 	// makes a message-only exchange, anything else a task. So the runtime
 	// does not mark the task WORKING up front; the Emitter does it before
 	// the agent's first artifact, in the same write (see Emitter.working).
-	em := &Emitter{b: r.b, taskID: w.Item.TaskID, rec: rec, rev: rev}
+	em := &Emitter{b: r.b, taskID: w.Item.TaskID, rec: rec, rev: rev, since: since}
 	req := &Request{Task: rec.Task, Message: w.Item.Message, Attempt: w.Attempt, Owner: rec.Owner, Tenant: rec.Tenant, Origin: rec.Origin}
 	runErr := r.execute(ctx, req, em)
 
@@ -338,6 +378,10 @@ func (r *Runner) handle(base context.Context, w *Work) {
 		return
 	case errors.Is(cause, errCanceled):
 		_ = w.Ack()
+		return
+	}
+	if em.stale {
+		r.dropStale(opCtx, w, log)
 		return
 	}
 	// The agent's run is over; record how it ended.
@@ -360,6 +404,46 @@ func (r *Runner) handle(base context.Context, w *Work) {
 		r.finishOnError(w, log, finErr)
 		return
 	}
+	_ = w.Ack()
+}
+
+// snapshot is the task record a first delivery carries (see
+// schemas.WorkItem.Record), its revision and the last event the first
+// write must find; nil when the item carries none (or one that is not
+// this task's), and the store is read instead.
+func snapshot(w *Work) (*schemas.TaskRecord, uint64, *string) {
+	if w.Attempt != 1 || w.Item.TaskRevision == 0 || len(w.Item.Record) == 0 {
+		return nil, 0, nil
+	}
+	rec, err := bus.DecodeRecord(w.Item.Record)
+	if err != nil || rec.Task.ID != w.Item.TaskID || rec.Task.Status.State != schemas.TaskStateSubmitted {
+		return nil, 0, nil
+	}
+	since := rec.LastEventID
+	return rec, w.Item.TaskRevision, &since
+}
+
+// dropStale settles work whose first write found the task changed since
+// the item's snapshot: canceled while queued, or run by another delivery
+// of the same submission. Had the worker read the store first it would
+// not have run the agent; it drops the work now, after making sure a
+// finished task's last event is in its log, as for any work that finds
+// its task finished.
+func (r *Runner) dropStale(ctx context.Context, w *Work, log *slog.Logger) {
+	rec, rev, err := r.b.GetTaskAtLeast(ctx, w.Item.TaskID, w.Item.TaskRevision)
+	if err != nil && !errors.Is(err, schemas.ErrTaskNotFound) {
+		log.Warn("reading a task that changed under its work failed; handing work back", "err", err)
+		_ = w.Nak(backoff(w.Attempt))
+		return
+	}
+	if err == nil && rec.Task.Status.State.Terminal() {
+		if _, perr := r.b.PublishMissingFinalEvent(ctx, rec, rev); perr != nil {
+			log.Warn("checking a finished task's event log failed; handing work back", "err", perr)
+			_ = w.Nak(backoff(w.Attempt))
+			return
+		}
+	}
+	log.Warn("the task changed before this work's first write (canceled, or taken by another delivery); dropping the work")
 	_ = w.Ack()
 }
 
