@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
@@ -34,6 +33,10 @@ type streamOut interface {
 	fail(e *schemas.Error) error
 	// keepAlive writes an SSE comment so proxies keep the connection.
 	keepAlive() error
+	// hold keeps what is written buffered until release, which flushes
+	// it: the events that are ready at once leave in one write.
+	hold()
+	release() error
 }
 
 // sseWriter is the SSE framing shared by the bindings.
@@ -42,6 +45,7 @@ type sseWriter struct {
 	rc           *http.ResponseController
 	writeTimeout time.Duration
 	started      bool
+	held         bool
 }
 
 func newSSEWriter(w http.ResponseWriter, writeTimeout time.Duration) *sseWriter {
@@ -56,6 +60,17 @@ func (s *sseWriter) write(b []byte) error {
 	if _, err := s.w.Write(b); err != nil {
 		return err
 	}
+	if s.held {
+		return nil
+	}
+	return s.rc.Flush()
+}
+
+func (s *sseWriter) hold() { s.held = true }
+
+func (s *sseWriter) release() error {
+	s.held = false
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 	return s.rc.Flush()
 }
 
@@ -78,16 +93,12 @@ func (s *sseWriter) event(id string, data []byte) error {
 	if err := s.start(); err != nil {
 		return err
 	}
-	var b strings.Builder
+	b := make([]byte, 0, len(id)+len(data)+16)
 	if id != "" {
-		b.WriteString("id: ")
-		b.WriteString(id)
-		b.WriteByte('\n')
+		b = append(append(append(b, "id: "...), id...), '\n')
 	}
-	b.WriteString("data: ")
-	b.Write(data) // JSON from encoding/json holds no raw newlines
-	b.WriteString("\n\n")
-	return s.write([]byte(b.String()))
+	b = append(append(append(b, "data: "...), data...), "\n\n"...) // JSON from encoding/json holds no raw newlines
+	return s.write(b)
 }
 
 func (s *sseWriter) keepAlive() error {
@@ -204,13 +215,15 @@ func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas
 				return nil
 			}
 			t := snap.Task.WithHistoryLength(histLen)
+			out.hold()
 			if out.send(snapRev, &schemas.StreamResponse{Task: &t}) != nil {
 				return nil
 			}
-			if s.sendUpdate(out, u, schemas.TaskState.Settled) {
+			last, end := s.sendReady(out, u, reader, schemas.TaskState.Settled)
+			if end {
 				return nil
 			}
-			s.relay(ctx, c, snap.Task.ID, u.Cursor, reader, out, keep, schemas.TaskState.Settled)
+			s.relay(ctx, c, snap.Task.ID, last, reader, out, keep, schemas.TaskState.Settled)
 			return nil
 		}
 	}
@@ -325,10 +338,38 @@ func (s *Server) relay(ctx context.Context, c *call, id string, last uint64, rea
 				return
 			}
 			quiet = false
-			last = u.Cursor
-			if s.sendUpdate(out, u, ends) {
+			out.hold()
+			var end bool
+			if last, end = s.sendReady(out, u, reader, ends); end {
 				return
 			}
+		}
+	}
+}
+
+// sendReady writes u and every update the reader has ready behind it,
+// flushed together (one write for a worker's batch: WORKING, an artifact,
+// COMPLETED), under a hold the caller took. It returns the last cursor
+// written and whether the stream should end.
+func (s *Server) sendReady(out streamOut, u bus.TaskUpdate, reader *bus.EventReader, ends func(schemas.TaskState) bool) (last uint64, end bool) {
+	defer func() {
+		if out.release() != nil {
+			end = true
+		}
+	}()
+	for {
+		last = u.Cursor
+		if s.sendUpdate(out, u, ends) {
+			return last, true
+		}
+		var ok bool
+		select {
+		case u, ok = <-reader.C():
+			if !ok {
+				return last, true
+			}
+		default:
+			return last, false
 		}
 	}
 }
