@@ -74,16 +74,24 @@ func TestWorkForAMissingTaskIsRetriedThenDeadLettered(t *testing.T) {
 	}
 }
 
-// A second copy of a submission's work (queued again after JetStream's
-// de-duplication window, say) must not run the task twice: its first
-// delivery finds the task already past the revision it submits.
-func TestASecondCopyOfWorkDoesNotRunTheTaskTwice(t *testing.T) {
-	_, b := bustest.New(t, bustest.Options{})
+// startAsker runs the agent "ask", which asks for input on every task, and
+// returns the texts it ran on.
+func startAsker(t *testing.T, b *bus.Bus) chan string {
+	t.Helper()
 	runs := make(chan string, 8)
 	startRunner(t, b, workers.Definition{Name: "ask", Agent: workers.AgentFunc(func(ctx context.Context, req *workers.Request, em *workers.Emitter) error {
 		runs <- req.Message.Text()
 		return em.InputRequired(ctx, "and then?")
 	})}, workers.Options{})
+	return runs
+}
+
+// A second copy of a submission's work (queued again after JetStream's
+// de-duplication window, say) must not run the task twice: its first
+// delivery finds the task already past the revision it submits.
+func TestASecondCopyOfWorkDoesNotRunTheTaskTwice(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	runs := startAsker(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rec := &schemas.TaskRecord{Agent: "ask", CreatedAt: *schemas.Now()}
@@ -255,11 +263,7 @@ func TestWorkFromASnapshotOfACanceledTaskIsDropped(t *testing.T) {
 // keeps the first copy's result, once.
 func TestASecondCopyWithASnapshotDoesNotWriteTwice(t *testing.T) {
 	_, b := bustest.New(t, bustest.Options{})
-	runs := make(chan string, 8)
-	startRunner(t, b, workers.Definition{Name: "ask", Agent: workers.AgentFunc(func(ctx context.Context, req *workers.Request, em *workers.Emitter) error {
-		runs <- req.Message.Text()
-		return em.InputRequired(ctx, "and then?")
-	})}, workers.Options{})
+	startAsker(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rec, item := submitWithSnapshot(t, b, "ask", "first")

@@ -126,15 +126,24 @@ func parseSSE(raw string) []sseEvent {
 	var out []sseEvent
 	sc := bufio.NewScanner(strings.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for ev, ok := nextSSEEvent(sc); ok; ev, ok = nextSSEEvent(sc) {
+		out = append(out, ev)
+	}
+	return out
+}
+
+// nextSSEEvent reads the next event that carries data, past blank lines
+// and comments; false at the end of the stream.
+func nextSSEEvent(sc *bufio.Scanner) (sseEvent, bool) {
 	for sc.Scan() {
 		if sc.Text() == "" || strings.HasPrefix(sc.Text(), ":") {
 			continue
 		}
 		if ev, ok := readSSEEvent(sc); ok {
-			out = append(out, ev)
+			return ev, true
 		}
 	}
-	return out
+	return sseEvent{}, false
 }
 
 // subscribeAll replays a task's events from a cursor and returns the raw

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -81,13 +80,7 @@ func sendMessage(t *testing.T, url, mid, text string) (int, string, []byte) {
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "listen-1", "method": "SendMessage", "params": map[string]any{
 		"message": schemas.Message{MessageID: mid, Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart(text)}},
 	}})
-	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get("Retry-After"), raw
+	return post(t, http.DefaultClient, url, string(body))
 }
 
 // An edge and a worker started before any NATS node of their 3-node
