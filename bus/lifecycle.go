@@ -79,7 +79,7 @@ func (b *Bus) QueueWork(ctx context.Context, item *schemas.WorkItem, o PublishOp
 // fan-out parent for its children) queues it this way, once, right after
 // storing it; work queued again later goes through RequeueSubmission.
 func (b *Bus) QueueSubmission(ctx context.Context, rec *schemas.TaskRecord, rev uint64, o PublishOptions) error {
-	return b.queueSubmission(ctx, rec, rev, o, true)
+	return b.queueSubmission(ctx, rec, rev, o, workSnapshot(rec, nil))
 }
 
 // RequeueSubmission queues the work of rec's submission again, for a task
@@ -89,21 +89,33 @@ func (b *Bus) QueueSubmission(ctx context.Context, rec *schemas.TaskRecord, rev 
 // carries no snapshot: its worker reads the store and sees a task another
 // copy took before it runs anything.
 func (b *Bus) RequeueSubmission(ctx context.Context, rec *schemas.TaskRecord, rev uint64, o PublishOptions) error {
-	return b.queueSubmission(ctx, rec, rev, o, false)
+	return b.queueSubmission(ctx, rec, rev, o, nil)
 }
 
-func (b *Bus) queueSubmission(ctx context.Context, rec *schemas.TaskRecord, rev uint64, o PublishOptions, withSnapshot bool) error {
+// queueSubmission queues rec's submission at rev, the item carrying snap
+// (the record as stored; nil for none).
+func (b *Bus) queueSubmission(ctx context.Context, rec *schemas.TaskRecord, rev uint64, o PublishOptions, snap []byte) error {
 	h := rec.Task.History
 	if len(h) == 0 {
 		return fmt.Errorf("bus: queue work: task %s has no message to run", rec.Task.ID)
 	}
-	item := &schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: rec.Agent, Message: h[len(h)-1], TaskRevision: rev}
-	if withSnapshot {
-		if val, err := json.Marshal(rec); err == nil && len(val) <= workSnapshotMax {
-			item.Record = val
+	item := &schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: rec.Agent, Message: h[len(h)-1], TaskRevision: rev, Record: snap}
+	return b.QueueWork(ctx, item, o)
+}
+
+// workSnapshot is the record a work item carries: stored, the bytes as
+// stored (encoded from rec when nil), if they are small enough.
+func workSnapshot(rec *schemas.TaskRecord, stored []byte) []byte {
+	if stored == nil {
+		var err error
+		if stored, err = json.Marshal(rec); err != nil {
+			return nil
 		}
 	}
-	return b.QueueWork(ctx, item, o)
+	if len(stored) > workSnapshotMax {
+		return nil
+	}
+	return stored
 }
 
 // workSnapshotMax bounds the task record a work item carries (see
@@ -247,14 +259,14 @@ func (b *Bus) Submit(ctx context.Context, s Submission, follow Follow) (*schemas
 		ClientTaskID: s.ClientTaskID,
 	}
 	sctx := context.WithoutCancel(ctx)
-	rev, err := b.CreateTask(sctx, rec)
+	rev, stored, err := b.createTask(sctx, rec)
 	if err != nil {
 		return nil, 0, err
 	}
 	if follow != nil {
 		follow(rec, rev)
 	}
-	qerr := b.queue(sctx, rec, rev, s.Publish)
+	qerr := b.queue(sctx, rec, rev, stored, s.Publish)
 	if qerr == nil {
 		return rec, rev, nil
 	}
@@ -272,10 +284,11 @@ func (b *Bus) Submit(ctx context.Context, s Submission, follow Follow) (*schemas
 	return nil, 0, qerr
 }
 
-// queue queues the work of rec's submission at rev; an error is a
+// queue queues the work of rec's submission at rev, as QueueSubmission
+// does (stored: the record as just stored, or nil); an error is a
 // retryable ErrUnavailable unless the bus gave a protocol error.
-func (b *Bus) queue(ctx context.Context, rec *schemas.TaskRecord, rev uint64, o PublishOptions) error {
-	err := b.QueueSubmission(ctx, rec, rev, o)
+func (b *Bus) queue(ctx context.Context, rec *schemas.TaskRecord, rev uint64, stored []byte, o PublishOptions) error {
+	err := b.queueSubmission(ctx, rec, rev, o, workSnapshot(rec, stored))
 	if err == nil {
 		return nil
 	}
@@ -312,7 +325,7 @@ func (b *Bus) Continue(ctx context.Context, o Owner, msg *schemas.Message, p Pub
 	if follow != nil {
 		follow(rec, rev)
 	}
-	_ = b.queue(context.WithoutCancel(ctx), rec, rev, p)
+	_ = b.queue(context.WithoutCancel(ctx), rec, rev, nil, p)
 	return rec, rev, nil
 }
 

@@ -34,16 +34,22 @@ const casAttempts = 16
 // within ctx: a record found stored with exactly these bytes is this
 // create's, and its revision is returned.
 func (b *Bus) CreateTask(ctx context.Context, rec *schemas.TaskRecord) (uint64, error) {
+	rev, _, err := b.createTask(ctx, rec)
+	return rev, err
+}
+
+// createTask is CreateTask, also returning the record as stored.
+func (b *Bus) createTask(ctx context.Context, rec *schemas.TaskRecord) (uint64, []byte, error) {
 	if !schemas.ValidTaskID(rec.Task.ID) {
-		return 0, fmt.Errorf("bus: create task: invalid task id %q", rec.Task.ID)
+		return 0, nil, fmt.Errorf("bus: create task: invalid task id %q", rec.Task.ID)
 	}
 	rec.TrimHistory(b.cfg.HistoryCap)
 	val, err := json.Marshal(rec)
 	if err != nil {
-		return 0, fmt.Errorf("bus: encode task: %w", err)
+		return 0, nil, fmt.Errorf("bus: encode task: %w", err)
 	}
 	if len(val) > int(b.cfg.TaskMaxValueSize) {
-		return 0, schemas.Errorf(schemas.ErrInvalidParams, "the task would take %d bytes, more than the limit of %d", len(val), b.cfg.TaskMaxValueSize)
+		return 0, nil, schemas.Errorf(schemas.ErrInvalidParams, "the task would take %d bytes, more than the limit of %d", len(val), b.cfg.TaskMaxValueSize)
 	}
 	id := rec.Task.ID
 	var rev uint64
@@ -72,11 +78,11 @@ func (b *Bus) CreateTask(ctx context.Context, rec *schemas.TaskRecord) (uint64, 
 	})
 	switch {
 	case err == nil:
-		return rev, nil
+		return rev, val, nil
 	case errors.Is(err, ErrTaskExists):
-		return 0, err
+		return 0, nil, err
 	}
-	return 0, errUnavailable("bus: create task", err)
+	return 0, nil, errUnavailable("bus: create task", err)
 }
 
 // ErrTaskExists is CreateTask's error for an id already taken.
