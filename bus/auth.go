@@ -144,17 +144,25 @@ func (c Credentials) String() string {
 	return c.User + ":***"
 }
 
-// redactURLs is a comma-separated NATS URL list fit for an error or a log
-// line: a password in a URL (nats://user:pass@host) is masked, and a URL
-// that does not parse is not repeated.
-func redactURLs(list string) string {
-	out := strings.Split(list, ",")
-	for i, s := range out {
-		if u, err := url.Parse(strings.TrimSpace(s)); err == nil {
-			out[i] = u.Redacted()
-		} else {
-			out[i] = "(unparsable URL)"
+// RedactURLs is a comma-separated NATS URL list fit for an error or a log
+// line: a password in a URL (nats://user:pass@host) and a token (a user
+// without a password, nats://token@host, which NATS reads as a token) are
+// masked, and a URL that does not parse is not repeated.
+func RedactURLs(list string) string {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
 		}
+		u, err := url.Parse(s)
+		if err != nil {
+			out = append(out, "(unparsable URL)")
+			continue
+		}
+		if _, hasPassword := u.User.Password(); u.User != nil && !hasPassword {
+			u.User = url.User("xxxxx")
+		}
+		out = append(out, u.Redacted())
 	}
 	return strings.Join(out, ",")
 }

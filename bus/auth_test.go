@@ -640,7 +640,7 @@ func TestRoutesNeedClusterCredentials(t *testing.T) {
 }
 
 func TestRedactURLsHidesPasswords(t *testing.T) {
-	got := redactURLs("nats://edge:s3cret@a:4222, nats://b:4222,nats://u:p%zz@c")
+	got := RedactURLs("nats://edge:s3cret@a:4222, nats://b:4222,nats://u:p%zz@c")
 	if strings.Contains(got, "s3cret") || strings.Contains(got, "p%zz") {
 		t.Fatalf("redactURLs left a password: %q", got)
 	}

@@ -226,7 +226,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("bus: connect to nats %q: %w", redactURLs(url), err)
+		return nil, fmt.Errorf("bus: connect to nats %q: %w", RedactURLs(url), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -320,7 +319,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 	}
 
 	if cmd == "worker" {
-		p.log.Info("a2abus worker running", "agents", p.agentNames(), "nats", redactURLs(p.cfg.NATSURL))
+		p.log.Info("a2abus worker running", "agents", p.agentNames(), "nats", bus.RedactURLs(p.cfg.NATSURL))
 		<-ctx.Done()
 		p.log.Info("shutting down")
 		stopWorkers()
@@ -693,20 +692,4 @@ func (p *process) tlsConfig() (*tls.Config, error) {
 		tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
 	}
 	return tc, nil
-}
-
-// redactURLs is a comma-separated URL list fit for a log line: a password
-// in a URL (nats://user:pass@host) is masked, and so is a user without one
-// (nats://token@host: NATS takes it for a token).
-func redactURLs(list string) string {
-	out := splitList(list)
-	for i, s := range out {
-		if u, err := url.Parse(s); err == nil {
-			if _, hasPassword := u.User.Password(); u.User != nil && !hasPassword {
-				u.User = url.User("xxxxx")
-			}
-			out[i] = u.Redacted()
-		}
-	}
-	return strings.Join(out, ",")
 }

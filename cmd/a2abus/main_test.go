@@ -603,7 +603,7 @@ func TestRedactURLs(t *testing.T) {
 		{"nats://worker:s3cret@h1:4222,nats://h2:4222", "nats://worker:xxxxx@h1:4222,nats://h2:4222"},
 		{"nats://s3cret@h1:4222", "nats://xxxxx@h1:4222"},
 	} {
-		if got := redactURLs(c.in); got != c.want {
+		if got := bus.RedactURLs(c.in); got != c.want {
 			t.Errorf("redactURLs(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
