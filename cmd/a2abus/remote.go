@@ -28,6 +28,7 @@ import (
 type remoteMonitor struct {
 	name  string
 	url   string
+	shown string // url as logs, cards and errors show it (discovery.RedactURL)
 	every time.Duration
 	// resolve reads the card: from the shared cache when fresh, else from
 	// the agent (conditionally). force skips a fresh cache entry, for the
@@ -46,10 +47,11 @@ type remoteMonitor struct {
 }
 
 func newRemoteMonitor(name, url string, every time.Duration, opts discovery.Options, prefer []string, log *slog.Logger) *remoteMonitor {
+	shown := discovery.RedactURL(url)
 	return &remoteMonitor{
-		name: name, url: url, every: every, opts: opts, prefer: prefer,
-		log:     log.With("agent", name, "remote_url", discovery.RedactURL(url)),
-		status:  schemas.RemoteAgentStatus{URL: discovery.RedactURL(url), Health: schemas.HealthOffline, LastError: "not checked yet"},
+		name: name, url: url, shown: shown, every: every, opts: opts, prefer: prefer,
+		log:     log.With("agent", name, "remote_url", shown),
+		status:  schemas.RemoteAgentStatus{URL: shown, Health: schemas.HealthOffline, LastError: "not checked yet"},
 		changed: make(chan struct{}, 1),
 	}
 }
@@ -153,12 +155,12 @@ func (m *remoteMonitor) Live() (schemas.AgentCard, *schemas.RemoteAgentStatus) {
 	defer m.mu.Unlock()
 	st := m.status
 	if m.card == nil {
-		return schemas.AgentCard{Name: m.name, Description: fmt.Sprintf("Proxy of the external A2A agent at %s (not reachable yet).", discovery.RedactURL(m.url)), Version: "0.0.0"}, &st
+		return schemas.AgentCard{Name: m.name, Description: fmt.Sprintf("Proxy of the external A2A agent at %s (not reachable yet).", m.shown), Version: "0.0.0"}, &st
 	}
 	c := *m.card
 	c.Name = m.name
 	if c.Description == "" {
-		c.Description = "Proxy of the external A2A agent at " + discovery.RedactURL(m.url)
+		c.Description = "Proxy of the external A2A agent at " + m.shown
 	}
 	// The edge serves its own interfaces, and asks for its own
 	// credentials; the external ones are not ours to advertise.
@@ -191,7 +193,7 @@ func (m *remoteMonitor) Client(ctx context.Context) (*discovery.Client, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.client == nil {
-		return nil, fmt.Errorf("%w at %s: %s", errNotReachable, discovery.RedactURL(m.url), m.status.LastError)
+		return nil, fmt.Errorf("%w at %s: %s", errNotReachable, m.shown, m.status.LastError)
 	}
 	return m.client, nil
 }
@@ -273,7 +275,7 @@ func (p *process) remoteDefinition(a AgentConfig) (workers.Definition, error) {
 	p.monitors = append(p.monitors, m)
 	return workers.Definition{
 		Name: a.Name,
-		Agent: workers.Remote{URL: a.URL, Client: func(ctx context.Context) (workers.RemoteClient, error) {
+		Agent: workers.Remote{URL: m.shown, Client: func(ctx context.Context) (workers.RemoteClient, error) {
 			c, err := m.Client(ctx)
 			if err != nil {
 				return nil, err
