@@ -253,7 +253,7 @@ func (r *Runner) failDeadLetter(dl bus.DeadLetter) {
 func (r *Runner) cancelTask(taskID string) {
 	r.mu.Lock()
 	cancel := r.running[taskID]
-	if cancel == nil {
+	if _, known := r.canceled[taskID]; cancel == nil && !known {
 		if r.canceled == nil {
 			r.canceled = map[string]struct{}{}
 		}
@@ -320,18 +320,10 @@ func (r *Runner) handle(base context.Context, w *Work) {
 	case rec.Task.Status.State.Terminal():
 		// A redelivery (or a cancel before the work was taken): the task is
 		// already finished, so the work is done, once the event that
-		// finished it is in its log (the writer may have died before
-		// publishing it).
-		published, err := r.b.PublishMissingFinalEvent(opCtx, rec, rev)
-		if err != nil {
-			log.Warn("checking a finished task's event log failed; handing work back", "err", err)
-			_ = w.Nak(backoff(w.Attempt))
-			return
+		// finished it is in its log.
+		if r.finalEventLogged(opCtx, w, log, rec, rev) {
+			_ = w.Ack()
 		}
-		if published {
-			log.Warn("published the final event of a task whose writer died before publishing it")
-		}
-		_ = w.Ack()
 		return
 	case w.Attempt == 1 && w.Item.TaskRevision != 0 && rev > w.Item.TaskRevision:
 		// Nothing but a worker running this submission changes a task
@@ -380,13 +372,13 @@ func (r *Runner) handle(base context.Context, w *Work) {
 		_ = w.Ack()
 		return
 	}
-	if em.stale {
-		r.dropStale(opCtx, w, log)
-		return
-	}
 	// The agent's run is over; record how it ended.
 	finCtx, finCancel := context.WithTimeout(base, 30*time.Second)
 	defer finCancel()
+	if em.stale {
+		r.dropStale(finCtx, w, log)
+		return
+	}
 	var finErr error
 	switch {
 	case errors.Is(runErr, ErrTaskEnded):
@@ -436,15 +428,28 @@ func (r *Runner) dropStale(ctx context.Context, w *Work, log *slog.Logger) {
 		_ = w.Nak(backoff(w.Attempt))
 		return
 	}
-	if err == nil && rec.Task.Status.State.Terminal() {
-		if _, perr := r.b.PublishMissingFinalEvent(ctx, rec, rev); perr != nil {
-			log.Warn("checking a finished task's event log failed; handing work back", "err", perr)
-			_ = w.Nak(backoff(w.Attempt))
-			return
-		}
+	if err == nil && rec.Task.Status.State.Terminal() && !r.finalEventLogged(ctx, w, log, rec, rev) {
+		return
 	}
 	log.Warn("the task changed before this work's first write (canceled, or taken by another delivery); dropping the work")
 	_ = w.Ack()
+}
+
+// finalEventLogged makes sure the event that finished rec is in its log
+// (its writer may have died before publishing it; see
+// bus.PublishMissingFinalEvent). If that cannot be checked it hands the
+// work back and reports false.
+func (r *Runner) finalEventLogged(ctx context.Context, w *Work, log *slog.Logger, rec *schemas.TaskRecord, rev uint64) bool {
+	published, err := r.b.PublishMissingFinalEvent(ctx, rec, rev)
+	if err != nil {
+		log.Warn("checking a finished task's event log failed; handing work back", "err", err)
+		_ = w.Nak(backoff(w.Attempt))
+		return false
+	}
+	if published {
+		log.Warn("published the final event of a task whose writer died before publishing it")
+	}
+	return true
 }
 
 // missingTaskDeliveries is how many deliveries work for a task that cannot
