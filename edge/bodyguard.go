@@ -39,9 +39,9 @@ type bodyGuard struct {
 	seen   int // values begun
 
 	inStr, esc, scalar, isKey bool
-	hex                       int // hex digits of a \u escape still to come
-	strLen                    int // decoded bytes of the current string so far (a lower bound)
-	key                       []byte
+	hex                       int     // hex digits of a \u escape still to come
+	strLen                    int     // decoded bytes of the current string so far (a lower bound)
+	key                       keyName // the key being read
 
 	// idAt and idEnd are where the value of the top-level "id" member
 	// lies in the body: idEnd is 0 until that value has ended.
@@ -54,13 +54,24 @@ type bodyGuard struct {
 // (its key), or an array and the element being read (its index).
 type guardFrame struct {
 	object, wantKey bool
-	key             string
+	key             keyName
 	index           int
 	parts           bool // the array is a message's parts
 }
 
 // keyShown bounds how much of a key the guard keeps to name a field.
 const keyShown = 64
+
+// keyName is the start of a key, kept in place so reading a key costs no
+// allocation.
+type keyName struct {
+	b [keyShown]byte
+	n uint8
+}
+
+func (k *keyName) is(name string) bool { return string(k.b[:k.n]) == name }
+
+func (k *keyName) String() string { return string(k.b[:k.n]) }
 
 func (s *Server) newBodyGuard() *bodyGuard {
 	l := s.cfg.partLimits()
@@ -114,15 +125,16 @@ func (g *bodyGuard) stringByte(c byte) {
 		g.inStr = false
 		if g.isKey {
 			top := &g.frames[len(g.frames)-1]
-			top.key, top.wantKey = string(g.key), false
+			top.key, top.wantKey = g.key, false
 		}
 		return
 	}
 	// Every byte outside an escape and every escape decode to at least one
 	// byte.
 	g.strLen++
-	if g.isKey && len(g.key) < keyShown {
-		g.key = append(g.key, c)
+	if g.isKey && g.key.n < keyShown {
+		g.key.b[g.key.n] = c
+		g.key.n++
 	}
 	if g.strLen > g.str {
 		what := "holds a string"
@@ -143,7 +155,7 @@ func (g *bodyGuard) structByte(c byte) {
 		n := len(g.frames)
 		g.isKey = n > 0 && g.frames[n-1].object && g.frames[n-1].wantKey
 		if g.isKey {
-			g.key = g.key[:0]
+			g.key.n = 0
 		} else {
 			g.value()
 		}
@@ -158,7 +170,7 @@ func (g *bodyGuard) structByte(c byte) {
 		f := guardFrame{object: c == '{', wantKey: c == '{'}
 		// A message's parts: the array under "parts" of an object under
 		// "message" (every dialect names them so).
-		f.parts = c == '[' && n >= 2 && g.frames[n-1].key == "parts" && g.frames[n-2].key == "message"
+		f.parts = c == '[' && n >= 2 && g.frames[n-1].key.is("parts") && g.frames[n-2].key.is("message")
 		g.frames = append(g.frames, f)
 	case '}', ']':
 		g.scalar = false
@@ -179,7 +191,7 @@ func (g *bodyGuard) structByte(c byte) {
 		}
 	case ':':
 		g.scalar = false
-		if len(g.frames) == 1 && g.frames[0].key == "id" {
+		if len(g.frames) == 1 && g.frames[0].key.is("id") {
 			g.idAt, g.idEnd = g.off+1, 0
 		}
 	default:
@@ -204,7 +216,7 @@ func (g *bodyGuard) value() {
 
 // memberEnds notes the end of the top-level "id" member's value.
 func (g *bodyGuard) memberEnds() {
-	if len(g.frames) == 1 && g.frames[0].key == "id" && g.idAt > 0 && g.idEnd == 0 {
+	if len(g.frames) == 1 && g.frames[0].key.is("id") && g.idAt > 0 && g.idEnd == 0 {
 		g.idEnd = g.off
 	}
 }
@@ -219,19 +231,19 @@ func (g *bodyGuard) refuse(n int, format string, args ...any) {
 		switch {
 		case !f.object:
 			b.WriteString("[" + strconv.Itoa(f.index) + "]")
-		case f.key != "" && !(i == 0 && f.key == "params"):
+		case f.key.n > 0 && !(i == 0 && f.key.is("params")):
 			if b.Len() > 0 {
 				b.WriteByte('.')
 			}
-			b.WriteString(f.key)
-			if len(f.key) == keyShown {
+			b.WriteString(f.key.String())
+			if f.key.n == keyShown {
 				b.WriteString("…")
 			}
 		}
 	}
 	field := b.String()
 	if n > 0 {
-		switch g.frames[0].key {
+		switch g.frames[0].key.String() {
 		case "jsonrpc", "id", "method":
 			g.err = schemas.Errorf(schemas.ErrInvalidRequest, "the request's %s %s", field, fmt.Sprintf(format, args...))
 			return

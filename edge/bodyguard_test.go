@@ -216,3 +216,28 @@ func TestBodyRefusedBeforeItIsAllSent(t *testing.T) {
 		})
 	}
 }
+
+// Reading a body's keys costs the guard no allocation: a body of a
+// thousand keys allocates only the guard's stack of open containers.
+func TestBodyGuardKeysCostNoAllocation(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"params":{"metadata":{`)
+	for i := range 1000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"key-` + strings.Repeat("k", i%80) + `":1`)
+	}
+	b.WriteString(`}}}`)
+	body := []byte(b.String())
+	s := fuzzServer()
+	allocs := testing.AllocsPerRun(20, func() {
+		g := s.newBodyGuard()
+		if _, err := g.Write(body); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 4 {
+		t.Fatalf("the guard allocated %.0f times for a body of 1000 keys", allocs)
+	}
+}

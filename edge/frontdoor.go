@@ -146,8 +146,8 @@ func (s *Server) serve(b *binding, decode decodeFunc) http.HandlerFunc {
 			who.origin = origin(r)
 		}
 		c.caller = who
-		if err := s.limitRate(r, c); err != nil {
-			s.refuse(w, b, c, schemas.AsError(err), 0)
+		if err := s.limitRate(c); err != nil {
+			s.refuse(w, b, c, err, 0)
 			return
 		}
 		agent, ok := b.agentOf(s, r)
@@ -284,7 +284,11 @@ func (s *Server) refuseCaller(w http.ResponseWriter, r *http.Request, b *binding
 	if f.Challenge != "" {
 		w.Header().Set("WWW-Authenticate", f.Challenge)
 	}
-	s.log.Log(r.Context(), level, "request refused", "status", f.Status, "reason", f.Reason, "scheme", f.Scheme, "remote", r.RemoteAddr, "path", r.URL.Path, "err", err)
+	attrs := []any{"status", f.Status, "reason", f.Reason, "scheme", f.Scheme, "remote", r.RemoteAddr, "path", r.URL.Path}
+	if level == slog.LevelWarn {
+		attrs = append(attrs, "err", err) // the cause beyond the reason
+	}
+	s.log.Log(r.Context(), level, "request refused", attrs...)
 	status := f.Status
 	if kind == schemas.ErrUnavailable || b.rpc {
 		// The row's 503 with Retry-After; and on JSON-RPC, HTTP 200 like

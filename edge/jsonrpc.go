@@ -63,7 +63,7 @@ func decodeJSONRPC(s *Server, w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return err
 	}
-	req, perr := s.parseEnvelope(body)
+	req, perr := parseEnvelope(body)
 	if req != nil && req.ID != nil {
 		c.id = req.ID
 	}
@@ -147,9 +147,10 @@ func supportedVersion(v string) bool {
 }
 
 // parseEnvelope checks the JSON-RPC envelope: valid JSON (−32700), an
-// object within the nesting limit with jsonrpc "2.0", a string/number/null
-// id and a method (−32600).
-func (s *Server) parseEnvelope(body []byte) (*rpcRequest, *schemas.Error) {
+// object with jsonrpc "2.0", a string/number/null id and a method
+// (−32600). Nesting and size were bounded as the body was read
+// (bodyGuard).
+func parseEnvelope(body []byte) (*rpcRequest, *schemas.Error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		return nil, schemas.Errorf(schemas.ErrParse, "empty request body; send a JSON-RPC 2.0 request object")

@@ -216,7 +216,7 @@ func decodeOpenFangSend(s *Server, w http.ResponseWriter, r *http.Request, c *ca
 		c.params = body
 		return err
 	}
-	req, perr := s.parseEnvelope(body)
+	req, perr := parseEnvelope(body)
 	if perr != nil {
 		return perr
 	}

@@ -2,7 +2,6 @@ package edge
 
 import (
 	"math"
-	"net/http"
 	"sync"
 	"time"
 
@@ -19,8 +18,9 @@ type Limits struct {
 	Burst int
 	// MaxUnfinished bounds the caller's tasks that are not finished (over
 	// every agent of its tenant): past it, a new task is refused until one
-	// finishes, is answered or canceled. Anonymous callers share one
-	// count, the anonymous principal's. The count comes from the task
+	// finishes, is answered or canceled. Anonymous callers are counted
+	// per origin (source address, or IPv6 /64), as their rate is. The
+	// count comes from the task
 	// index, which follows the store within milliseconds, so a burst may
 	// pass it by a few.
 	MaxUnfinished int
@@ -96,7 +96,7 @@ func (rl *rateLimiter) allow(key string, l Limits, now time.Time) (bool, time.Du
 
 // limitRate refuses a request over its caller's rate: 429 (−31429 on
 // JSON-RPC) with the seconds to wait.
-func (s *Server) limitRate(r *http.Request, c *call) error {
+func (s *Server) limitRate(c *call) *schemas.Error {
 	l := s.cfg.Limits.of(c.caller)
 	if l.Rate <= 0 {
 		return nil

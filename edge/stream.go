@@ -338,7 +338,6 @@ func (s *Server) relay(ctx context.Context, c *call, id string, last uint64, rea
 				return
 			}
 			quiet = false
-			out.hold()
 			var end bool
 			if last, end = s.sendReady(out, u, reader, ends); end {
 				return
@@ -349,9 +348,10 @@ func (s *Server) relay(ctx context.Context, c *call, id string, last uint64, rea
 
 // sendReady writes u and every update the reader has ready behind it,
 // flushed together (one write for a worker's batch: WORKING, an artifact,
-// COMPLETED), under a hold the caller took. It returns the last cursor
-// written and whether the stream should end.
+// COMPLETED, and whatever the caller wrote under a hold of its own before).
+// It returns the last cursor written and whether the stream should end.
 func (s *Server) sendReady(out streamOut, u bus.TaskUpdate, reader *bus.EventReader, ends func(schemas.TaskState) bool) (last uint64, end bool) {
+	out.hold()
 	defer func() {
 		if out.release() != nil {
 			end = true
