@@ -257,8 +257,10 @@ func (r *EventReader) replay(ctx context.Context, pos uint64) error {
 	r.mu.Lock()
 	after := r.last
 	r.mu.Unlock()
-	if us, err := decodeUpdates(&nats.Msg{Subject: subject, Header: lastMsg.Header, Data: lastMsg.Data}); err == nil && lastMsg.Seq <= pos && us[len(us)-1].Cursor <= after {
-		return nil // nothing stored that the reader lacks
+	if us, err := decodeUpdates(&nats.Msg{Subject: subject, Header: lastMsg.Header, Data: lastMsg.Data}); err == nil && us[len(us)-1].Cursor <= after {
+		// Nothing stored is newer than the cursor: what is stored after
+		// pos the hub delivers (and the reader drops as old).
+		return nil
 	}
 	cons, err := r.b.js.OrderedConsumer(ctx, schemas.StreamEvents, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy, InactiveThreshold: 30 * time.Second})

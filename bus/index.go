@@ -651,16 +651,12 @@ func (b *Bus) expireIdle(ctx context.Context, e *indexEntry, idle time.Duration)
 	reason := fmt.Sprintf("canceled: waited %s for input without an answer", idle)
 	ev := TaskEvent{ID: schemas.NewID(), Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled,
 		Message: &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleAgent, Parts: []schemas.Part{schemas.TextPart(reason)}}}}}
-	rec, rev, err := b.update(ctx, e.id, nil, 0, func(r *schemas.TaskRecord) error {
-		if !r.Task.Status.State.Interrupted() || r.StatusTime().UnixNano() != e.At {
+	rec, _, err := b.applyEventsIf(ctx, e.id, nil, 0, func(r *schemas.TaskRecord) error {
+		if !r.Task.Status.State.Interrupted() || r.IndexEntry().At != e.At {
 			return errNotIdle
 		}
-		if err := stamp(r, ev); err != nil {
-			return err
-		}
-		r.LastEventID, r.LastEventIndex = ev.ID, 0
 		return nil
-	}, 0)
+	}, []TaskEvent{ev})
 	switch {
 	case errors.Is(err, errNotIdle) || errors.Is(err, schemas.ErrTaskNotFound) || errors.Is(err, schemas.ErrTaskTerminal):
 		return false, nil
@@ -669,5 +665,5 @@ func (b *Bus) expireIdle(ctx context.Context, e *indexEntry, idle time.Duration)
 	}
 	b.m.expired.Inc(rec.Agent, string(e.State))
 	b.log.Info("canceled a task idle for input", "task_id", e.id, "agent", rec.Agent, "idle", idle)
-	return true, b.publishEvents(ctx, rec, rev, []TaskEvent{ev})
+	return true, nil
 }

@@ -386,7 +386,7 @@ func (b *Bus) withdrawQueuedWork(ctx context.Context, agent, id string) {
 }
 
 // apiMsgDelete deletes one message of a stream.
-const apiMsgDelete = "$JS.API.STREAM.MSG.DELETE."
+const apiMsgDelete = jsAPIPrefix + "STREAM.MSG.DELETE."
 
 // Await follows a task of o's until it settles (a terminal or interrupted
 // state, or a message-only reply) and returns its record then. A reader

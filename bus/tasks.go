@@ -423,6 +423,23 @@ var ErrStale = errors.New("the task changed since the snapshot the write was mad
 // delivery's worker). The refusal is decided on the record read from the
 // stream leader.
 func (b *Bus) ApplyEventsSince(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, since *string, evs []TaskEvent) (*schemas.TaskRecord, uint64, error) {
+	var pre func(*schemas.TaskRecord) error
+	if since != nil {
+		pre = func(r *schemas.TaskRecord) error {
+			if r.LastEventID != *since {
+				return ErrStale
+			}
+			return nil
+		}
+	}
+	return b.applyEventsIf(ctx, taskID, cached, cachedRev, pre, evs)
+}
+
+// applyEventsIf is ApplyEvents for a write that holds only while pre (when
+// set) accepts the stored record: pre's error refuses the write, decided
+// on the leader's record. A write found already applied (an earlier
+// attempt whose answer was lost) is only published.
+func (b *Bus) applyEventsIf(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, pre func(*schemas.TaskRecord) error, evs []TaskEvent) (*schemas.TaskRecord, uint64, error) {
 	if len(evs) == 0 || len(evs) > MaxEventsPerWrite {
 		return nil, 0, fmt.Errorf("bus: apply %d events at once (1 to %d)", len(evs), MaxEventsPerWrite)
 	}
@@ -436,8 +453,10 @@ func (b *Bus) ApplyEventsSince(ctx context.Context, taskID string, cached *schem
 		if r.LastEventID == lastID {
 			return errApplied
 		}
-		if since != nil && r.LastEventID != *since {
-			return ErrStale
+		if pre != nil {
+			if err := pre(r); err != nil {
+				return err
+			}
 		}
 		for _, ev := range evs {
 			if err := stamp(r, ev); err != nil {
