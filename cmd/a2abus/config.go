@@ -423,14 +423,7 @@ func settings() []setting {
 		{"sweep-every", "A2ABUS_SWEEP_EVERY", "how often an edge deletes finished tasks past the bounds and looks for orphaned work (default 10s)", dur(func(c *Config) *Duration { return &c.SweepEvery })},
 		{"idle-after", "A2ABUS_IDLE_AFTER", "how long a task may wait for input (INPUT_REQUIRED, AUTH_REQUIRED) before a sweep cancels it (default 24h)", dur(func(c *Config) *Duration { return &c.IdleAfter })},
 		{"orphan-after", "A2ABUS_ORPHAN_AFTER", "how long a task may stay SUBMITTED with no work queued before a sweep queues it (default 30s)", dur(func(c *Config) *Duration { return &c.OrphanAfter })},
-		{"max-finished-bytes", "A2ABUS_MAX_FINISHED_BYTES", "stored bytes of finished tasks kept before the oldest are deleted (default 536870912)", func(c *Config, v string) error {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 {
-				return fmt.Errorf("must be a number of bytes, got %q", v)
-			}
-			c.MaxFinishedBytes = n
-			return nil
-		}},
+		{"max-finished-bytes", "A2ABUS_MAX_FINISHED_BYTES", "stored bytes of finished tasks kept before the oldest are deleted (default 536870912)", size(func(c *Config) *int64 { return &c.MaxFinishedBytes })},
 		{"rate-limit", "A2ABUS_RATE_LIMIT", "requests a second one caller (a principal, or an anonymous source address) may send to an edge (default 500; 0 for no limit)", func(c *Config, v string) error {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil || f < 0 {
@@ -443,11 +436,7 @@ func settings() []setting {
 		{"max-unfinished-bytes", "A2ABUS_MAX_UNFINISHED_BYTES", "stored size of one caller's unfinished tasks before new ones get 429: bytes, or with KiB, MiB, GiB (default 256MiB; 0 for no limit)", size(func(c *Config) *int64 { return &c.Limits.MaxUnfinishedBytes })},
 		{"max-unfinished", "A2ABUS_MAX_UNFINISHED", "unfinished tasks one caller may have before new ones get 429 (default 1000; 0 for no limit)", num(func(c *Config) *int { return &c.Limits.MaxUnfinished })},
 		{"max-backlog", "A2ABUS_MAX_BACKLOG", "tasks queued or running per agent before new ones get 503 + Retry-After (default 10000)", num(func(c *Config) *int { return &c.MaxBacklog })},
-		{"max-body-bytes", "A2ABUS_MAX_BODY_BYTES", "largest HTTP request body (default 4194304)", func(c *Config, v string) error {
-			n, err := strconv.ParseInt(v, 10, 64)
-			c.MaxBodyBytes = n
-			return err
-		}},
+		{"max-body-bytes", "A2ABUS_MAX_BODY_BYTES", "largest HTTP request body (default 4194304)", size(func(c *Config) *int64 { return &c.MaxBodyBytes })},
 		{"shutdown-grace", "A2ABUS_SHUTDOWN_GRACE", "time requests, streams and work in flight may finish on shutdown before they are ended (default 10s)", dur(func(c *Config) *Duration { return &c.ShutdownGrace })},
 		{"read-header-timeout", "A2ABUS_READ_HEADER_TIMEOUT", "longest time an HTTP request's head may take to arrive; a slower client is disconnected (default 10s)", dur(func(c *Config) *Duration { return &c.HTTP.ReadHeaderTimeout })},
 		{"read-body-timeout", "A2ABUS_READ_BODY_TIMEOUT", "longest time an HTTP request's body may take to arrive after its head (default 30s)", dur(func(c *Config) *Duration { return &c.HTTP.ReadBodyTimeout })},
