@@ -188,6 +188,12 @@ type EventReader struct {
 	// hub's events wait in pending (bounded by the buffer too).
 	replaying bool
 	pending   []TaskUpdate
+	// The replay waits for the consumer of the reader (it never
+	// overflows the buffer, however much is stored): sending says a
+	// replay send is under way, so finish leaves closing ch to it
+	// (closeLater), and stopped, closed by finish, ends the wait.
+	sending, closeLater bool
+	stopped             chan struct{}
 }
 
 // ReadEvents opens a reader of the events of task taskID with cursors
@@ -222,46 +228,126 @@ func (b *Bus) ReadEvents(ctx context.Context, taskID string, after uint64, buffe
 		}
 		return nil, schemas.Errorf(schemas.ErrUnavailable, "the events of task %s cannot be followed yet; retry", taskID)
 	}
-	r := &EventReader{b: b, hub: h, taskID: taskID, ch: make(chan TaskUpdate, buffer), last: after, replaying: true}
+	r := &EventReader{b: b, hub: h, taskID: taskID, ch: make(chan TaskUpdate, buffer), last: after, replaying: true, stopped: make(chan struct{})}
 	pos := h.add(r)
+	retryable := func(err error) bool {
+		return errors.Is(err, schemas.ErrUnavailable) && !errors.Is(err, nats.ErrConnectionClosed)
+	}
+	var stale bool
 	err := retryWithin(ctx, readerOpenRetryFor, func(actx context.Context) (bool, error) {
-		err := r.replay(actx, pos)
-		return err == nil || !errors.Is(err, schemas.ErrUnavailable) || errors.Is(err, nats.ErrConnectionClosed), err
+		var err error
+		stale, err = r.behind(actx)
+		return !retryable(err), err
 	})
 	if err != nil {
 		h.remove(r)
 		return nil, err
 	}
-	r.mu.Lock()
+	if !stale {
+		r.mu.Lock()
+		r.endReplay()
+		r.mu.Unlock()
+		return r, nil
+	}
+	// The stored events are read while the caller drains the reader.
+	go func() {
+		rctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-r.stopped:
+				cancel()
+			case <-rctx.Done():
+			}
+		}()
+		err := retryWithin(rctx, readerOpenRetryFor, func(actx context.Context) (bool, error) {
+			err := r.replay(actx, pos)
+			return !retryable(err), err
+		})
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err != nil {
+			r.finish(err)
+			return
+		}
+		r.endReplay()
+	}()
+	return r, nil
+}
+
+// endReplay hands on the hub's events that waited for the replay; r.mu is
+// held.
+func (r *EventReader) endReplay() {
 	r.replaying = false
 	pending := r.pending
 	r.pending = nil
 	r.deliver(pending)
-	r.mu.Unlock()
-	return r, nil
 }
 
-// replay delivers the task's events the stream stored up to pos. The
-// task's last stored event tells whether there is anything newer than the
-// reader's cursor; only then are its events read, through a consumer that
-// lives for the read.
-func (r *EventReader) replay(ctx context.Context, pos uint64) error {
+// behind tells whether the stream stores events of the task newer than
+// the reader's cursor: the task's last stored event says.
+func (r *EventReader) behind(ctx context.Context) (bool, error) {
 	subject := schemas.SubjectEvents(r.taskID)
 	lastMsg, err := r.b.leaderGet(ctx, schemas.StreamEvents, subject)
 	if errors.Is(err, errNoMessage) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	r.mu.Lock()
 	after := r.last
 	r.mu.Unlock()
-	if us, err := decodeUpdates(&nats.Msg{Subject: subject, Header: lastMsg.Header, Data: lastMsg.Data}); err == nil && us[len(us)-1].Cursor <= after {
-		// Nothing stored is newer than the cursor: what is stored after
-		// pos the hub delivers (and the reader drops as old).
-		return nil
+	us, err := decodeUpdates(&nats.Msg{Subject: subject, Header: lastMsg.Header, Data: lastMsg.Data})
+	// Nothing stored is newer than the cursor: what is stored after the
+	// hub's position the hub delivers (and the reader drops as old).
+	return err != nil || us[len(us)-1].Cursor > after, nil
+}
+
+// put passes on the events newer than the reader's cursor, waiting for
+// room in the buffer; false once the reader has ended.
+func (r *EventReader) put(us []TaskUpdate) bool {
+	for _, u := range us {
+		r.mu.Lock()
+		if r.done {
+			r.mu.Unlock()
+			return false
+		}
+		if u.Cursor <= r.last {
+			r.mu.Unlock()
+			continue
+		}
+		r.sending = true
+		r.mu.Unlock()
+		sent := false
+		select {
+		case r.ch <- u:
+			sent = true
+		case <-r.stopped:
+		}
+		r.mu.Lock()
+		r.sending = false
+		if sent {
+			r.last = u.Cursor
+		}
+		done := r.done
+		if done && r.closeLater {
+			r.closeLater = false
+			close(r.ch)
+		}
+		r.mu.Unlock()
+		if done {
+			return false
+		}
 	}
+	return true
+}
+
+// replay delivers the task's events the stream stored up to pos (behind
+// said some are newer than the reader's cursor), through a consumer that
+// lives for the read, at the pace the reader is drained.
+func (r *EventReader) replay(ctx context.Context, pos uint64) error {
+	subject := schemas.SubjectEvents(r.taskID)
 	cons, err := r.b.js.OrderedConsumer(ctx, schemas.StreamEvents, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy, InactiveThreshold: 30 * time.Second})
 	if err != nil {
@@ -289,14 +375,8 @@ func (r *EventReader) replay(ctx context.Context, pos uint64) error {
 		us, err := decodeUpdates(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
 		if err != nil {
 			r.b.log.Warn("skipping undecodable task event", "subject", m.Subject(), "err", err)
-		} else {
-			r.mu.Lock()
-			r.deliver(us)
-			done := r.done
-			r.mu.Unlock()
-			if done {
-				return nil
-			}
+		} else if !r.put(us) {
+			return nil
 		}
 		if meta.Sequence.Stream == pos || meta.NumPending == 0 {
 			return nil
@@ -345,6 +425,11 @@ func (r *EventReader) finish(err error) {
 		return
 	}
 	r.done, r.err = true, err
+	close(r.stopped)
+	if r.sending {
+		r.closeLater = true // put closes ch once its send gave up
+		return
+	}
 	close(r.ch)
 }
 

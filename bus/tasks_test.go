@@ -671,6 +671,50 @@ func TestEventReaderOverflow(t *testing.T) {
 	}
 }
 
+// A reader that resumes far behind (more events stored after its cursor
+// than its buffer holds) gets all of them, read as it is drained: the
+// replay waits for the consumer instead of overflowing it.
+func TestEventReaderReplaysMoreThanItsBuffer(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}, Agent: "a"}
+	if _, err := b.CreateTask(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	const stored = 40
+	for i := range stored {
+		a := schemas.Artifact{ArtifactID: fmt.Sprint(i), Parts: []schemas.Part{schemas.TextPart("x")}}
+		if _, _, err := b.Apply(ctx, rec.Task.ID, TaskEvent{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: a}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := b.ReadEvents(ctx, rec.Task.ID, 0, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var last uint64
+	for i := range stored {
+		u, ok := <-r.C()
+		if !ok {
+			t.Fatalf("the reader ended after %d of %d stored events: %v", i, stored, r.Err())
+		}
+		if u.Artifact == nil || u.Artifact.Artifact.ArtifactID != fmt.Sprint(i) || u.Cursor <= last {
+			t.Fatalf("event %d: %+v after cursor %d", i, u, last)
+		}
+		last = u.Cursor
+	}
+	// Closing a reader whose replay is done, or under way, is clean.
+	r2, err := b.ReadEvents(ctx, rec.Task.ID, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-r2.C()
+	r2.Close()
+	for range r2.C() {
+	}
+}
+
 // Readers cost no consumer each: two thousand readers of forty tasks are
 // served by the process's one hub consumer, each gets its task's events
 // and only those, and a reader from the start of a task that has events
