@@ -407,10 +407,11 @@ func TestRolesDoTheirWork(t *testing.T) {
 	}
 	for done := false; !done; {
 		select {
-		case u, ok := <-reader.C():
+		case us, ok := <-reader.C():
 			if !ok {
 				t.Fatalf("event reader ended: %v", reader.Err())
 			}
+			u := us[len(us)-1]
 			done = u.Status != nil && u.Status.Status.State == schemas.TaskStateCompleted
 		case <-ctx.Done():
 			t.Fatal("no completion event")

@@ -140,8 +140,28 @@ func decodeMsgs(msg *nats.Msg) ([]cloudevents.Event, error) {
 		if err := evs[i].Validate(); err != nil {
 			return nil, fmt.Errorf("%w: batch event %d: %v", errMalformedEvent, i, err)
 		}
+		if err := textAttrs(&evs[i]); err != nil {
+			return nil, fmt.Errorf("%w: batch event %d: %v", errMalformedEvent, i, err)
+		}
 	}
 	return evs, nil
+}
+
+// textAttrs refuses a structured event whose attributes are not text
+// (invalid UTF-8, which JSON strings cannot carry but sdk-go's reader
+// lets through): the binary mode could not carry them either.
+func textAttrs(ev *cloudevents.Event) error {
+	for _, v := range []string{ev.ID(), ev.Source(), ev.Type(), ev.Subject(), ev.DataContentType(), ev.DataSchema()} {
+		if !utf8.ValidString(v) {
+			return errors.New("an attribute is not valid UTF-8")
+		}
+	}
+	for _, v := range ev.Extensions() {
+		if s, ok := v.(string); ok && !utf8.ValidString(s) {
+			return errors.New("an extension is not valid UTF-8")
+		}
+	}
+	return nil
 }
 
 // decodeMsg reads an event from a NATS message in either content mode.
@@ -153,6 +173,9 @@ func decodeMsg(msg *nats.Msg) (cloudevents.Event, error) {
 		}
 		if ev.SpecVersion() != cloudevents.CloudEventsVersionV1 {
 			return ev, fmt.Errorf("%w: unsupported specversion %q", errMalformedEvent, ev.SpecVersion())
+		}
+		if err := textAttrs(&ev); err != nil {
+			return ev, fmt.Errorf("%w: structured: %v", errMalformedEvent, err)
 		}
 	} else {
 		ev = cloudevents.New(cloudevents.CloudEventsVersionV1)

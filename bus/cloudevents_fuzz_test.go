@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -36,6 +37,7 @@ func FuzzDecodeMsgs(f *testing.F) {
 		{"Content-Type: application/cloudevents-batch+json", `[]`},
 		{"Content-Type: application/cloudevents-batch+json", `[{"specversion":"1.0","id":"x","source":"s","type":"t","ext":7,"flag":true}]`},
 		{"Content-Type: application/json", `{"specversion":"1.0","id":"x","source":"s","type":"t"}`},
+		{"Content-Type: application/cloudevents-batch+json", `[{"specversion":"1.0","id":"a","source":"s","type":"dev.a2abus.task.status.v1","datacontenttype":"application/json","sequence":"00000000000000000003","data":{"taskId":"t","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}},{"specversion":"1.0","id":"b","source":"s","type":"dev.a2abus.task.artifact.v1","sequence":3,"sequenceindex":1,"data":{"taskId":"t","artifact":{"artifactId":"x","parts":[{"text":"hi"}]},"append":true}}]`},
 	} {
 		f.Add(seed.headers, []byte(seed.data))
 	}
@@ -47,6 +49,19 @@ func FuzzDecodeMsgs(f *testing.F) {
 			}
 		}
 		msg := &nats.Msg{Subject: "a2a.events.t", Header: h, Data: data}
+		// Where the general reading reads a batch of task events, the
+		// direct one (decodeBatchUpdates) reads the same, or leaves it to
+		// the general one. (It folds the case of attribute names, as
+		// encoding/json does; the general one does not.)
+		if fast := decodeBatchUpdates(msg); fast != nil {
+			if evs, err := decodeMsgs(msg); err == nil {
+				for i := range evs {
+					if u, err := decodeUpdate(&evs[i]); err == nil && (len(evs) != len(fast) || !reflect.DeepEqual(u, fast[i])) {
+						t.Fatalf("event %d read directly as %+v, generally %+v", i, fast[i], u)
+					}
+				}
+			}
+		}
 		evs, err := decodeMsgs(msg)
 		if err != nil {
 			if !errors.Is(err, errMalformedEvent) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -452,6 +453,19 @@ func TestEventBatch(t *testing.T) {
 		t.Fatalf("fixture batch read as %+v", us)
 	}
 
+	// The hub's direct reading of a batch and the general one (sdk-go's
+	// events, then their data) agree.
+	general, err := decodeMsgs(m)
+	if err != nil || len(general) != 2 {
+		t.Fatal(err)
+	}
+	for i := range general {
+		u, err := decodeUpdate(&general[i])
+		if err != nil || !reflect.DeepEqual(u, us[i]) {
+			t.Fatalf("event %d: read directly %+v, generally %+v (%v)", i, us[i], u, err)
+		}
+	}
+
 	b := &Bus{source: "urn:a2abus:test"}
 	var evs []cloudevents.Event
 	for i, data := range []any{us[0].Status, us[1].Artifact} {
@@ -490,7 +504,7 @@ func TestEventBatch(t *testing.T) {
 		"old specversion": `[{"specversion":"0.3","id":"x","source":"s","type":"` + schemas.TypeTaskStatus + `","sequence":"1","data":{}}]`,
 		"no id":           `[{"specversion":"1.0","source":"s","type":"` + schemas.TypeTaskStatus + `","sequence":"1","data":{}}]`,
 		"wrong type":      `[{"specversion":"1.0","id":"x","source":"s","type":"` + schemas.TypeWorkExecute + `","sequence":"1","data":{}}]`,
-		"bad index":       `[{"specversion":"1.0","id":"x","source":"s","type":"` + schemas.TypeTaskStatus + `","sequence":"1","sequenceindex":"99","data":{}}]`,
+		"bad index":       `[{"specversion":"1.0","id":"x","source":"s","type":"` + schemas.TypeTaskStatus + `","sequence":"1","sequenceindex":"4096","data":{}}]`,
 	} {
 		_, err := decodeUpdates(&nats.Msg{Subject: "a2a.events.t", Header: nats.Header{"Content-Type": {contentBatch}}, Data: []byte(data)})
 		if !errors.Is(err, errMalformedEvent) {

@@ -2,8 +2,10 @@ package bus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,14 +40,25 @@ type TaskUpdate struct {
 }
 
 // cursorBits is the room a cursor leaves for events of one revision: one
-// write stores at most 1<<cursorBits events.
-const cursorBits = 4
+// write stores at most 1<<cursorBits - 1 events (an agent's streamed
+// chunks are coalesced into writes of many events, see workers.Emitter),
+// and revisions up to 1<<52 remain. Cursors of releases before it had 4
+// bits; the edge reads those as such (its SSE ids name the version).
+const cursorBits = 12
 
 // MaxEventsPerWrite bounds the events one write may store.
 const MaxEventsPerWrite = 1<<cursorBits - 1
 
 // EventCursor is the cursor of the index-th event stored with revision rev.
 func EventCursor(rev uint64, index int) uint64 { return rev<<cursorBits | uint64(index) }
+
+// SplitCursor is the revision and index of a cursor (EventCursor's inverse).
+func SplitCursor(c uint64) (rev uint64, index int) {
+	return c >> cursorBits, int(c & MaxEventsPerWrite)
+}
+
+// MaxRevision is the largest revision a cursor can carry.
+const MaxRevision = 1<<(64-cursorBits) - 1
 
 // RecordCursor is the cursor of the last event stored with a record read
 // at revision rev: a reader that has it has everything up to that record.
@@ -178,7 +191,7 @@ type EventReader struct {
 	b      *Bus
 	hub    *eventHub
 	taskID string
-	ch     chan TaskUpdate
+	ch     chan []TaskUpdate
 
 	mu   sync.Mutex
 	err  error
@@ -187,7 +200,7 @@ type EventReader struct {
 	// While the reader reads what was stored before it registered, the
 	// hub's events wait in pending (bounded by the buffer too).
 	replaying bool
-	pending   []TaskUpdate
+	pending   [][]TaskUpdate
 	// The replay waits for the consumer of the reader (it never
 	// overflows the buffer, however much is stored): sending says a
 	// replay send is under way, so finish leaves closing ch to it
@@ -198,9 +211,13 @@ type EventReader struct {
 
 // ReadEvents opens a reader of the events of task taskID with cursors
 // greater than after (0: all; SnapshotCursor(rev): those after a record
-// read at rev). At most buffer events wait undelivered; when a slow
-// consumer lets more pile up, the reader ends with ErrReaderOverflow (it
-// never slows the publisher or other readers). Close it when done.
+// read at rev). Events come in groups, as stored: the events of one write
+// (a burst of streamed chunks is one write), or what of them is newer than
+// the cursor. At most buffer groups wait undelivered, so a reader holds
+// references, never copies, of what the hub decoded once for every reader;
+// when a slow consumer lets more pile up, the reader ends with
+// ErrReaderOverflow (it never slows the publisher or other readers).
+// Close it when done.
 //
 // While the bus cannot serve it (a leader is being elected) it retries for
 // up to readerOpenRetryFor within ctx; an error still matching
@@ -228,7 +245,7 @@ func (b *Bus) ReadEvents(ctx context.Context, taskID string, after uint64, buffe
 		}
 		return nil, schemas.Errorf(schemas.ErrUnavailable, "the events of task %s cannot be followed yet; retry", taskID)
 	}
-	r := &EventReader{b: b, hub: h, taskID: taskID, ch: make(chan TaskUpdate, buffer), last: after, replaying: true, stopped: make(chan struct{})}
+	r := &EventReader{b: b, hub: h, taskID: taskID, ch: make(chan []TaskUpdate, buffer), last: after, replaying: true, stopped: make(chan struct{})}
 	pos := h.add(r)
 	retryable := func(err error) bool {
 		return errors.Is(err, schemas.ErrUnavailable) && !errors.Is(err, nats.ErrConnectionClosed)
@@ -281,7 +298,21 @@ func (r *EventReader) endReplay() {
 	r.replaying = false
 	pending := r.pending
 	r.pending = nil
-	r.deliver(pending)
+	for _, us := range pending {
+		r.deliver(us)
+	}
+}
+
+// newer is the part of us (one stored message's events, in cursor order)
+// after the reader's cursor; r.mu is held. An older event (two writers
+// raced to publish) describes a superseded state and is dropped.
+func (r *EventReader) newer(us []TaskUpdate) []TaskUpdate {
+	for i, u := range us {
+		if u.Cursor > r.last {
+			return us[i:]
+		}
+	}
+	return nil
 }
 
 // behind tells whether the stream stores events of the task newer than
@@ -307,40 +338,35 @@ func (r *EventReader) behind(ctx context.Context) (bool, error) {
 // put passes on the events newer than the reader's cursor, waiting for
 // room in the buffer; false once the reader has ended.
 func (r *EventReader) put(us []TaskUpdate) bool {
-	for _, u := range us {
-		r.mu.Lock()
-		if r.done {
-			r.mu.Unlock()
-			return false
-		}
-		if u.Cursor <= r.last {
-			r.mu.Unlock()
-			continue
-		}
-		r.sending = true
+	r.mu.Lock()
+	if r.done {
 		r.mu.Unlock()
-		sent := false
-		select {
-		case r.ch <- u:
-			sent = true
-		case <-r.stopped:
-		}
-		r.mu.Lock()
-		r.sending = false
-		if sent {
-			r.last = u.Cursor
-		}
-		done := r.done
-		if done && r.closeLater {
-			r.closeLater = false
-			close(r.ch)
-		}
-		r.mu.Unlock()
-		if done {
-			return false
-		}
+		return false
 	}
-	return true
+	us = r.newer(us)
+	if len(us) == 0 {
+		r.mu.Unlock()
+		return true
+	}
+	r.sending = true
+	r.mu.Unlock()
+	sent := false
+	select {
+	case r.ch <- us:
+		sent = true
+	case <-r.stopped:
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sending = false
+	if sent {
+		r.last = us[len(us)-1].Cursor
+	}
+	if r.done && r.closeLater {
+		r.closeLater = false
+		close(r.ch)
+	}
+	return !r.done
 }
 
 // replay delivers the task's events the stream stored up to pos (behind
@@ -390,11 +416,11 @@ func (r *EventReader) live(us []TaskUpdate) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.replaying {
-		if len(r.pending)+len(us) > cap(r.ch) {
+		if len(r.pending) >= cap(r.ch) {
 			r.finish(ErrReaderOverflow)
 			return
 		}
-		r.pending = append(r.pending, us...)
+		r.pending = append(r.pending, us)
 		return
 	}
 	r.deliver(us)
@@ -403,19 +429,17 @@ func (r *EventReader) live(us []TaskUpdate) {
 // deliver passes on the events newer than the reader's cursor; r.mu is
 // held.
 func (r *EventReader) deliver(us []TaskUpdate) {
-	for _, u := range us {
-		if r.done {
-			return
-		}
-		if u.Cursor <= r.last {
-			continue
-		}
-		select {
-		case r.ch <- u:
-			r.last = u.Cursor
-		default:
-			r.finish(ErrReaderOverflow)
-		}
+	if r.done {
+		return
+	}
+	if us = r.newer(us); len(us) == 0 {
+		return
+	}
+	select {
+	case r.ch <- us:
+		r.last = us[len(us)-1].Cursor
+	default:
+		r.finish(ErrReaderOverflow)
 	}
 }
 
@@ -433,8 +457,24 @@ func (r *EventReader) finish(err error) {
 	close(r.ch)
 }
 
-// C delivers the events; it is closed when the reader ends.
-func (r *EventReader) C() <-chan TaskUpdate { return r.ch }
+// C delivers the events, in order, in groups (see ReadEvents); it is
+// closed when the reader ends. A group is shared with the process's other
+// readers of the task: read it, never change it.
+func (r *EventReader) C() <-chan []TaskUpdate { return r.ch }
+
+// Events is C one event at a time, for a consumer that waits on nothing
+// else; it ends when the reader does, or when the loop breaks.
+func (r *EventReader) Events() iter.Seq[TaskUpdate] {
+	return func(yield func(TaskUpdate) bool) {
+		for us := range r.ch {
+			for _, u := range us {
+				if !yield(u) {
+					return
+				}
+			}
+		}
+	}
+}
 
 // Err tells why C was closed: ErrReaderOverflow, or nil after Close.
 func (r *EventReader) Err() error {
@@ -454,6 +494,9 @@ func (r *EventReader) Close() {
 // decodeUpdates reads the events of one message on a task's event subject
 // (one event, or the batch of one write) in order.
 func decodeUpdates(m *nats.Msg) ([]TaskUpdate, error) {
+	if us := decodeBatchUpdates(m); us != nil {
+		return us, nil
+	}
 	evs, err := decodeMsgs(m)
 	if err != nil {
 		return nil, err
@@ -465,6 +508,82 @@ func decodeUpdates(m *nats.Msg) ([]TaskUpdate, error) {
 		}
 	}
 	return us, nil
+}
+
+// batchEvent is the part of a structured-mode CloudEvent a task update
+// needs.
+type batchEvent struct {
+	SpecVersion     string          `json:"specversion"`
+	ID              string          `json:"id"`
+	Source          string          `json:"source"`
+	Type            string          `json:"type"`
+	DataContentType string          `json:"datacontenttype"`
+	Sequence        json.RawMessage `json:"sequence"`
+	SequenceIndex   json.RawMessage `json:"sequenceindex"`
+	Data            json.RawMessage `json:"data"`
+}
+
+// decodeBatchUpdates reads a batch of task events straight into updates,
+// or returns nil for decodeMsgs to read it and say what is wrong. A write
+// of many chunks is one batch, and every edge's hub decodes every one:
+// sdk-go's generic event (attributes, extension maps, the data as bytes
+// decoded again) cost several times this.
+func decodeBatchUpdates(m *nats.Msg) []TaskUpdate {
+	if !strings.HasPrefix(strings.ToLower(headerFold(m.Header, "Content-Type")), contentBatch) {
+		return nil
+	}
+	var evs []batchEvent
+	if json.Unmarshal(m.Data, &evs) != nil || len(evs) == 0 {
+		return nil
+	}
+	us := make([]TaskUpdate, len(evs))
+	for i := range evs {
+		ev := &evs[i]
+		if ev.SpecVersion != cloudevents.CloudEventsVersionV1 || ev.ID == "" || ev.Source == "" || len(ev.Data) == 0 ||
+			(ev.DataContentType != "" && !strings.HasPrefix(ev.DataContentType, "application/json")) {
+			return nil
+		}
+		rev, ok := rawUint(ev.Sequence)
+		if !ok || rev > MaxRevision {
+			return nil
+		}
+		index := uint64(0)
+		if len(ev.SequenceIndex) > 0 {
+			if index, ok = rawUint(ev.SequenceIndex); !ok || index > MaxEventsPerWrite {
+				return nil
+			}
+		}
+		u := &us[i]
+		u.Rev, u.Cursor = rev, EventCursor(rev, int(index))
+		var err error
+		switch ev.Type {
+		case schemas.TypeTaskStatus:
+			u.Status = new(schemas.TaskStatusUpdateEvent)
+			err = json.Unmarshal(ev.Data, u.Status)
+		case schemas.TypeTaskArtifact:
+			u.Artifact = new(schemas.TaskArtifactUpdateEvent)
+			err = json.Unmarshal(ev.Data, u.Artifact)
+		case schemas.TypeTaskMessage:
+			u.Reply = new(schemas.Message)
+			err = json.Unmarshal(ev.Data, u.Reply)
+		default:
+			return nil
+		}
+		if err != nil {
+			return nil
+		}
+	}
+	return us
+}
+
+// rawUint reads an extension value written as a JSON string or number of
+// decimal digits.
+func rawUint(raw json.RawMessage) (uint64, bool) {
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
+		raw = raw[1 : n-1]
+	}
+	n, err := strconv.ParseUint(string(raw), 10, 64)
+	return n, err == nil
 }
 
 // decodeUpdate reads one task event. Extension values are read as text:

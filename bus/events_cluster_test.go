@@ -145,11 +145,13 @@ func TestEventReaderOpensOnceALeaderIsElected(t *testing.T) {
 	var states []schemas.TaskState
 	for len(states) < len(evs) {
 		select {
-		case u, ok := <-r.C():
+		case us, ok := <-r.C():
 			if !ok {
 				t.Fatalf("reader ended after %v: %v", states, r.Err())
 			}
-			states = append(states, u.Status.Status.State)
+			for _, u := range us {
+				states = append(states, u.Status.Status.State)
+			}
 		case <-ctx.Done():
 			t.Fatalf("events read: %v; the rest never came", states)
 		}

@@ -322,8 +322,8 @@ func TestIndexSweepCancelsIdleTasks(t *testing.T) {
 	}
 	defer evs.Close()
 	select {
-	case u := <-evs.C():
-		if u.Status == nil || u.Status.Status.State != schemas.TaskStateCanceled || u.Rev != rev {
+	case us := <-evs.C():
+		if u := us[0]; u.Status == nil || u.Status.Status.State != schemas.TaskStateCanceled || u.Rev != rev {
 			t.Fatalf("published %+v", u)
 		}
 	case <-ctx.Done():

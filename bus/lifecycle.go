@@ -417,13 +417,17 @@ func (b *Bus) Await(ctx context.Context, o Owner, id string) (*schemas.TaskRecor
 			case <-ctx.Done():
 				r.Close()
 				return nil, ctx.Err()
-			case u, ok := <-r.C():
+			case us, ok := <-r.C():
 				if !ok {
 					settled = true // overflow: re-read the record and go on
 					break
 				}
-				after = u.Cursor
-				settled = u.Reply != nil || (u.Status != nil && u.Status.Status.State.Settled())
+				for _, u := range us {
+					after = u.Cursor
+					if settled = u.Reply != nil || (u.Status != nil && u.Status.Status.State.Settled()); settled {
+						break
+					}
+				}
 			}
 		}
 		r.Close()

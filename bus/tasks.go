@@ -577,15 +577,33 @@ func (b *Bus) publishEvents(ctx context.Context, rec *schemas.TaskRecord, rev ui
 		}
 		ces[i] = ce
 	}
-	subject := schemas.SubjectEvents(rec.Task.ID)
-	var msg *nats.Msg
+	return b.publishEventMsgs(ctx, schemas.SubjectEvents(rec.Task.ID), ces)
+}
+
+// eventsHeadroom is what a message of events leaves of the connection's
+// largest payload for its headers.
+const eventsHeadroom = 8 << 10
+
+// publishEventMsgs publishes one write's events in order: as one batch
+// message, or, when that would pass the largest message the server takes
+// (many chunks coalesced into one write; artifacts replaced several times),
+// as consecutive batches of the events in halves, each de-duplicated by its
+// own last event's id. The split depends only on the events, so a retry of
+// the same write publishes the same messages.
+func (b *Bus) publishEventMsgs(ctx context.Context, subject string, ces []cloudevents.Event) error {
 	if len(ces) == 1 {
-		msg = encodeMsg(subject, &ces[0])
-	} else {
-		var err error
-		if msg, err = encodeBatch(subject, ces); err != nil {
+		return b.publishStored(ctx, encodeMsg(subject, &ces[0]))
+	}
+	msg, err := encodeBatch(subject, ces)
+	if err != nil {
+		return err
+	}
+	if int64(len(msg.Data)) > b.nc.MaxPayload()-eventsHeadroom {
+		half := len(ces) / 2
+		if err := b.publishEventMsgs(ctx, subject, ces[:half]); err != nil {
 			return err
 		}
+		return b.publishEventMsgs(ctx, subject, ces[half:])
 	}
 	return b.publishStored(ctx, msg)
 }

@@ -17,6 +17,20 @@ import (
 	"github.com/a2abus/a2abus/schemas"
 )
 
+// nextEvent receives the next event of a reader of a test that stores one
+// event per write, so that each group the reader delivers holds one; false
+// when the reader ended.
+func nextEvent(r *EventReader) (TaskUpdate, bool) {
+	us, ok := <-r.C()
+	if !ok || len(us) == 0 {
+		return TaskUpdate{}, false
+	}
+	if len(us) != 1 {
+		panic(fmt.Sprintf("a group of %d events where each write stored one", len(us)))
+	}
+	return us[0], true
+}
+
 // newRecord returns a SUBMITTED task of agent with one user message, as the
 // edge creates it.
 func newRecord(agent string) *schemas.TaskRecord {
@@ -663,7 +677,7 @@ func TestEventReaderOverflow(t *testing.T) {
 	// events still arrive can keep up with them, and then waits forever.
 	eventually(t, "the reader to overflow", func() bool { return r.Err() != nil })
 	n := 0
-	for range r.C() {
+	for range r.Events() {
 		n++
 	}
 	if n != 2 || !errors.Is(r.Err(), ErrReaderOverflow) {
@@ -695,7 +709,7 @@ func TestEventReaderReplaysMoreThanItsBuffer(t *testing.T) {
 	defer r.Close()
 	var last uint64
 	for i := range stored {
-		u, ok := <-r.C()
+		u, ok := nextEvent(r)
 		if !ok {
 			t.Fatalf("the reader ended after %d of %d stored events: %v", i, stored, r.Err())
 		}
@@ -711,7 +725,7 @@ func TestEventReaderReplaysMoreThanItsBuffer(t *testing.T) {
 	}
 	<-r2.C()
 	r2.Close()
-	for range r2.C() {
+	for range r2.Events() {
 	}
 }
 
@@ -755,7 +769,7 @@ func TestEventReadersShareOneConsumer(t *testing.T) {
 		t.Fatalf("%d readers registered", n)
 	}
 	for i, r := range readers[:len(ids)] {
-		if u := <-r.C(); u.Artifact == nil || u.Artifact.Artifact.ArtifactID != "before" {
+		if u, _ := nextEvent(r); u.Artifact == nil || u.Artifact.Artifact.ArtifactID != "before" {
 			t.Fatalf("reader %d replayed %+v", i, u)
 		}
 	}
@@ -769,16 +783,16 @@ func TestEventReadersShareOneConsumer(t *testing.T) {
 		if i >= len(ids) {
 			// A cursor past everything: nothing is delivered.
 			select {
-			case u := <-r.C():
-				t.Fatalf("reader %d past the end got %+v", i, u)
+			case us := <-r.C():
+				t.Fatalf("reader %d past the end got %+v", i, us)
 			default:
 			}
 			continue
 		}
 		select {
-		case u := <-r.C():
-			if u.Artifact == nil || u.Artifact.Artifact.ArtifactID != want {
-				t.Fatalf("reader %d got %+v, want %s", i, u, want)
+		case us := <-r.C():
+			if u := us[0]; len(us) != 1 || u.Artifact == nil || u.Artifact.Artifact.ArtifactID != want {
+				t.Fatalf("reader %d got %+v, want %s", i, us, want)
 			}
 		case <-ctx.Done():
 			t.Fatalf("reader %d got nothing", i)
@@ -844,7 +858,7 @@ func TestApplyEventsOneWriteManyEvents(t *testing.T) {
 		}
 		defer r.Close()
 		var out []TaskUpdate
-		for u := range r.C() {
+		for u := range r.Events() {
 			out = append(out, u)
 			if u.Cursor == RecordCursor(got, rev) {
 				break
@@ -868,6 +882,55 @@ func TestApplyEventsOneWriteManyEvents(t *testing.T) {
 	if _, _, err := b.ApplyEvents(ctx, rec.Task.ID, nil, 0, nil); err == nil {
 		t.Fatal("an empty write was accepted")
 	}
+}
+
+// A write whose events together pass the largest message the server takes
+// (an artifact replaced many times, so the record stays small) publishes
+// them as several consecutive batches: every event once, in order, and a
+// retry of the write publishes nothing again.
+func TestApplyEventsSplitsBatchesPastTheLargestMessage(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}, Agent: "a"}
+	rev0, err := b.CreateTask(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	evs := make([]TaskEvent, n)
+	for i := range evs {
+		text := fmt.Sprintf("%04d", i) + strings.Repeat("x", 8<<10)
+		evs[i] = TaskEvent{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: schemas.Artifact{ArtifactID: "a", Parts: []schemas.Part{schemas.TextPart(text)}}}}
+	}
+	got, rev, err := b.ApplyEvents(ctx, rec.Task.ID, rec, rev0, evs)
+	if err != nil || len(got.Task.Artifacts) != 1 {
+		t.Fatalf("write: %v", err)
+	}
+	msgs := streamMsgs(t, b, schemas.StreamEvents)
+	if msgs < 3 || msgs > 8 {
+		t.Fatalf("%d events of 8 KiB went out as %d messages; want a few batches each under 1 MiB", n, msgs)
+	}
+	if _, _, err := b.ApplyEvents(ctx, rec.Task.ID, nil, 0, evs); err != nil {
+		t.Fatal(err)
+	}
+	if again := streamMsgs(t, b, schemas.StreamEvents); again != msgs {
+		t.Fatalf("the retried write left %d messages, want %d", again, msgs)
+	}
+	r, err := b.ReadEvents(ctx, rec.Task.ID, SnapshotCursor(rev0), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	i := 0
+	for u := range r.Events() {
+		if u.Cursor != EventCursor(rev, i) || !strings.HasPrefix(*u.Artifact.Artifact.Parts[0].Text, fmt.Sprintf("%04d", i)) {
+			t.Fatalf("event %d: cursor %d, want %d", i, u.Cursor, EventCursor(rev, i))
+		}
+		if i++; i == n {
+			return
+		}
+	}
+	t.Fatalf("%d events read of %d: %v", i, n, r.Err())
 }
 
 // A task left SUBMITTED with no work queued (its edge died between the two
@@ -965,7 +1028,7 @@ func TestOversizedResultFailsTheTask(t *testing.T) {
 	}
 	defer evs.Close()
 	for {
-		u := <-evs.C()
+		u, _ := nextEvent(evs)
 		if u.Artifact != nil {
 			t.Fatal("the oversized artifact was published")
 		}

@@ -181,8 +181,12 @@ func TestClientAgainstA2Abus(t *testing.T) {
 			var echoed strings.Builder
 			prev := uint64(0)
 			for i, e := range evs {
-				cur, err := strconv.ParseUint(e.id, 10, 64)
-				if err != nil || cur <= prev {
+				// a2abus's SSE ids are "<revision>.<index>", index < 4096.
+				revText, indexText, _ := strings.Cut(e.id, ".")
+				rev, err := strconv.ParseUint(revText, 10, 64)
+				index, err2 := strconv.ParseUint(indexText, 10, 12)
+				cur := rev<<12 | index
+				if err != nil || err2 != nil || cur <= prev {
 					t.Fatalf("event %d: cursor %q after %d", i, e.id, prev)
 				}
 				prev = cur

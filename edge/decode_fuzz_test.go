@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -273,7 +274,7 @@ func FuzzOpenFangSend(f *testing.F) {
 }
 
 func FuzzParseCursor(f *testing.F) {
-	for _, s := range []string{"0", "31", "18446744073709551615", "18446744073709551616", "-1", "+1", " 1", "007", "1e3", "", strings.Repeat("9", 100)} {
+	for _, s := range []string{"0", "31", "7.2", "7.4095", "7.4096", "4503599627370495.0", "4503599627370496.0", "18446744073709551615", "18446744073709551616", "-1", "+1", " 1", "007", "1e3", "1.", ".1", "1.2.3", "", strings.Repeat("9", 100)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, id string) {
@@ -287,14 +288,26 @@ func FuzzParseCursor(f *testing.F) {
 			}
 			return
 		}
-		// A cursor is a decimal uint64: the one the edge writes for n
-		// reads back as n, and id is that form but for leading zeros.
-		canon := strconv.FormatUint(n, 10)
+		// The id the edge writes for n reads back as n.
+		canon := formatCursor(n)
 		if m, err := parseCursor(canon); err != nil || m != n {
 			t.Fatalf("the edge's own cursor %s reads as %d, %v", canon, m, err)
 		}
-		if trimmed := strings.TrimLeft(id, "0"); trimmed != canon && !(n == 0 && trimmed == "") {
-			t.Fatalf("%q was read as the cursor %d", id, n)
+		rev, index := bus.SplitCursor(n)
+		if revText, indexText, ok := strings.Cut(id, "."); ok {
+			// "<revision>.<index>", each decimal but for leading zeros.
+			if r, _ := strconv.ParseUint(revText, 10, 64); r != rev {
+				t.Fatalf("%q was read as revision %d", id, rev)
+			}
+			if i, _ := strconv.Atoi(indexText); i != index {
+				t.Fatalf("%q was read as index %d", id, index)
+			}
+			return
+		}
+		// An earlier release's id: one decimal number, revision<<4 | index.
+		old, perr := strconv.ParseUint(id, 10, 64)
+		if perr != nil || old>>4 != rev || int(old&15) != index {
+			t.Fatalf("%q was read as revision %d index %d", id, rev, index)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
@@ -128,7 +129,7 @@ func (o *sseStream) send(cursor uint64, resp *schemas.StreamResponse) error {
 	if err != nil {
 		return err
 	}
-	return o.event(strconv.FormatUint(cursor, 10), b)
+	return o.event(formatCursor(cursor), b)
 }
 
 func (o *sseStream) fail(e *schemas.Error) error {
@@ -206,11 +207,11 @@ func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas
 			if out.keepAlive() != nil {
 				return nil
 			}
-		case u, ok := <-reader.C():
+		case us, ok := <-reader.C():
 			if !ok {
 				return nil // overflow: the client resumes with SubscribeToTask
 			}
-			if u.Reply != nil {
+			if u := us[0]; u.Reply != nil {
 				_ = out.send(u.Cursor, &schemas.StreamResponse{Message: u.Reply})
 				return nil
 			}
@@ -219,7 +220,7 @@ func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas
 			if out.send(snapRev, &schemas.StreamResponse{Task: &t}) != nil {
 				return nil
 			}
-			last, end := s.sendReady(out, u, reader, schemas.TaskState.Settled)
+			last, end := s.sendReady(out, us, reader, schemas.TaskState.Settled)
 			if end {
 				return nil
 			}
@@ -284,20 +285,40 @@ func (s *Server) subscribe(ctx context.Context, c *call, id string, out streamOu
 	return nil
 }
 
-// parseCursor reads a Last-Event-ID: a cursor this edge issued, the
-// decimal form of a bus event cursor (see bus.EventCursor). Anything else
-// is an ErrInvalidParams occurrence quoting at most its first 64 bytes.
+// formatCursor is the SSE id of a bus event cursor: "<revision>.<index>"
+// (see bus.EventCursor). The dot names the form: ids of releases before
+// it were the cursor as one decimal number with 4 bits of index, and a
+// client may still hold one across an upgrade.
+func formatCursor(c uint64) string {
+	rev, index := bus.SplitCursor(c)
+	b := make([]byte, 0, 24)
+	b = strconv.AppendUint(b, rev, 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, int64(index), 10)
+	return string(b)
+}
+
+// parseCursor reads a Last-Event-ID: a cursor this edge issued
+// (formatCursor), or one an earlier release issued (one decimal number,
+// revision<<4 | index). Anything else is an ErrInvalidParams occurrence
+// quoting at most its first 64 bytes.
 func parseCursor(id string) (uint64, error) {
-	n, err := strconv.ParseUint(id, 10, 64)
-	if err != nil {
-		const show = 64
-		quoted := id
-		if len(quoted) > show {
-			quoted = quoted[:show] + "…"
+	if revText, indexText, ok := strings.Cut(id, "."); ok {
+		rev, err := strconv.ParseUint(revText, 10, 64)
+		index, err2 := strconv.ParseUint(indexText, 10, 16)
+		if err == nil && err2 == nil && rev <= bus.MaxRevision && index <= bus.MaxEventsPerWrite {
+			return bus.EventCursor(rev, int(index)), nil
 		}
-		return 0, schemas.InvalidField("Last-Event-ID", "%q is not a cursor this server issued", quoted)
+	} else if n, err := strconv.ParseUint(id, 10, 64); err == nil && n>>4 <= bus.MaxRevision {
+		const oldBits = 4
+		return bus.EventCursor(n>>oldBits, int(n&(1<<oldBits-1))), nil
 	}
-	return n, nil
+	const show = 64
+	quoted := id
+	if len(quoted) > show {
+		quoted = quoted[:show] + "…"
+	}
+	return 0, schemas.InvalidField("Last-Event-ID", "%q is not a cursor this server issued", quoted)
 }
 
 // relay passes a task's events to the client until the task reaches a
@@ -333,24 +354,25 @@ func (s *Server) relay(ctx context.Context, c *call, id string, last uint64, rea
 				}
 			}
 			quiet = true
-		case u, ok := <-reader.C():
+		case us, ok := <-reader.C():
 			if !ok {
 				return
 			}
 			quiet = false
 			var end bool
-			if last, end = s.sendReady(out, u, reader, ends); end {
+			if last, end = s.sendReady(out, us, reader, ends); end {
 				return
 			}
 		}
 	}
 }
 
-// sendReady writes u and every update the reader has ready behind it,
-// flushed together (one write for a worker's batch: WORKING, an artifact,
-// COMPLETED, and whatever the caller wrote under a hold of its own before).
-// It returns the last cursor written and whether the stream should end.
-func (s *Server) sendReady(out streamOut, u bus.TaskUpdate, reader *bus.EventReader, ends func(schemas.TaskState) bool) (last uint64, end bool) {
+// sendReady writes us and every group of updates the reader has ready
+// behind it, flushed together (one write for a worker's write: WORKING,
+// its artifacts, COMPLETED, and whatever the caller wrote under a hold of
+// its own before). It returns the last cursor written and whether the
+// stream should end.
+func (s *Server) sendReady(out streamOut, us []bus.TaskUpdate, reader *bus.EventReader, ends func(schemas.TaskState) bool) (last uint64, end bool) {
 	out.hold()
 	defer func() {
 		if out.release() != nil {
@@ -358,13 +380,15 @@ func (s *Server) sendReady(out streamOut, u bus.TaskUpdate, reader *bus.EventRea
 		}
 	}()
 	for {
-		last = u.Cursor
-		if s.sendUpdate(out, u, ends) {
-			return last, true
+		for _, u := range us {
+			last = u.Cursor
+			if s.sendUpdate(out, u, ends) {
+				return last, true
+			}
 		}
 		var ok bool
 		select {
-		case u, ok = <-reader.C():
+		case us, ok = <-reader.C():
 			if !ok {
 				return last, true
 			}

@@ -172,11 +172,23 @@ func kinds(rs []schemas.StreamResponse) string {
 }
 
 // checkCursors verifies ids are strictly increasing numbers.
+// cursorOf reads an SSE id the edge wrote, "<revision>.<index>", as a
+// number ordered as the events are.
+func cursorOf(id string) (uint64, error) {
+	revText, indexText, ok := strings.Cut(id, ".")
+	rev, err := strconv.ParseUint(revText, 10, 64)
+	index, err2 := strconv.ParseUint(indexText, 10, 64)
+	if !ok || err != nil || err2 != nil || index >= 1<<12 {
+		return 0, fmt.Errorf("SSE id %q is not <revision>.<index>", id)
+	}
+	return rev<<12 | index, nil
+}
+
 func checkCursors(t testing.TB, evs []sseEvent) {
 	t.Helper()
 	var prev uint64
 	for i, ev := range evs {
-		n, err := strconv.ParseUint(ev.id, 10, 64)
+		n, err := cursorOf(ev.id)
 		if err != nil || (i > 0 && n <= prev) {
 			t.Fatalf("event %d has id %q after %d", i, ev.id, prev)
 		}
@@ -340,6 +352,16 @@ func TestResumeOnAnotherEdgeWithLastEventID(t *testing.T) {
 	}
 	if strings.Join(texts, "") != "cd" || kind(rs[len(rs)-1]) != "status:TASK_STATE_COMPLETED" {
 		t.Fatalf("resumed events %s (artifacts %v)", kinds(rs), texts)
+	}
+	// A client that holds an id of a release before "<revision>.<index>"
+	// (one decimal number, revision<<4 | index) resumes at the same place.
+	n, _ := cursorOf(last.id)
+	s2old, r := openStream(t, url2, "steps", "SubscribeToTask", map[string]any{"id": id}, strconv.FormatUint(n>>12<<4|n&15, 10))
+	if r != nil {
+		t.Fatalf("resume with an earlier release's id refused: %+v", r.Error)
+	}
+	if _, rsOld := s2old.all(); kinds(rsOld) != kinds(rs) {
+		t.Fatalf("resumed with an earlier release's id: %s, want %s", kinds(rsOld), kinds(rs))
 	}
 	// Resuming from the final cursor gives an empty stream that just ends.
 	s3, _ := openStream(t, url2, "steps", "SubscribeToTask", map[string]any{"id": id}, evs[len(evs)-1].id)

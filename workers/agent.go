@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
@@ -83,22 +85,50 @@ type Request struct {
 // ended it; the agent should stop.
 var ErrTaskEnded = errors.New("task has ended")
 
-// Emitter publishes an agent's events for one task. Each call is one
-// compare-and-swap of the task record and one event on the bus, done before
-// the call returns. It is not safe for concurrent use; an agent that
-// produces from several goroutines serialises its calls.
+// Emitter stores an agent's events for one task, in order. Each write is
+// one compare-and-swap of the task record and one publish of the events it
+// stored. It is not safe for concurrent use; an agent that produces from
+// several goroutines serialises its calls.
+//
+// Streamed output does not wait for the bus: ArtifactChunk and a progress
+// Status (WORKING) return once the event is queued, and the queue is
+// written behind the agent, everything queued while the previous write was
+// in flight going into the next one (a group commit: a lone event is
+// written at once, a fast stream of chunks costs a write per round trip,
+// not per chunk, and a record rewritten per write, not per chunk, keeps a
+// large streamed artifact linear in its size). Every event stays its own
+// event for subscribers. A write that fails ends the queue: the events
+// after it are dropped and every later call returns its error. The calls
+// that end the agent's run (a terminal or interrupted Status, CompleteWith,
+// Reply), Annotate and Flush return only when everything before them and
+// their own events are stored.
 type Emitter struct {
-	b       *bus.Bus
-	taskID  string
-	rec     *schemas.TaskRecord
-	rev     uint64
-	settled bool // the agent ended or interrupted the task
+	b      *bus.Bus
+	taskID string
+	// ctx is the agent's run: queued events are written under it, and it
+	// ends when the task is canceled or the worker stops.
+	ctx context.Context
+
+	// The writer's state, used only by the one writer of the moment (the
+	// caller of a write that waits, or the goroutine writing the queue;
+	// busy says one is at work), and read by the runner once the agent is
+	// done and Flush returned.
+	rec   *schemas.TaskRecord
+	rev   uint64
+	since *string // see below
 	// since is set while the record came from the work item, not the
 	// store: the first write must find the task unchanged since (see
 	// bus.ApplyEventsSince). stale says it did not: the work was canceled
 	// or taken by another delivery, and every call ends the agent.
-	since *string
-	stale bool
+	stale   bool
+	settled bool // the agent ended or interrupted the task
+
+	mu          sync.Mutex
+	ending      bool // the agent asked for its run's end (a settling status, a reply)
+	queue       []bus.TaskEvent
+	queuedBytes int
+	busy        chan struct{} // closed when the writer at work stops; nil when none is
+	err         error         // the failed write that ended the queue
 }
 
 // emitRetryFor bounds how long an event waits out a bus that cannot take
@@ -106,14 +136,198 @@ type Emitter struct {
 // agent.
 const emitRetryFor = 30 * time.Second
 
-func (e *Emitter) apply(ctx context.Context, ev bus.TaskEvent) error {
-	return e.applyAll(ctx, ev)
+// How much one write takes from the queue, and how much may wait before
+// the agent is held back until the writer catches up: a write's events
+// go out as one message, which must stay under the server's largest
+// (bus splits one that would not, so these are the usual case, not a
+// bound the bus relies on).
+const (
+	maxWriteEvents = bus.MaxEventsPerWrite - 1 // room for the WORKING a first artifact adds
+	maxWriteBytes  = 512 << 10
+	maxQueuedBytes = 4 * maxWriteBytes
+)
+
+// eventOverhead is a stored event's size besides its content: its
+// CloudEvent attributes and the ids of the task and context.
+const eventOverhead = 640
+
+// eventSize estimates the encoded size of an event, to bound a write.
+func eventSize(ev bus.TaskEvent) int {
+	n := eventOverhead
+	parts := func(ps []schemas.Part) {
+		for _, p := range ps {
+			if p.Text != nil {
+				n += len(*p.Text) + len(*p.Text)/8 // some escapes
+			}
+			if p.URL != nil {
+				n += len(*p.URL)
+			}
+			n += len(p.Raw)*4/3 + len(p.Data) + len(p.Filename) + len(p.MediaType)
+			if len(p.Metadata) > 0 {
+				n += 256 * len(p.Metadata)
+			}
+		}
+	}
+	switch {
+	case ev.Artifact != nil:
+		parts(ev.Artifact.Artifact.Parts)
+	case ev.Status != nil && ev.Status.Status.Message != nil:
+		parts(ev.Status.Status.Message.Parts)
+	case ev.Reply != nil:
+		parts(ev.Reply.Parts)
+	}
+	return n
 }
 
-// applyAll stores events in one write (see bus.ApplyEvents).
-func (e *Emitter) applyAll(ctx context.Context, evs ...bus.TaskEvent) error {
+// emit queues evs and starts a writer if none is at work. With wait, it
+// returns once they are stored (or refused); a caller that finds no
+// writer at work writes them itself, under its own ctx, and an error of
+// that write is its alone (it ends the queue only if the task ended).
+func (e *Emitter) emit(ctx context.Context, wait bool, evs ...bus.TaskEvent) error {
+	size := 0
+	for _, ev := range evs {
+		size += eventSize(ev)
+	}
+	e.mu.Lock()
+	// A queue at its bound holds the agent back until the writer has
+	// taken from it: an agent faster than the bus slows to its pace.
+	for e.err == nil && e.busy != nil && e.queuedBytes > 0 &&
+		(e.queuedBytes+size > maxQueuedBytes || len(e.queue)+len(evs) > 4*maxWriteEvents) {
+		busy := e.busy
+		e.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		e.mu.Lock()
+	}
+	if e.err != nil {
+		err := e.err
+		e.mu.Unlock()
+		return err
+	}
+	e.queue = append(e.queue, evs...)
+	e.queuedBytes += size
+	for _, ev := range evs {
+		if ev.Reply != nil || ev.Status != nil && ev.Status.Status.State.Settled() {
+			e.ending = true
+		}
+	}
+	if e.busy == nil {
+		e.busy = make(chan struct{})
+		e.mu.Unlock()
+		if wait {
+			return e.drain(ctx, false)
+		}
+		go func() { _ = e.drain(e.ctx, true) }()
+		return nil
+	}
+	busy := e.busy
+	e.mu.Unlock()
+	if !wait {
+		return nil
+	}
+	select {
+	case <-busy:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}
+
+// drain writes the queue until it is empty, a write at a time, and stops
+// being the writer at work. A queued write's failure ends the queue
+// (sticky); a waiting caller's own write (sticky false) ends it only when
+// the task ended.
+func (e *Emitter) drain(ctx context.Context, sticky bool) error {
+	var err error
+	for {
+		e.mu.Lock()
+		if len(e.queue) == 0 || err != nil {
+			e.queue, e.queuedBytes = e.queue[:0], 0
+			close(e.busy)
+			e.busy = nil
+			e.mu.Unlock()
+			return err
+		}
+		n, size := 0, 0
+		for n < len(e.queue) && n < maxWriteEvents && (n == 0 || size+eventSize(e.queue[n]) <= maxWriteBytes) {
+			size += eventSize(e.queue[n])
+			n++
+		}
+		batch := make([]bus.TaskEvent, n)
+		copy(batch, e.queue)
+		e.queue = append(e.queue[:0], e.queue[n:]...)
+		e.queuedBytes -= size
+		e.mu.Unlock()
+
+		if err = e.write(ctx, batch); err != nil && (sticky || errors.Is(err, ErrTaskEnded)) {
+			e.mu.Lock()
+			e.err = err
+			e.mu.Unlock()
+		}
+	}
+}
+
+// Flush returns once every event queued so far is stored, or the error
+// that ended the queue.
+func (e *Emitter) Flush(ctx context.Context) error {
+	e.mu.Lock()
+	for e.busy != nil {
+		busy := e.busy
+		e.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		e.mu.Lock()
+	}
+	defer e.mu.Unlock()
+	return e.err
+}
+
+// endAsked reports whether the agent asked for its run's end: a settling
+// status or a reply, stored or not.
+func (e *Emitter) endAsked() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ending
+}
+
+// reopen lets the runner record how the run ended after a queued write
+// failed (a refused change fails the task), unless the task ended.
+func (e *Emitter) reopen() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !errors.Is(e.err, ErrTaskEnded) {
+		e.err = nil
+	}
+}
+
+// write stores evs in one write (see bus.ApplyEventsSince), with the
+// WORKING transition a first artifact needs before it: an artifact never
+// arrives on a task a client still sees as queued, and the move costs no
+// write of its own.
+func (e *Emitter) write(ctx context.Context, evs []bus.TaskEvent) error {
 	if e.stale {
 		return fmt.Errorf("%w: %w", ErrTaskEnded, bus.ErrStale)
+	}
+	state := schemas.TaskState("")
+	if e.rec != nil {
+		state = e.rec.Task.Status.State
+	}
+	for i := 0; i < len(evs); i++ {
+		switch {
+		case evs[i].Status != nil:
+			state = evs[i].Status.Status.State
+		case evs[i].Artifact != nil && state != schemas.TaskStateWorking:
+			evs = slices.Insert(evs, i, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}})
+			state = schemas.TaskStateWorking
+		}
 	}
 	for i := range evs {
 		evs[i].ID = schemas.NewID() // one id for every attempt of this event
@@ -142,18 +356,10 @@ func (e *Emitter) applyAll(ctx context.Context, evs ...bus.TaskEvent) error {
 		return err
 	}
 	e.rec, e.rev, e.since = rec, rev, nil
-	return nil
-}
-
-// working is the WORKING transition to store with an agent's first
-// artifact, or none if the task is WORKING already: an artifact never
-// arrives on a task a client still sees as queued, and the move costs no
-// write of its own.
-func (e *Emitter) working() []bus.TaskEvent {
-	if e.rec != nil && e.rec.Task.Status.State == schemas.TaskStateWorking {
-		return nil
+	if rec.Task.Status.State.Settled() || rec.Reply != nil {
+		e.settled = true
 	}
-	return []bus.TaskEvent{{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}}}
+	return nil
 }
 
 // AgentMessage returns a new agent-role message with the given text.
@@ -162,7 +368,8 @@ func AgentMessage(text string) *schemas.Message {
 }
 
 // Status moves the task to state with an optional agent message. Moving to a
-// terminal or interrupted state ends this run of the agent.
+// terminal or interrupted state ends this run of the agent and returns once
+// stored; a progress update (WORKING) is queued (see Emitter).
 func (e *Emitter) Status(ctx context.Context, state schemas.TaskState, msg *schemas.Message) error {
 	if msg != nil {
 		if msg.MessageID == "" {
@@ -176,18 +383,16 @@ func (e *Emitter) Status(ctx context.Context, state schemas.TaskState, msg *sche
 			return fmt.Errorf("workers: status message: %w", err)
 		}
 	}
-	err := e.apply(ctx, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: state, Message: msg}}})
-	if err == nil && state.Settled() {
-		e.settled = true
-	}
-	return err
+	// Progress is queued like a chunk; a move that ends the run waits.
+	return e.emit(ctx, state.Settled(), bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: state, Message: msg}}})
 }
 
 // Annotate merges md into the task's metadata (keys the agent owns, such
 // as the id of work it started elsewhere) and moves the task to WORKING if
-// it is not there yet. It is one status update, seen by subscribers.
+// it is not there yet. It is one status update, seen by subscribers, and
+// returns once stored: what the agent started is known before it goes on.
 func (e *Emitter) Annotate(ctx context.Context, md map[string]any) error {
-	return e.apply(ctx, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateWorking}, Metadata: md}})
+	return e.emit(ctx, true, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateWorking}, Metadata: md}})
 }
 
 // Working reports progress: the task stays WORKING with a new message.
@@ -234,7 +439,8 @@ func (e *Emitter) Artifact(ctx context.Context, a schemas.Artifact) error {
 
 // ArtifactChunk publishes a chunk of an artifact. With appendParts the parts
 // are added to the artifact with the same id sent before; lastChunk marks the
-// artifact complete. An empty ArtifactID gets a new one.
+// artifact complete. An empty ArtifactID gets a new one. The chunk is
+// queued (see Emitter): an error is that of an earlier write.
 func (e *Emitter) ArtifactChunk(ctx context.Context, a schemas.Artifact, appendParts, lastChunk bool) error {
 	if a.ArtifactID == "" {
 		a.ArtifactID = schemas.NewID()
@@ -242,8 +448,7 @@ func (e *Emitter) ArtifactChunk(ctx context.Context, a schemas.Artifact, appendP
 	if err := a.Validate(); err != nil {
 		return fmt.Errorf("workers: %w", err)
 	}
-	evs := append(e.working(), bus.TaskEvent{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: a, Append: appendParts, LastChunk: lastChunk}})
-	return e.applyAll(ctx, evs...)
+	return e.emit(ctx, false, bus.TaskEvent{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: a, Append: appendParts, LastChunk: lastChunk}})
 }
 
 // CompleteWith publishes the last chunk of an artifact and completes the
@@ -261,14 +466,9 @@ func (e *Emitter) CompleteWith(ctx context.Context, a schemas.Artifact, appendPa
 	if msg != nil {
 		msg.TaskID = e.taskID
 	}
-	evs := append(e.working(),
+	return e.emit(ctx, true,
 		bus.TaskEvent{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: a, Append: appendParts, LastChunk: true}},
 		bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCompleted, Message: msg}}})
-	err := e.applyAll(ctx, evs...)
-	if err == nil {
-		e.settled = true
-	}
-	return err
 }
 
 // Reply answers with a Message instead of a task: the client's SendMessage
@@ -282,9 +482,5 @@ func (e *Emitter) Reply(ctx context.Context, msg schemas.Message) error {
 	if err := msg.Validate(); err != nil {
 		return fmt.Errorf("workers: reply: %w", err)
 	}
-	err := e.apply(ctx, bus.TaskEvent{Reply: &msg})
-	if err == nil {
-		e.settled = true
-	}
-	return err
+	return e.emit(ctx, true, bus.TaskEvent{Reply: &msg})
 }

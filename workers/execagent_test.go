@@ -64,7 +64,7 @@ func TestExecChunksCarryAppendAndLastChunk(t *testing.T) {
 	}
 	defer r.Close()
 	var chunks []schemas.TaskArtifactUpdateEvent
-	for u := range r.C() {
+	for u := range r.Events() {
 		if u.Artifact != nil {
 			chunks = append(chunks, *u.Artifact)
 			if len(chunks) == 1 {

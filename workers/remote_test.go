@@ -127,7 +127,7 @@ func readAll(t *testing.T, b *bus.Bus, id string) []bus.TaskUpdate {
 	}
 	defer r.Close()
 	var out []bus.TaskUpdate
-	for u := range r.C() {
+	for u := range r.Events() {
 		out = append(out, u)
 		if u.Cursor >= bus.RecordCursor(rec, rev) {
 			break

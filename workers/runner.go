@@ -358,10 +358,23 @@ func (r *Runner) handle(base context.Context, w *Work) {
 	// The agent's first event decides what the client sees first: a Reply
 	// makes a message-only exchange, anything else a task. So the runtime
 	// does not mark the task WORKING up front; the Emitter does it before
-	// the agent's first artifact, in the same write (see Emitter.working).
-	em := &Emitter{b: r.b, taskID: w.Item.TaskID, rec: rec, rev: rev, since: since}
+	// the agent's first artifact, in the same write (see Emitter.write).
+	em := &Emitter{b: r.b, taskID: w.Item.TaskID, ctx: ctx, rec: rec, rev: rev, since: since}
 	req := &Request{Task: rec.Task, Message: w.Item.Message, Attempt: w.Attempt, Owner: rec.Owner, Tenant: rec.Tenant, Origin: rec.Origin}
 	runErr := r.execute(ctx, req, em)
+	if runErr == nil && !em.endAsked() {
+		// Returning without an end completes the task: queued behind the
+		// agent's last chunks, in their write when they are still waiting.
+		runErr = em.Status(ctx, schemas.TaskStateCompleted, nil)
+	}
+	// What the agent queued is written under ctx, which ends on cancel and
+	// shutdown too: this returns promptly either way, and nothing writes
+	// behind the work's ack or Nak.
+	flushErr := em.Flush(context.WithoutCancel(ctx))
+	if runErr == nil {
+		runErr = flushErr
+	}
+	em.reopen()
 
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errShutdown):

@@ -74,28 +74,30 @@ func tckEvents(t *testing.T, b *bus.Bus, id string) []string {
 	var got []string
 	for {
 		select {
-		case u, ok := <-r.C():
+		case us, ok := <-r.C():
 			if !ok {
 				t.Fatalf("event reader ended (%v) after %q", r.Err(), got)
 			}
-			switch {
-			case u.Reply != nil:
-				return append(got, "reply:"+u.Reply.Text())
-			case u.Artifact != nil:
-				a := u.Artifact
-				var parts []string
-				for _, p := range a.Artifact.Parts {
-					parts = append(parts, tckPart(p))
-				}
-				got = append(got, fmt.Sprintf("artifact:append=%t:last=%t:%s", a.Append, a.LastChunk, strings.Join(parts, "+")))
-			case u.Status != nil:
-				s := "status:" + string(u.Status.Status.State)
-				if m := u.Status.Status.Message; m != nil {
-					s += ":" + m.Text()
-				}
-				got = append(got, s)
-				if u.Status.Status.State.Settled() {
-					return got
+			for _, u := range us {
+				switch {
+				case u.Reply != nil:
+					return append(got, "reply:"+u.Reply.Text())
+				case u.Artifact != nil:
+					a := u.Artifact
+					var parts []string
+					for _, p := range a.Artifact.Parts {
+						parts = append(parts, tckPart(p))
+					}
+					got = append(got, fmt.Sprintf("artifact:append=%t:last=%t:%s", a.Append, a.LastChunk, strings.Join(parts, "+")))
+				case u.Status != nil:
+					s := "status:" + string(u.Status.Status.State)
+					if m := u.Status.Status.Message; m != nil {
+						s += ":" + m.Text()
+					}
+					got = append(got, s)
+					if u.Status.Status.State.Settled() {
+						return got
+					}
 				}
 			}
 		case <-ctx.Done():
