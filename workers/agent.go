@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -97,7 +98,8 @@ var ErrTaskEnded = errors.New("task has ended")
 // written at once, a fast stream of chunks costs a write per round trip,
 // not per chunk, and a record rewritten per write, not per chunk, keeps a
 // large streamed artifact linear in its size). Every event stays its own
-// event for subscribers. A write that fails ends the queue: the events
+// event for subscribers, and the Emitter keeps its own copy of what it
+// queues (an agent may reuse its buffers). A write that fails ends the queue: the events
 // after it are dropped and every later call returns its error. The calls
 // that end the agent's run (a terminal or interrupted Status, CompleteWith,
 // Reply), Annotate and Flush return only when everything before them and
@@ -384,6 +386,11 @@ func (e *Emitter) Status(ctx context.Context, state schemas.TaskState, msg *sche
 		}
 	}
 	// Progress is queued like a chunk; a move that ends the run waits.
+	if msg != nil && !state.Settled() {
+		own := *msg
+		own.Parts = ownParts(msg.Parts)
+		msg = &own
+	}
 	return e.emit(ctx, state.Settled(), bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: state, Message: msg}}})
 }
 
@@ -448,7 +455,19 @@ func (e *Emitter) ArtifactChunk(ctx context.Context, a schemas.Artifact, appendP
 	if err := a.Validate(); err != nil {
 		return fmt.Errorf("workers: %w", err)
 	}
+	a.Parts = ownParts(a.Parts)
 	return e.emit(ctx, false, bus.TaskEvent{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: a, Append: appendParts, LastChunk: lastChunk}})
+}
+
+// ownParts copies parts and the bytes they hold: a queued chunk is written
+// after the call returns, and an agent may reuse its buffers by then.
+func ownParts(parts []schemas.Part) []schemas.Part {
+	out := slices.Clone(parts)
+	for i := range out {
+		out[i].Raw = bytes.Clone(out[i].Raw)
+		out[i].Data = bytes.Clone(out[i].Data)
+	}
+	return out
 }
 
 // CompleteWith publishes the last chunk of an artifact and completes the

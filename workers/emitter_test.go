@@ -165,3 +165,36 @@ func TestEmitterQueuedFailureEndsTheQueue(t *testing.T) {
 		t.Fatalf("stored %s with %d artifacts", stored.Task.Status.State, len(stored.Task.Artifacts))
 	}
 }
+
+// A queued chunk is written after the call returns: what the agent does
+// with its buffers by then does not change what is stored.
+func TestEmitterQueuedChunkOwnsItsBytes(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rec, rev := newTestTask(t, b)
+	e := &Emitter{b: b, taskID: rec.Task.ID, ctx: ctx, rec: rec, rev: rev}
+
+	release := holdWriter(e)
+	buf := []byte("first")
+	data := []byte(`{"n":1}`)
+	parts := []schemas.Part{{Raw: buf, MediaType: "text/plain"}, {Data: data}}
+	if err := e.ArtifactChunk(ctx, schemas.Artifact{ArtifactID: "a", Parts: parts}, false, false); err != nil {
+		t.Fatal(err)
+	}
+	copy(buf, "XXXXX")
+	copy(data, `{"n":2}`)
+	parts[0] = schemas.TextPart("replaced")
+	release()
+	if err := e.Complete(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	stored, _, err := b.GetTask(ctx, rec.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := stored.Task.Artifacts[0].Parts
+	if len(got) != 2 || string(got[0].Raw) != "first" || string(got[1].Data) != `{"n":1}` {
+		t.Fatalf("stored parts %+v", got)
+	}
+}
