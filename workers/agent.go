@@ -193,16 +193,12 @@ func (e *Emitter) emit(ctx context.Context, wait bool, evs ...bus.TaskEvent) err
 	e.mu.Lock()
 	// A queue at its bound holds the agent back until the writer has
 	// taken from it: an agent faster than the bus slows to its pace.
-	for e.err == nil && e.busy != nil && e.queuedBytes > 0 &&
-		(e.queuedBytes+size > maxQueuedBytes || len(e.queue)+len(evs) > 4*maxWriteEvents) {
-		busy := e.busy
+	if err := e.awaitWriter(ctx, func() bool {
+		return e.err == nil && e.queuedBytes > 0 &&
+			(e.queuedBytes+size > maxQueuedBytes || len(e.queue)+len(evs) > 4*maxWriteEvents)
+	}); err != nil {
 		e.mu.Unlock()
-		select {
-		case <-busy:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		e.mu.Lock()
+		return err
 	}
 	if e.err != nil {
 		err := e.err
@@ -225,19 +221,32 @@ func (e *Emitter) emit(ctx context.Context, wait bool, evs ...bus.TaskEvent) err
 		go func() { _ = e.drain(e.ctx, true) }()
 		return nil
 	}
-	busy := e.busy
-	e.mu.Unlock()
+	defer e.mu.Unlock()
 	if !wait {
 		return nil
 	}
-	select {
-	case <-busy:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := e.awaitWriter(ctx, nil); err != nil {
+		return err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	return e.err
+}
+
+// awaitWriter waits, with e.mu held (and held again when it returns),
+// until no writer is at work or, when more is set, until more says to
+// stop waiting; ctx's error if it ended first.
+func (e *Emitter) awaitWriter(ctx context.Context, more func() bool) error {
+	for e.busy != nil && (more == nil || more()) {
+		busy := e.busy
+		e.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			e.mu.Lock()
+			return ctx.Err()
+		}
+		e.mu.Lock()
+	}
+	return nil
 }
 
 // drain writes the queue until it is empty, a write at a time, and stops
@@ -278,17 +287,10 @@ func (e *Emitter) drain(ctx context.Context, sticky bool) error {
 // that ended the queue.
 func (e *Emitter) Flush(ctx context.Context) error {
 	e.mu.Lock()
-	for e.busy != nil {
-		busy := e.busy
-		e.mu.Unlock()
-		select {
-		case <-busy:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		e.mu.Lock()
-	}
 	defer e.mu.Unlock()
+	if err := e.awaitWriter(ctx, nil); err != nil {
+		return err
+	}
 	return e.err
 }
 

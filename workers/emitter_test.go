@@ -30,6 +30,17 @@ func newTestTask(t *testing.T, b *bus.Bus) (*schemas.TaskRecord, uint64) {
 	return rec, rev
 }
 
+// newTestEmitter is an Emitter of a new SUBMITTED task, as a runner makes
+// it for a first delivery.
+func newTestEmitter(t *testing.T) (*bus.Bus, *Emitter, *schemas.TaskRecord, context.Context) {
+	t.Helper()
+	_, b := bustest.New(t, bustest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	rec, rev := newTestTask(t, b)
+	return b, &Emitter{b: b, taskID: rec.Task.ID, ctx: ctx, rec: rec, rev: rev}, rec, ctx
+}
+
 // holdWriter makes e behave as while a write is in flight, so that what the
 // agent emits queues until release, which starts the writer as the end of
 // that write would.
@@ -45,11 +56,8 @@ func holdWriter(e *Emitter) (release func()) {
 // own event, in order, with the artifact stored whole: a large streamed
 // artifact costs writes in proportion to its size, each a record rewrite.
 func TestEmitterCoalescesQueuedChunks(t *testing.T) {
-	_, b := bustest.New(t, bustest.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rec, rev := newTestTask(t, b)
-	e := &Emitter{b: b, taskID: rec.Task.ID, ctx: ctx, rec: rec, rev: rev}
+	b, e, rec, ctx := newTestEmitter(t)
+	rev := e.rev
 
 	const chunks = 3000
 	release := holdWriter(e)
@@ -134,11 +142,7 @@ func TestEmitterCoalescesQueuedChunks(t *testing.T) {
 // A queued write that fails ends the queue: the agent's next call says so,
 // and nothing queued after it is stored.
 func TestEmitterQueuedFailureEndsTheQueue(t *testing.T) {
-	_, b := bustest.New(t, bustest.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rec, rev := newTestTask(t, b)
-	e := &Emitter{b: b, taskID: rec.Task.ID, ctx: ctx, rec: rec, rev: rev}
+	b, e, rec, ctx := newTestEmitter(t)
 
 	// The task is canceled while the agent's chunks wait for the writer.
 	release := holdWriter(e)
@@ -169,11 +173,7 @@ func TestEmitterQueuedFailureEndsTheQueue(t *testing.T) {
 // A queued chunk is written after the call returns: what the agent does
 // with its buffers by then does not change what is stored.
 func TestEmitterQueuedChunkOwnsItsBytes(t *testing.T) {
-	_, b := bustest.New(t, bustest.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rec, rev := newTestTask(t, b)
-	e := &Emitter{b: b, taskID: rec.Task.ID, ctx: ctx, rec: rec, rev: rev}
+	b, e, rec, ctx := newTestEmitter(t)
 
 	release := holdWriter(e)
 	buf := []byte("first")
