@@ -60,6 +60,15 @@ func SplitCursor(c uint64) (rev uint64, index int) {
 // MaxRevision is the largest revision a cursor can carry.
 const MaxRevision = 1<<(64-cursorBits) - 1
 
+// EarlierCursor reads a cursor of a release before this one's layout
+// (revision<<4 | index), which a client may hold across an upgrade; false
+// when its revision is past MaxRevision.
+func EarlierCursor(c uint64) (uint64, bool) {
+	const earlierBits = 4
+	rev := c >> earlierBits
+	return EventCursor(rev, int(c&(1<<earlierBits-1))), rev <= MaxRevision
+}
+
 // RecordCursor is the cursor of the last event stored with a record read
 // at revision rev: a reader that has it has everything up to that record.
 func RecordCursor(rec *schemas.TaskRecord, rev uint64) uint64 {
@@ -543,80 +552,65 @@ func decodeBatchUpdates(m *nats.Msg) []TaskUpdate {
 			(ev.DataContentType != "" && !strings.HasPrefix(ev.DataContentType, "application/json")) {
 			return nil
 		}
-		rev, ok := rawUint(ev.Sequence)
-		if !ok || rev > MaxRevision {
-			return nil
-		}
-		index := uint64(0)
-		if len(ev.SequenceIndex) > 0 {
-			if index, ok = rawUint(ev.SequenceIndex); !ok || index > MaxEventsPerWrite {
-				return nil
-			}
-		}
-		u := &us[i]
-		u.Rev, u.Cursor = rev, EventCursor(rev, int(index))
-		var err error
-		switch ev.Type {
-		case schemas.TypeTaskStatus:
-			u.Status = new(schemas.TaskStatusUpdateEvent)
-			err = json.Unmarshal(ev.Data, u.Status)
-		case schemas.TypeTaskArtifact:
-			u.Artifact = new(schemas.TaskArtifactUpdateEvent)
-			err = json.Unmarshal(ev.Data, u.Artifact)
-		case schemas.TypeTaskMessage:
-			u.Reply = new(schemas.Message)
-			err = json.Unmarshal(ev.Data, u.Reply)
-		default:
-			return nil
-		}
+		u, err := taskUpdate(ev.Type, rawText(ev.Sequence), rawText(ev.SequenceIndex), ev.Data)
 		if err != nil {
 			return nil
 		}
+		us[i] = u
 	}
 	return us
 }
 
-// rawUint reads an extension value written as a JSON string or number of
-// decimal digits.
-func rawUint(raw json.RawMessage) (uint64, bool) {
+// rawText is an extension value as text: a JSON string's content (without
+// decoding escapes: a value that has any is not a number, and is left to
+// the general reading) or a number's digits; "" when absent.
+func rawText(raw json.RawMessage) string {
 	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
 		raw = raw[1 : n-1]
 	}
-	n, err := strconv.ParseUint(string(raw), 10, 64)
-	return n, err == nil
+	return string(raw)
 }
 
 // decodeUpdate reads one task event. Extension values are read as text:
 // sdk-go types a number in a structured event as an integer.
 func decodeUpdate(ev *cloudevents.Event) (TaskUpdate, error) {
+	return taskUpdate(ev.Type(), extString(ev, schemas.ExtSequence), extString(ev, schemas.ExtSequenceIndex), ev.Data())
+}
+
+// taskUpdate is the update of a task event of type typ with data, its
+// sequence and sequence index as written (an absent index is 0): both
+// readings of task events end here.
+func taskUpdate(typ, seq, index string, data []byte) (TaskUpdate, error) {
 	var u TaskUpdate
 	var err error
-	seq := extString(ev, schemas.ExtSequence)
 	u.Rev, err = strconv.ParseUint(seq, 10, 64)
-	if err != nil || u.Rev >= 1<<(64-cursorBits) {
+	if err != nil || u.Rev > MaxRevision {
 		return u, fmt.Errorf("%w: sequence %q", errMalformedEvent, seq)
 	}
-	index := 0
-	if v := extString(ev, schemas.ExtSequenceIndex); v != "" {
-		if index, err = strconv.Atoi(v); err != nil || index < 0 || index > MaxEventsPerWrite {
-			return u, fmt.Errorf("%w: sequence index %q", errMalformedEvent, v)
+	i := 0
+	if index != "" {
+		if i, err = strconv.Atoi(index); err != nil || i < 0 || i > MaxEventsPerWrite {
+			return u, fmt.Errorf("%w: sequence index %q", errMalformedEvent, index)
 		}
 	}
-	u.Cursor = EventCursor(u.Rev, index)
-	switch ev.Type() {
+	u.Cursor = EventCursor(u.Rev, i)
+	switch typ {
 	case schemas.TypeTaskStatus:
 		u.Status = new(schemas.TaskStatusUpdateEvent)
-		err = decodeData(ev, u.Status)
+		err = json.Unmarshal(data, u.Status)
 	case schemas.TypeTaskArtifact:
 		u.Artifact = new(schemas.TaskArtifactUpdateEvent)
-		err = decodeData(ev, u.Artifact)
+		err = json.Unmarshal(data, u.Artifact)
 	case schemas.TypeTaskMessage:
 		u.Reply = new(schemas.Message)
-		err = decodeData(ev, u.Reply)
+		err = json.Unmarshal(data, u.Reply)
 	default:
-		err = fmt.Errorf("%w: unexpected type %q on an events subject", errMalformedEvent, ev.Type())
+		return u, fmt.Errorf("%w: unexpected type %q on an events subject", errMalformedEvent, typ)
 	}
-	return u, err
+	if err != nil {
+		return u, fmt.Errorf("%w: %s data: %v", errMalformedEvent, typ, err)
+	}
+	return u, nil
 }
 
 // extString is an extension attribute's value as text ("" when absent).

@@ -370,23 +370,14 @@ func (b *Bus) withdrawQueuedWork(ctx context.Context, agent, id string) {
 	if err != nil {
 		return // none queued
 	}
-	req, _ := json.Marshal(map[string]any{"seq": m.Seq, "no_erase": true})
-	resp, err := b.nc.RequestWithContext(ctx, apiMsgDelete+schemas.StreamWork, req)
+	st, err := b.js.Stream(ctx, schemas.StreamWork)
 	if err == nil {
-		var r struct {
-			Error *jetstream.APIError `json:"error"`
-		}
-		if err = json.Unmarshal(resp.Data, &r); err == nil && r.Error != nil {
-			err = r.Error
-		}
+		err = st.DeleteMsg(ctx, m.Seq)
 	}
 	if err != nil {
 		b.log.Debug("withdrawing the work of a canceled task", "task_id", id, "err", err)
 	}
 }
-
-// apiMsgDelete deletes one message of a stream.
-const apiMsgDelete = jsAPIPrefix + "STREAM.MSG.DELETE."
 
 // Await follows a task of o's until it settles (a terminal or interrupted
 // state, or a message-only reply) and returns its record then. A reader

@@ -309,9 +309,10 @@ func parseCursor(id string) (uint64, error) {
 		if err == nil && err2 == nil && rev <= bus.MaxRevision && index <= bus.MaxEventsPerWrite {
 			return bus.EventCursor(rev, int(index)), nil
 		}
-	} else if n, err := strconv.ParseUint(id, 10, 64); err == nil && n>>4 <= bus.MaxRevision {
-		const oldBits = 4
-		return bus.EventCursor(n>>oldBits, int(n&(1<<oldBits-1))), nil
+	} else if n, err := strconv.ParseUint(id, 10, 64); err == nil {
+		if c, ok := bus.EarlierCursor(n); ok {
+			return c, nil
+		}
 	}
 	const show = 64
 	quoted := id

@@ -99,11 +99,11 @@ var ErrTaskEnded = errors.New("task has ended")
 // not per chunk, and a record rewritten per write, not per chunk, keeps a
 // large streamed artifact linear in its size). Every event stays its own
 // event for subscribers, and the Emitter keeps its own copy of what it
-// queues (an agent may reuse its buffers). A write that fails ends the queue: the events
-// after it are dropped and every later call returns its error. The calls
-// that end the agent's run (a terminal or interrupted Status, CompleteWith,
-// Reply), Annotate and Flush return only when everything before them and
-// their own events are stored.
+// queues (an agent may reuse its buffers). A write that fails ends the
+// queue: the events after it are dropped and every later call returns its
+// error. The calls that end the agent's run (a terminal or interrupted
+// Status, CompleteWith, Reply), Annotate and Flush return only when
+// everything before them and their own events are stored.
 type Emitter struct {
 	b      *bus.Bus
 	taskID string
@@ -115,22 +115,28 @@ type Emitter struct {
 	// caller of a write that waits, or the goroutine writing the queue;
 	// busy says one is at work), and read by the runner once the agent is
 	// done and Flush returned.
-	rec   *schemas.TaskRecord
-	rev   uint64
-	since *string // see below
+	rec *schemas.TaskRecord
+	rev uint64
 	// since is set while the record came from the work item, not the
 	// store: the first write must find the task unchanged since (see
 	// bus.ApplyEventsSince). stale says it did not: the work was canceled
 	// or taken by another delivery, and every call ends the agent.
+	since   *string
 	stale   bool
 	settled bool // the agent ended or interrupted the task
 
 	mu          sync.Mutex
 	ending      bool // the agent asked for its run's end (a settling status, a reply)
-	queue       []bus.TaskEvent
+	queue       []queued
 	queuedBytes int
 	busy        chan struct{} // closed when the writer at work stops; nil when none is
 	err         error         // the failed write that ended the queue
+}
+
+// queued is an event waiting for the writer, with its estimated size.
+type queued struct {
+	ev   bus.TaskEvent
+	size int
 }
 
 // emitRetryFor bounds how long an event waits out a bus that cannot take
@@ -187,8 +193,10 @@ func eventSize(ev bus.TaskEvent) int {
 // that write is its alone (it ends the queue only if the task ended).
 func (e *Emitter) emit(ctx context.Context, wait bool, evs ...bus.TaskEvent) error {
 	size := 0
-	for _, ev := range evs {
-		size += eventSize(ev)
+	items := make([]queued, len(evs))
+	for i, ev := range evs {
+		items[i] = queued{ev, eventSize(ev)}
+		size += items[i].size
 	}
 	e.mu.Lock()
 	// A queue at its bound holds the agent back until the writer has
@@ -205,7 +213,7 @@ func (e *Emitter) emit(ctx context.Context, wait bool, evs ...bus.TaskEvent) err
 		e.mu.Unlock()
 		return err
 	}
-	e.queue = append(e.queue, evs...)
+	e.queue = append(e.queue, items...)
 	e.queuedBytes += size
 	for _, ev := range evs {
 		if ev.Reply != nil || ev.Status != nil && ev.Status.Status.State.Settled() {
@@ -265,12 +273,14 @@ func (e *Emitter) drain(ctx context.Context, sticky bool) error {
 			return err
 		}
 		n, size := 0, 0
-		for n < len(e.queue) && n < maxWriteEvents && (n == 0 || size+eventSize(e.queue[n]) <= maxWriteBytes) {
-			size += eventSize(e.queue[n])
+		for n < len(e.queue) && n < maxWriteEvents && (n == 0 || size+e.queue[n].size <= maxWriteBytes) {
+			size += e.queue[n].size
 			n++
 		}
 		batch := make([]bus.TaskEvent, n)
-		copy(batch, e.queue)
+		for i := range batch {
+			batch[i] = e.queue[i].ev
+		}
 		e.queue = append(e.queue[:0], e.queue[n:]...)
 		e.queuedBytes -= size
 		e.mu.Unlock()

@@ -62,12 +62,12 @@ func TestEmitterCoalescesQueuedChunks(t *testing.T) {
 	const chunks = 3000
 	release := holdWriter(e)
 	var want strings.Builder
-	queued := 0
+	estimated := 0
 	for i := range chunks {
 		text := "chunk " + strconv.Itoa(i) + strings.Repeat(".", i%50) + "\n"
 		want.WriteString(text)
 		ev := bus.TaskEvent{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: schemas.Artifact{ArtifactID: "a", Parts: []schemas.Part{schemas.TextPart(text)}}}}
-		queued += eventSize(ev)
+		estimated += eventSize(ev)
 		if err := e.ArtifactChunk(ctx, schemas.Artifact{ArtifactID: "a", Parts: []schemas.Part{schemas.TextPart(text)}}, i > 0, false); err != nil {
 			t.Fatalf("chunk %d: %v", i, err)
 		}
@@ -81,8 +81,8 @@ func TestEmitterCoalescesQueuedChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	writes := int(finalRev - rev)
-	if most := queued/maxWriteBytes + 2; writes > most || writes < 2 {
-		t.Fatalf("%d chunks (%d bytes estimated) took %d writes; want at most %d", chunks, queued, writes, most)
+	if most := estimated/maxWriteBytes + 2; writes > most || writes < 2 {
+		t.Fatalf("%d chunks (%d bytes estimated) took %d writes; want at most %d", chunks, estimated, writes, most)
 	}
 	if got := stored.Task.Status.State; got != schemas.TaskStateCompleted {
 		t.Fatalf("state %s", got)
