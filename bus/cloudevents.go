@@ -1,7 +1,7 @@
 package bus
 
 import (
-	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,9 +18,10 @@ import (
 // event data (JSON). It reads binary and structured mode: structured iff the
 // Content-Type header starts with "application/cloudevents". The CloudEvent
 // id doubles as Nats-Msg-Id, so a retried publish is de-duplicated by
-// JetStream. The event model and its validation are sdk-go's; only the wire
-// mapping onto NATS headers is ours (the sdk's NATS JetStream modules target
-// the legacy API or are untagged).
+// JetStream. Reading is sdk-go's event model and validation, so any valid
+// CloudEvent is read; the mapping onto NATS headers is ours (the sdk's NATS
+// JetStream modules target the legacy API or are untagged), and so is the
+// writer (outEvent), which writes the few attributes a2abus sets.
 //
 // Task events are the one place with batches: the events one KV write
 // stores (WORKING with the first artifact, the last artifact with
@@ -40,78 +41,215 @@ const (
 // input (terminate) from a transient failure (retry).
 var errMalformedEvent = errors.New("malformed cloudevent")
 
-// newEvent builds an event with the bus's source and the given attributes
-// and JSON data.
-func (b *Bus) newEvent(id, typ, subject string, data any, ext map[string]string) (cloudevents.Event, error) {
-	ev := cloudevents.New(cloudevents.CloudEventsVersionV1)
-	ev.SetID(id)
-	ev.SetType(typ)
-	ev.SetSource(b.source)
-	ev.SetSubject(subject)
-	ev.SetTime(time.Now().UTC())
-	for k, v := range ext {
-		if v != "" {
-			ev.SetExtension(k, v)
+// outEvent is an event as a2abus writes it: the attributes it sets, and
+// its data encoded once. Writing is ours and reading is sdk-go's: every
+// task costs a handful of writes, and sdk-go's event model costs an
+// extension map, a copy of the data and a validation pass for each (a
+// fifth of a short task's worker CPU), where a2abus writes a small fixed
+// set of attributes it checks once, in newEvent. What it writes is read
+// back by sdk-go's reader in the tests (and by every other reader).
+type outEvent struct {
+	id, source, typ, subject string
+	time                     time.Time
+	contentType              string
+	dataSchema               string
+	ext                      []attr // extension attributes, in the order written
+	data                     []byte
+	// jsonData says data is one JSON value, written as is in a
+	// structured event; other data is written base64-encoded.
+	jsonData bool
+}
+
+// attr is an extension attribute.
+type attr struct{ name, value string }
+
+// ID is the event's id.
+func (e *outEvent) ID() string { return e.id }
+
+// newEvent builds an event with the bus's source, the given attributes
+// (extensions with an empty value are left out) and data as JSON, and
+// checks what the CloudEvents spec asks of it.
+func (b *Bus) newEvent(id, typ, subject string, data any, ext ...attr) (outEvent, error) {
+	enc, err := json.Marshal(data)
+	if err != nil {
+		return outEvent{}, fmt.Errorf("bus: encode %s data: %w", typ, err)
+	}
+	e := outEvent{id: id, source: b.source, typ: typ, subject: subject, time: time.Now().UTC(), contentType: contentJSON, data: enc, jsonData: true}
+	for _, a := range ext {
+		if a.value != "" {
+			e.ext = append(e.ext, a)
 		}
 	}
-	if err := ev.SetData(contentJSON, data); err != nil {
-		return ev, fmt.Errorf("bus: encode %s data: %w", typ, err)
+	if err := e.check(); err != nil {
+		return e, fmt.Errorf("bus: invalid %s event: %w", typ, err)
 	}
-	if err := ev.Validate(); err != nil {
-		return ev, fmt.Errorf("bus: invalid %s event: %w", typ, err)
+	return e, nil
+}
+
+// check refuses an event CloudEvents 1.0 does not allow: a required
+// attribute missing, an extension name that is not lowercase alphanumeric
+// (at most 20 characters), or text that is not UTF-8.
+func (e *outEvent) check() error {
+	switch {
+	case e.id == "":
+		return errors.New("id: REQUIRED but empty")
+	case e.source == "":
+		return errors.New("source: REQUIRED but empty")
+	case e.typ == "":
+		return errors.New("type: REQUIRED but empty")
 	}
-	return ev, nil
+	for _, v := range [...]string{e.id, e.source, e.typ, e.subject, e.contentType, e.dataSchema} {
+		if !utf8.ValidString(v) {
+			return errors.New("an attribute is not valid UTF-8")
+		}
+	}
+	for _, a := range e.ext {
+		if !extensionName(a.name) {
+			return fmt.Errorf("extension name %q: lowercase letters and digits, at most 20", a.name)
+		}
+		if !utf8.ValidString(a.value) {
+			return fmt.Errorf("extension %s is not valid UTF-8", a.name)
+		}
+	}
+	return nil
+}
+
+func extensionName(n string) bool {
+	if n == "" || len(n) > 20 {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		if c := n[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	// The names the attributes of the spec use are not extensions.
+	switch n {
+	case "specversion", "id", "source", "type", "subject", "time", "datacontenttype", "dataschema", "data", "data_base64":
+		return false
+	}
+	return true
 }
 
 // encodeMsg maps an event onto a NATS message in binary content mode.
-func encodeMsg(subject string, ev *cloudevents.Event) *nats.Msg {
-	h := make(nats.Header, 10)
+func encodeMsg(subject string, e *outEvent) *nats.Msg {
+	h := make(nats.Header, 9+len(e.ext))
 	set := func(name, v string) {
 		if v != "" {
 			h[headerPrefix+name] = []string{percentEncode(v)}
 		}
 	}
-	set("specversion", ev.SpecVersion())
-	set("id", ev.ID())
-	set("source", ev.Source())
-	set("type", ev.Type())
-	set("subject", ev.Subject())
-	if !ev.Time().IsZero() {
-		set("time", ev.Time().UTC().Format(time.RFC3339Nano))
+	set("specversion", cloudevents.CloudEventsVersionV1)
+	set("id", e.id)
+	set("source", e.source)
+	set("type", e.typ)
+	set("subject", e.subject)
+	if !e.time.IsZero() {
+		set("time", e.time.UTC().Format(time.RFC3339Nano))
 	}
-	set("datacontenttype", ev.DataContentType())
-	set("dataschema", ev.DataSchema())
-	for k, v := range ev.Extensions() {
-		set(k, fmt.Sprint(v))
+	set("datacontenttype", e.contentType)
+	set("dataschema", e.dataSchema)
+	for _, a := range e.ext {
+		set(a.name, a.value)
 	}
-	h[nats.MsgIdHdr] = []string{ev.ID()}
-	return &nats.Msg{Subject: subject, Header: h, Data: ev.Data()}
+	h[nats.MsgIdHdr] = []string{e.id}
+	return &nats.Msg{Subject: subject, Header: h, Data: e.data}
 }
 
 // encodeBatch maps several events onto one NATS message in the JSON batch
 // format; the last event's id is its Nats-Msg-Id, so a retried write's
 // batch (same event ids) is de-duplicated.
-func encodeBatch(subject string, evs []cloudevents.Event) (*nats.Msg, error) {
-	// sdk-go's writer straight into one buffer: json.Marshal of the slice
-	// would re-validate and compact every event's output (a tenth of a
-	// short task's CPU).
-	var buf bytes.Buffer
-	buf.WriteByte('[')
+func encodeBatch(subject string, evs []outEvent) (*nats.Msg, error) {
+	if len(evs) == 0 {
+		return nil, errors.New("bus: encode event batch: no events")
+	}
+	n := 2
+	for i := range evs {
+		n += 256 + len(evs[i].data)
+	}
+	data := append(make([]byte, 0, n), '[')
 	for i := range evs {
 		if i > 0 {
-			buf.WriteByte(',')
+			data = append(data, ',')
 		}
-		if err := cloudevents.WriteJson(&evs[i], &buf); err != nil {
-			return nil, fmt.Errorf("bus: encode event batch: %w", err)
-		}
+		data = appendStructured(data, &evs[i])
 	}
-	buf.WriteByte(']')
-	data := buf.Bytes()
+	data = append(data, ']')
 	h := nats.Header{
 		"Content-Type": []string{contentBatch},
-		nats.MsgIdHdr:  []string{evs[len(evs)-1].ID()},
+		nats.MsgIdHdr:  []string{evs[len(evs)-1].id},
 	}
 	return &nats.Msg{Subject: subject, Header: h, Data: data}, nil
+}
+
+// appendStructured appends e in the CloudEvents JSON format: attributes
+// as JSON strings, JSON data as is, other data as data_base64.
+func appendStructured(b []byte, e *outEvent) []byte {
+	member := func(b []byte, name, v string) []byte {
+		if v == "" {
+			return b
+		}
+		b = append(b, ',', '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+		return appendJSONString(b, v)
+	}
+	b = append(b, `{"specversion":"1.0"`...)
+	b = member(b, "id", e.id)
+	b = member(b, "source", e.source)
+	b = member(b, "type", e.typ)
+	b = member(b, "subject", e.subject)
+	if !e.time.IsZero() {
+		b = append(b, `,"time":"`...)
+		b = e.time.UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
+	b = member(b, "datacontenttype", e.contentType)
+	b = member(b, "dataschema", e.dataSchema)
+	for _, a := range e.ext {
+		b = member(b, a.name, a.value)
+	}
+	switch {
+	case e.data == nil:
+	case e.jsonData:
+		b = append(b, `,"data":`...)
+		b = append(b, e.data...)
+	default:
+		b = append(b, `,"data_base64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, e.data)
+		b = append(b, '"')
+	}
+	return append(b, '}')
+}
+
+// appendJSONString appends s (valid UTF-8, as check ensures) as a JSON
+// string.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // decodeMsgs reads the events of a NATS message: a JSON batch, or one event

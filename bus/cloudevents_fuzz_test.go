@@ -76,8 +76,8 @@ func FuzzDecodeMsgs(f *testing.F) {
 		}
 		var again *nats.Msg
 		if len(evs) == 1 && !strings.HasPrefix(strings.ToLower(headerFold(h, "Content-Type")), contentBatch) {
-			again = encodeMsg(msg.Subject, &evs[0])
-		} else if again, err = encodeBatch(msg.Subject, evs); err != nil {
+			again = encodeMsg(msg.Subject, ptr(outEventOf(&evs[0])))
+		} else if again, err = encodeBatch(msg.Subject, outEventsOf(evs)); err != nil {
 			t.Fatalf("writing the batch read: %v", err)
 		}
 		evs2, err := decodeMsgs(again)
@@ -112,6 +112,14 @@ func eventAttrs(ev *cloudevents.Event) map[string]string {
 		if s := fmt.Sprint(v); s != "" {
 			out["ext:"+k] = s
 		}
+	}
+	return out
+}
+
+func outEventsOf(evs []cloudevents.Event) []outEvent {
+	out := make([]outEvent, len(evs))
+	for i := range evs {
+		out[i] = outEventOf(&evs[i])
 	}
 	return out
 }

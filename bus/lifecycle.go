@@ -54,10 +54,8 @@ func (b *Bus) QueueWork(ctx context.Context, item *schemas.WorkItem, o PublishOp
 	if o.ID == "" {
 		o.ID = schemas.WorkEventID(item.TaskID, item.TaskRevision)
 	}
-	ce, err := b.newEvent(o.ID, schemas.TypeWorkExecute, item.TaskID, item, map[string]string{
-		schemas.ExtTraceparent: o.Traceparent,
-		schemas.ExtA2AVersion:  o.A2AVersion,
-	})
+	ce, err := b.newEvent(o.ID, schemas.TypeWorkExecute, item.TaskID, item,
+		attr{schemas.ExtTraceparent, o.Traceparent}, attr{schemas.ExtA2AVersion, o.A2AVersion})
 	if err != nil {
 		return err
 	}

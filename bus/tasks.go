@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -569,7 +568,7 @@ func stamp(r *schemas.TaskRecord, ev TaskEvent) error {
 // binary mode, several as one batch message (see cloudevents.go), so the
 // write costs one publish whatever it stored.
 func (b *Bus) publishEvents(ctx context.Context, rec *schemas.TaskRecord, rev uint64, evs []TaskEvent) error {
-	ces := make([]cloudevents.Event, len(evs))
+	ces := make([]outEvent, len(evs))
 	for i, ev := range evs {
 		ce, err := b.taskCloudEvent(rec, rev, i, ev)
 		if err != nil {
@@ -590,7 +589,7 @@ const eventsHeadroom = 8 << 10
 // as consecutive batches of the events in halves, each de-duplicated by its
 // own last event's id. The split depends only on the events, so a retry of
 // the same write publishes the same messages.
-func (b *Bus) publishEventMsgs(ctx context.Context, subject string, ces []cloudevents.Event) error {
+func (b *Bus) publishEventMsgs(ctx context.Context, subject string, ces []outEvent) error {
 	if len(ces) == 1 {
 		return b.publishStored(ctx, encodeMsg(subject, &ces[0]))
 	}
@@ -675,7 +674,7 @@ func (b *Bus) publishStored(ctx context.Context, msg *nats.Msg) error {
 
 // taskCloudEvent is the CloudEvent of the index-th event of the write that
 // produced revision rev.
-func (b *Bus) taskCloudEvent(rec *schemas.TaskRecord, rev uint64, index int, ev TaskEvent) (cloudevents.Event, error) {
+func (b *Bus) taskCloudEvent(rec *schemas.TaskRecord, rev uint64, index int, ev TaskEvent) (outEvent, error) {
 	var typ string
 	var data any
 	switch {
@@ -688,11 +687,11 @@ func (b *Bus) taskCloudEvent(rec *schemas.TaskRecord, rev uint64, index int, ev 
 	default:
 		typ, data = schemas.TypeTaskMessage, ev.Reply
 	}
-	ext := map[string]string{schemas.ExtSequence: schemas.SequenceString(rev)}
-	if index > 0 {
-		ext[schemas.ExtSequenceIndex] = strconv.Itoa(index)
+	seq := attr{schemas.ExtSequence, schemas.SequenceString(rev)}
+	if index == 0 {
+		return b.newEvent(ev.ID, typ, rec.Task.ID, data, seq)
 	}
-	return b.newEvent(ev.ID, typ, rec.Task.ID, data, ext)
+	return b.newEvent(ev.ID, typ, rec.Task.ID, data, seq, attr{schemas.ExtSequenceIndex, strconv.Itoa(index)})
 }
 
 // Retention bounds the finished tasks kept besides their TTL. Zero fields

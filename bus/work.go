@@ -177,7 +177,7 @@ func (w *Work) Term(reason string) error {
 // PublishCancel tells the workers of an agent that a task was canceled. It is
 // a core NATS publish: best effort, the KV state is authoritative.
 func (b *Bus) PublishCancel(ctx context.Context, n schemas.CancelNotice) error {
-	ce, err := b.newEvent(schemas.NewID(), schemas.TypeTaskCancel, n.TaskID, n, nil)
+	ce, err := b.newEvent(schemas.NewID(), schemas.TypeTaskCancel, n.TaskID, n)
 	if err != nil {
 		return err
 	}

@@ -225,7 +225,7 @@ func TestMalformedWorkComesBackWithErr(t *testing.T) {
 	}
 	// A valid CloudEvent of the wrong type.
 	src := &Bus{source: "urn:a2abus:test:1"}
-	ce, err := src.newEvent("wrong-type", schemas.TypeTaskCancel, "", schemas.CancelNotice{TaskID: schemas.NewID(), Agent: "echo"}, nil)
+	ce, err := src.newEvent("wrong-type", schemas.TypeTaskCancel, "", schemas.CancelNotice{TaskID: schemas.NewID(), Agent: "echo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestMalformedWorkComesBackWithErr(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The right type, but data that is not a work item.
-	ce, err = src.newEvent("bad-data", schemas.TypeWorkExecute, "", []int{1, 2}, nil)
+	ce, err = src.newEvent("bad-data", schemas.TypeWorkExecute, "", []int{1, 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestMalformedWorkComesBackWithErr(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A work item whose task id is not one.
-	ce, err = src.newEvent("bad-task", schemas.TypeWorkExecute, "", schemas.WorkItem{TaskID: "../../etc", Agent: "echo"}, nil)
+	ce, err = src.newEvent("bad-task", schemas.TypeWorkExecute, "", schemas.WorkItem{TaskID: "../../etc", Agent: "echo"})
 	if err != nil {
 		t.Fatal(err)
 	}
