@@ -165,7 +165,7 @@ func encodeBatch(subject string, evs []outEvent) (*nats.Msg, error) {
 	}
 	n := 2
 	for i := range evs {
-		n += 256 + len(evs[i].data)
+		n += structuredSize(&evs[i])
 	}
 	data := append(make([]byte, 0, n), '[')
 	for i := range evs {
@@ -222,15 +222,40 @@ func appendStructured(b []byte, e *outEvent) []byte {
 	return append(b, '}')
 }
 
-// appendJSONString appends s (valid UTF-8, as check ensures) as a JSON
-// string.
+// structuredSize is about what appendStructured writes for e (exact for
+// text without escapes), so a batch is written into one buffer.
+func structuredSize(e *outEvent) int {
+	n := 160 + len(e.id) + len(e.source) + len(e.typ) + len(e.subject) + len(e.contentType) + len(e.dataSchema)
+	for _, a := range e.ext {
+		n += 6 + len(a.name) + len(a.value)
+	}
+	if e.jsonData {
+		return n + len(e.data)
+	}
+	return n + base64.StdEncoding.EncodedLen(len(e.data))
+}
+
+// appendJSONString appends s as a JSON string; as encoding/json does, a
+// byte that is not UTF-8 is written as U+FFFD.
 func appendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
-	for i := 0; i < len(s); i++ {
+	for i := 0; i < len(s); {
 		c := s[i]
+		if c >= utf8.RuneSelf {
+			if r, size := utf8.DecodeRuneInString(s[i:]); r != utf8.RuneError || size != 1 {
+				i += size
+				continue
+			}
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
 		if c >= 0x20 && c != '"' && c != '\\' {
+			i++
 			continue
 		}
 		b = append(b, s[start:i]...)
@@ -246,7 +271,8 @@ func appendJSONString(b []byte, s string) []byte {
 		default:
 			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
 		}
-		start = i + 1
+		i++
+		start = i
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -10,6 +11,8 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
+
+	"github.com/a2abus/a2abus/schemas"
 )
 
 // FuzzDecodeMsgs reads NATS messages as CloudEvents in every mode the bus
@@ -122,4 +125,44 @@ func outEventsOf(evs []cloudevents.Event) []outEvent {
 		out[i] = outEventOf(&evs[i])
 	}
 	return out
+}
+
+// appendJSONString writes what encoding/json reads back as the string
+// json.Marshal would have written (invalid UTF-8 as U+FFFD).
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "plain", "q\"b\\s/", "\x00\x1f\n\r\t\x7f", "ünï\u2028<&>", "bad \xff\xfe end", "\xed\xa0\x80"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out := appendJSONString([]byte("x"), s)[1:]
+		var got string
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("appendJSONString(%q) = %s: not JSON: %v", s, out, err)
+		}
+		std, _ := json.Marshal(s)
+		var want string
+		_ = json.Unmarshal(std, &want)
+		if got != want {
+			t.Fatalf("appendJSONString(%q) reads as %q, encoding/json's as %q", s, got, want)
+		}
+	})
+}
+
+// The index header written by hand reads back as the entry it was
+// written from, as encoding/json's encoding of it does.
+func FuzzAppendIndexEntry(f *testing.F) {
+	f.Add("TASK_STATE_WORKING", int64(1795506624831000000), "echo", "alice", "", "ctx-1", "127.0.0.1", false)
+	f.Add("", int64(-1), "", "o\"\\", "t\xff", "", "\u2028", true)
+	f.Fuzz(func(t *testing.T, state string, at int64, agent, owner, tenant, context, origin string, reply bool) {
+		e := schemas.TaskIndexEntry{State: schemas.TaskState(state), At: at, Agent: agent, Owner: owner, Tenant: tenant, Context: context, Origin: origin, Reply: reply}
+		var got, want schemas.TaskIndexEntry
+		if err := json.Unmarshal(appendIndexEntry(nil, e), &got); err != nil {
+			t.Fatalf("%+v written as %s: %v", e, appendIndexEntry(nil, e), err)
+		}
+		std, _ := json.Marshal(e)
+		_ = json.Unmarshal(std, &want)
+		if got != want {
+			t.Fatalf("%+v reads back as %+v, encoding/json's as %+v", e, got, want)
+		}
+	})
 }

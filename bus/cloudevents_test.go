@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -564,5 +565,36 @@ func TestEventBatch(t *testing.T) {
 		if !errors.Is(err, errMalformedEvent) {
 			t.Errorf("%s: err %v, want a malformed-event error", name, err)
 		}
+	}
+}
+
+// A batch is written into the buffer sized for it: structuredSize is never
+// short for events as a2abus writes them.
+func TestStructuredSizeFits(t *testing.T) {
+	b := &Bus{source: schemas.Source("worker", "w-1")}
+	var evs []outEvent
+	sized := 2
+	for i, data := range []any{
+		schemas.TaskStatusUpdateEvent{TaskID: schemas.NewID(), ContextID: schemas.NewID(), Status: schemas.TaskStatus{State: schemas.TaskStateWorking, Timestamp: schemas.Now()}},
+		map[string]string{"k": "v"},
+		nil,
+	} {
+		ev, err := b.newEvent(schemas.NewID(), schemas.TypeTaskArtifact, schemas.NewID(), data,
+			attr{schemas.ExtSequence, schemas.SequenceString(1 << 40)}, attr{schemas.ExtSequenceIndex, strconv.Itoa(4095 - i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+		sized += structuredSize(&ev)
+		if got, want := len(appendStructured(nil, &ev)), structuredSize(&ev); got > want {
+			t.Errorf("event %d: %d bytes written, %d estimated", i, got, want)
+		}
+	}
+	m, err := encodeBatch("s", evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cap(m.Data) != sized {
+		t.Errorf("batch of %d bytes in a buffer of %d, sized %d: it grew while written", len(m.Data), cap(m.Data), sized)
 	}
 }

@@ -321,7 +321,7 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 func (b *Bus) writeTask(ctx context.Context, rec *schemas.TaskRecord, val []byte, rev uint64) (uint64, error) {
 	m := nats.NewMsg(kvPrefix(schemas.BucketTasks) + rec.Task.ID)
 	m.Data = val
-	if h, err := json.Marshal(rec.IndexEntry()); err == nil && len(h) <= maxIndexHeader {
+	if h := appendIndexEntry(make([]byte, 0, 256), rec.IndexEntry()); len(h) <= maxIndexHeader {
 		m.Header.Set(schemas.HeaderTaskIndex, string(h))
 	}
 	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
@@ -344,6 +344,27 @@ func (b *Bus) writeTask(ctx context.Context, rec *schemas.TaskRecord, val []byte
 		}
 	}
 	return 0, fmt.Errorf("%w: %w", err, jetstream.ErrKeyExists)
+}
+
+// appendIndexEntry appends e as JSON, as encoding/json writes it (every
+// write of the bucket carries one, so it is written by hand).
+func appendIndexEntry(b []byte, e schemas.TaskIndexEntry) []byte {
+	b = append(b, `{"s":`...)
+	b = appendJSONString(b, string(e.State))
+	b = append(b, `,"t":`...)
+	b = strconv.AppendInt(b, e.At, 10)
+	b = append(b, `,"a":`...)
+	b = appendJSONString(b, e.Agent)
+	for _, m := range [...]struct{ name, v string }{{`,"o":`, e.Owner}, {`,"n":`, e.Tenant}, {`,"c":`, e.Context}, {`,"g":`, e.Origin}} {
+		if m.v != "" {
+			b = append(b, m.name...)
+			b = appendJSONString(b, m.v)
+		}
+	}
+	if e.Reply {
+		b = append(b, `,"r":true`...)
+	}
+	return append(b, '}')
 }
 
 // maxIndexHeader bounds the index header; a record whose entry would be
