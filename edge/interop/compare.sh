@@ -10,8 +10,11 @@
 #
 # Per round and server it measures, with `a2abus load` over JSON-RPC 1.0:
 #   c=1   blocking sends, 1 client: tasks/s and p50
-#   c=64  blocking sends, 64 clients: tasks/s, p50 and p99, then the
-#         server's resident memory (VmRSS of its own process) right after
+#   c=64  blocking sends, 64 clients: tasks/s, p50 and p99, the CPU time
+#         the server's process spent per task (user+system over the
+#         warm-up and the run, divided by the tasks at the measured rate:
+#         what one task costs, whatever the cores), then its resident
+#         memory (VmRSS of its own process) right after
 #   stream  streaming sends, 16 clients: streams/s and first-event p50
 # Every measurement gets a freshly started server (the in-memory stores only
 # grow, so a reused one slows down and holds more memory), and the three
@@ -65,16 +68,22 @@ start() {
 }
 stop() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=; }
 
+# cputicks: user+system clock ticks the server's process has used.
+cputicks() { awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0; }
+
 # measure ROUND KIND NAME LOADFLAGS...: one fresh server, one load run;
-# after the c=64 run also the server's VmRSS in kB.
+# for the c=64 run also the server's CPU ticks over the run and its VmRSS
+# in kB right after.
 measure() {
-	local out="$bin/r$1-$2-$3"
+	local out="$bin/r$1-$2-$3" t0
 	start "$3"
+	t0="$(cputicks)"
 	"$bin/a2abus" load --url "${url[$3]}" --duration "${secs}s" --warmup "${warm}s" -o json "${@:4}" "${extra[@]}" >"$out.json" ||
 		echo '{"ok": 0, "failed": -1}' >"$out.json"
 	if [ "$2" = c64 ]; then
 		local c; c="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
 		if [ "$c" = "${comm[$3]}" ]; then
+			echo $(($(cputicks) - t0)) >"$out.cpu"
 			awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" >"$out.rss"
 		else
 			echo "$3: no RSS, pid $pid is '$c', not ${comm[$3]} (did it exit?)" >&2
@@ -93,12 +102,17 @@ def load(r, kind, s):
     return json.load(open(os.path.join(bindir, "r%s-%s-%s.json" % (r, kind, s))))
 def rss(r, s):
     return int(open(os.path.join(bindir, "r%s-c64-%s.rss" % (r, s))).read()) / 1024
+def cpu(r, s):
+    ticks = int(open(os.path.join(bindir, "r%s-c64-%s.cpu" % (r, s))).read())
+    tasks = load(r, "c64", s)["perSecond"] * (float(os.environ["COMPARE_SECONDS"]) + float(os.environ["COMPARE_WARMUP"]))
+    return ticks * 1e6 / float(os.environ["CLK_TCK"]) / tasks
 metrics = [
     ("c1/s",      lambda r, s: load(r, "c1", s)["perSecond"], "%9.0f"),
     ("c1 p50",    lambda r, s: load(r, "c1", s)["latencyMs"]["p50"], "%9.2f"),
     ("c64/s",     lambda r, s: load(r, "c64", s)["perSecond"], "%9.0f"),
     ("c64 p50",   lambda r, s: load(r, "c64", s)["latencyMs"]["p50"], "%9.2f"),
     ("c64 p99",   lambda r, s: load(r, "c64", s)["latencyMs"]["p99"], "%9.2f"),
+    ("c64 cpuµs", lambda r, s: cpu(r, s), "%9.0f"),
     ("RSS MiB",   lambda r, s: rss(r, s), "%9.1f"),
     ("stream/s",  lambda r, s: load(r, "stream", s)["perSecond"], "%9.0f"),
     ("1st p50",   lambda r, s: load(r, "stream", s)["firstEventMs"]["p50"], "%9.2f"),
@@ -127,7 +141,8 @@ table(med)
 # latency and memory below 1 are better.
 print("a2abus / other (of the medians)   vs a2a-js   vs a2a-go")
 for heading, i, better in [("c=64 tasks/s", 2, "higher"), ("c=64 p99", 4, "lower"), ("c=1 p50", 1, "lower"),
-                           ("RSS after c=64", 5, "lower"), ("stream/s", 6, "higher"), ("stream first-event p50", 7, "lower")]:
+                           ("CPU per task at c=64", 5, "lower"), ("RSS after c=64", 6, "lower"),
+                           ("stream/s", 7, "higher"), ("stream first-event p50", 8, "lower")]:
     a = med["a2abus"][i]
     ratio = lambda o: a / o if o else float("nan")
     print("  %-31s %7.2fx   %7.2fx   (%s is better)" % (heading, ratio(med["a2a-js"][i]), ratio(med["a2a-go"][i]), better))
@@ -138,10 +153,10 @@ for i in $(seq "$rounds"); do
 	for s in "${servers[@]}"; do measure "$i" c1 "$s" --clients 1; done
 	for s in "${servers[@]}"; do measure "$i" c64 "$s" --clients 64; done
 	for s in "${servers[@]}"; do measure "$i" stream "$s" --clients 16 --mode stream; done
-	echo "round $i (c1: 1 client; c64: 64 clients, RSS right after; stream: 16 clients, first-event p50; latencies in ms)"
-	python3 "$bin/report.py" "$bin" round "$i"
+	echo "round $i (c1: 1 client; c64: 64 clients, server CPU µs per task, RSS right after; stream: 16 clients, first-event p50; latencies in ms)"
+	COMPARE_SECONDS="$secs" COMPARE_WARMUP="$warm" CLK_TCK="$(getconf CLK_TCK)" python3 "$bin/report.py" "$bin" round "$i"
 	echo
 done
 # The machine is shared and noisy: the summary is the median round per
 # metric, rather than any single figure.
-COMPARE_SECONDS="$secs" python3 "$bin/report.py" "$bin" summary
+COMPARE_SECONDS="$secs" COMPARE_WARMUP="$warm" CLK_TCK="$(getconf CLK_TCK)" python3 "$bin/report.py" "$bin" summary
