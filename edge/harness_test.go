@@ -237,6 +237,9 @@ func (bl *blocker) Execute(ctx context.Context, req *workers.Request, out *worke
 	if err := out.Working(ctx, "blocking until canceled"); err != nil {
 		return err
 	}
+	if err := out.Flush(ctx); err != nil { // started: WORKING is stored
+		return err
+	}
 	bl.started <- req.Task.ID
 	<-ctx.Done()
 	bl.stopped <- context.Cause(ctx)

@@ -286,6 +286,11 @@ func (s *stepper) Execute(ctx context.Context, req *workers.Request, out *worker
 	if err := out.Working(ctx, "started"); err != nil {
 		return err
 	}
+	// A progress status is queued; the tests take "started" to mean the
+	// task is WORKING in the store.
+	if err := out.Flush(ctx); err != nil {
+		return err
+	}
 	s.start <- req.Task.ID
 	steps := s.ch(req.Task.ID)
 	first := true
