@@ -50,6 +50,7 @@ type TaskIndex struct {
 	submitted map[string]*indexEntry       // SUBMITTED tasks, for orphaned work
 	open      map[ownerKey]openCount       // unfinished tasks per principal and tenant
 	bytes     int64                        // stored size of every task
+	shared    map[string]string            // see share
 	applied   uint64                       // stream sequence of the last write applied
 	progress  chan struct{}                // closed when applied moves, if waited on
 	waiting   int
@@ -89,7 +90,6 @@ type contextKey struct{ tenant, agent, context string }
 // It is live while the entry is still the task's current one.
 type slot struct {
 	at int64
-	id string
 	e  *indexEntry
 }
 
@@ -126,6 +126,7 @@ func (b *Bus) NewTaskIndex() *TaskIndex {
 		submitted: map[string]*indexEntry{},
 		finished:  orderedList{byWrite: true},
 		open:      map[ownerKey]openCount{},
+		shared:    map[string]string{},
 		progress:  make(chan struct{}),
 		ready:     make(chan struct{}),
 	}
@@ -155,13 +156,19 @@ func (x *TaskIndex) apply(ctx context.Context, id string, m followMsg) {
 			ent = x.fromRecord(ctx, m.Seq)
 		}
 		if ent.State != "" {
-			e = &indexEntry{TaskIndexEntry: ent, id: id, size: m.Size, rev: m.Seq}
+			e = &indexEntry{TaskIndexEntry: x.share(ent), id: id, size: m.Size, rev: m.Seq}
 		}
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if old := x.tasks[id]; old != nil {
 		x.detach(old)
+		if e != nil {
+			e.id = old.id
+		}
+	} else if e != nil {
+		// The id is a slice of the message's subject: keep only the id.
+		e.id = strings.Clone(id)
 	}
 	if e != nil {
 		x.attach(e)
@@ -172,6 +179,34 @@ func (x *TaskIndex) apply(ctx context.Context, id string, m followMsg) {
 		x.progress = make(chan struct{})
 	}
 }
+
+// share makes the entry's low-variety text (state, agent, owner, tenant,
+// source address) share one copy per value across the index: a hundred
+// thousand tasks of a few callers hold a few strings, not a copy each.
+// Only the follower's goroutine calls it (apply), so the table needs no
+// lock; it is a cache, emptied when it passes its bound.
+func (x *TaskIndex) share(e schemas.TaskIndexEntry) schemas.TaskIndexEntry {
+	if i := stateIndex(e.State); i > 0 {
+		e.State = stateOrder[i]
+	}
+	if len(x.shared) > maxShared {
+		clear(x.shared)
+	}
+	for _, p := range [...]*string{&e.Agent, &e.Owner, &e.Tenant, &e.Origin} {
+		if *p == "" {
+			continue
+		}
+		if v, ok := x.shared[*p]; ok {
+			*p = v
+		} else {
+			x.shared[*p] = *p
+		}
+	}
+	return e
+}
+
+// maxShared bounds the strings TaskIndex.share keeps.
+const maxShared = 1 << 14
 
 // fromRecord reads the index entry of a write that carries none from the
 // stored message itself.
@@ -227,7 +262,7 @@ func (x *TaskIndex) attach(e *indexEntry) {
 
 func (x *TaskIndex) detach(e *indexEntry) {
 	delete(x.tasks, e.id)
-	live := func(s slot) bool { return x.tasks[s.id] == s.e }
+	live := func(s slot) bool { return x.tasks[s.e.id] == s.e }
 	if !e.Reply {
 		for _, k := range x.keys(e) {
 			if l := x.lists[k]; l != nil {
@@ -276,7 +311,7 @@ func compareSlots(a, b slot) int {
 	if a.at != b.at {
 		return cmp.Compare(a.at, b.at)
 	}
-	return strings.Compare(a.id, b.id)
+	return strings.Compare(a.e.id, b.e.id)
 }
 
 // compareWrites orders slots by (at, revision).
@@ -292,10 +327,10 @@ func (l *orderedList) insert(e *indexEntry) {
 	if l.byWrite {
 		order = compareWrites
 	}
-	i, _ := slices.BinarySearchFunc(l.slots, slot{at: e.At, id: e.id, e: e}, order)
+	i, _ := slices.BinarySearchFunc(l.slots, slot{at: e.At, e: e}, order)
 	l.slots = append(l.slots, slot{})
 	copy(l.slots[i+1:], l.slots[i:])
-	l.slots[i] = slot{at: e.At, id: e.id, e: e}
+	l.slots[i] = slot{at: e.At, e: e}
 	l.live++
 	l.bytes += int64(e.size)
 	l.byState[stateIndex(e.State)]++
@@ -369,14 +404,14 @@ func (x *TaskIndex) List(ctx context.Context, q ListQuery) (ListPage, error) {
 			after = q.StatusAfter.UnixNano()
 		}
 		match := func(s slot) bool {
-			return x.tasks[s.id] == s.e && (q.State == "" || s.e.State == q.State) &&
+			return x.tasks[s.e.id] == s.e && (q.State == "" || s.e.State == q.State) &&
 				(q.Owner.Admin || s.e.Owner == q.Owner.Principal) && s.at >= after
 		}
 		var slots []slot
 		if q.ContextID != "" {
 			// A context's tasks are few next to a scope's: sort them here.
 			for _, e := range x.contexts[contextKey{q.Owner.Tenant, q.Owner.Agent, q.ContextID}] {
-				slots = append(slots, slot{at: e.At, id: e.id, e: e})
+				slots = append(slots, slot{at: e.At, e: e})
 			}
 			slices.SortFunc(slots, compareSlots)
 			for _, s := range slots {
@@ -409,7 +444,12 @@ func (x *TaskIndex) List(ctx context.Context, q ListQuery) (ListPage, error) {
 		}
 		i := len(slots)
 		if c := q.After; c != nil {
-			i, _ = slices.BinarySearchFunc(slots, slot{at: c.At, id: c.ID}, compareSlots)
+			i, _ = slices.BinarySearchFunc(slots, *c, func(s slot, c ListCursor) int {
+				if s.at != c.At {
+					return cmp.Compare(s.at, c.At)
+				}
+				return strings.Compare(s.e.id, c.ID)
+			})
 		}
 		for i--; i >= 0 && len(hits) <= q.Limit; i-- {
 			s := slots[i]
@@ -423,11 +463,11 @@ func (x *TaskIndex) List(ctx context.Context, q ListQuery) (ListPage, error) {
 		if len(hits) > q.Limit {
 			hits = hits[:q.Limit]
 			last := hits[q.Limit-1]
-			page.Next = &ListCursor{At: last.at, ID: last.id}
+			page.Next = &ListCursor{At: last.at, ID: last.e.id}
 		}
 	}()
 	for _, h := range hits {
-		rec, _, err := x.b.GetTaskAtLeast(ctx, h.id, h.e.rev)
+		rec, _, err := x.b.GetTaskAtLeast(ctx, h.e.id, h.e.rev)
 		if errors.Is(err, schemas.ErrTaskNotFound) {
 			continue // removed since
 		}
@@ -553,7 +593,7 @@ func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, err
 			if !bounded || !over() {
 				break
 			}
-			if x.tasks[s.id] != s.e {
+			if x.tasks[s.e.id] != s.e {
 				continue
 			}
 			victims = append(victims, s.e)
@@ -566,7 +606,7 @@ func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, err
 				if s.at >= cutoff {
 					break
 				}
-				if x.tasks[s.id] == s.e {
+				if x.tasks[s.e.id] == s.e {
 					idle = append(idle, s.e)
 				}
 			}

@@ -1,9 +1,15 @@
 package bus
 
 import (
+	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/a2abus/a2abus/schemas"
 )
@@ -64,5 +70,47 @@ func BenchmarkIndex(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkIndexMemory is what the task index holds per task: n tasks
+// applied as the follower hands them on (the index header of each write,
+// SUBMITTED then COMPLETED, each in its own context, from a few owners
+// and source addresses), then the heap the index keeps, per task.
+//
+//	go test ./bus -run '^$' -bench IndexMemory -benchtime 1x
+func BenchmarkIndexMemory(b *testing.B) {
+	const n = 100_000
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		x := (&Bus{}).NewTaskIndex()
+		msgs := make([]followMsg, 0, 2*n)
+		base := time.Now().Add(-time.Hour).UnixNano()
+		for i := range n {
+			id, ctxID := schemas.NewID(), schemas.NewID()
+			for w, st := range []schemas.TaskState{schemas.TaskStateSubmitted, schemas.TaskStateCompleted} {
+				e := schemas.TaskIndexEntry{State: st, At: base + int64(2*i+w)*int64(time.Millisecond), Agent: "echo",
+					Owner: fmt.Sprint("user-", i%50), Tenant: "t1", Context: ctxID, Origin: fmt.Sprint("10.0.0.", i%200)}
+				h := nats.Header{}
+				h.Set(schemas.HeaderTaskIndex, string(appendIndexEntry(nil, e)))
+				msgs = append(msgs, followMsg{Subject: kvPrefix(schemas.BucketTasks) + id, Seq: uint64(2*i + w + 1),
+					Op: jetstream.KeyValuePut, Header: h, Size: 1200})
+			}
+		}
+		prefix := kvPrefix(schemas.BucketTasks)
+		for i := range msgs {
+			m := msgs[i]
+			x.apply(context.Background(), strings.TrimPrefix(m.Subject, prefix), m)
+		}
+		msgs = nil
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if len(x.tasks) != n {
+			b.Fatalf("%d tasks indexed, want %d", len(x.tasks), n)
+		}
+		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/n, "B/task")
+		runtime.KeepAlive(x)
 	}
 }
