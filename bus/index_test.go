@@ -338,3 +338,33 @@ func TestIndexSweepCancelsIdleTasks(t *testing.T) {
 		t.Fatalf("a second sweep expired %d (%v)", r.Expired, err)
 	}
 }
+
+// A sweep's purges are pipelined: more than a window of them all land,
+// each only if the task is still at the revision the index saw, and a
+// task written since is kept.
+func TestPurgeTasksPipelinedAndOnlyUnchanged(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	var entries []*indexEntry
+	for range 2*purgeWindow + 10 {
+		rec := newRecord("echo")
+		rev := createTask(t, b, rec)
+		entries = append(entries, &indexEntry{id: rec.Task.ID, rev: rev})
+	}
+	changed := entries[purgeWindow+3]
+	if _, _, err := b.UpdateTask(ctx, changed.id, func(r *schemas.TaskRecord) error {
+		r.Task.Metadata = map[string]any{"changed": true}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.purgeTasks(ctx, entries); got != len(entries)-1 {
+		t.Fatalf("purged %d of %d, want all but the changed one", got, len(entries))
+	}
+	for _, e := range entries {
+		_, _, err := b.GetTask(ctx, e.id)
+		if kept := e == changed; kept != (err == nil) {
+			t.Fatalf("task %s: kept=%v, err %v", e.id, kept, err)
+		}
+	}
+}
