@@ -74,7 +74,11 @@ type Config struct {
 	WorkMaxAge time.Duration
 	// WorkMaxBytes bounds the work stream; default 256 MiB.
 	WorkMaxBytes int64
-	// Duplicates is the publish de-duplication window; default 2m.
+	// Duplicates is the publish de-duplication window of the work and
+	// events streams; default 1m, twice the longest a publish is retried
+	// (publishRetryFor): a repeat is always a retry of a publish whose
+	// answer was lost, and the server keeps every id of the window in
+	// memory (at 4 000 tasks a second, two ids a task, ~25 MB a minute).
 	Duplicates time.Duration
 	// AckWait is how long a worker may hold work without a heartbeat before
 	// it is redelivered; default 30s.
@@ -133,7 +137,7 @@ func (c Config) withDefaults() Config {
 	if c.WorkMaxBytes <= 0 {
 		c.WorkMaxBytes = 256 << 20
 	}
-	def(&c.Duplicates, 2*time.Minute)
+	def(&c.Duplicates, 2*publishRetryFor)
 	def(&c.AckWait, 30*time.Second)
 	if c.MaxDeliver <= 0 {
 		c.MaxDeliver = 5
