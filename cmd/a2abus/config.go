@@ -145,7 +145,8 @@ type Config struct {
 	// MemoryLimit is the process's soft memory limit in bytes (Go's
 	// GOMEMLIMIT): the garbage collector works harder as the heap nears
 	// it, so the high GCPercent buys throughput only while memory is
-	// plentiful. Default 512 MiB, sized for a small node; 0 sets none;
+	// plentiful. Default (-1): three quarters of the container's memory
+	// limit when it has one, else 512 MiB (see memlimit.go); 0 sets none;
 	// GOMEMLIMIT in the environment wins.
 	MemoryLimit int64 `json:"memoryLimit"`
 	// Pprof is a HOST:PORT where Go's profiler (net/http/pprof) is served,
@@ -350,7 +351,7 @@ func defaultConfig() Config {
 		LogLevel:         "info",
 		LogFormat:        "text",
 		GCPercent:        400,
-		MemoryLimit:      512 << 20,
+		MemoryLimit:      autoMemoryLimit,
 	}
 }
 
@@ -454,7 +455,7 @@ func settings() []setting {
 			c.Outbound.AllowLoopback, c.Outbound.AllowPrivate, c.Outbound.AllowLinkLocal = b, b, b
 			return nil
 		}},
-		{"memory-limit", "A2ABUS_MEMORY_LIMIT", "soft memory limit of the process: bytes, or with KiB, MiB, GiB (default 512MiB; 0 for none; GOMEMLIMIT in the environment wins)", size(func(c *Config) *int64 { return &c.MemoryLimit })},
+		{"memory-limit", "A2ABUS_MEMORY_LIMIT", "soft memory limit of the process: bytes, or with KiB, MiB, GiB (default: three quarters of the container's memory limit, or 512MiB outside a container; 0 for none; GOMEMLIMIT in the environment wins)", size(func(c *Config) *int64 { return &c.MemoryLimit })},
 		{"gc-percent", "A2ABUS_GC_PERCENT", "Go GC target percent of the process (default 400; GOGC in the environment wins)", num(func(c *Config) *int { return &c.GCPercent })},
 		{"metrics-listen", "A2ABUS_METRICS_LISTEN", "HOST:PORT serving Prometheus metrics at /metrics on their own listener, e.g. for a worker (an edge also serves /metrics; default off)", str(func(c *Config) *string { return &c.MetricsListen })},
 		{"pprof", "A2ABUS_PPROF", "HOST:PORT serving Go's profiler (net/http/pprof) for diagnosis; keep it on loopback (default off)", str(func(c *Config) *string { return &c.Pprof })},

@@ -114,8 +114,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	if ownsProcess && getenv("GOGC") == "" && cfg.GCPercent > 0 {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
-	if ownsProcess && getenv("GOMEMLIMIT") == "" && cfg.MemoryLimit > 0 {
-		debug.SetMemoryLimit(cfg.MemoryLimit)
+	if ownsProcess && getenv("GOMEMLIMIT") == "" {
+		if limit, why := memoryLimit(cfg.MemoryLimit, os.ReadFile); limit > 0 {
+			debug.SetMemoryLimit(limit)
+			log.Info("memory limit", "bytes", limit, "from", why)
+		}
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()

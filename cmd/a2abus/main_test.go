@@ -538,7 +538,7 @@ func TestConfigLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Listen != "127.0.0.1:8080" || len(cfg.Agents) != 1 || cfg.Agents[0].Kind != "echo" || cfg.MemoryLimit != 512<<20 {
+	if cfg.Listen != "127.0.0.1:8080" || len(cfg.Agents) != 1 || cfg.Agents[0].Kind != "echo" || cfg.MemoryLimit != autoMemoryLimit {
 		t.Errorf("defaults = %+v", cfg)
 	}
 	for v, want := range map[string]int64{"1GiB": 1 << 30, "256 MiB": 256 << 20, "1048576": 1 << 20, "0": 0} {
