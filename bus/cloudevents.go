@@ -63,9 +63,6 @@ type outEvent struct {
 // attr is an extension attribute.
 type attr struct{ name, value string }
 
-// ID is the event's id.
-func (e *outEvent) ID() string { return e.id }
-
 // newEvent builds an event with the bus's source, the given attributes
 // (extensions with an empty value are left out) and data as JSON, and
 // checks what the CloudEvents spec asks of it.
