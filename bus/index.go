@@ -8,12 +8,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/a2abus/a2abus/schemas"
@@ -652,45 +651,32 @@ func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, err
 const purgeWindow = 256
 
 // purgeTasks deletes the tasks of entries, each only if it is still at
-// the entry's revision, and returns how many it deleted. The purges are
-// pipelined, purgeWindow at a time: under sustained load a sweep deletes
-// as many tasks as were created since the last one, and one round trip
-// each (what the KV client's Purge costs) let the store and the index
-// outgrow their bounds while the sweep fell behind. Each purge is the
-// marker the KV client writes (a rollup of the key, with the revision
-// expected), and the marker itself expires, so sweeping leaves nothing
-// behind.
+// the entry's revision (the KV purge WithdrawTask makes too: its marker
+// expires, so sweeping leaves nothing behind), and returns how many it
+// deleted. The purges run purgeWindow at a time: under sustained load a
+// sweep deletes as many tasks as were created since the last one, and one
+// round trip after another let the store and the index outgrow their
+// bounds while the sweep fell behind.
 func (b *Bus) purgeTasks(ctx context.Context, entries []*indexEntry) int {
-	deleted := 0
-	for len(entries) > 0 && ctx.Err() == nil {
-		n := min(len(entries), purgeWindow)
-		acks := make([]jetstream.PubAckFuture, 0, n)
-		for _, e := range entries[:n] {
-			m := nats.NewMsg(kvPrefix(schemas.BucketTasks) + e.id)
-			m.Header.Set("KV-Operation", "PURGE")
-			m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(e.rev, 10))
-			f, err := b.js.PublishMsgAsync(m, jetstream.WithMsgTTL(time.Second))
-			if err != nil {
-				break
+	var deleted atomic.Int64
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, purgeWindow)
+	for _, e := range entries {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return int(deleted.Load())
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if b.tasks.Purge(ctx, e.id, jetstream.LastRevision(e.rev), jetstream.PurgeTTL(time.Second)) == nil {
+				deleted.Add(1)
 			}
-			acks = append(acks, f)
-		}
-		for _, f := range acks {
-			select {
-			case <-f.Ok():
-				deleted++
-			case <-f.Err():
-			case <-ctx.Done():
-				return deleted
-			}
-		}
-		if len(acks) < n {
-			return deleted // the connection refused more: the next sweep goes on
-		}
-		entries = entries[n:]
+		})
 	}
-	return deleted
+	wg.Wait()
+	return int(deleted.Load())
 }
 
 // leaseTTL is how long a lease outlives its holder's last renewal. A
