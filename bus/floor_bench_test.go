@@ -71,7 +71,7 @@ func BenchmarkJetStreamFloor(b *testing.B) {
 		b.Cleanup(cc.Stop)
 	}
 	follow(false, func(m jetstream.Msg) {
-		if m.Headers().Get("Nats-Expected-Last-Subject-Sequence") == "0" {
+		if m.Headers().Get(jetstream.ExpectedLastSubjSeqHeader) == "0" {
 			return
 		}
 		id := m.Subject()[len(prefix):]

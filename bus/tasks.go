@@ -708,11 +708,11 @@ func (b *Bus) taskCloudEvent(rec *schemas.TaskRecord, rev uint64, index int, ev 
 	default:
 		typ, data = schemas.TypeTaskMessage, ev.Reply
 	}
-	seq := attr{schemas.ExtSequence, schemas.SequenceString(rev)}
-	if index == 0 {
-		return b.newEvent(ev.ID, typ, rec.Task.ID, data, seq)
+	idx := "" // the first of a write carries none (newEvent leaves out empty extensions)
+	if index > 0 {
+		idx = strconv.Itoa(index)
 	}
-	return b.newEvent(ev.ID, typ, rec.Task.ID, data, seq, attr{schemas.ExtSequenceIndex, strconv.Itoa(index)})
+	return b.newEvent(ev.ID, typ, rec.Task.ID, data, attr{schemas.ExtSequence, schemas.SequenceString(rev)}, attr{schemas.ExtSequenceIndex, idx})
 }
 
 // Retention bounds the finished tasks kept besides their TTL. Zero fields
