@@ -406,7 +406,7 @@ func headerFold(h nats.Header, name string) string {
 
 // decodeData decodes the JSON data of an event into v.
 func decodeData(ev *cloudevents.Event, v any) error {
-	if err := json.Unmarshal(ev.Data(), v); err != nil {
+	if err := readJSON(ev.Data(), v); err != nil {
 		return fmt.Errorf("%w: %s data: %v", errMalformedEvent, ev.Type(), err)
 	}
 	return nil

@@ -529,7 +529,53 @@ type batchEvent struct {
 	DataContentType string          `json:"datacontenttype"`
 	Sequence        json.RawMessage `json:"sequence"`
 	SequenceIndex   json.RawMessage `json:"sequenceindex"`
-	Data            json.RawMessage `json:"data"`
+	Data            *eventData      `json:"data"`
+}
+
+// eventData holds the data of any of the three task event types, so that a
+// batch is read in one pass of the decoder rather than each event's data
+// kept as raw bytes (scanned twice more) and read again by type. The types
+// share taskId, contextId and metadata; a field of another type that does
+// not decode makes the batch fall back to the general reading, which
+// ignores it as the type's own reading does.
+type eventData struct {
+	TaskID    string         `json:"taskId"`
+	ContextID string         `json:"contextId"`
+	Metadata  map[string]any `json:"metadata"`
+	// a status update's
+	Status *schemas.TaskStatus `json:"status"`
+	// an artifact update's
+	Artifact  *schemas.Artifact `json:"artifact"`
+	Append    bool              `json:"append"`
+	LastChunk bool              `json:"lastChunk"`
+	// a message's
+	MessageID        string         `json:"messageId"`
+	Role             schemas.Role   `json:"role"`
+	Parts            []schemas.Part `json:"parts"`
+	Extensions       []string       `json:"extensions"`
+	ReferenceTaskIDs []string       `json:"referenceTaskIds"`
+}
+
+// update is the data as the event of type typ.
+func (d *eventData) update(u *TaskUpdate, typ string) bool {
+	switch typ {
+	case schemas.TypeTaskStatus:
+		u.Status = &schemas.TaskStatusUpdateEvent{TaskID: d.TaskID, ContextID: d.ContextID, Metadata: d.Metadata}
+		if d.Status != nil {
+			u.Status.Status = *d.Status
+		}
+	case schemas.TypeTaskArtifact:
+		u.Artifact = &schemas.TaskArtifactUpdateEvent{TaskID: d.TaskID, ContextID: d.ContextID, Metadata: d.Metadata, Append: d.Append, LastChunk: d.LastChunk}
+		if d.Artifact != nil {
+			u.Artifact.Artifact = *d.Artifact
+		}
+	case schemas.TypeTaskMessage:
+		u.Reply = &schemas.Message{MessageID: d.MessageID, ContextID: d.ContextID, TaskID: d.TaskID, Role: d.Role, Parts: d.Parts,
+			Metadata: d.Metadata, Extensions: d.Extensions, ReferenceTaskIDs: d.ReferenceTaskIDs}
+	default:
+		return false
+	}
+	return true
 }
 
 // decodeBatchUpdates reads a batch of task events straight into updates,
@@ -542,18 +588,18 @@ func decodeBatchUpdates(m *nats.Msg) []TaskUpdate {
 		return nil
 	}
 	var evs []batchEvent
-	if json.Unmarshal(m.Data, &evs) != nil || len(evs) == 0 {
+	if readJSON(m.Data, &evs) != nil || len(evs) == 0 {
 		return nil
 	}
 	us := make([]TaskUpdate, len(evs))
 	for i := range evs {
 		ev := &evs[i]
-		if ev.SpecVersion != cloudevents.CloudEventsVersionV1 || ev.ID == "" || ev.Source == "" || len(ev.Data) == 0 ||
+		if ev.SpecVersion != cloudevents.CloudEventsVersionV1 || ev.ID == "" || ev.Source == "" || ev.Data == nil ||
 			(ev.DataContentType != "" && !strings.HasPrefix(ev.DataContentType, "application/json")) {
 			return nil
 		}
-		u, err := taskUpdate(ev.Type, rawText(ev.Sequence), rawText(ev.SequenceIndex), ev.Data)
-		if err != nil {
+		u, err := updateAt(rawText(ev.Sequence), rawText(ev.SequenceIndex))
+		if err != nil || !ev.Data.update(&u, ev.Type) {
 			return nil
 		}
 		us[i] = u
@@ -581,6 +627,32 @@ func decodeUpdate(ev *cloudevents.Event) (TaskUpdate, error) {
 // sequence and sequence index as written (an absent index is 0): both
 // readings of task events end here.
 func taskUpdate(typ, seq, index string, data []byte) (TaskUpdate, error) {
+	u, err := updateAt(seq, index)
+	if err != nil {
+		return u, err
+	}
+	switch typ {
+	case schemas.TypeTaskStatus:
+		u.Status = new(schemas.TaskStatusUpdateEvent)
+		err = readJSON(data, u.Status)
+	case schemas.TypeTaskArtifact:
+		u.Artifact = new(schemas.TaskArtifactUpdateEvent)
+		err = readJSON(data, u.Artifact)
+	case schemas.TypeTaskMessage:
+		u.Reply = new(schemas.Message)
+		err = readJSON(data, u.Reply)
+	default:
+		return u, fmt.Errorf("%w: unexpected type %q on an events subject", errMalformedEvent, typ)
+	}
+	if err != nil {
+		return u, fmt.Errorf("%w: %s data: %v", errMalformedEvent, typ, err)
+	}
+	return u, nil
+}
+
+// updateAt is an update with the revision and cursor of an event's
+// sequence and sequence index as written (an absent index is 0).
+func updateAt(seq, index string) (TaskUpdate, error) {
 	var u TaskUpdate
 	var err error
 	u.Rev, err = strconv.ParseUint(seq, 10, 64)
@@ -594,22 +666,6 @@ func taskUpdate(typ, seq, index string, data []byte) (TaskUpdate, error) {
 		}
 	}
 	u.Cursor = EventCursor(u.Rev, i)
-	switch typ {
-	case schemas.TypeTaskStatus:
-		u.Status = new(schemas.TaskStatusUpdateEvent)
-		err = json.Unmarshal(data, u.Status)
-	case schemas.TypeTaskArtifact:
-		u.Artifact = new(schemas.TaskArtifactUpdateEvent)
-		err = json.Unmarshal(data, u.Artifact)
-	case schemas.TypeTaskMessage:
-		u.Reply = new(schemas.Message)
-		err = json.Unmarshal(data, u.Reply)
-	default:
-		return u, fmt.Errorf("%w: unexpected type %q on an events subject", errMalformedEvent, typ)
-	}
-	if err != nil {
-		return u, fmt.Errorf("%w: %s data: %v", errMalformedEvent, typ, err)
-	}
 	return u, nil
 }
 

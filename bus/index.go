@@ -3,7 +3,6 @@ package bus
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -153,7 +152,7 @@ func (x *TaskIndex) apply(ctx context.Context, id string, m followMsg) {
 	if m.Op == jetstream.KeyValuePut {
 		var ent schemas.TaskIndexEntry
 		h := m.Header.Get(schemas.HeaderTaskIndex)
-		if h == "" || json.Unmarshal([]byte(h), &ent) != nil {
+		if h == "" || readJSON([]byte(h), &ent) != nil {
 			ent = x.fromRecord(ctx, m.Seq)
 		}
 		if ent.State != "" {

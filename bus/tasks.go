@@ -154,7 +154,7 @@ func (b *Bus) readTask(ctx context.Context, id string, fromLeader bool) ([]byte,
 
 func decodeRecord(val []byte) (*schemas.TaskRecord, error) {
 	var rec schemas.TaskRecord
-	if err := json.Unmarshal(val, &rec); err != nil {
+	if err := readJSON(val, &rec); err != nil {
 		return nil, fmt.Errorf("bus: decode task record: %w", err)
 	}
 	return &rec, nil

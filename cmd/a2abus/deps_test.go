@@ -89,14 +89,20 @@ var joseModules = []string{"github.com/go-jose/go-jose/v4"}
 // imports need nothing outside the standard library.
 var oauth2Modules = []string{"golang.org/x/oauth2"}
 
+// jsonModules are the JSON reader of the bus's hot paths: the prototype of
+// the standard library's encoding/json/v2, read with encoding/json's
+// semantics (bus/readjson.go says why). Only bus imports it; what clients
+// send the edge is read by encoding/json.
+var jsonModules = []string{"github.com/go-json-experiment/json"}
+
 // allowedModules are the product's direct requirements: the modules the
 // design allows, besides the module itself — the four the bus is built on,
 // go-jose for edge/auth and x/oauth2 for discovery, because security code
-// must not be hand-rolled.
+// must not be hand-rolled, and the JSON reader of the bus.
 var allowedModules = slices.Concat([]string{
 	"github.com/nats-io/nats.go", "github.com/nats-io/nats-server/v2",
 	"github.com/cloudevents/sdk-go/v2", "github.com/google/uuid",
-}, joseModules, oauth2Modules)
+}, joseModules, oauth2Modules, jsonModules)
 
 // listedPackage is what go list -json says of one package.
 type listedPackage struct {
@@ -224,6 +230,15 @@ func TestImportRules(t *testing.T) {
 			for _, imp := range p.Imports {
 				if inModules(imp, oauth2Modules) {
 					t.Errorf("%s imports %s; only discovery may", rel, imp)
+				}
+			}
+		}
+
+		// Only bus imports the JSON reader.
+		if rel != "bus" {
+			for _, imp := range p.Imports {
+				if inModules(imp, jsonModules) {
+					t.Errorf("%s imports %s; only bus may", rel, imp)
 				}
 			}
 		}
