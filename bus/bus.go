@@ -351,6 +351,12 @@ func (b *Bus) provision(ctx context.Context) error {
 			Duplicates:        min(c.Duplicates, c.EventsMaxAge),
 			Storage:           b.storage(),
 			Replicas:          c.Replicas,
+			// A deleted task's events are rolled up into one marker
+			// that expires (see Bus.dropEvents), so the stream keeps
+			// the events of stored tasks, not of every task within
+			// its age and byte bounds.
+			AllowRollup: true,
+			AllowMsgTTL: true,
 		},
 		{
 			Name:        schemas.StreamDLQ,

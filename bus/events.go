@@ -341,7 +341,7 @@ func (r *EventReader) behind(ctx context.Context) (bool, error) {
 	us, err := decodeUpdates(&nats.Msg{Subject: subject, Header: lastMsg.Header, Data: lastMsg.Data})
 	// Nothing stored is newer than the cursor: what is stored after the
 	// hub's position the hub delivers (and the reader drops as old).
-	return err != nil || us[len(us)-1].Cursor > after, nil
+	return err != nil || (len(us) > 0 && us[len(us)-1].Cursor > after), nil
 }
 
 // put passes on the events newer than the reader's cursor, waiting for
@@ -501,8 +501,12 @@ func (r *EventReader) Close() {
 }
 
 // decodeUpdates reads the events of one message on a task's event subject
-// (one event, or the batch of one write) in order.
+// (one event, or the batch of one write) in order; none from the marker
+// of a deleted task.
 func decodeUpdates(m *nats.Msg) ([]TaskUpdate, error) {
+	if m.Header.Get(schemas.HeaderTaskDeleted) != "" {
+		return nil, nil // a deleted task's marker (Bus.dropEvents): no event
+	}
 	if us := decodeBatchUpdates(m); us != nil {
 		return us, nil
 	}

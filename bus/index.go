@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/a2abus/a2abus/schemas"
@@ -52,6 +53,7 @@ type TaskIndex struct {
 	bytes     int64                        // stored size of every task
 	shared    map[string]string            // see share
 	applied   uint64                       // stream sequence of the last write applied
+	gone      []string                     // tasks deleted since the last sweep, whose events it drops
 	progress  chan struct{}                // closed when applied moves, if waited on
 	waiting   int
 
@@ -165,6 +167,8 @@ func (x *TaskIndex) apply(ctx context.Context, id string, m followMsg) {
 		x.detach(old)
 		if e != nil {
 			e.id = old.id
+		} else if len(x.gone) < maxGone {
+			x.gone = append(x.gone, old.id)
 		}
 	} else if e != nil {
 		// The id is a slice of the message's subject: keep only the id.
@@ -207,6 +211,20 @@ func (x *TaskIndex) share(e schemas.TaskIndexEntry) schemas.TaskIndexEntry {
 
 // maxShared bounds the strings TaskIndex.share keeps.
 const maxShared = 1 << 14
+
+// maxGone bounds the deleted tasks an index remembers between sweeps
+// (~13 s of deletions at 20 000 a second). The events of tasks past it stay
+// until the events stream's age or byte bound removes them.
+const maxGone = 1 << 18
+
+// takeGone returns the tasks deleted since it was last called.
+func (x *TaskIndex) takeGone() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	gone := x.gone
+	x.gone = nil
+	return gone
+}
 
 // fromRecord reads the index entry of a write that carries none from the
 // stored message itself.
@@ -572,7 +590,8 @@ func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, err
 	var res SweepResult
 	keep := o.Keep
 	bounded := keep.MaxCount > 0 || keep.MaxBytes > 0
-	if !bounded && o.OrphanAfter <= 0 && o.IdleAfter <= 0 {
+	gone := x.takeGone()
+	if !bounded && o.OrphanAfter <= 0 && o.IdleAfter <= 0 && len(gone) == 0 {
 		return res, nil
 	}
 	if err := x.catchUp(ctx); err != nil {
@@ -581,6 +600,10 @@ func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, err
 	if held, err := x.b.holdLease(ctx, "sweep"); err != nil || !held {
 		return res, err
 	}
+	// The events of the tasks deleted since the last sweep — by it, by
+	// their TTL, or withdrawn — go first: the holder's index saw every
+	// deletion, whoever made it.
+	res.EventsDropped = x.b.dropEvents(ctx, gone)
 	var victims, orphans, idle []*indexEntry
 	func() {
 		x.mu.RLock()
@@ -657,25 +680,53 @@ const purgeWindow = 256
 // round trip after another let the store and the index outgrow their
 // bounds while the sweep fell behind.
 func (b *Bus) purgeTasks(ctx context.Context, entries []*indexEntry) int {
-	var deleted atomic.Int64
+	return pipelined(ctx, entries, func(e *indexEntry) bool {
+		return b.tasks.Purge(ctx, e.id, jetstream.LastRevision(e.rev), jetstream.PurgeTTL(time.Second)) == nil
+	})
+}
+
+// dropEvents deletes the events of deleted tasks, purgeWindow at a time,
+// and returns for how many tasks it did. Each task's event subject is
+// rolled up into one headers-only marker (schemas.HeaderTaskDeleted) that
+// expires a second later, leaving the subject empty: the stream keeps the
+// events of tasks that are stored, and the server's per-subject state for
+// them only. A roll-up is a publish on the task's subject, which edges and
+// workers may make, where a stream purge is an API call the NATS
+// permissions deny them. A repeat (a sweep that lost its lease midway) is
+// de-duplicated by its message id.
+func (b *Bus) dropEvents(ctx context.Context, ids []string) int {
+	return pipelined(ctx, ids, func(id string) bool {
+		m := nats.NewMsg(schemas.SubjectEvents(id))
+		m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+		m.Header.Set(schemas.HeaderTaskDeleted, "true")
+		m.Header.Set(nats.MsgIdHdr, id+".deleted")
+		_, err := b.js.PublishMsg(ctx, m, jetstream.WithMsgTTL(time.Second))
+		return err == nil
+	})
+}
+
+// pipelined calls do for each item, purgeWindow calls at a time, until ctx
+// ends, and returns how many returned true.
+func pipelined[T any](ctx context.Context, items []T, do func(T) bool) int {
+	var done atomic.Int64
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, purgeWindow)
-	for _, e := range entries {
+	for _, it := range items {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
 			wg.Wait()
-			return int(deleted.Load())
+			return int(done.Load())
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if b.tasks.Purge(ctx, e.id, jetstream.LastRevision(e.rev), jetstream.PurgeTTL(time.Second)) == nil {
-				deleted.Add(1)
+			if do(it) {
+				done.Add(1)
 			}
 		})
 	}
 	wg.Wait()
-	return int(deleted.Load())
+	return int(done.Load())
 }
 
 // leaseTTL is how long a lease outlives its holder's last renewal. A

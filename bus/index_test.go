@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -366,5 +369,94 @@ func TestPurgeTasksPipelinedAndOnlyUnchanged(t *testing.T) {
 		if kept := e == changed; kept != (err == nil) {
 			t.Fatalf("task %s: kept=%v, err %v", e.id, kept, err)
 		}
+	}
+}
+
+// A deleted task's events go too: the sweep after a task is deleted — by a
+// sweep or by its TTL — rolls its event subject up into a marker that
+// expires, so the events stream ends up with no message of the task (and
+// the server with no state for its subject); readers of the stream skip
+// the marker; a stored task's events stay.
+func TestSweepDropsEventsOfDeletedTasks(t *testing.T) {
+	ctx := testCtx(t)
+	b := newTestBus(t, Config{TaskTTL: time.Second, EventsMaxAge: time.Hour})
+	x := runIndex(t, b)
+	events, err := b.js.Stream(ctx, schemas.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := func(id string) uint64 {
+		info, err := events.Info(ctx, jetstream.WithSubjectFilter(schemas.SubjectEvents(id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Subjects[schemas.SubjectEvents(id)]
+	}
+	run := func(rec *schemas.TaskRecord, final schemas.TaskState) {
+		for _, ev := range []TaskEvent{status(schemas.TaskStateWorking, nil), artifact("a", "x"), status(final, nil)} {
+			if _, _, err := b.Apply(ctx, rec.Task.ID, ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// Two finished tasks past the bound of one, and one waiting for input
+	// (no TTL: it is not finished), which a reader follows.
+	var done []*schemas.TaskRecord
+	for range 3 {
+		rec := newRecord("echo")
+		createTask(t, b, rec)
+		run(rec, schemas.TaskStateCompleted)
+		done = append(done, rec)
+	}
+	open := newRecord("echo")
+	createTask(t, b, open)
+	run(open, schemas.TaskStateInputRequired)
+	r, err := b.ReadEvents(ctx, open.Task.ID, 0, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for n := 0; n < 3; {
+		us, ok := <-r.C()
+		if !ok {
+			t.Fatalf("reader ended: %v", r.Err())
+		}
+		n += len(us)
+	}
+	for _, rec := range append(done, open) {
+		if n := stored(rec.Task.ID); n != 3 {
+			t.Fatalf("task %s has %d stored events, want 3", rec.Task.ID, n)
+		}
+	}
+
+	// The first sweep deletes two finished tasks; the third expires by
+	// its TTL. The next sweep drops the events of all three.
+	sw, err := x.Sweep(ctx, SweepOptions{Keep: Retention{MaxCount: 1}})
+	if err != nil || sw.Deleted != 2 {
+		t.Fatalf("sweep deleted %d (%v), want 2", sw.Deleted, err)
+	}
+	eventually(t, "the index to see the deletions and the expiry", func() bool { return x.Len() == 1 })
+	sw, err = x.Sweep(ctx, SweepOptions{Keep: Retention{MaxCount: 1}})
+	if err != nil || sw.EventsDropped != 3 {
+		t.Fatalf("sweep dropped the events of %d tasks (%v), want 3", sw.EventsDropped, err)
+	}
+	for _, rec := range done {
+		eventually(t, "the deleted task's subject to empty", func() bool { return stored(rec.Task.ID) == 0 })
+	}
+	if n := stored(open.Task.ID); n != 3 {
+		t.Fatalf("the stored task has %d events left, want 3", n)
+	}
+	// The open task's reader saw none of it, and still follows its task.
+	if _, _, err := b.Apply(ctx, open.Task.ID, status(schemas.TaskStateCanceled, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if u, ok := nextEvent(r); !ok || u.Status == nil || u.Status.Status.State != schemas.TaskStateCanceled {
+		t.Fatalf("reader's next event %+v (%v), want the cancel", u, ok)
+	}
+	// A reader that starts on a deleted task's subject while its marker
+	// is stored reads no event from it.
+	if us, err := decodeUpdates(&nats.Msg{Header: nats.Header{schemas.HeaderTaskDeleted: {"true"}}}); err != nil || len(us) != 0 {
+		t.Fatalf("the marker read as %v, %v", us, err)
 	}
 }

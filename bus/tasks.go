@@ -742,6 +742,8 @@ type SweepOptions struct {
 // SweepResult counts what a sweep did.
 type SweepResult struct {
 	Deleted, Requeued, Expired int
+	// EventsDropped counts the deleted tasks whose events were deleted.
+	EventsDropped int
 }
 
 // orphanCandidate is a task that has been SUBMITTED for a while: its work

@@ -64,6 +64,12 @@ type ContextClaim struct {
 // is indexed from its record.
 const HeaderTaskIndex = "A2A-Task-Index"
 
+// HeaderTaskDeleted marks the message that replaces a deleted task's
+// events on its SubjectEvents (a subject rollup with a short message TTL,
+// so the subject is soon empty): it carries no event, and readers of the
+// events stream skip it.
+const HeaderTaskDeleted = "A2A-Task-Deleted"
+
 // TaskIndexEntry is what a task index needs of a TaskRecord: who may see
 // it and how it is listed, filtered, retained and expired.
 type TaskIndexEntry struct {
