@@ -22,8 +22,9 @@ import (
 // acknowledges; the edge learns of the settled record from its follower of
 // the bucket, and a second, headers-only follower keeps the task index.
 // Its rate is the ceiling of a2abus's blocking sends on the same cores
-// before HTTP, JSON and the agent; a2abus's own rate is read against it
-// (see ARCHITECTURE.md, "Where the time goes"):
+// before HTTP, JSON and the agent, and with one sender its time per task
+// the floor of a blocking send's latency; a2abus's own figures are read
+// against them (see ARCHITECTURE.md, "Where the time goes"):
 //
 //	go test ./bus -run '^$' -bench JetStreamFloor -benchtime 20000x
 func BenchmarkJetStreamFloor(b *testing.B) {
@@ -119,34 +120,45 @@ func BenchmarkJetStreamFloor(b *testing.B) {
 		}
 	})
 
-	b.SetParallelism(32) // 64 senders on 2 cores, as compare.sh's c=64
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			id := schemas.NewID()
-			done := make(chan struct{})
-			mu.Lock()
-			waiting[id] = done
-			mu.Unlock()
-			kv := nats.NewMsg(prefix + id)
-			kv.Data = record
-			kv.Header.Set(schemas.HeaderTaskIndex, index)
-			pa, err := edge.js.PublishMsg(ctx, kv, jetstream.WithExpectLastSequencePerSubject(0))
-			if err != nil {
-				b.Fatal(err)
+	send := func() {
+		id := schemas.NewID()
+		done := make(chan struct{})
+		mu.Lock()
+		waiting[id] = done
+		mu.Unlock()
+		kv := nats.NewMsg(prefix + id)
+		kv.Data = record
+		kv.Header.Set(schemas.HeaderTaskIndex, index)
+		pa, err := edge.js.PublishMsg(ctx, kv, jetstream.WithExpectLastSequencePerSubject(0))
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := nats.NewMsg(schemas.SubjectWorkTask("echo", id))
+		w.Data = work
+		w.Header.Set(nats.MsgIdHdr, id+"-w")
+		w.Header.Set("Task", id)
+		w.Header.Set("Rev", strconv.FormatUint(pa.Sequence, 10))
+		if _, err := edge.js.PublishMsg(ctx, w); err != nil {
+			b.Fatal(err)
+		}
+		<-done
+	}
+	// 64 senders on 2 cores, as compare.sh's c=64: the rate's ceiling.
+	b.Run("senders=64", func(b *testing.B) {
+		b.SetParallelism(32)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				send()
 			}
-			w := nats.NewMsg(schemas.SubjectWorkTask("echo", id))
-			w.Data = work
-			w.Header.Set(nats.MsgIdHdr, id+"-w")
-			w.Header.Set("Task", id)
-			w.Header.Set("Rev", strconv.FormatUint(pa.Sequence, 10))
-			if _, err := edge.js.PublishMsg(ctx, w); err != nil {
-				b.Fatal(err)
-			}
-			<-done
+		})
+	})
+	// One sender, as compare.sh's c=1: ns/op is the bus's share of a
+	// blocking send's latency, the floor of a2abus's c=1 p50.
+	b.Run("senders=1", func(b *testing.B) {
+		for b.Loop() {
+			send()
 		}
 	})
-	b.StopTimer()
 	cancel()
 	wg.Wait()
 }
