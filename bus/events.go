@@ -233,6 +233,21 @@ type EventReader struct {
 // schemas.ErrUnavailable after that is the caller's to answer as
 // retryable.
 func (b *Bus) ReadEvents(ctx context.Context, taskID string, after uint64, buffer int) (*EventReader, error) {
+	return b.readEvents(ctx, taskID, after, buffer, false)
+}
+
+// ReadNewTaskEvents is ReadEvents for a task a Submit is creating, called
+// from its Follow with the created revision's SnapshotCursor: the task's
+// work is not queued yet, so no event after that cursor can be stored (an
+// earlier task of a derived id left only older cursors), and every one
+// will be stored after the hub's position the reader registers at. The
+// reader skips asking the events stream's leader for the task's last
+// stored event, a round trip per stream.
+func (b *Bus) ReadNewTaskEvents(ctx context.Context, taskID string, after uint64, buffer int) (*EventReader, error) {
+	return b.readEvents(ctx, taskID, after, buffer, true)
+}
+
+func (b *Bus) readEvents(ctx context.Context, taskID string, after uint64, buffer int, fresh bool) (*EventReader, error) {
 	if !schemas.ValidTaskID(taskID) {
 		return nil, fmt.Errorf("bus: read events: invalid task id %q", taskID)
 	}
@@ -260,11 +275,14 @@ func (b *Bus) ReadEvents(ctx context.Context, taskID string, after uint64, buffe
 		return errors.Is(err, schemas.ErrUnavailable) && !errors.Is(err, nats.ErrConnectionClosed)
 	}
 	var stale bool
-	err := retryWithin(ctx, readerOpenRetryFor, func(actx context.Context) (bool, error) {
-		var err error
-		stale, err = r.behind(actx)
-		return !retryable(err), err
-	})
+	err := error(nil)
+	if !fresh {
+		err = retryWithin(ctx, readerOpenRetryFor, func(actx context.Context) (bool, error) {
+			var err error
+			stale, err = r.behind(actx)
+			return !retryable(err), err
+		})
+	}
 	if err != nil {
 		h.remove(r)
 		return nil, err

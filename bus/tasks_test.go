@@ -1043,3 +1043,59 @@ func TestOversizedResultFailsTheTask(t *testing.T) {
 		t.Fatalf("a write after the failure: %v", err)
 	}
 }
+
+// A stream of a task being created opens its reader from Submit's Follow
+// without asking the events stream for the task's stored events (nothing
+// of it can be stored yet), and still gets every event the worker then
+// writes. A reader of an existing task does ask.
+func TestReadNewTaskEventsAsksNothingAndMissesNothing(t *testing.T) {
+	srv := startServer(t, "")
+	b := connect(t, srv, Config{MemoryStorage: true})
+	ctx := testCtx(t)
+	if err := b.EnsureAgent(ctx, "echo"); err != nil {
+		t.Fatal(err)
+	}
+	// Every read of a stored event of the stream, seen from another
+	// connection: b's requests reach it in the order b sent them.
+	spy, err := connect(t, srv, Config{MemoryStorage: true}).nc.SubscribeSync(jsAPIPrefix + "STREAM.MSG.GET." + schemas.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spy.Unsubscribe()
+	var r *EventReader
+	rec, _, err := b.Submit(ctx, Submission{Agent: "echo", Message: agentMsg("hi")}, func(rec *schemas.TaskRecord, rev uint64) {
+		var err error
+		if r, err = b.ReadNewTaskEvents(ctx, rec.Task.ID, SnapshotCursor(rev), 16); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil || r == nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	existing := newRecord("echo")
+	createTask(t, b, existing)
+	other, err := b.ReadEvents(ctx, existing.Task.ID, 0, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if m, err := spy.NextMsg(10 * time.Second); err != nil || !strings.Contains(string(m.Data), existing.Task.ID) {
+		t.Fatalf("the first read of stored events: %v (%v); want the existing task's reader's", m, err)
+	}
+	for _, ev := range []TaskEvent{status(schemas.TaskStateWorking, nil), artifact("a", "x"), status(schemas.TaskStateCompleted, nil)} {
+		if _, _, err := b.Apply(ctx, rec.Task.ID, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []string{"working", "artifact", "completed"} {
+		u, ok := nextEvent(r)
+		got := map[bool]string{true: "artifact"}[u.Artifact != nil]
+		if u.Status != nil {
+			got = map[schemas.TaskState]string{schemas.TaskStateWorking: "working", schemas.TaskStateCompleted: "completed"}[u.Status.Status.State]
+		}
+		if !ok || got != want {
+			t.Fatalf("event %d: %+v (%v), want %s", i, u, ok, want)
+		}
+	}
+}

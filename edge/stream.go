@@ -165,9 +165,12 @@ func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas
 	var snap *schemas.TaskRecord
 	var snapRev uint64
 	var openErr error
-	follow := func(r *schemas.TaskRecord, rev uint64) {
-		snap, snapRev = r, bus.SnapshotCursor(rev)
-		reader, openErr = s.b.ReadEvents(ctx, r.Task.ID, snapRev, s.cfg.StreamBuffer)
+	// A new task has no stored events to look for (ReadNewTaskEvents).
+	follow := func(read func(context.Context, string, uint64, int) (*bus.EventReader, error)) bus.Follow {
+		return func(r *schemas.TaskRecord, rev uint64) {
+			snap, snapRev = r, bus.SnapshotCursor(rev)
+			reader, openErr = read(ctx, r.Task.ID, snapRev, s.cfg.StreamBuffer)
+		}
 	}
 	defer func() {
 		if reader != nil {
@@ -175,9 +178,9 @@ func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas
 		}
 	}()
 	if msg.TaskID != "" {
-		_, err = s.continueTask(ctx, c, msg, follow)
+		_, err = s.continueTask(ctx, c, msg, follow(s.b.ReadEvents))
 	} else {
-		_, err = s.createTask(ctx, c, msg, follow)
+		_, err = s.createTask(ctx, c, msg, follow(s.b.ReadNewTaskEvents))
 	}
 	if err != nil {
 		return err
