@@ -87,6 +87,9 @@ func (s *sseWriter) start() error {
 	h.Set("X-Accel-Buffering", "no")
 	_ = s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 	s.w.WriteHeader(http.StatusOK)
+	if s.held {
+		return nil // they leave with what release flushes
+	}
 	return s.rc.Flush()
 }
 
@@ -154,6 +157,12 @@ func (s *Server) rpcSendStreamingMessage(ctx context.Context, c *call, out strea
 	return s.sendStreamingMessage(ctx, c, req, out)
 }
 
+// streamHeadersWait is how long a new stream's response headers wait for
+// the agent's first event to leave with it: one write and one packet
+// instead of two for nearly every stream (the first event takes a few
+// milliseconds), and no visible delay when the agent is slow.
+const streamHeadersWait = 50 * time.Millisecond
+
 func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas.SendMessageRequest, out streamOut) error {
 	msg, histLen, err := s.checkSend(c, req)
 	if err != nil {
@@ -195,9 +204,12 @@ func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas
 		_ = out.send(snapRev, &schemas.StreamResponse{Task: &t})
 		return nil
 	}
-	if err := out.start(); err != nil {
-		return nil
-	}
+	// The response's headers leave with the first events, in one write,
+	// unless the agent takes longer than streamHeadersWait to say
+	// anything: then they leave alone, so the client knows the stream is
+	// open.
+	headers := time.NewTimer(streamHeadersWait)
+	defer headers.Stop()
 	// The agent's first event decides the shape: a Reply is a message-only
 	// exchange; anything else makes it a task, announced by its snapshot.
 	keep := time.NewTicker(s.cfg.KeepAlive)
@@ -206,16 +218,23 @@ func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-headers.C:
+			if out.start() != nil {
+				return nil
+			}
 		case <-keep.C:
 			if out.keepAlive() != nil {
 				return nil
 			}
 		case us, ok := <-reader.C():
 			if !ok {
+				_ = out.start()
 				return nil // overflow: the client resumes with SubscribeToTask
 			}
 			if u := us[0]; u.Reply != nil {
+				out.hold()
 				_ = out.send(u.Cursor, &schemas.StreamResponse{Message: u.Reply})
+				_ = out.release()
 				return nil
 			}
 			t := snap.Task.WithHistoryLength(histLen)
