@@ -274,7 +274,7 @@ const (
 var busStreams = []string{
 	schemas.StreamWork, schemas.StreamEvents, schemas.StreamDLQ,
 	kvStream(schemas.BucketTasks), kvStream(schemas.BucketAgents), kvStream(schemas.BucketCards),
-	kvStream(schemas.BucketContexts), kvStream(schemas.BucketLeases),
+	kvStream(schemas.BucketContexts), kvStream(schemas.BucketLeases), kvStream(schemas.BucketPush),
 }
 
 // followed are the streams edges and workers read with consumers of their
@@ -317,7 +317,7 @@ func (r Role) permissions() *server.Permissions {
 	// The work stream's backlog, read from its consumers.
 	pub = append(pub, api("CONSUMER.INFO", schemas.StreamWork+".*")...)
 	// Messages of the bus contract both write.
-	pub = append(pub, kvPrefix(schemas.BucketTasks)+">", kvPrefix(schemas.BucketCards)+">", kvPrefix(schemas.BucketContexts)+">",
+	pub = append(pub, kvPrefix(schemas.BucketTasks)+">", kvPrefix(schemas.BucketCards)+">", kvPrefix(schemas.BucketContexts)+">", kvPrefix(schemas.BucketPush)+">",
 		schemas.SubjectWorkAll, schemas.SubjectEventsAll, schemas.SubjectCancelAll)
 	sub := []string{inboxAll}
 	// What neither may do, whatever is allowed above (deny wins).

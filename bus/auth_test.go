@@ -420,6 +420,16 @@ func TestRolesDoTheirWork(t *testing.T) {
 	if _, _, err := eb.Task(ctx, owner, rec.Task.ID); err != nil {
 		t.Fatal(err)
 	}
+	// Push configs: the edge stores and deletes them, the worker reads them.
+	if _, err := eb.CreatePushConfig(ctx, owner, schemas.TaskPushNotificationConfig{TaskID: rec.Task.ID, ID: "p", URL: "https://hooks.example/a2a"}, "1.0"); err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := wb.PushConfigs(ctx, owner, rec.Task.ID); err != nil || len(cs) != 1 {
+		t.Fatalf("the worker read %d push configs: %v", len(cs), err)
+	}
+	if err := eb.DeletePushConfig(ctx, owner, rec.Task.ID, "p"); err != nil {
+		t.Fatal(err)
+	}
 	x := runIndex(t, eb)
 	if page, err := x.List(ctx, ListQuery{Owner: Owner{Agent: "echo"}, Limit: 10}); err != nil || len(page.Tasks) != 1 {
 		t.Fatalf("listing: %d tasks, %v", len(page.Tasks), err)

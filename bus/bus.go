@@ -169,6 +169,8 @@ type Bus struct {
 	claims   contextClaims
 	// leases holds the leases of work one process does at a time.
 	leases jetstream.KeyValue
+	// push holds the tasks' push-notification configs, bound on first use.
+	push pushBucket
 	// hub serves the event readers of this process (see eventHub).
 	hub     *eventHub
 	hubOnce sync.Once
@@ -443,6 +445,19 @@ func (b *Bus) provision(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("bus: provision bucket %s: %w", schemas.BucketLeases, err)
+	}
+	b.push.kv, err = b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      schemas.BucketPush,
+		Description: "a2abus push-notification configs, a task's under its id",
+		// An emptied set is purged with a marker that expires.
+		LimitMarkerTTL: time.Minute,
+		MaxValueSize:   pushSetMaxValueSize,
+		History:        1,
+		Storage:        b.storage(),
+		Replicas:       c.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("bus: provision bucket %s: %w", schemas.BucketPush, err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -191,5 +192,114 @@ func TestLifecycleContextClaimsAcrossProcessesAndRenewal(t *testing.T) {
 	}
 	if err := submit(open(), "bob"); !errors.Is(err, schemas.ErrInvalidParams) {
 		t.Fatalf("bob after the renewal: %v", err)
+	}
+}
+
+// A task's push-notification configs belong to it: only its owner (or an
+// admin of its tenant) creates, reads, lists and deletes them, a stranger
+// finds no task, and the task is marked before its first config is stored.
+// Configs are checked, bounded per task, replaced by id, listed in the
+// order they were created; deleting is idempotent.
+func TestPushConfigsBelongToTheirTask(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	alice := Owner{Agent: "echo", Principal: "alice", Tenant: "t1"}
+	bob := Owner{Agent: "echo", Principal: "bob", Tenant: "t1"}
+	admin := Owner{Agent: "echo", Principal: "ops", Tenant: "t1", Admin: true}
+	rec := mkTask(t, b, "echo", "alice", "c", schemas.TaskStateWorking, time.Now())
+	id := rec.Task.ID
+	cfg := func(cid, url string) schemas.TaskPushNotificationConfig {
+		return schemas.TaskPushNotificationConfig{TaskID: id, ID: cid, URL: url}
+	}
+
+	first, err := b.CreatePushConfig(ctx, alice, cfg("", "https://hooks.example/one"), "1.0")
+	if err != nil || first.Config.ID == "" || first.Config.TaskID != id || first.Dialect != "1.0" {
+		t.Fatalf("created %+v, %v", first, err)
+	}
+	if got, _, err := b.GetTask(ctx, id); err != nil || !got.Push {
+		t.Fatalf("the task is not marked for push (%v)", err)
+	}
+	if _, err := b.CreatePushConfig(ctx, admin, cfg("two", "https://hooks.example/two"), "0.3"); err != nil {
+		t.Fatal(err)
+	}
+	replaced, err := b.CreatePushConfig(ctx, alice, cfg(first.Config.ID, "https://hooks.example/one-b"), "1.0")
+	if err != nil || !replaced.CreatedAt.Equal(first.CreatedAt.Time) {
+		t.Fatalf("replacing: %+v, %v", replaced, err)
+	}
+	list, err := b.PushConfigs(ctx, alice, id)
+	if err != nil || len(list) != 2 || list[0].Config.URL != "https://hooks.example/one-b" || list[1].Config.ID != "two" || list[1].Dialect != "0.3" {
+		t.Fatalf("listed %+v, %v", list, err)
+	}
+	if got, err := b.PushConfig(ctx, alice, id, "two"); err != nil || got.Config.URL != "https://hooks.example/two" {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	if _, err := b.PushConfig(ctx, alice, id, "nope"); !errors.Is(err, schemas.ErrTaskNotFound) {
+		t.Fatalf("an unknown config: %v", err)
+	}
+
+	// A stranger, or a task that is not there: not found, for every call.
+	missing := schemas.NewID()
+	for _, c := range []struct {
+		o  Owner
+		id string
+	}{{bob, id}, {alice, missing}} {
+		if _, err := b.CreatePushConfig(ctx, c.o, schemas.TaskPushNotificationConfig{TaskID: c.id, URL: "https://hooks.example/x"}, "1.0"); !errors.Is(err, schemas.ErrTaskNotFound) {
+			t.Errorf("create: %v", err)
+		}
+		if _, err := b.PushConfig(ctx, c.o, c.id, "two"); !errors.Is(err, schemas.ErrTaskNotFound) {
+			t.Errorf("get: %v", err)
+		}
+		if _, err := b.PushConfigs(ctx, c.o, c.id); !errors.Is(err, schemas.ErrTaskNotFound) {
+			t.Errorf("list: %v", err)
+		}
+		if err := b.DeletePushConfig(ctx, c.o, c.id, "two"); !errors.Is(err, schemas.ErrTaskNotFound) {
+			t.Errorf("delete: %v", err)
+		}
+	}
+
+	// Configs that would be sent as they are refused.
+	for name, c := range map[string]schemas.TaskPushNotificationConfig{
+		"no url":           cfg("", ""),
+		"not http":         cfg("", "ftp://hooks.example/x"),
+		"relative":         cfg("", "/hooks"),
+		"credentials":      cfg("", "https://u:p@hooks.example/x"),
+		"token line break": {TaskID: id, URL: "https://hooks.example/x", Token: "t\r\nX-Evil: 1"},
+		"no scheme":        {TaskID: id, URL: "https://hooks.example/x", Authentication: &schemas.AuthenticationInfo{Credentials: "c"}},
+		"bad scheme":       {TaskID: id, URL: "https://hooks.example/x", Authentication: &schemas.AuthenticationInfo{Scheme: "Bea rer"}},
+		"credential break": {TaskID: id, URL: "https://hooks.example/x", Authentication: &schemas.AuthenticationInfo{Scheme: "Bearer", Credentials: "a\nb"}},
+		"huge url":         cfg("", "https://hooks.example/"+strings.Repeat("x", maxPushURL)),
+	} {
+		if _, err := b.CreatePushConfig(ctx, alice, c, "1.0"); !errors.Is(err, schemas.ErrInvalidParams) {
+			t.Errorf("%s: %v, want invalid params", name, err)
+		}
+	}
+
+	// At most MaxPushConfigsPerTask; one of them can still be replaced.
+	for i := len(list); i < MaxPushConfigsPerTask; i++ {
+		if _, err := b.CreatePushConfig(ctx, alice, cfg(fmt.Sprint("n", i), "https://hooks.example/n"), "1.0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.CreatePushConfig(ctx, alice, cfg("over", "https://hooks.example/n"), "1.0"); !errors.Is(err, schemas.ErrInvalidParams) {
+		t.Fatalf("one config past the bound: %v", err)
+	}
+	if _, err := b.CreatePushConfig(ctx, alice, cfg("two", "https://hooks.example/two-b"), "1.0"); err != nil {
+		t.Fatalf("replacing at the bound: %v", err)
+	}
+
+	// Deleting is idempotent; the last one leaves nothing behind.
+	list, _ = b.PushConfigs(ctx, alice, id)
+	for _, c := range list {
+		for range 2 {
+			if err := b.DeletePushConfig(ctx, alice, id, c.Config.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if list, err := b.PushConfigs(ctx, alice, id); err != nil || len(list) != 0 {
+		t.Fatalf("after deleting all: %d configs, %v", len(list), err)
+	}
+	if _, rev, err := b.readPushConfigs(ctx, id); err != nil || rev != 0 {
+		t.Fatalf("an emptied set is still stored (revision %d, %v)", rev, err)
 	}
 }

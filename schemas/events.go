@@ -47,6 +47,38 @@ type TaskRecord struct {
 	// that stored this revision (0 when it stored one event), so the
 	// cursor of the record's last event is known without reading events.
 	LastEventIndex int `json:"lastEventIndex,omitempty"`
+	// Push is set once the task has had a push-notification config
+	// (BucketPush), before the config is stored: what writes the task's
+	// events learns from the record it holds whether anyone may be waiting
+	// to be told, so a task without configs costs no lookup.
+	Push bool `json:"push,omitempty"`
+}
+
+// PushConfigSet is the value under a task's id in BucketPush: the task's
+// push-notification configs, in the order they were first created.
+type PushConfigSet struct {
+	Configs []PushConfigRecord `json:"configs"`
+}
+
+// Index is the position of the config with id, or -1.
+func (s *PushConfigSet) Index(id string) int {
+	for i := range s.Configs {
+		if s.Configs[i].Config.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// PushConfigRecord is one stored push-notification config.
+type PushConfigRecord struct {
+	// Config is as the client registered it, with its task's id and its
+	// own id (the client's, or one given at creation).
+	Config TaskPushNotificationConfig `json:"config"`
+	// Dialect is the A2A version the config came through ("1.0", "0.3"):
+	// its notifications take that version's shape.
+	Dialect   string    `json:"dialect,omitempty"`
+	CreatedAt Timestamp `json:"createdAt"`
 }
 
 // ContextClaim is the value under ContextKey(contextId) in
