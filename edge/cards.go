@@ -60,7 +60,7 @@ func (s *Server) card(reg schemas.AgentRegistration) schemas.AgentCard {
 		{URL: url, ProtocolBinding: schemas.BindingJSONRPC, ProtocolVersion: schemas.ProtocolVersion03},
 	}
 	c.Capabilities.Streaming = schemas.Bool(true)
-	c.Capabilities.PushNotifications = schemas.Bool(false)
+	c.Capabilities.PushNotifications = schemas.Bool(s.cfg.Push)
 	c.Capabilities.ExtendedAgentCard = nil
 	if s.hasExtendedCard(reg.Agent) {
 		c.Capabilities.ExtendedAgentCard = schemas.Bool(true)

@@ -102,6 +102,7 @@ func (s *Server) dialects() (v1, v03 dialect) {
 			}
 		},
 	}
+	s.pushMethods(v1.methods, v03.methods)
 	// The older dialect shares the 0.3 grammar (and tasks/get, tasks/cancel).
 	s.legacyMethods(v03.methods, v03.streams)
 	for _, d := range []dialect{v1, v03} {
@@ -112,15 +113,11 @@ func (s *Server) dialects() (v1, v03 dialect) {
 
 func (s *Server) methods() map[string]methodFunc {
 	return map[string]methodFunc{
-		"SendMessage":                      s.rpcSendMessage,
-		"GetTask":                          s.rpcGetTask,
-		"CancelTask":                       s.rpcCancelTask,
-		"ListTasks":                        s.rpcListTasks,
-		"GetExtendedAgentCard":             s.rpcGetExtendedAgentCard,
-		"CreateTaskPushNotificationConfig": s.rpcPushNotSupported,
-		"GetTaskPushNotificationConfig":    s.rpcPushNotSupported,
-		"ListTaskPushNotificationConfigs":  s.rpcPushNotSupported,
-		"DeleteTaskPushNotificationConfig": s.rpcPushNotSupported,
+		"SendMessage":          s.rpcSendMessage,
+		"GetTask":              s.rpcGetTask,
+		"CancelTask":           s.rpcCancelTask,
+		"ListTasks":            s.rpcListTasks,
+		"GetExtendedAgentCard": s.rpcGetExtendedAgentCard,
 	}
 }
 

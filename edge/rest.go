@@ -200,12 +200,31 @@ func decodeRESTList(_ *Server, _ http.ResponseWriter, r *http.Request, c *call) 
 	return nil
 }
 
-// decodeRESTPush reads the push notification config routes.
-func decodeRESTPush(_ *Server, _ http.ResponseWriter, r *http.Request, c *call) error {
+// decodeRESTPush reads the push notification config routes: the task (and
+// config) from the path; a create's body is the config, whose taskId, if
+// it names one, must be the path's.
+func decodeRESTPush(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
 	config := r.PathValue("config")
 	switch {
 	case r.Method == http.MethodPost && config == "":
 		c.method = "CreateTaskPushNotificationConfig"
+		body, err := s.readParams(w, r, c)
+		if err != nil {
+			return err
+		}
+		fields := map[string]json.RawMessage{}
+		if body != nil {
+			if err := json.Unmarshal(body, &fields); err != nil {
+				return schemas.Errorf(schemas.ErrInvalidParams, "the request body must be a push notification config object")
+			}
+		}
+		task, _ := json.Marshal(r.PathValue("task"))
+		if t, ok := fields["taskId"]; ok && string(t) != string(task) && string(t) != `""` {
+			return schemas.Errorf(schemas.ErrInvalidParams, "taskId %s in the body is not the task of the path", t)
+		}
+		fields["taskId"] = task
+		c.params, _ = json.Marshal(fields)
+		return nil
 	case r.Method == http.MethodGet && config == "":
 		c.method = "ListTaskPushNotificationConfigs"
 	case r.Method == http.MethodGet:

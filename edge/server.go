@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,13 @@ import (
 // Config tunes an edge. Zero fields take the defaults documented on each
 // field (applied in New).
 type Config struct {
+	// Push serves the push-notification config methods and declares
+	// pushNotifications in the cards; without it they answer "not
+	// supported". CheckWebhook is the outbound policy a webhook URL must
+	// pass when a config is created (where it may point; nil: any URL
+	// CheckPushConfig accepts).
+	Push         bool
+	CheckWebhook func(*url.URL) error
 	// PublicURL is the base URL clients reach this edge (and its replicas)
 	// at, used in agent cards; default "http://127.0.0.1:8080".
 	PublicURL string

@@ -15,14 +15,10 @@ import (
 
 func (s *Server) v03Methods() map[string]methodFunc {
 	return map[string]methodFunc{
-		"message/send":                        s.v03Send,
-		"tasks/get":                           s.v03Get,
-		"tasks/cancel":                        s.v03Cancel,
-		"agent/getAuthenticatedExtendedCard":  s.rpcGetExtendedAgentCard, // a union card: 0.3 clients read its 0.3 fields
-		"tasks/pushNotificationConfig/set":    s.rpcPushNotSupported,
-		"tasks/pushNotificationConfig/get":    s.rpcPushNotSupported,
-		"tasks/pushNotificationConfig/list":   s.rpcPushNotSupported,
-		"tasks/pushNotificationConfig/delete": s.rpcPushNotSupported,
+		"message/send":                       s.v03Send,
+		"tasks/get":                          s.v03Get,
+		"tasks/cancel":                       s.v03Cancel,
+		"agent/getAuthenticatedExtendedCard": s.rpcGetExtendedAgentCard, // a union card: 0.3 clients read its 0.3 fields
 	}
 }
 

@@ -242,6 +242,31 @@ type TaskPushNotificationConfig struct {
 	Authentication *AuthenticationInfo `json:"authentication,omitempty"`
 }
 
+// GetTaskPushNotificationConfigRequest names one config of a task: the
+// params of GetTaskPushNotificationConfig and
+// DeleteTaskPushNotificationConfig.
+type GetTaskPushNotificationConfigRequest struct {
+	Tenant string `json:"tenant,omitempty"`
+	TaskID string `json:"taskId"`
+	ID     string `json:"id"`
+}
+
+// ListTaskPushNotificationConfigsRequest is the params of
+// ListTaskPushNotificationConfigs.
+type ListTaskPushNotificationConfigsRequest struct {
+	Tenant    string `json:"tenant,omitempty"`
+	TaskID    string `json:"taskId"`
+	PageSize  int32  `json:"pageSize,omitempty"`
+	PageToken string `json:"pageToken,omitempty"`
+}
+
+// ListTaskPushNotificationConfigsResponse is the result of
+// ListTaskPushNotificationConfigs.
+type ListTaskPushNotificationConfigsResponse struct {
+	Configs       []TaskPushNotificationConfig `json:"configs"`
+	NextPageToken string                       `json:"nextPageToken"`
+}
+
 // Timestamp is a google.protobuf.Timestamp: RFC 3339 in UTC with a "Z",
 // millisecond precision on output, any RFC 3339 offset accepted on input.
 type Timestamp struct{ time.Time }

@@ -64,6 +64,15 @@ func (c *V03TaskPushNotificationConfig) ToV1() (*TaskPushNotificationConfig, err
 	return c.PushNotificationConfig.toV1("pushNotificationConfig", c.TaskID)
 }
 
+// V03PushConfigParams is the params of tasks/pushNotificationConfig/get,
+// list and delete: the task's id and, for get and delete, the config's
+// (get may leave it out, as 0.3's deprecated TaskIdParams form does).
+type V03PushConfigParams struct {
+	ID                       string         `json:"id"`
+	PushNotificationConfigID string         `json:"pushNotificationConfigId,omitempty"`
+	Metadata                 map[string]any `json:"metadata,omitempty"`
+}
+
 // PushConfigToV03 converts a 1.0 webhook registration to its 0.3 shape. The
 // tenant has no 0.3 counterpart and is dropped.
 func PushConfigToV03(c TaskPushNotificationConfig) V03TaskPushNotificationConfig {

@@ -1,0 +1,199 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// The push-notification config methods of both versions. Every one goes
+// through the bus's task lifecycle (bus.CreatePushConfig and the rest),
+// which reads the task as the caller's first: another caller's task is not
+// found. While the edge does not serve push (Config.Push), each answers
+// that push notifications are not supported, as the specification asks.
+
+func (s *Server) pushMethods(v1, v03 map[string]methodFunc) {
+	if !s.cfg.Push {
+		for _, m := range []string{"CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"} {
+			v1[m] = s.rpcPushNotSupported
+		}
+		for _, m := range []string{"set", "get", "list", "delete"} {
+			v03["tasks/pushNotificationConfig/"+m] = s.rpcPushNotSupported
+		}
+		return
+	}
+	v1["CreateTaskPushNotificationConfig"] = s.rpcCreatePushConfig
+	v1["GetTaskPushNotificationConfig"] = s.rpcGetPushConfig
+	v1["ListTaskPushNotificationConfigs"] = s.rpcListPushConfigs
+	v1["DeleteTaskPushNotificationConfig"] = s.rpcDeletePushConfig
+	v03["tasks/pushNotificationConfig/set"] = s.v03SetPushConfig
+	v03["tasks/pushNotificationConfig/get"] = s.v03GetPushConfig
+	v03["tasks/pushNotificationConfig/list"] = s.v03ListPushConfigs
+	v03["tasks/pushNotificationConfig/delete"] = s.v03DeletePushConfig
+}
+
+// createPushConfig stores a config after the outbound policy accepted its
+// URL (a webhook is a request this system will make: no metadata or
+// private address unless allowed, HTTPS unless allowed otherwise).
+func (s *Server) createPushConfig(ctx context.Context, c *call, cfg schemas.TaskPushNotificationConfig, dialect string) (*schemas.PushConfigRecord, error) {
+	if cfg.TaskID == "" {
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "taskId is required")
+	}
+	if err := bus.CheckPushConfig(&cfg); err != nil {
+		return nil, err
+	}
+	if s.cfg.CheckWebhook != nil {
+		u, _ := url.Parse(cfg.URL) // parsed by CheckPushConfig
+		if err := s.cfg.CheckWebhook(u); err != nil {
+			return nil, schemas.Errorf(schemas.ErrInvalidParams, "url: %v", err)
+		}
+	}
+	return s.b.CreatePushConfig(ctx, c.owner(), cfg, dialect)
+}
+
+func (s *Server) rpcCreatePushConfig(ctx context.Context, c *call) (any, error) {
+	var cfg schemas.TaskPushNotificationConfig
+	if err := decodeParams(c.params, &cfg); err != nil {
+		return nil, err
+	}
+	pr, err := s.createPushConfig(ctx, c, cfg, schemas.ProtocolVersion)
+	if err != nil {
+		return nil, err
+	}
+	return pr.Config, nil
+}
+
+func (s *Server) rpcGetPushConfig(ctx context.Context, c *call) (any, error) {
+	var req schemas.GetTaskPushNotificationConfigRequest
+	if err := decodeParams(c.params, &req); err != nil {
+		return nil, err
+	}
+	if req.TaskID == "" {
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "taskId is required")
+	}
+	pr, err := s.b.PushConfig(ctx, c.owner(), req.TaskID, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	return pr.Config, nil
+}
+
+// rpcListPushConfigs answers every config of the task in one page: a task
+// holds at most bus.MaxPushConfigsPerTask.
+func (s *Server) rpcListPushConfigs(ctx context.Context, c *call) (any, error) {
+	var req schemas.ListTaskPushNotificationConfigsRequest
+	if err := decodeParams(c.params, &req); err != nil {
+		return nil, err
+	}
+	if req.TaskID == "" {
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "taskId is required")
+	}
+	if req.PageSize < 0 {
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "pageSize must not be negative")
+	}
+	prs, err := s.b.PushConfigs(ctx, c.owner(), req.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	out := schemas.ListTaskPushNotificationConfigsResponse{Configs: make([]schemas.TaskPushNotificationConfig, len(prs))}
+	for i := range prs {
+		out.Configs[i] = prs[i].Config
+	}
+	return out, nil
+}
+
+func (s *Server) rpcDeletePushConfig(ctx context.Context, c *call) (any, error) {
+	var req schemas.GetTaskPushNotificationConfigRequest
+	if err := decodeParams(c.params, &req); err != nil {
+		return nil, err
+	}
+	if req.TaskID == "" {
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "taskId is required")
+	}
+	if err := s.b.DeletePushConfig(ctx, c.owner(), req.TaskID, req.ID); err != nil {
+		return nil, err
+	}
+	return struct{}{}, nil // google.protobuf.Empty
+}
+
+func (s *Server) v03SetPushConfig(ctx context.Context, c *call) (any, error) {
+	var p schemas.V03TaskPushNotificationConfig
+	if err := decodeParams(c.params, &p); err != nil {
+		return nil, err
+	}
+	cfg, err := p.ToV1()
+	if err != nil {
+		return nil, err
+	}
+	pr, err := s.createPushConfig(ctx, c, *cfg, schemas.ProtocolVersion03)
+	if err != nil {
+		return nil, err
+	}
+	return schemas.PushConfigToV03(pr.Config), nil
+}
+
+// v03GetPushConfig reads the config named, or — as 0.3's deprecated form
+// without pushNotificationConfigId asks — the task's only one.
+func (s *Server) v03GetPushConfig(ctx context.Context, c *call) (any, error) {
+	var p schemas.V03PushConfigParams
+	if err := decodeParams(c.params, &p); err != nil {
+		return nil, err
+	}
+	if p.ID == "" {
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "id (the task's) is required")
+	}
+	if p.PushNotificationConfigID != "" {
+		pr, err := s.b.PushConfig(ctx, c.owner(), p.ID, p.PushNotificationConfigID)
+		if err != nil {
+			return nil, err
+		}
+		return schemas.PushConfigToV03(pr.Config), nil
+	}
+	prs, err := s.b.PushConfigs(ctx, c.owner(), p.ID)
+	if err != nil {
+		return nil, err
+	}
+	switch len(prs) {
+	case 0:
+		return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s has no push notification config", p.ID).With("taskId", p.ID)
+	case 1:
+		return schemas.PushConfigToV03(prs[0].Config), nil
+	}
+	return nil, schemas.Errorf(schemas.ErrInvalidParams, "task %s has %d push notification configs: name one with pushNotificationConfigId", p.ID, len(prs))
+}
+
+func (s *Server) v03ListPushConfigs(ctx context.Context, c *call) (any, error) {
+	var p schemas.V03PushConfigParams
+	if err := decodeParams(c.params, &p); err != nil {
+		return nil, err
+	}
+	if p.ID == "" {
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "id (the task's) is required")
+	}
+	prs, err := s.b.PushConfigs(ctx, c.owner(), p.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]schemas.V03TaskPushNotificationConfig, len(prs))
+	for i := range prs {
+		out[i] = schemas.PushConfigToV03(prs[i].Config)
+	}
+	return out, nil
+}
+
+func (s *Server) v03DeletePushConfig(ctx context.Context, c *call) (any, error) {
+	var p schemas.V03PushConfigParams
+	if err := decodeParams(c.params, &p); err != nil {
+		return nil, err
+	}
+	if p.ID == "" || p.PushNotificationConfigID == "" {
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "id (the task's) and pushNotificationConfigId are required")
+	}
+	if err := s.b.DeletePushConfig(ctx, c.owner(), p.ID, p.PushNotificationConfigID); err != nil {
+		return nil, err
+	}
+	return json.RawMessage("null"), nil // 0.3: "the result is null"
+}

@@ -1,0 +1,144 @@
+package edge_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/a2abus/a2abus/edge"
+	"github.com/a2abus/a2abus/edge/auth"
+	"github.com/a2abus/a2abus/schemas"
+	"github.com/a2abus/a2abus/workers"
+)
+
+// pushHarness is an edge serving push configs, with alice, bob and the
+// admin ops, and an outbound policy that refuses one host.
+func pushHarness(t *testing.T) *harness {
+	t.Helper()
+	a, err := auth.New(context.Background(), auth.Config{APIKeys: []auth.APIKey{
+		{Key: aliceKey, Principal: "alice"}, {Key: bobKey, Principal: "bob"}, {Key: opsKey, Principal: "ops", Admin: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse := func(u *url.URL) error {
+		if u.Hostname() == "169.254.169.254" {
+			return errors.New("the destination is a cloud metadata address")
+		}
+		return nil
+	}
+	return newHarness(t, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo")},
+		edge: edge.Config{Auth: a, DefaultAgent: "echo", Push: true, CheckWebhook: refuse}})
+}
+
+// rpcAs sends one JSON-RPC call as the holder of key and decodes the reply.
+func rpcAs(t *testing.T, h *harness, key, method string, params any) *rpcReply {
+	t.Helper()
+	_, _, body := as(t, key, "POST", h.url+"/agents/echo", "application/json", rpcBody(1, method, params))
+	var r rpcReply
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatalf("%s: %s", method, body)
+	}
+	return &r
+}
+
+// Push configs over 1.0 JSON-RPC, HTTP+JSON and 0.3: created, read,
+// listed and deleted by the task's owner in every binding (each sees what
+// the others stored), with the spec's errors: another caller's task and an
+// unknown task or config are not found, a bad or refused URL is invalid
+// params; the card declares push notifications.
+func TestPushConfigsOnEveryBinding(t *testing.T) {
+	h := pushHarness(t)
+	task := mustResult[schemas.SendMessageResponse](t, rpcAs(t, h, aliceKey, "SendMessage", send(userMessage("hi"), false))).Task
+	id := task.ID
+
+	// 1.0 JSON-RPC.
+	created := mustResult[schemas.TaskPushNotificationConfig](t, rpcAs(t, h, aliceKey, "CreateTaskPushNotificationConfig",
+		map[string]any{"taskId": id, "url": "https://hooks.example/a2a", "token": "tok", "authentication": map[string]any{"scheme": "Bearer", "credentials": "c"}}))
+	if created.ID == "" || created.TaskID != id || created.URL != "https://hooks.example/a2a" || created.Authentication == nil || created.Authentication.Scheme != "Bearer" {
+		t.Fatalf("created %+v", created)
+	}
+	if got := mustResult[schemas.TaskPushNotificationConfig](t, rpcAs(t, h, aliceKey, "GetTaskPushNotificationConfig", map[string]any{"taskId": id, "id": created.ID})); got.ID != created.ID || got.URL != created.URL || got.Token != "tok" {
+		t.Fatalf("got %+v", got)
+	}
+
+	// HTTP+JSON: the body is the config, the task is the path's.
+	code, _, body := as(t, aliceKey, "POST", h.url+"/agents/echo/tasks/"+id+"/pushNotificationConfigs", "application/json", `{"id":"rest","url":"https://hooks.example/rest"}`)
+	if code != 200 || !strings.Contains(string(body), `"taskId":"`+id+`"`) {
+		t.Fatalf("REST create: %d %s", code, body)
+	}
+	code, _, body = as(t, aliceKey, "POST", h.url+"/agents/echo/tasks/"+id+"/pushNotificationConfigs", "application/json", `{"taskId":"`+schemas.NewID()+`","url":"https://hooks.example/x"}`)
+	if code != 400 {
+		t.Fatalf("REST create for another task than the path's: %d %s", code, body)
+	}
+
+	// 0.3: its shapes, the same configs.
+	r := rpcAs(t, h, aliceKey, "tasks/pushNotificationConfig/set", map[string]any{"taskId": id,
+		"pushNotificationConfig": map[string]any{"id": "old", "url": "https://hooks.example/v03", "authentication": map[string]any{"schemes": []string{"Basic"}, "credentials": "dXM6cHc="}}})
+	if v03 := mustResult[schemas.V03TaskPushNotificationConfig](t, r); v03.TaskID != id || v03.PushNotificationConfig.ID != "old" || v03.PushNotificationConfig.Authentication.Schemes[0] != "Basic" {
+		t.Fatalf("0.3 set: %s", r.Result)
+	}
+	if list := mustResult[[]schemas.V03TaskPushNotificationConfig](t, rpcAs(t, h, aliceKey, "tasks/pushNotificationConfig/list", map[string]any{"id": id})); len(list) != 3 {
+		t.Fatalf("0.3 list: %+v", list)
+	}
+	if got := mustResult[schemas.V03TaskPushNotificationConfig](t, rpcAs(t, h, aliceKey, "tasks/pushNotificationConfig/get", map[string]any{"id": id, "pushNotificationConfigId": "rest"})); got.PushNotificationConfig.URL != "https://hooks.example/rest" {
+		t.Fatalf("0.3 get: %+v", got)
+	}
+	mustError(t, rpcAs(t, h, aliceKey, "tasks/pushNotificationConfig/get", map[string]any{"id": id}), schemas.ErrInvalidParams) // three: name one
+
+	// Listed in every binding, oldest first; an admin of the tenant sees them.
+	list := mustResult[schemas.ListTaskPushNotificationConfigsResponse](t, rpcAs(t, h, opsKey, "ListTaskPushNotificationConfigs", map[string]any{"taskId": id}))
+	if len(list.Configs) != 3 || list.Configs[0].ID != created.ID || list.Configs[1].ID != "rest" || list.Configs[2].ID != "old" {
+		t.Fatalf("list: %+v", list)
+	}
+	code, _, body = as(t, aliceKey, "GET", h.url+"/agents/echo/tasks/"+id+"/pushNotificationConfigs/old", "", "")
+	if code != 200 || !strings.Contains(string(body), `"scheme":"Basic"`) {
+		t.Fatalf("REST get: %d %s", code, body)
+	}
+
+	// Errors.
+	for _, c := range []struct {
+		key    string
+		method string
+		params map[string]any
+		want   *schemas.Error
+	}{
+		{bobKey, "CreateTaskPushNotificationConfig", map[string]any{"taskId": id, "url": "https://hooks.example/b"}, schemas.ErrTaskNotFound},
+		{bobKey, "GetTaskPushNotificationConfig", map[string]any{"taskId": id, "id": created.ID}, schemas.ErrTaskNotFound},
+		{bobKey, "ListTaskPushNotificationConfigs", map[string]any{"taskId": id}, schemas.ErrTaskNotFound},
+		{bobKey, "DeleteTaskPushNotificationConfig", map[string]any{"taskId": id, "id": created.ID}, schemas.ErrTaskNotFound},
+		{aliceKey, "CreateTaskPushNotificationConfig", map[string]any{"taskId": schemas.NewID(), "url": "https://hooks.example/b"}, schemas.ErrTaskNotFound},
+		{aliceKey, "GetTaskPushNotificationConfig", map[string]any{"taskId": id, "id": "nope"}, schemas.ErrTaskNotFound},
+		{aliceKey, "CreateTaskPushNotificationConfig", map[string]any{"taskId": id, "url": "not a url"}, schemas.ErrInvalidParams},
+		{aliceKey, "CreateTaskPushNotificationConfig", map[string]any{"taskId": id, "url": "http://169.254.169.254/latest"}, schemas.ErrInvalidParams},
+		{aliceKey, "CreateTaskPushNotificationConfig", map[string]any{"url": "https://hooks.example/b"}, schemas.ErrInvalidParams},
+		{aliceKey, "GetTaskPushNotificationConfig", map[string]any{"taskId": id}, schemas.ErrInvalidParams},
+	} {
+		mustError(t, rpcAs(t, h, c.key, c.method, c.params), c.want)
+	}
+
+	// Delete in each binding; deleting again succeeds.
+	for range 2 {
+		if r := rpcAs(t, h, aliceKey, "DeleteTaskPushNotificationConfig", map[string]any{"taskId": id, "id": created.ID}); r.Error != nil || string(r.Result) != "{}" {
+			t.Fatalf("delete: %s %+v", r.Result, r.Error)
+		}
+	}
+	if code, _, body := as(t, aliceKey, "DELETE", h.url+"/agents/echo/tasks/"+id+"/pushNotificationConfigs/rest", "", ""); code != 200 {
+		t.Fatalf("REST delete: %d %s", code, body)
+	}
+	if r := rpcAs(t, h, aliceKey, "tasks/pushNotificationConfig/delete", map[string]any{"id": id, "pushNotificationConfigId": "old"}); r.Error != nil || string(r.Result) != "null" {
+		t.Fatalf("0.3 delete: %s %+v", r.Result, r.Error)
+	}
+	if list := mustResult[schemas.ListTaskPushNotificationConfigsResponse](t, rpcAs(t, h, aliceKey, "ListTaskPushNotificationConfigs", map[string]any{"taskId": id})); len(list.Configs) != 0 {
+		t.Fatalf("after deleting all: %+v", list)
+	}
+
+	// The card says so.
+	_, _, card := as(t, "", "GET", h.url+"/agents/echo/.well-known/agent-card.json", "", "")
+	if !strings.Contains(string(card), `"pushNotifications":true`) {
+		t.Fatalf("card: %s", card)
+	}
+}
