@@ -213,6 +213,11 @@ type Submission struct {
 	Dialect, ClientTaskID string
 	// Publish carries the trace and protocol version to the work item.
 	Publish PublishOptions
+	// PushConfig, when set, is a push-notification config sent with the
+	// message, stored for the new task before its work is queued (so its
+	// first events are told), in the A2A version PushDialect.
+	PushConfig  *schemas.TaskPushNotificationConfig
+	PushDialect string
 }
 
 // Follow is called once a submission or continuation is stored and before
@@ -238,6 +243,18 @@ func (b *Bus) Submit(ctx context.Context, s Submission, follow Follow) (*schemas
 	} else if err := b.claimContext(ctx, msg.ContextID, s.Owner, s.Tenant); err != nil {
 		return nil, 0, err
 	}
+	var push *schemas.PushConfigRecord
+	if s.PushConfig != nil {
+		c := *s.PushConfig
+		c.TaskID = id
+		if c.ID == "" {
+			c.ID = schemas.NewID()
+		}
+		if err := CheckPushConfig(&c); err != nil {
+			return nil, 0, err
+		}
+		push = &schemas.PushConfigRecord{Config: c, Dialect: s.PushDialect, CreatedAt: *schemas.Now()}
+	}
 	msg.TaskID = id
 	now := schemas.Now()
 	rec := &schemas.TaskRecord{
@@ -255,18 +272,27 @@ func (b *Bus) Submit(ctx context.Context, s Submission, follow Follow) (*schemas
 		CreatedAt:    *now,
 		Dialect:      s.Dialect,
 		ClientTaskID: s.ClientTaskID,
+		Push:         push != nil,
 	}
 	sctx := context.WithoutCancel(ctx)
 	rev, stored, err := b.createTask(sctx, rec)
 	if err != nil {
 		return nil, 0, err
 	}
-	if follow != nil {
-		follow(rec, rev)
+	var qerr error
+	if push != nil {
+		qerr = b.changePushConfigs(sctx, id, func(set *schemas.PushConfigSet) error {
+			set.Configs = append(set.Configs[:0], *push)
+			return nil
+		})
 	}
-	qerr := b.queue(sctx, rec, rev, stored, s.Publish)
 	if qerr == nil {
-		return rec, rev, nil
+		if follow != nil {
+			follow(rec, rev)
+		}
+		if qerr = b.queue(sctx, rec, rev, stored, s.Publish); qerr == nil {
+			return rec, rev, nil
+		}
 	}
 	// Undo the create, unless a worker already took the task (the work
 	// was queued after all, and only the answer was lost).

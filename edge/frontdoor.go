@@ -53,6 +53,10 @@ type call struct {
 	// carry), and the dialect to record.
 	taskID, clientTaskID, dialect string
 
+	// push is the push-notification config a send carried, checked by
+	// checkSend, stored with the task it creates or continues.
+	push *schemas.TaskPushNotificationConfig
+
 	obs *observation
 }
 

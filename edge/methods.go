@@ -61,8 +61,18 @@ func (s *Server) checkSend(c *call, req *schemas.SendMessageRequest) (*schemas.M
 	var histLen *int32
 	if cfg := req.Configuration; cfg != nil {
 		histLen = cfg.HistoryLength
-		if cfg.TaskPushNotificationConfig != nil {
-			return nil, nil, schemas.Errorf(schemas.ErrPushNotSupported, "push notifications are not supported by this agent")
+		if pc := cfg.TaskPushNotificationConfig; pc != nil {
+			if !s.cfg.Push {
+				return nil, nil, schemas.Errorf(schemas.ErrPushNotSupported, "push notifications are not supported by this agent")
+			}
+			p := *pc
+			if p.TaskID != "" && p.TaskID != req.Message.TaskID {
+				return nil, nil, schemas.Errorf(schemas.ErrInvalidParams, "configuration.taskPushNotificationConfig.taskId must be empty: the config is for the message's task")
+			}
+			if err := s.checkWebhookConfig(&p); err != nil {
+				return nil, nil, err
+			}
+			c.push = &p
 		}
 	}
 	return req.Message, histLen, nil
@@ -152,7 +162,7 @@ func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, 
 	}
 	rec, _, err := s.b.Submit(ctx, bus.Submission{
 		Agent: c.agent, Owner: c.caller.principal, Tenant: c.caller.tenant, Origin: c.caller.origin, Message: msg, TaskID: c.taskID,
-		Dialect: c.dialect, ClientTaskID: c.clientTaskID, Publish: c.publish(),
+		Dialect: c.dialect, ClientTaskID: c.clientTaskID, Publish: c.publish(), PushConfig: c.push, PushDialect: c.d.version,
 	}, follow)
 	if errors.Is(err, bus.ErrTaskExists) {
 		// A client-chosen id whose task this caller does not own (one
@@ -164,6 +174,13 @@ func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, 
 
 // continueTask answers a task of the agent's that waits for input.
 func (s *Server) continueTask(ctx context.Context, c *call, msg *schemas.Message, follow bus.Follow) (*schemas.TaskRecord, error) {
+	if c.push != nil {
+		p := *c.push
+		p.TaskID = msg.TaskID
+		if _, err := s.b.CreatePushConfig(ctx, c.owner(), p, c.d.version); err != nil {
+			return nil, err
+		}
+	}
 	rec, _, err := s.b.Continue(ctx, c.owner(), msg, c.publish(), follow)
 	return rec, err
 }

@@ -42,16 +42,25 @@ func (s *Server) createPushConfig(ctx context.Context, c *call, cfg schemas.Task
 	if cfg.TaskID == "" {
 		return nil, schemas.Errorf(schemas.ErrInvalidParams, "taskId is required")
 	}
-	if err := bus.CheckPushConfig(&cfg); err != nil {
+	if err := s.checkWebhookConfig(&cfg); err != nil {
 		return nil, err
+	}
+	return s.b.CreatePushConfig(ctx, c.owner(), cfg, dialect)
+}
+
+// checkWebhookConfig checks a config's fields and its URL against the
+// outbound policy.
+func (s *Server) checkWebhookConfig(cfg *schemas.TaskPushNotificationConfig) error {
+	if err := bus.CheckPushConfig(cfg); err != nil {
+		return err
 	}
 	if s.cfg.CheckWebhook != nil {
 		u, _ := url.Parse(cfg.URL) // parsed by CheckPushConfig
 		if err := s.cfg.CheckWebhook(u); err != nil {
-			return nil, schemas.Errorf(schemas.ErrInvalidParams, "url: %v", err)
+			return schemas.Errorf(schemas.ErrInvalidParams, "url: %v", err)
 		}
 	}
-	return s.b.CreatePushConfig(ctx, c.owner(), cfg, dialect)
+	return nil
 }
 
 func (s *Server) rpcCreatePushConfig(ctx context.Context, c *call) (any, error) {

@@ -142,3 +142,38 @@ func TestPushConfigsOnEveryBinding(t *testing.T) {
 		t.Fatalf("card: %s", card)
 	}
 }
+
+// A config sent with a message is stored with the task the message
+// creates (or continues) before the agent runs, in 1.0 and 0.3; one that
+// names another task, or a URL the policy refuses, is invalid params.
+func TestPushConfigInlineWithTheMessage(t *testing.T) {
+	h := pushHarness(t)
+	req := send(userMessage("hi"), false)
+	req.Configuration = &schemas.SendMessageConfiguration{TaskPushNotificationConfig: &schemas.TaskPushNotificationConfig{URL: "https://hooks.example/inline", Token: "t"}}
+	task := mustResult[schemas.SendMessageResponse](t, rpcAs(t, h, aliceKey, "SendMessage", req)).Task
+	list := mustResult[schemas.ListTaskPushNotificationConfigsResponse](t, rpcAs(t, h, aliceKey, "ListTaskPushNotificationConfigs", map[string]any{"taskId": task.ID}))
+	if len(list.Configs) != 1 || list.Configs[0].TaskID != task.ID || list.Configs[0].ID == "" || list.Configs[0].URL != "https://hooks.example/inline" {
+		t.Fatalf("inline config stored as %+v", list)
+	}
+
+	r := rpcAs(t, h, aliceKey, "message/send", map[string]any{"message": msg03("hi"),
+		"configuration": map[string]any{"pushNotificationConfig": map[string]any{"id": "v03", "url": "https://hooks.example/v03"}}})
+	var v03 struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(r.Result, &v03); err != nil || v03.ID == "" {
+		t.Fatalf("0.3 send: %s %+v", r.Result, r.Error)
+	}
+	if got := mustResult[schemas.V03TaskPushNotificationConfig](t, rpcAs(t, h, aliceKey, "tasks/pushNotificationConfig/get", map[string]any{"id": v03.ID})); got.PushNotificationConfig.ID != "v03" {
+		t.Fatalf("0.3 inline config stored as %+v", got)
+	}
+
+	for _, pc := range []*schemas.TaskPushNotificationConfig{
+		{TaskID: schemas.NewID(), URL: "https://hooks.example/x"},
+		{URL: "http://169.254.169.254/"},
+		{URL: "mailto:a@b"},
+	} {
+		req.Configuration.TaskPushNotificationConfig = pc
+		mustError(t, rpcAs(t, h, aliceKey, "SendMessage", req), schemas.ErrInvalidParams)
+	}
+}
