@@ -151,10 +151,10 @@ func FuzzAppendJSONString(f *testing.F) {
 // The index header written by hand reads back as the entry it was
 // written from, as encoding/json's encoding of it does.
 func FuzzAppendIndexEntry(f *testing.F) {
-	f.Add("TASK_STATE_WORKING", int64(1795506624831000000), "echo", "alice", "", "ctx-1", "127.0.0.1", false)
-	f.Add("", int64(-1), "", "o\"\\", "t\xff", "", "\u2028", true)
-	f.Fuzz(func(t *testing.T, state string, at int64, agent, owner, tenant, context, origin string, reply bool) {
-		e := schemas.TaskIndexEntry{State: schemas.TaskState(state), At: at, Agent: agent, Owner: owner, Tenant: tenant, Context: context, Origin: origin, Reply: reply}
+	f.Add("TASK_STATE_WORKING", int64(1795506624831000000), "echo", "alice", "", "ctx-1", "127.0.0.1", false, false)
+	f.Add("", int64(-1), "", "o\"\\", "t\xff", "", "\u2028", true, true)
+	f.Fuzz(func(t *testing.T, state string, at int64, agent, owner, tenant, context, origin string, reply, push bool) {
+		e := schemas.TaskIndexEntry{State: schemas.TaskState(state), At: at, Agent: agent, Owner: owner, Tenant: tenant, Context: context, Origin: origin, Reply: reply, Push: push}
 		var got, want schemas.TaskIndexEntry
 		if err := json.Unmarshal(appendIndexEntry(nil, e), &got); err != nil {
 			t.Fatalf("%+v written as %s: %v", e, appendIndexEntry(nil, e), err)

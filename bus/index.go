@@ -53,7 +53,7 @@ type TaskIndex struct {
 	bytes     int64                        // stored size of every task
 	shared    map[string]string            // see share
 	applied   uint64                       // stream sequence of the last write applied
-	gone      []string                     // tasks deleted since the last sweep, whose events it drops
+	gone      []goneTask                   // tasks deleted since the last sweep, whose events (and configs) it drops
 	progress  chan struct{}                // closed when applied moves, if waited on
 	waiting   int
 
@@ -168,7 +168,7 @@ func (x *TaskIndex) apply(ctx context.Context, id string, m followMsg) {
 		if e != nil {
 			e.id = old.id
 		} else if len(x.gone) < maxGone {
-			x.gone = append(x.gone, old.id)
+			x.gone = append(x.gone, goneTask{old.id, old.Push})
 		}
 	} else if e != nil {
 		// The id is a slice of the message's subject: keep only the id.
@@ -217,8 +217,14 @@ const maxShared = 1 << 14
 // until the events stream's age or byte bound removes them.
 const maxGone = 1 << 18
 
+// goneTask is a deleted task, and whether it had push configs.
+type goneTask struct {
+	id   string
+	push bool
+}
+
 // takeGone returns the tasks deleted since it was last called.
-func (x *TaskIndex) takeGone() []string {
+func (x *TaskIndex) takeGone() []goneTask {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	gone := x.gone
@@ -600,9 +606,9 @@ func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, err
 	if held, err := x.b.holdLease(ctx, "sweep"); err != nil || !held {
 		return res, err
 	}
-	// The events of the tasks deleted since the last sweep — by it, by
-	// their TTL, or withdrawn — go first: the holder's index saw every
-	// deletion, whoever made it.
+	// The events (and push configs) of the tasks deleted since the last
+	// sweep — by it, by their TTL, or withdrawn — go first: the holder's
+	// index saw every deletion, whoever made it.
 	res.EventsDropped = x.b.dropEvents(ctx, gone)
 	var victims, orphans, idle []*indexEntry
 	func() {
@@ -685,8 +691,9 @@ func (b *Bus) purgeTasks(ctx context.Context, entries []*indexEntry) int {
 	})
 }
 
-// dropEvents deletes the events of deleted tasks, purgeWindow at a time,
-// and returns for how many tasks it did. Each task's event subject is
+// dropEvents deletes the events of deleted tasks, and the push configs of
+// those that had some, purgeWindow tasks at a time, and returns for how
+// many tasks it deleted the events. Each task's event subject is
 // rolled up into one headers-only marker (schemas.HeaderTaskDeleted) that
 // expires a second later, leaving the subject empty: the stream keeps the
 // events of tasks that are stored, and the server's per-subject state for
@@ -694,12 +701,17 @@ func (b *Bus) purgeTasks(ctx context.Context, entries []*indexEntry) int {
 // workers may make, where a stream purge is an API call the NATS
 // permissions deny them. A repeat (a sweep that lost its lease midway) is
 // de-duplicated by its message id.
-func (b *Bus) dropEvents(ctx context.Context, ids []string) int {
-	return pipelined(ctx, ids, func(id string) bool {
-		m := nats.NewMsg(schemas.SubjectEvents(id))
+func (b *Bus) dropEvents(ctx context.Context, tasks []goneTask) int {
+	return pipelined(ctx, tasks, func(t goneTask) bool {
+		if t.push {
+			if kv, err := b.pushConfigs(ctx); err == nil {
+				_ = kv.Purge(ctx, t.id, jetstream.PurgeTTL(time.Second))
+			}
+		}
+		m := nats.NewMsg(schemas.SubjectEvents(t.id))
 		m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 		m.Header.Set(schemas.HeaderTaskDeleted, "true")
-		m.Header.Set(nats.MsgIdHdr, id+".deleted")
+		m.Header.Set(nats.MsgIdHdr, t.id+".deleted")
 		_, err := b.js.PublishMsg(ctx, m, jetstream.WithMsgTTL(time.Second))
 		return err == nil
 	})

@@ -375,8 +375,8 @@ func TestPurgeTasksPipelinedAndOnlyUnchanged(t *testing.T) {
 // A deleted task's events go too: the sweep after a task is deleted — by a
 // sweep or by its TTL — rolls its event subject up into a marker that
 // expires, so the events stream ends up with no message of the task (and
-// the server with no state for its subject); readers of the stream skip
-// the marker; a stored task's events stay.
+// the server with no state for its subject), and deletes its push configs;
+// readers of the stream skip the marker; a stored task's events stay.
 func TestSweepDropsEventsOfDeletedTasks(t *testing.T) {
 	ctx := testCtx(t)
 	b := newTestBus(t, Config{TaskTTL: time.Second, EventsMaxAge: time.Hour})
@@ -403,9 +403,14 @@ func TestSweepDropsEventsOfDeletedTasks(t *testing.T) {
 	// Two finished tasks past the bound of one, and one waiting for input
 	// (no TTL: it is not finished), which a reader follows.
 	var done []*schemas.TaskRecord
-	for range 3 {
+	for i := range 3 {
 		rec := newRecord("echo")
 		createTask(t, b, rec)
+		if i == 0 { // one with a push config, which goes with it
+			if _, err := b.CreatePushConfig(ctx, Owner{Agent: "echo"}, schemas.TaskPushNotificationConfig{TaskID: rec.Task.ID, URL: "https://hooks.example/a"}, "1.0"); err != nil {
+				t.Fatal(err)
+			}
+		}
 		run(rec, schemas.TaskStateCompleted)
 		done = append(done, rec)
 	}
@@ -443,6 +448,9 @@ func TestSweepDropsEventsOfDeletedTasks(t *testing.T) {
 	}
 	for _, rec := range done {
 		eventually(t, "the deleted task's subject to empty", func() bool { return stored(rec.Task.ID) == 0 })
+	}
+	if _, rev, err := b.readPushConfigs(ctx, done[0].Task.ID); err != nil || rev != 0 {
+		t.Fatalf("the deleted task's push configs are still stored (revision %d, %v)", rev, err)
 	}
 	if n := stored(open.Task.ID); n != 3 {
 		t.Fatalf("the stored task has %d events left, want 3", n)

@@ -364,6 +364,9 @@ func appendIndexEntry(b []byte, e schemas.TaskIndexEntry) []byte {
 	if e.Reply {
 		b = append(b, `,"r":true`...)
 	}
+	if e.Push {
+		b = append(b, `,"p":true`...)
+	}
 	return append(b, '}')
 }
 

@@ -114,6 +114,9 @@ type TaskIndexEntry struct {
 	Origin  string    `json:"g,omitempty"`
 	// Reply marks a message-only exchange: listed to no one.
 	Reply bool `json:"r,omitempty"`
+	// Push marks a task that has had push-notification configs
+	// (TaskRecord.Push): its configs are deleted with it.
+	Push bool `json:"p,omitempty"`
 }
 
 // IndexEntry returns the record's TaskIndexEntry. Its time is the status
@@ -121,7 +124,7 @@ type TaskIndexEntry struct {
 // record read back agree.
 func (r *TaskRecord) IndexEntry() TaskIndexEntry {
 	return TaskIndexEntry{State: r.Task.Status.State, At: r.StatusTime().Truncate(time.Millisecond).UnixNano(), Agent: r.Agent,
-		Owner: r.Owner, Tenant: r.Tenant, Context: r.Task.ContextID, Origin: r.Origin, Reply: r.Reply != nil}
+		Owner: r.Owner, Tenant: r.Tenant, Context: r.Task.ContextID, Origin: r.Origin, Reply: r.Reply != nil, Push: r.Push}
 }
 
 // WorkItem is the data of a TypeWorkExecute event on
