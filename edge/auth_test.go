@@ -25,14 +25,20 @@ const (
 // principals: alice, bob and the admin ops.
 func authHarness(t *testing.T) *harness {
 	t.Helper()
+	return authHarnessWith(t, edge.Config{})
+}
+
+// authHarnessWith is authHarness with more of the edge's configuration.
+func authHarnessWith(t *testing.T, cfg edge.Config) *harness {
+	t.Helper()
 	a, err := auth.New(context.Background(), auth.Config{APIKeys: []auth.APIKey{
 		{Key: aliceKey, Principal: "alice"}, {Key: bobKey, Principal: "bob"}, {Key: opsKey, Principal: "ops", Admin: true},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newHarness(t, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo")},
-		edge: edge.Config{Auth: a, DefaultAgent: "echo"}})
+	cfg.Auth, cfg.DefaultAgent = a, "echo"
+	return newHarness(t, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo")}, edge: cfg})
 }
 
 // as sends one request with key (none when ""), and returns the status,

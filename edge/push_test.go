@@ -1,7 +1,6 @@
 package edge_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/url"
@@ -9,29 +8,20 @@ import (
 	"testing"
 
 	"github.com/a2abus/a2abus/edge"
-	"github.com/a2abus/a2abus/edge/auth"
 	"github.com/a2abus/a2abus/schemas"
-	"github.com/a2abus/a2abus/workers"
 )
 
 // pushHarness is an edge serving push configs, with alice, bob and the
 // admin ops, and an outbound policy that refuses one host.
 func pushHarness(t *testing.T) *harness {
 	t.Helper()
-	a, err := auth.New(context.Background(), auth.Config{APIKeys: []auth.APIKey{
-		{Key: aliceKey, Principal: "alice"}, {Key: bobKey, Principal: "bob"}, {Key: opsKey, Principal: "ops", Admin: true},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	refuse := func(u *url.URL) error {
 		if u.Hostname() == "169.254.169.254" {
 			return errors.New("the destination is a cloud metadata address")
 		}
 		return nil
 	}
-	return newHarness(t, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo")},
-		edge: edge.Config{Auth: a, DefaultAgent: "echo", Push: true, CheckWebhook: refuse}})
+	return authHarnessWith(t, edge.Config{Push: true, CheckWebhook: refuse})
 }
 
 // rpcAs sends one JSON-RPC call as the holder of key and decodes the reply.
