@@ -271,6 +271,8 @@ func TestPushConfigsBelongToTheirTask(t *testing.T) {
 	} {
 		if _, err := b.CreatePushConfig(ctx, alice, c, "1.0"); !errors.Is(err, schemas.ErrInvalidParams) {
 			t.Errorf("%s: %v, want invalid params", name, err)
+		} else if strings.Contains(err.Error(), "u:p@") {
+			t.Errorf("%s: the refusal repeats the URL's credentials: %v", name, err)
 		}
 	}
 
