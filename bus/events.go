@@ -275,7 +275,7 @@ func (b *Bus) readEvents(ctx context.Context, taskID string, after uint64, buffe
 		return errors.Is(err, schemas.ErrUnavailable) && !errors.Is(err, nats.ErrConnectionClosed)
 	}
 	var stale bool
-	err := error(nil)
+	var err error
 	if !fresh {
 		err = retryWithin(ctx, readerOpenRetryFor, func(actx context.Context) (bool, error) {
 			var err error

@@ -468,12 +468,7 @@ func (x *TaskIndex) List(ctx context.Context, q ListQuery) (ListPage, error) {
 		}
 		i := len(slots)
 		if c := q.After; c != nil {
-			i, _ = slices.BinarySearchFunc(slots, *c, func(s slot, c ListCursor) int {
-				if s.at != c.At {
-					return cmp.Compare(s.at, c.At)
-				}
-				return strings.Compare(s.e.id, c.ID)
-			})
+			i, _ = slices.BinarySearchFunc(slots, slot{at: c.At, e: &indexEntry{id: c.ID}}, compareSlots)
 		}
 		for i--; i >= 0 && len(hits) <= q.Limit; i-- {
 			s := slots[i]

@@ -245,15 +245,10 @@ func (b *Bus) Submit(ctx context.Context, s Submission, follow Follow) (*schemas
 	}
 	var push *schemas.PushConfigRecord
 	if s.PushConfig != nil {
-		c := *s.PushConfig
-		c.TaskID = id
-		if c.ID == "" {
-			c.ID = schemas.NewID()
-		}
-		if err := CheckPushConfig(&c); err != nil {
+		var err error
+		if push, err = newPushConfig(*s.PushConfig, id, s.PushDialect); err != nil {
 			return nil, 0, err
 		}
-		push = &schemas.PushConfigRecord{Config: c, Dialect: s.PushDialect, CreatedAt: *schemas.Now()}
 	}
 	msg.TaskID = id
 	now := schemas.Now()

@@ -128,15 +128,13 @@ func httpToken(s string) bool {
 // dialect is the A2A version it came through ("1.0" or "0.3"); its
 // notifications take that version's shape.
 func (b *Bus) CreatePushConfig(ctx context.Context, o Owner, c schemas.TaskPushNotificationConfig, dialect string) (*schemas.PushConfigRecord, error) {
-	if err := CheckPushConfig(&c); err != nil {
+	pr, err := newPushConfig(c, c.TaskID, dialect)
+	if err != nil {
 		return nil, err
 	}
 	rec, rev, err := b.Task(ctx, o, c.TaskID)
 	if err != nil {
 		return nil, err
-	}
-	if c.ID == "" {
-		c.ID = schemas.NewID()
 	}
 	// The flag first: a config stored beside a task without it would never
 	// be told anything.
@@ -148,23 +146,36 @@ func (b *Bus) CreatePushConfig(ctx context.Context, o Owner, c schemas.TaskPushN
 			return nil, err
 		}
 	}
-	pr := schemas.PushConfigRecord{Config: c, Dialect: dialect, CreatedAt: *schemas.Now()}
 	err = b.changePushConfigs(ctx, c.TaskID, func(set *schemas.PushConfigSet) error {
-		if i := set.Index(c.ID); i >= 0 {
+		if i := set.Index(pr.Config.ID); i >= 0 {
 			pr.CreatedAt = set.Configs[i].CreatedAt
-			set.Configs[i] = pr
+			set.Configs[i] = *pr
 			return nil
 		}
 		if len(set.Configs) >= MaxPushConfigsPerTask {
 			return schemas.Errorf(schemas.ErrInvalidParams, "task %s has %d push notification configs, the most a task may have; delete one first", c.TaskID, len(set.Configs))
 		}
-		set.Configs = append(set.Configs, pr)
+		set.Configs = append(set.Configs, *pr)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &pr, nil
+	return pr, nil
+}
+
+// newPushConfig is c, checked, as stored for task taskID: with the task's
+// id, an id of its own when the client gave none, and the A2A version it
+// came through.
+func newPushConfig(c schemas.TaskPushNotificationConfig, taskID, dialect string) (*schemas.PushConfigRecord, error) {
+	if err := CheckPushConfig(&c); err != nil {
+		return nil, err
+	}
+	c.TaskID = taskID
+	if c.ID == "" {
+		c.ID = schemas.NewID()
+	}
+	return &schemas.PushConfigRecord{Config: c, Dialect: dialect, CreatedAt: *schemas.Now()}, nil
 }
 
 // PushConfig reads one config of a task of o's; a config that does not

@@ -75,13 +75,23 @@ func (s *Server) rpcCreatePushConfig(ctx context.Context, c *call) (any, error) 
 	return pr.Config, nil
 }
 
-func (s *Server) rpcGetPushConfig(ctx context.Context, c *call) (any, error) {
+// configRef reads the params of a 1.0 get or delete: a task and one of its
+// configs.
+func configRef(c *call) (schemas.GetTaskPushNotificationConfigRequest, error) {
 	var req schemas.GetTaskPushNotificationConfigRequest
 	if err := decodeParams(c.params, &req); err != nil {
-		return nil, err
+		return req, err
 	}
 	if req.TaskID == "" {
-		return nil, schemas.Errorf(schemas.ErrInvalidParams, "taskId is required")
+		return req, schemas.Errorf(schemas.ErrInvalidParams, "taskId is required")
+	}
+	return req, nil
+}
+
+func (s *Server) rpcGetPushConfig(ctx context.Context, c *call) (any, error) {
+	req, err := configRef(c)
+	if err != nil {
+		return nil, err
 	}
 	pr, err := s.b.PushConfig(ctx, c.owner(), req.TaskID, req.ID)
 	if err != nil {
@@ -115,12 +125,9 @@ func (s *Server) rpcListPushConfigs(ctx context.Context, c *call) (any, error) {
 }
 
 func (s *Server) rpcDeletePushConfig(ctx context.Context, c *call) (any, error) {
-	var req schemas.GetTaskPushNotificationConfigRequest
-	if err := decodeParams(c.params, &req); err != nil {
+	req, err := configRef(c)
+	if err != nil {
 		return nil, err
-	}
-	if req.TaskID == "" {
-		return nil, schemas.Errorf(schemas.ErrInvalidParams, "taskId is required")
 	}
 	if err := s.b.DeletePushConfig(ctx, c.owner(), req.TaskID, req.ID); err != nil {
 		return nil, err
