@@ -275,6 +275,7 @@ var busStreams = []string{
 	schemas.StreamWork, schemas.StreamEvents, schemas.StreamDLQ,
 	kvStream(schemas.BucketTasks), kvStream(schemas.BucketAgents), kvStream(schemas.BucketCards),
 	kvStream(schemas.BucketContexts), kvStream(schemas.BucketLeases), kvStream(schemas.BucketPush),
+	schemas.StreamNotify,
 }
 
 // followed are the streams edges and workers read with consumers of their
@@ -318,7 +319,9 @@ func (r Role) permissions() *server.Permissions {
 	pub = append(pub, api("CONSUMER.INFO", schemas.StreamWork+".*")...)
 	// Messages of the bus contract both write.
 	pub = append(pub, kvPrefix(schemas.BucketTasks)+">", kvPrefix(schemas.BucketCards)+">", kvPrefix(schemas.BucketContexts)+">", kvPrefix(schemas.BucketPush)+">",
-		schemas.SubjectWorkAll, schemas.SubjectEventsAll, schemas.SubjectCancelAll)
+		schemas.SubjectWorkAll, schemas.SubjectEventsAll, schemas.SubjectCancelAll,
+		// Wake-ups of push senders, after writes and new configs.
+		schemas.SubjectNotifyAll)
 	sub := []string{inboxAll}
 	// What neither may do, whatever is allowed above (deny wins).
 	deny := append(api("STREAM.DELETE", ">"), api("STREAM.PURGE", ">")...)
@@ -339,6 +342,10 @@ func (r Role) permissions() *server.Permissions {
 		deny = append(deny, api("CONSUMER.DURABLE.CREATE", schemas.StreamWork+".>")...)
 		deny = append(deny, api("CONSUMER.MSG.NEXT", schemas.StreamWork+".>")...)
 		deny = append(deny, jsAckPrefix+schemas.StreamWork+".>", kvPrefix(schemas.BucketAgents)+">", schemas.SubjectDLQAll)
+		// Push senders run in workers: nothing of their consumer.
+		deny = append(deny, api("CONSUMER.CREATE", schemas.StreamNotify, schemas.StreamNotify+".>")...)
+		deny = append(deny, api("CONSUMER.MSG.NEXT", schemas.StreamNotify+".>")...)
+		deny = append(deny, jsAckPrefix+schemas.StreamNotify+".>")
 		// The sweep lease: edges sweep.
 		pub = append(pub, kvPrefix(schemas.BucketLeases)+">")
 		// The queued work of a task canceled before a worker took it
@@ -350,6 +357,11 @@ func (r Role) permissions() *server.Permissions {
 		pub = append(pub, jsAckPrefix+schemas.StreamWork+".>")
 		pub = append(pub, api("STREAM.MSG.DELETE", schemas.StreamWork)...)
 		pub = append(pub, kvPrefix(schemas.BucketAgents)+">", schemas.SubjectDLQAll)
+		// The push senders' shared consumer of wake-ups.
+		pub = append(pub, api("CONSUMER.CREATE", schemas.StreamNotify, schemas.StreamNotify+".>")...)
+		pub = append(pub, api("CONSUMER.INFO", schemas.StreamNotify+".*")...)
+		pub = append(pub, api("CONSUMER.MSG.NEXT", schemas.StreamNotify+".*")...)
+		pub = append(pub, jsAckPrefix+schemas.StreamNotify+".>")
 		sub = append(sub, schemas.SubjectCancelAll, maxDelivsAdvAl)
 		deny = append(deny, api("STREAM.CREATE", ">")...)
 		deny = append(deny, api("STREAM.UPDATE", ">")...)

@@ -427,6 +427,35 @@ func TestRolesDoTheirWork(t *testing.T) {
 	if cs, err := wb.PushConfigs(ctx, owner, rec.Task.ID); err != nil || len(cs) != 1 {
 		t.Fatalf("the worker read %d push configs: %v", len(cs), err)
 	}
+	// The worker is a push sender: it takes the wake-up the new config
+	// published, reads the task's events, stores its progress, keeps a
+	// notification given up on, and wakes the task again.
+	pc, err := wb.PushConsumer(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wakes, err := pc.Fetch(ctx, 1, 10*time.Second)
+	if err != nil || len(wakes) != 1 || wakes[0].TaskID != rec.Task.ID {
+		t.Fatalf("the worker's push wake-ups: %v, %v", wakes, err)
+	}
+	var stored int
+	if err := wb.StoredEvents(ctx, rec.Task.ID, 0, func(e StoredEvent) bool { stored += len(e.Updates); return true }); err != nil || stored < 2 {
+		t.Fatalf("the worker read %d stored events: %v", stored, err)
+	}
+	if err := wb.ChangePushDelivery(ctx, rec.Task.ID, func(set *schemas.PushConfigSet) error { set.Configs[0].Delivered++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := wb.DeadLetterPush(ctx, rec.Task.ID, "p", "e1", "test", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if err := wakes[0].Done(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []*Bus{wb, eb} {
+		if err := b.WakePush(ctx, rec.Task.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := eb.DeletePushConfig(ctx, owner, rec.Task.ID, "p"); err != nil {
 		t.Fatal(err)
 	}

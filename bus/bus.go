@@ -372,6 +372,7 @@ func (b *Bus) provision(ctx context.Context) error {
 			Replicas:    c.Replicas,
 		},
 	}
+	streams = append(streams, c.notifyStream(b.storage()))
 	for _, sc := range streams {
 		if _, err := b.js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("bus: provision stream %s: %w", sc.Name, err)
@@ -550,6 +551,9 @@ type busMetrics struct {
 	conflicts   Counter // a2a_task_store_conflicts_total
 	following   Gauge   // a2a_bus_watch_following{watch}
 	replaced    Counter // a2a_bus_watch_consumers_replaced_total{watch}
+	// push notifications
+	pushWakes       Counter // a2a_push_wakeups_total
+	pushDeadLetters Counter // a2a_push_dead_letters_total
 }
 
 func newBusMetrics(m *Metrics, nc *nats.Conn) busMetrics {
@@ -568,6 +572,9 @@ func newBusMetrics(m *Metrics, nc *nats.Conn) busMetrics {
 		conflicts:   m.Counter("a2a_task_store_conflicts_total", "Task record writes that lost a compare-and-swap race and were retried."),
 		following:   m.Gauge("a2a_bus_watch_following", "1 while the process's watch (tasks, agents) has a live consumer, 0 while it replaces a lost one.", "watch"),
 		replaced:    m.Counter("a2a_bus_watch_consumers_replaced_total", "Consumers of a watch (tasks, agents) lost and replaced (a node died, the connection moved, the consumer was deleted).", "watch"),
+
+		pushWakes:       m.Counter("a2a_push_wakeups_total", "Wake-ups of push senders this process published (one a task write, when none was pending)."),
+		pushDeadLetters: m.Counter("a2a_push_dead_letters_total", "Push notifications this process gave up on and moved to the dead-letter stream."),
 	}
 }
 

@@ -33,7 +33,10 @@ type TaskUpdate struct {
 	Rev uint64
 	// Cursor orders the task's events, also those of one revision (see
 	// EventCursor); it is the resume cursor.
-	Cursor   uint64
+	Cursor uint64
+	// ID is the event's CloudEvent id: what a receiver of notifications
+	// de-duplicates by.
+	ID       string
 	Status   *schemas.TaskStatusUpdateEvent
 	Artifact *schemas.TaskArtifactUpdateEvent
 	Reply    *schemas.Message
@@ -624,6 +627,7 @@ func decodeBatchUpdates(m *nats.Msg) []TaskUpdate {
 		if err != nil || !ev.Data.update(&u, ev.Type) {
 			return nil
 		}
+		u.ID = ev.ID
 		us[i] = u
 	}
 	return us
@@ -642,7 +646,9 @@ func rawText(raw json.RawMessage) string {
 // decodeUpdate reads one task event. Extension values are read as text:
 // sdk-go types a number in a structured event as an integer.
 func decodeUpdate(ev *cloudevents.Event) (TaskUpdate, error) {
-	return taskUpdate(ev.Type(), extString(ev, schemas.ExtSequence), extString(ev, schemas.ExtSequenceIndex), ev.Data())
+	u, err := taskUpdate(ev.Type(), extString(ev, schemas.ExtSequence), extString(ev, schemas.ExtSequenceIndex), ev.Data())
+	u.ID = ev.ID()
+	return u, err
 }
 
 // taskUpdate is the update of a task event of type typ with data, its

@@ -139,13 +139,16 @@ func (b *Bus) CreatePushConfig(ctx context.Context, o Owner, c schemas.TaskPushN
 	// The flag first: a config stored beside a task without it would never
 	// be told anything.
 	if !rec.Push {
-		if _, _, err := b.update(ctx, rec.Task.ID, rec, rev, func(r *schemas.TaskRecord) error {
+		if rec, rev, err = b.update(ctx, rec.Task.ID, rec, rev, func(r *schemas.TaskRecord) error {
 			r.Push = true
 			return nil
 		}, 0); err != nil {
 			return nil, err
 		}
 	}
+	// It is told of what happens from now: events stored before the record
+	// read are not news to whoever registers it.
+	pr.Delivered = RecordCursor(rec, rev)
 	err = b.changePushConfigs(ctx, c.TaskID, func(set *schemas.PushConfigSet) error {
 		if i := set.Index(pr.Config.ID); i >= 0 {
 			pr.CreatedAt = set.Configs[i].CreatedAt
@@ -161,6 +164,9 @@ func (b *Bus) CreatePushConfig(ctx context.Context, o Owner, c schemas.TaskPushN
 	if err != nil {
 		return nil, err
 	}
+	// Events written between the record read and the config stored woke a
+	// sender that found no config: wake it again.
+	b.wakePush(ctx, c.TaskID)
 	return pr, nil
 }
 

@@ -600,7 +600,13 @@ func (b *Bus) publishEvents(ctx context.Context, rec *schemas.TaskRecord, rev ui
 		}
 		ces[i] = ce
 	}
-	return b.publishEventMsgs(ctx, schemas.SubjectEvents(rec.Task.ID), ces)
+	if err := b.publishEventMsgs(ctx, schemas.SubjectEvents(rec.Task.ID), ces); err != nil {
+		return err
+	}
+	if rec.Push {
+		b.wakePush(ctx, rec.Task.ID)
+	}
+	return nil
 }
 
 // eventsHeadroom is what a message of events leaves of the connection's
@@ -670,6 +676,9 @@ func (b *Bus) PublishMissingFinalEvent(ctx context.Context, rec *schemas.TaskRec
 	}
 	if err := b.publishStored(ctx, encodeMsg(subject, &ce)); err != nil {
 		return false, err
+	}
+	if rec.Push {
+		b.wakePush(ctx, rec.Task.ID)
 	}
 	return true, nil
 }

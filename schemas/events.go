@@ -54,6 +54,12 @@ type TaskRecord struct {
 	Push bool `json:"push,omitempty"`
 }
 
+// PushWake is the data of a push sender's wake-up (TypePushWake on
+// SubjectNotify): the task whose events to deliver.
+type PushWake struct {
+	TaskID string `json:"taskId"`
+}
+
 // PushConfigSet is the value under a task's id in BucketPush: the task's
 // push-notification configs, in the order they were first created.
 type PushConfigSet struct {
@@ -79,6 +85,34 @@ type PushConfigRecord struct {
 	// its notifications take that version's shape.
 	Dialect   string    `json:"dialect,omitempty"`
 	CreatedAt Timestamp `json:"createdAt"`
+	// Delivered is the cursor of the task's last event this config is done
+	// with (delivered, or dead-lettered after the attempts ran out): the
+	// sender resumes after it. A config created for a running task starts
+	// at the task's last event then; one sent with the message, at 0.
+	Delivered uint64 `json:"delivered,omitempty"`
+	// DeliveredSeq is the events-stream sequence of the message that held
+	// the Delivered event, where the sender starts reading (0: the first).
+	DeliveredSeq uint64 `json:"deliveredSeq,omitempty"`
+	// Failing is set while the webhook refuses or does not answer, cleared
+	// by its next success.
+	Failing *PushFailure `json:"failing,omitempty"`
+	// Disabled, when set, says why nothing is sent to the config any more
+	// (the webhook answered 410 Gone).
+	Disabled string `json:"disabled,omitempty"`
+}
+
+// PushFailure is the state of a config whose webhook fails.
+type PushFailure struct {
+	// Since is when the first failure of the run happened.
+	Since Timestamp `json:"since"`
+	// Attempts counts the failed attempts of the event being delivered.
+	Attempts int `json:"attempts"`
+	// LastError says what the last attempt met (a status, a timeout, a
+	// refused address); never the URL or a credential.
+	LastError string `json:"lastError"`
+	// DeadLettered counts the events given up on and copied to the
+	// dead-letter stream.
+	DeadLettered int `json:"deadLettered,omitempty"`
 }
 
 // ContextClaim is the value under ContextKey(contextId) in

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/google/uuid"
 )
@@ -41,17 +42,29 @@ const (
 	BucketLeases = "A2A_LEASES"
 	// BucketPush holds push-notification configs.
 	BucketPush = "A2A_PUSH"
+	// StreamNotify holds the wake-ups of push senders: at most one message
+	// per task (a2a.notify.<taskId>, work-queue retention, discard-new per
+	// subject), published after a write of a task whose record is marked
+	// push; the sender that takes it delivers the task's events after each
+	// config's cursor. A wake-up refused because one is pending is not
+	// lost: the pending one covers the write.
+	StreamNotify = "A2A_NOTIFY"
+	// ConsumerPush is the durable consumer of StreamNotify shared by every
+	// push sender.
+	ConsumerPush = "push"
 
 	subjectWorkPrefix   = "a2a.work."
 	subjectEventsPrefix = "a2a.events."
 	subjectCancelPrefix = "a2a.cancel."
 	subjectDLQPrefix    = "a2a.dlq."
+	subjectNotifyPrefix = "a2a.notify."
 
 	// SubjectWorkAll, SubjectEventsAll and SubjectDLQAll are the wildcard
 	// subjects of the streams.
 	SubjectWorkAll   = subjectWorkPrefix + ">"
 	SubjectEventsAll = subjectEventsPrefix + ">"
 	SubjectDLQAll    = subjectDLQPrefix + ">"
+	SubjectNotifyAll = subjectNotifyPrefix + "*"
 	// SubjectCancelAll is the core-NATS (not stored) subject on which cancel
 	// notices for every agent travel.
 	SubjectCancelAll = subjectCancelPrefix + ">"
@@ -70,6 +83,9 @@ const (
 	TypeTaskMessage = "dev.a2abus.task.message.v1"
 	// TypeTaskCancel tells workers to stop a task; data CancelNotice.
 	TypeTaskCancel = "dev.a2abus.task.cancel.v1"
+	// TypePushWake asks a push sender to deliver a task's undelivered
+	// events; data PushWake.
+	TypePushWake = "dev.a2abus.push.wake.v1"
 )
 
 // CloudEvent extension attributes a2abus sets.
@@ -135,6 +151,42 @@ func SubjectCancel(agent string) string { return subjectCancelPrefix + agent }
 
 // SubjectDLQ is the subject of dead-lettered work of agent.
 func SubjectDLQ(agent string) string { return subjectDLQPrefix + agent }
+
+// The HTTP headers of a push notification, besides Authorization (the
+// config's authentication) and Content-Type (ContentTypeA2A).
+const (
+	// HeaderNotificationToken carries the config's token, as a2a-go sends
+	// it; HeaderNotificationTokenX as the other official SDKs and A2A 0.3
+	// do. Both are sent.
+	HeaderNotificationToken  = "A2A-Notification-Token"
+	HeaderNotificationTokenX = "X-A2A-Notification-Token"
+	// HeaderNotificationSignature carries a JWT (compact JWS) the sender
+	// signed: iss, aud (the webhook URL), iat, exp, jti (the event id),
+	// taskId and bodySha256 (base64url SHA-256 of the body), verified
+	// against the JWKS every edge serves at /.well-known/jwks.json.
+	HeaderNotificationSignature = "A2A-Notification-Signature"
+	// HeaderNotificationEventID is the id of the notification's event: the
+	// same on every redelivery of it, what a receiver de-duplicates by.
+	HeaderNotificationEventID = "A2A-Notification-Id"
+	// HeaderNotificationTaskID is the task the notification is of.
+	HeaderNotificationTaskID = "A2A-Task-Id"
+)
+
+// ContentTypeA2A is the media type of A2A JSON bodies (A2A 1.0 §4.3.3).
+const ContentTypeA2A = "application/a2a+json"
+
+// SubjectNotify is the subject of a task's push-sender wake-up.
+func SubjectNotify(taskID string) string { return subjectNotifyPrefix + taskID }
+
+// SubjectDLQPush is the subject of a task's notifications given up on:
+// a2a.dlq.push.<taskId>, four tokens, so no agent's a2a.dlq.<agent>.
+func SubjectDLQPush(taskID string) string { return subjectDLQPrefix + "push." + taskID }
+
+// TaskIDFromNotifySubject returns the task id of a wake-up subject.
+func TaskIDFromNotifySubject(subject string) (string, bool) {
+	id, ok := strings.CutPrefix(subject, subjectNotifyPrefix)
+	return id, ok && id != ""
+}
 
 // TaskIDFromEventSubject returns the task id of an events subject.
 func TaskIDFromEventSubject(subject string) (string, bool) {

@@ -1,0 +1,572 @@
+package workers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// The push sender: delivers the events of tasks with push-notification
+// configs to their webhooks. Any number of senders, in any processes,
+// share one durable consumer of the tasks' wake-ups (bus.PushConsumer),
+// which holds at most one per task, so one sender at a time works a task:
+// per config it posts the task's events after the config's cursor, in
+// order, and stores the cursor it reached. A webhook that fails is tried
+// again with exponential back-off and jitter (the wake-up is handed back
+// with a delay); after MaxAttempts or MaxAge the event goes to the
+// dead-letter stream and the config is marked failing; 410 Gone disables
+// the config. A sender that dies loses nothing: its wake-up is redelivered
+// and the cursors say where to resume (the event in flight may be posted
+// twice; its A2A-Notification-Id header is the same both times).
+
+// Notification is one webhook request as the signer sees it.
+type Notification struct {
+	TaskID  string
+	EventID string
+	// URL is the webhook: the audience of the signature.
+	URL  string
+	Body []byte
+}
+
+// PushOptions configure a PushSender. Zero fields take the defaults.
+type PushOptions struct {
+	// Client posts the notifications. It is the outbound guard's client
+	// (cmd builds it from discovery.Policy): the resolved address checked
+	// at dial time, and redirects not followed. Required.
+	Client *http.Client
+	// Sign, when set, returns the compact JWS sent in
+	// schemas.HeaderNotificationSignature (and as the bearer credentials of
+	// a config whose authentication is Bearer without credentials).
+	Sign func(Notification) (string, error)
+	// Timeout bounds one attempt; default 10s (the specification
+	// recommends 10 to 30).
+	Timeout time.Duration
+	// Concurrency bounds the tasks worked at once; default 64.
+	Concurrency int
+	// MaxAttempts and MaxAge bound the attempts at one event (and the time
+	// since its first failure) before it is dead-lettered; defaults 10 and
+	// 1h.
+	MaxAttempts int
+	MaxAge      time.Duration
+	// Backoff is the delay before the second attempt, doubled each attempt
+	// up to MaxBackoff, ±20% jitter; defaults 1s and 2m.
+	Backoff, MaxBackoff time.Duration
+	// AckWait is how long a wake-up may be held without a heartbeat before
+	// another sender takes it (the sender heartbeats while it works);
+	// default the bus's AckWait.
+	AckWait time.Duration
+	// BatchLimit bounds the events one wake-up delivers per config; the
+	// rest are delivered after a new wake-up. Default 512.
+	BatchLimit int
+	// Stored, when set, is called after a wake-up's outcome (cursors,
+	// failure marks) is stored: an observer for instrumentation and tests.
+	Stored func(taskID string)
+	Logger *slog.Logger
+}
+
+func (o PushOptions) withDefaults() PushOptions {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.Timeout, 10*time.Second)
+	def(&o.MaxAge, time.Hour)
+	def(&o.Backoff, time.Second)
+	def(&o.MaxBackoff, 2*time.Minute)
+	if o.Concurrency <= 0 {
+		o.Concurrency = 64
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 10
+	}
+	if o.BatchLimit <= 0 {
+		o.BatchLimit = 512
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// PushSender delivers push notifications; see the package comment above.
+type PushSender struct {
+	b   *bus.Bus
+	opt PushOptions
+	log *slog.Logger
+	m   pushMetrics
+}
+
+type pushMetrics struct {
+	attempts bus.Counter   // a2a_push_attempts_total{outcome}
+	latency  bus.Histogram // a2a_push_attempt_seconds
+	failing  bus.Counter   // a2a_push_configs_failing_total
+	disabled bus.Counter   // a2a_push_configs_disabled_total
+}
+
+// NewPushSender returns a sender on b.
+func NewPushSender(b *bus.Bus, opt PushOptions) (*PushSender, error) {
+	if opt.Client == nil {
+		return nil, errors.New("workers: push sender: no HTTP client")
+	}
+	opt = opt.withDefaults()
+	m := b.Metrics()
+	return &PushSender{b: b, opt: opt, log: opt.Logger.With("component", "push"), m: pushMetrics{
+		attempts: m.Counter("a2a_push_attempts_total", "Push notification attempts, by outcome: delivered, failed (retried or dead-lettered), gone (410: the config is disabled).", "outcome"),
+		latency:  m.Histogram("a2a_push_attempt_seconds", "Duration of push notification attempts, answered or not.", nil),
+		failing:  m.Counter("a2a_push_configs_failing_total", "Times a push notification config was marked failing (its webhook failed where it had not)."),
+		disabled: m.Counter("a2a_push_configs_disabled_total", "Push notification configs disabled because their webhook answered 410 Gone."),
+	}}, nil
+}
+
+// Run delivers until ctx ends; wake-ups it holds then are handed back.
+func (s *PushSender) Run(ctx context.Context) error {
+	cons, err := s.b.PushConsumer(ctx, s.opt.AckWait)
+	if err != nil {
+		return err
+	}
+	sem := make(chan struct{}, s.opt.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		free := s.opt.Concurrency - len(sem)
+		if free == 0 {
+			select {
+			case sem <- struct{}{}:
+				<-sem
+			case <-ctx.Done():
+			}
+			continue
+		}
+		wakes, err := cons.Fetch(ctx, free, 5*time.Second)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("fetching push wake-ups failed; retrying", "err", err)
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+		}
+		for _, w := range wakes {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				s.work(ctx, w)
+			})
+		}
+	}
+	return nil
+}
+
+// pending is one notification to post to one config: the body, the event
+// it stands for and the cursor (and stream sequence) it moves the config
+// to.
+type pending struct {
+	eventID string
+	cursor  uint64
+	seq     uint64
+	body    []byte
+}
+
+// outcome is what one wake-up did with a config.
+type outcome struct {
+	id, url      string
+	createdAt    schemas.Timestamp
+	delivered    uint64
+	seq          uint64
+	failing      *schemas.PushFailure
+	disabled     string
+	retryIn      time.Duration // > 0: try again after it
+	deadLettered int
+}
+
+// work delivers one task's undelivered events to each of its configs.
+func (s *PushSender) work(ctx context.Context, w *bus.Wake) {
+	stop := s.heartbeat(w)
+	defer stop()
+	log := s.log.With("task_id", w.TaskID)
+	retry, err := s.deliverTask(ctx, w.TaskID, log)
+	switch {
+	case ctx.Err() != nil:
+		_ = w.Retry(0)
+		return
+	case err != nil:
+		log.Warn("push delivery could not be done; retrying", "err", err)
+		_ = w.Retry(s.backoff(int(min(w.Attempt, 20))))
+		return
+	case retry > 0:
+		_ = w.Retry(retry)
+		return
+	}
+	if err := w.Done(ctx); err != nil {
+		log.Debug("acknowledging a push wake-up", "err", err)
+		return // redelivered: the cursors make it cheap
+	}
+	// A write while this sender worked found the wake-up pending and
+	// published none: the task's last event tells.
+	s.rewake(ctx, w.TaskID, log)
+}
+
+// rewake wakes the task again if it has an event newer than some active
+// config's cursor.
+func (s *PushSender) rewake(ctx context.Context, taskID string, log *slog.Logger) {
+	cfgs, err := s.b.PushConfigsOf(ctx, taskID)
+	if err != nil || len(cfgs) == 0 {
+		return
+	}
+	last, err := s.b.LastEventCursor(ctx, taskID)
+	if err != nil {
+		log.Warn("could not check a task for events written during delivery", "err", err)
+		return
+	}
+	for _, c := range cfgs {
+		if c.Disabled == "" && c.Delivered < last {
+			if err := s.b.WakePush(ctx, taskID); err != nil {
+				log.Warn("could not wake the push sender again", "err", err)
+			}
+			return
+		}
+	}
+}
+
+// heartbeat keeps the wake-up this sender's while it works.
+func (s *PushSender) heartbeat(w *bus.Wake) (stop func()) {
+	every := s.opt.AckWait
+	if every <= 0 {
+		every = s.b.Config().AckWait
+	}
+	t := time.NewTicker(max(every/3, 10*time.Millisecond))
+	done := make(chan struct{})
+	go func() {
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				_ = w.InProgress()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// deliverTask delivers the task's events after each active config's
+// cursor and stores where each got; retry > 0 asks for the wake-up again
+// after it (a webhook failed and has attempts left).
+func (s *PushSender) deliverTask(ctx context.Context, taskID string, log *slog.Logger) (retry time.Duration, err error) {
+	cfgs, err := s.b.PushConfigsOf(ctx, taskID)
+	if err != nil || len(cfgs) == 0 {
+		return 0, err
+	}
+	var from, after uint64
+	first := true
+	for _, c := range cfgs {
+		if c.Disabled != "" {
+			continue
+		}
+		if first || c.DeliveredSeq < from {
+			from = c.DeliveredSeq
+		}
+		if first || c.Delivered < after {
+			after = c.Delivered
+		}
+		first = false
+	}
+	if first {
+		return 0, nil // all disabled
+	}
+	// The events first, then the record: the record is at least as new
+	// as every event read (a write is stored before its events are
+	// published), which a 0.3 config's snapshot and the end need.
+	var evs []storedUpdate
+	limit := s.opt.BatchLimit
+	err = s.b.StoredEvents(ctx, taskID, from, func(e bus.StoredEvent) bool {
+		for _, u := range e.Updates {
+			if u.Cursor > after {
+				evs = append(evs, storedUpdate{u, e.Seq})
+			}
+		}
+		return len(evs) < limit
+	})
+	if err != nil {
+		return 0, err
+	}
+	rec, rev, err := s.b.GetTask(ctx, taskID)
+	if errors.Is(err, schemas.ErrTaskNotFound) {
+		return 0, nil // deleted: its configs go with it (the sweep)
+	}
+	if err != nil {
+		return 0, err
+	}
+	// Each config's progress is stored as it is made, so a sender that
+	// dies repeats at most the notification it was posting; the configs
+	// share the task's one value, so their stores take turns.
+	var mu sync.Mutex
+	save := func(o outcome) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return s.store(ctx, taskID, []outcome{o}, 0)
+	}
+	out := make([]outcome, len(cfgs))
+	var wg sync.WaitGroup
+	for i := range cfgs {
+		if cfgs[i].Disabled != "" {
+			continue
+		}
+		wg.Go(func() { out[i] = s.deliverConfig(ctx, rec, &cfgs[i], evs, save, log) })
+	}
+	wg.Wait()
+	if rec.Task.Status.State.Terminal() {
+		// A finished task's configs are done with once its last event
+		// is delivered (or given up on) to each: the specification keeps
+		// a config until then.
+		if err := s.store(ctx, taskID, nil, bus.RecordCursor(rec, rev)); err != nil {
+			return 0, err
+		}
+	}
+	if s.opt.Stored != nil {
+		s.opt.Stored(taskID)
+	}
+	for _, o := range out {
+		if o.retryIn > 0 && (retry == 0 || o.retryIn < retry) {
+			retry = o.retryIn
+		}
+	}
+	return retry, nil
+}
+
+// store writes outcomes into the task's configs, skipping configs deleted
+// or replaced meanwhile; with final > 0 (the task is finished at that
+// cursor) it drops the configs when each has reached it or is disabled.
+func (s *PushSender) store(ctx context.Context, taskID string, outs []outcome, final uint64) error {
+	return s.b.ChangePushDelivery(ctx, taskID, func(set *schemas.PushConfigSet) error {
+		for _, o := range outs {
+			i := set.Index(o.id)
+			if i < 0 || set.Configs[i].Config.URL != o.url || !set.Configs[i].CreatedAt.Equal(o.createdAt.Time) {
+				continue
+			}
+			c := &set.Configs[i]
+			if o.delivered > c.Delivered {
+				c.Delivered, c.DeliveredSeq = o.delivered, o.seq
+			}
+			c.Failing, c.Disabled = o.failing, o.disabled
+		}
+		if final > 0 && !slices.ContainsFunc(set.Configs, func(c schemas.PushConfigRecord) bool {
+			return c.Disabled == "" && c.Delivered < final
+		}) {
+			set.Configs = nil
+		}
+		return nil
+	})
+}
+
+type storedUpdate struct {
+	u   bus.TaskUpdate
+	seq uint64
+}
+
+// deliverConfig posts a config's undelivered events in order, stopping at
+// the first failure.
+func (s *PushSender) deliverConfig(ctx context.Context, rec *schemas.TaskRecord, c *schemas.PushConfigRecord, evs []storedUpdate, save func(outcome) error, log *slog.Logger) outcome {
+	o := outcome{id: c.Config.ID, url: c.Config.URL, createdAt: c.CreatedAt, delivered: c.Delivered, seq: c.DeliveredSeq, failing: c.Failing}
+	todo, err := notifications(rec, c, evs)
+	if err != nil {
+		log.Error("cannot encode a push notification", "config_id", c.Config.ID, "err", err)
+		return o
+	}
+	// saved stores o; a store that fails has the wake-up tried again.
+	saved := func() bool {
+		if err := save(o); err != nil {
+			log.Warn("could not store a push notification config's progress; retrying", "config_id", c.Config.ID, "err", err)
+			o.retryIn = s.backoff(1)
+			return false
+		}
+		return true
+	}
+	for k, n := range todo {
+		status, err := s.post(ctx, rec.Task.ID, c, n)
+		switch {
+		case err == nil && status/100 == 2:
+			s.m.attempts.Inc("delivered")
+			o.delivered, o.seq, o.failing = n.cursor, n.seq, nil
+			if !saved() {
+				return o
+			}
+			continue
+		case err == nil && status == http.StatusGone:
+			s.m.attempts.Inc("gone")
+			s.m.disabled.Inc()
+			o.disabled = "the webhook answered 410 Gone"
+			log.Info("push notification config disabled: its webhook answered 410 Gone", "config_id", c.Config.ID)
+			saved()
+			return o
+		case ctx.Err() != nil:
+			return o // shutting down: the wake-up is handed back
+		}
+		s.m.attempts.Inc("failed")
+		why := describeFailure(status, err)
+		now := *schemas.Now()
+		f := schemas.PushFailure{Since: now, Attempts: 1, LastError: why}
+		if o.failing != nil {
+			f = *o.failing
+			f.Attempts++
+			f.LastError = why
+		} else {
+			s.m.failing.Inc()
+		}
+		o.failing = &f
+		if f.Attempts < s.opt.MaxAttempts && time.Since(f.Since.Time) < s.opt.MaxAge {
+			if saved() {
+				o.retryIn = s.backoff(f.Attempts)
+			}
+			log.Warn("push notification failed; retrying", "config_id", c.Config.ID, "attempts", f.Attempts, "retry_in", o.retryIn.Round(time.Millisecond), "err", why)
+			return o
+		}
+		// Given up on: this and the rest of the batch go to the
+		// dead-letter stream, and the config goes on with what comes next.
+		reason := fmt.Sprintf("gave up after %d attempts in %s: %s", f.Attempts, time.Since(f.Since.Time).Round(time.Second), why)
+		for _, d := range todo[k:] {
+			if err := s.b.DeadLetterPush(ctx, rec.Task.ID, c.Config.ID, d.eventID, reason, d.body); err != nil {
+				log.Warn("could not dead-letter a push notification; retrying", "config_id", c.Config.ID, "err", err)
+				o.retryIn = s.backoff(f.Attempts)
+				return o
+			}
+			o.delivered, o.seq = d.cursor, d.seq
+			f.DeadLettered++
+		}
+		f.Attempts = 0
+		log.Warn("push notifications dead-lettered", "config_id", c.Config.ID, "count", len(todo)-k, "reason", reason)
+		saved()
+		return o
+	}
+	return o
+}
+
+// notifications are the requests a config is owed for evs: one per event
+// in A2A 1.0's shape (a StreamResponse), or, for a config registered
+// through 0.3, one task snapshot (0.3's shape: a Task object) standing for
+// all of them.
+func notifications(rec *schemas.TaskRecord, c *schemas.PushConfigRecord, evs []storedUpdate) ([]pending, error) {
+	var out []pending
+	var last *storedUpdate
+	for i := range evs {
+		e := &evs[i]
+		if e.u.Cursor <= c.Delivered {
+			continue
+		}
+		last = e
+		if c.Dialect == "0.3" {
+			continue
+		}
+		var r schemas.StreamResponse
+		switch {
+		case e.u.Status != nil:
+			r.StatusUpdate = e.u.Status
+		case e.u.Artifact != nil:
+			r.ArtifactUpdate = e.u.Artifact
+		case e.u.Reply != nil:
+			r.Message = e.u.Reply
+		}
+		body, err := json.Marshal(&r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pending{eventID: e.u.ID, cursor: e.u.Cursor, seq: e.seq, body: body})
+	}
+	if c.Dialect == "0.3" && last != nil {
+		body, err := json.Marshal(schemas.TaskToV03(rec.Task))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pending{eventID: last.u.ID, cursor: last.u.Cursor, seq: last.seq, body: body})
+	}
+	return out, nil
+}
+
+// post makes one attempt; the status, or the error of a request that got
+// no answer.
+func (s *PushSender) post(ctx context.Context, taskID string, c *schemas.PushConfigRecord, n pending) (int, error) {
+	actx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, c.Config.URL, strings.NewReader(string(n.body)))
+	if err != nil {
+		return 0, err
+	}
+	ct := schemas.ContentTypeA2A
+	if c.Dialect == "0.3" {
+		ct = "application/json" // what 0.3 receivers expect
+	}
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set("User-Agent", "a2abus-push")
+	req.Header.Set(schemas.HeaderNotificationEventID, n.eventID)
+	req.Header.Set(schemas.HeaderNotificationTaskID, taskID)
+	if t := c.Config.Token; t != "" {
+		req.Header.Set(schemas.HeaderNotificationToken, t)
+		req.Header.Set(schemas.HeaderNotificationTokenX, t)
+	}
+	var jwt string
+	if s.opt.Sign != nil {
+		if jwt, err = s.opt.Sign(Notification{TaskID: taskID, EventID: n.eventID, URL: c.Config.URL, Body: n.body}); err != nil {
+			return 0, fmt.Errorf("signing the notification: %w", err)
+		}
+		req.Header.Set(schemas.HeaderNotificationSignature, jwt)
+	}
+	if a := c.Config.Authentication; a != nil {
+		switch {
+		case a.Credentials != "":
+			req.Header.Set("Authorization", a.Scheme+" "+a.Credentials)
+		case jwt != "" && strings.EqualFold(a.Scheme, "bearer"):
+			// Bearer without credentials asks for the sender's own token
+			// (the specification's JWT + JWKS flow).
+			req.Header.Set("Authorization", "Bearer "+jwt)
+		}
+	}
+	start := time.Now()
+	resp, err := s.opt.Client.Do(req)
+	s.m.latency.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// describeFailure says what an attempt met, without the URL (which may
+// carry a secret) that net/http's errors repeat.
+func describeFailure(status int, err error) string {
+	if err == nil {
+		return fmt.Sprintf("the webhook answered %d %s", status, http.StatusText(status))
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if ue.Timeout() {
+			return "no answer within the attempt's timeout"
+		}
+		err = ue.Err
+	}
+	return err.Error()
+}
+
+// backoff is the delay before the attempt after attempt failures.
+func (s *PushSender) backoff(attempt int) time.Duration {
+	d := s.opt.Backoff
+	for i := 1; i < attempt && d < s.opt.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, s.opt.MaxBackoff)
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
