@@ -41,8 +41,13 @@
 //
 // See ARCHITECTURE.md, "Client and gateway side".
 //
-// Dependency rule: discovery depends on schemas, and on bus only for the
-// card cache store and the metrics registry; it never imports edge,
-// workers or NATS. It is the one package that imports golang.org/x/oauth2.
+//   - receiving push notifications (Receiver, NotificationVerifier): the
+//     signature of each checked against the sender's JWKS, repeats of an
+//     event dropped.
+//
+// Dependency rule: discovery depends on schemas, on bus only for the
+// card cache store and the metrics registry, and on edge/auth only for
+// verifying signed notifications against a JWKS; it never imports the
+// edge's server, workers or NATS. It is the one package that imports golang.org/x/oauth2.
 // It reads no environment or files: secrets come in as SecretFunc.
 package discovery

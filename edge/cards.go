@@ -168,6 +168,19 @@ func (s *Server) writeCacheable(w http.ResponseWriter, r *http.Request, v any) {
 		http.Error(w, "encoding the card failed", http.StatusInternalServerError)
 		return
 	}
+	s.writeCacheableJSON(w, r, b)
+}
+
+// handleJWKS serves the public keys push notifications are signed with,
+// as cacheable as a card: a receiver that meets a key it does not hold
+// (a rotation) fetches again.
+func (s *Server) handleJWKS(w http.ResponseWriter, r *http.Request) {
+	s.writeCacheableJSON(w, r, s.cfg.NotificationKeys())
+}
+
+// writeCacheableJSON writes a public JSON document with an ETag and the
+// cards' max-age, answering a matching If-None-Match with 304.
+func (s *Server) writeCacheableJSON(w http.ResponseWriter, r *http.Request, b []byte) {
 	sum := sha256.Sum256(b)
 	etag := `"` + hex.EncodeToString(sum[:12]) + `"`
 	h := w.Header()

@@ -24,6 +24,11 @@ type Config struct {
 	// CheckPushConfig accepts).
 	Push         bool
 	CheckWebhook func(*url.URL) error
+	// NotificationKeys, when set, returns the JWKS document of the keys
+	// push notifications are signed with, served at
+	// /.well-known/jwks.json for receivers to verify them (a function: the
+	// keys are rotated while the edge runs).
+	NotificationKeys func() []byte
 	// PublicURL is the base URL clients reach this edge (and its replicas)
 	// at, used in agent cards; default "http://127.0.0.1:8080".
 	PublicURL string
@@ -240,6 +245,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /.well-known/agent.json", s.handleCard) // the path older clients fetch
 	s.mux.HandleFunc("GET /agents/{agent}/.well-known/agent-card.json", s.handleCard)
 	s.mux.HandleFunc("GET /a2a/agents", s.handleAgentList)
+	if s.cfg.NotificationKeys != nil {
+		s.mux.HandleFunc("GET /.well-known/jwks.json", s.handleJWKS)
+	}
 	s.legacyRoutes()
 	s.restRoutes("")
 	s.restRoutes("/agents/{agent}")

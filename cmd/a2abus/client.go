@@ -104,6 +104,7 @@ type clientOptions struct {
 	pageToken, lastEID      string
 	skills, tags            multiFlag
 	kind, health, stateFlag string
+	pushURL, pushToken      string
 }
 
 // Environment variables the client commands read when the flags are
@@ -139,6 +140,8 @@ func runClientEnv(ctx context.Context, cmd string, args []string, stdout, stderr
 		fs.BoolVar(&o.noWait, "no-wait", false, "return at once with the task as accepted (returnImmediately)")
 		fs.StringVar(&o.taskID, "task", "", "continue this task (e.g. answer an input-required question)")
 		fs.StringVar(&o.contextID, "context", "", "send within this context (conversation)")
+		fs.StringVar(&o.pushURL, "push-url", "", "register this webhook for the task's push notifications (a2abus webhook --listen runs one)")
+		fs.StringVar(&o.pushToken, "push-token", "", "the token the agent sends the webhook with each notification (with --push-url)")
 	case "get":
 		fs.IntVar(&o.history, "history", -1, "at most N history messages, and print them (default: the agent's choice, not printed)")
 	case "tasks":
@@ -630,6 +633,9 @@ func (r *clientRun) call(ctx context.Context, cmd string, c *discovery.Client, a
 		msg := &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, TaskID: o.taskID, ContextID: o.contextID,
 			Parts: []schemas.Part{schemas.TextPart(args[0])}}
 		req := &schemas.SendMessageRequest{Message: msg}
+		if o.pushURL != "" {
+			req.Configuration = &schemas.SendMessageConfiguration{TaskPushNotificationConfig: &schemas.TaskPushNotificationConfig{URL: o.pushURL, Token: o.pushToken}}
+		}
 		if o.stream {
 			s, err := c.SendStreamingMessage(ctx, req)
 			if err != nil {
@@ -638,7 +644,10 @@ func (r *clientRun) call(ctx context.Context, cmd string, c *discovery.Client, a
 			return r.follow(ctx, s)
 		}
 		if o.noWait {
-			req.Configuration = &schemas.SendMessageConfiguration{ReturnImmediately: true}
+			if req.Configuration == nil {
+				req.Configuration = &schemas.SendMessageConfiguration{}
+			}
+			req.Configuration.ReturnImmediately = true
 		}
 		res, err := c.SendMessage(ctx, req)
 		if err != nil {

@@ -158,6 +158,8 @@ type Config struct {
 	// worker process, which has no HTTP port. An edge also serves them at
 	// /metrics on its A2A listener. Empty (the default) starts nothing.
 	MetricsListen string `json:"metricsListen"`
+	// Push configures push notifications (see PushConfig).
+	Push PushConfig `json:"push"`
 	// Auth is how an edge authenticates its callers. With no scheme
 	// configured the edge serves everyone as one anonymous principal, which
 	// it does only on a loopback address unless AllowAnonymous says so.
@@ -472,6 +474,30 @@ func settings() []setting {
 		{"tls-client-ca", "A2ABUS_TLS_CLIENT_CA", "PEM CA bundle: a client certificate it issued authenticates its subject (mutual TLS; needs --tls-cert)", str(func(c *Config) *string { return &c.TLSClientCA })},
 		{"admins", "A2ABUS_ADMINS", "principals that see every principal's tasks and read /metrics, comma-separated", func(c *Config, v string) error { c.Auth.Admins = splitList(v); return nil }},
 		{"allow-anonymous", "A2ABUS_ALLOW_ANONYMOUS", "let an edge without authentication listen beyond loopback: true or false (default false)", boolean(func(c *Config) *bool { return &c.Auth.AllowAnonymous })},
+		{"push", "A2ABUS_PUSH", "push notifications: serve the config methods, declare them in the cards and (serve, worker) deliver them: true or false (default false)", boolean(func(c *Config) *bool { return &c.Push.Enabled })},
+		{"push-keys", "A2ABUS_PUSH_KEYS", "JWK set of the private keys push notifications are signed with, the same file for every edge and worker (make and rotate with: a2abus push-keys --file FILE; serve without it makes a key at start-up)", str(func(c *Config) *string { return &c.Push.KeysFile })},
+		{"push-issuer", "A2ABUS_PUSH_ISSUER", "the iss of push notification tokens, the same for every process, e.g. the public URL (default a2abus)", str(func(c *Config) *string { return &c.Push.Issuer })},
+		{"push-sender", "A2ABUS_PUSH_SENDER", "deliver push notifications from this serve or worker process: true or false (default true with --push)", func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("must be true or false, got %q", v)
+			}
+			c.Push.Sender = &b
+			return nil
+		}},
+		{"push-timeout", "A2ABUS_PUSH_TIMEOUT", "longest a webhook may take to answer one notification (default 10s)", dur(func(c *Config) *Duration { return &c.Push.Timeout })},
+		{"push-max-attempts", "A2ABUS_PUSH_MAX_ATTEMPTS", "attempts at one notification before it is dead-lettered and its config marked failing (default 10)", num(func(c *Config) *int { return &c.Push.MaxAttempts })},
+		{"push-max-age", "A2ABUS_PUSH_MAX_AGE", "longest a notification is retried before it is dead-lettered (default 1h)", dur(func(c *Config) *Duration { return &c.Push.MaxAge })},
+		{"push-concurrency", "A2ABUS_PUSH_CONCURRENCY", "tasks one sender delivers at once (default 64)", num(func(c *Config) *int { return &c.Push.Concurrency })},
+		{"push-allow-http", "A2ABUS_PUSH_ALLOW_HTTP", "accept http:// webhooks: true or false (default false: https only)", boolean(func(c *Config) *bool { return &c.Push.AllowHTTP })},
+		{"push-allow-private", "A2ABUS_PUSH_ALLOW_PRIVATE", "let webhooks be on loopback, private and link-local addresses: true or false (default false; metadata addresses stay refused)", func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("must be true or false, got %q", v)
+			}
+			c.Push.AllowLoopback, c.Push.AllowPrivate = b, b
+			return nil
+		}},
 		{"metrics-public", "A2ABUS_METRICS_PUBLIC", "serve /metrics without credentials when the edge authenticates: true or false (default false)", boolean(func(c *Config) *bool { return &c.Auth.PublicMetrics })},
 	}
 }
@@ -664,6 +690,12 @@ func (c *Config) validate() error {
 	}
 	if h := c.HTTP; h.MaxConnections < 0 || h.MaxConnectionsPerAddr < 0 || h.FDReserve < 0 {
 		errs = append(errs, errors.New("connection caps and the file descriptor reserve cannot be negative"))
+	}
+	if _, err := c.Push.policy(); err != nil {
+		errs = append(errs, err)
+	}
+	if p := c.Push; p.Timeout < 0 || p.MaxAttempts < 0 || p.MaxAge < 0 || p.Concurrency < 0 {
+		errs = append(errs, errors.New("push timeout, attempts, age and concurrency cannot be negative"))
 	}
 	switch c.LogFormat {
 	case "text", "json":

@@ -60,9 +60,11 @@ var layers = map[string]layer{
 		tests: []string{"edge", "discovery"},
 	},
 	// discovery uses bus only for the card cache store (A2A_CARDS) and the
-	// metrics registry.
+	// metrics registry, and edge/auth (a library that knows nothing of
+	// the edge's server) for the JWKS verification of push notifications
+	// a receiver needs, written once for tokens coming in either way.
 	"discovery": {
-		may: []string{"schemas", "bus"},
+		may: []string{"schemas", "bus", "edge/auth"},
 		// The client is tested against a real A2A server: an a2abus edge
 		// with agents on an in-process bus, in every binding and version.
 		tests: []string{"edge", "workers"},

@@ -44,18 +44,24 @@ Usage:
   a2abus credentials --dir DIR
                           NATS credentials of a deployment: users.json and
                           cluster for nodes, edge and worker for those
+  a2abus push-keys --file FILE
+                          make or rotate the keys push notifications are
+                          signed with (--push-keys FILE)
   a2abus load   [flags]   load generator: N concurrent clients against any A2A
                           agent; prints throughput and p50/p90/p99 latency
 
 A client of any A2A agent (-o text|json, --header 'Authorization: ...'):
   a2abus card URL                 the agent's card
-  a2abus send URL TEXT            send a message (--stream, --no-wait, --task, --context)
+  a2abus send URL TEXT            send a message (--stream, --no-wait, --task, --context,
+                                  --push-url: register a webhook for its notifications)
   a2abus stream URL TEXT          send and print the task's progress as it happens
   a2abus get URL TASK_ID          a task
   a2abus tasks URL                list tasks (--context, --state, --page-size, --page-token)
   a2abus cancel URL TASK_ID       cancel a task
   a2abus subscribe URL TASK_ID    follow a task's events (--last-event-id)
   a2abus agents URL               an a2abus edge's agents (--skill, --tag, --kind, --health)
+  a2abus webhook --jwks URL       receive push notifications, verify and print them
+                                  (--listen ADDR, --url URL as registered)
 
 Run "a2abus <command> --help" for the flags of a command.
 `
@@ -94,6 +100,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	if cmd == "credentials" {
 		return runCredentials(args[1:], stdout, stderr)
+	}
+	if cmd == "push-keys" {
+		return runPushKeys(args[1:], stdout, stderr)
+	}
+	if cmd == "webhook" {
+		return runWebhook(ctx, args[1:], stdout, stderr)
 	}
 	if _, ok := clientCommands[cmd]; ok {
 		return runClient(ctx, cmd, args[1:], stdout, stderr)
@@ -207,6 +219,19 @@ func (p *process) run(ctx context.Context, cmd string) error {
 			return err
 		}
 	}
+	// Push notifications: the signing keys and where webhooks may point,
+	// read now too.
+	var keys *keyring
+	var pushPolicy discovery.Policy
+	if p.cfg.Push.Enabled && cmd != "node" {
+		var err error
+		if pushPolicy, err = p.cfg.Push.policy(); err != nil {
+			return err
+		}
+		if keys, err = p.pushKeys(cmd); err != nil {
+			return err
+		}
+	}
 	// An edge's or worker's NATS credentials and TLS files are read now,
 	// so a missing or malformed one fails before anything starts too.
 	var natsAuth clientAuth
@@ -305,6 +330,22 @@ func (p *process) run(ctx context.Context, cmd string) error {
 			}
 		})
 	}
+	if keys != nil {
+		workWG.Go(func() { keys.watch(workCtx, 10*time.Second, p.log) })
+	}
+	if p.runsSender(cmd) {
+		ps, err := p.pushSender(b, keys, pushPolicy)
+		if err != nil {
+			stopWork()
+			workWG.Wait()
+			return err
+		}
+		workWG.Go(func() {
+			if err := ps.Run(workCtx); err != nil {
+				p.log.Error("push sender stopped", "err", err)
+			}
+		})
+	}
 	stopWorkers := func() { stopWork(); workWG.Wait() }
 	web.setReason("starting agents")
 	if err := p.await(startCtx, "agents", func(ctx context.Context) error {
@@ -329,7 +370,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		return nil
 	}
 
-	e := edge.New(b, edge.Config{
+	ec := edge.Config{
 		PublicURL:          p.cfg.PublicURL,
 		DefaultAgent:       p.cfg.DefaultAgent,
 		MaxBodyBytes:       p.cfg.MaxBodyBytes,
@@ -346,7 +387,11 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		ExtendedSkills:     p.extendedSkills(),
 		PublicMetrics:      p.cfg.Auth.PublicMetrics,
 		Logger:             p.log,
-	})
+	}
+	if keys != nil {
+		ec.Push, ec.CheckWebhook, ec.NotificationKeys = true, checkWebhook(pushPolicy), keys.jwks
+	}
+	e := edge.New(b, ec)
 	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
 	followDone := make(chan error, 1)
 	go func() { followDone <- e.Run(followCtx) }()
@@ -534,6 +579,9 @@ func (p *process) announce(cmd, addr string, srv *bus.Server) {
 		fmt.Fprintf(p.out, "                 Configure --api-key-file, $A2ABUS_API_KEYS or --jwt-* before exposing it (see README).\n")
 	} else {
 		fmt.Fprintf(p.out, "  auth           %s\n", strings.Join(p.schemes, ", "))
+	}
+	if p.cfg.Push.Enabled {
+		fmt.Fprintf(p.out, "  push           on; notifications signed with the keys at %s/.well-known/jwks.json\n", base)
 	}
 	if srv != nil && srv.ClientURL() != "" {
 		creds := "FILE"

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/discovery"
+	"github.com/a2abus/a2abus/edge/auth"
+	"github.com/a2abus/a2abus/workers"
+)
+
+// PushConfig configures push notifications: the config methods of the
+// edge, the push senders of serve and worker processes, the keys that
+// sign notifications and where webhooks may point.
+type PushConfig struct {
+	// Enabled serves the push-notification config methods (the cards
+	// declare pushNotifications) and, in serve and worker, runs a sender.
+	Enabled bool `json:"enabled"`
+	// Sender runs a push sender in serve and worker processes when
+	// enabled. Default true; false leaves delivery to other processes.
+	Sender *bool `json:"sender,omitempty"`
+	// KeysFile is the JWK set of private keys notifications are signed
+	// with (the first signs; the others stay published for a rotation's
+	// overlap): made and rotated by "a2abus push-keys". Re-read when it
+	// changes. Required by edge and worker; serve without it signs with a
+	// key made at start-up.
+	KeysFile string `json:"keysFile,omitempty"`
+	// Issuer is the iss of the notifications' tokens, the same in every
+	// process (the deployment's public URL, say). Default "a2abus".
+	Issuer string `json:"issuer,omitempty"`
+	// Timeout bounds one delivery attempt. Default 10s.
+	Timeout Duration `json:"timeout,omitempty"`
+	// MaxAttempts and MaxAge bound the attempts at one notification
+	// before it is dead-lettered. Defaults 10 and 1h.
+	MaxAttempts int      `json:"maxAttempts,omitempty"`
+	MaxAge      Duration `json:"maxAge,omitempty"`
+	// Concurrency bounds the tasks one sender delivers at once. Default 64.
+	Concurrency int `json:"concurrency,omitempty"`
+	// AllowHTTP accepts http:// webhooks (default: https only).
+	AllowHTTP bool `json:"allowHTTP,omitempty"`
+	// AllowLoopback and AllowPrivate let webhooks be on loopback, and on
+	// private and link-local addresses (metadata addresses never); Allow
+	// and Deny are CIDR prefixes overriding both.
+	AllowLoopback bool     `json:"allowLoopback,omitempty"`
+	AllowPrivate  bool     `json:"allowPrivate,omitempty"`
+	Allow         []string `json:"allow,omitempty"`
+	Deny          []string `json:"deny,omitempty"`
+}
+
+// policy is where webhooks may point: the outbound guard, checked when a
+// config is created and on every connection the sender makes.
+func (c PushConfig) policy() (discovery.Policy, error) {
+	p := discovery.Policy{AllowLoopback: c.AllowLoopback, AllowPrivate: c.AllowPrivate, AllowLinkLocal: c.AllowPrivate, RequireHTTPS: !c.AllowHTTP}
+	for _, list := range []struct {
+		name string
+		in   []string
+		out  *[]netip.Prefix
+	}{{"allow", c.Allow, &p.Allow}, {"deny", c.Deny, &p.Deny}} {
+		for _, s := range list.in {
+			pre, err := netip.ParsePrefix(s)
+			if err != nil {
+				return p, fmt.Errorf("push.%s: %q is not a CIDR prefix", list.name, s)
+			}
+			*list.out = append(*list.out, pre)
+		}
+	}
+	return p, nil
+}
+
+// checkWebhook is the edge's check of a new config's URL against policy,
+// saying how to change what it refuses.
+func checkWebhook(p discovery.Policy) func(*url.URL) error {
+	return func(u *url.URL) error {
+		if p.RequireHTTPS && strings.EqualFold(u.Scheme, "http") {
+			return errors.New("plain http webhooks are refused here; use https")
+		}
+		if err := p.CheckURL(u); err != nil {
+			return fmt.Errorf("this webhook address is refused by the server's outbound policy (%v)", err)
+		}
+		return nil
+	}
+}
+
+// webhookClient posts notifications: through the outbound guard, which
+// checks every address dialled, and never following a redirect (a 3xx is
+// a failed attempt).
+func webhookClient(p discovery.Policy) *http.Client {
+	c := p.Client(0) // each attempt has its own timeout
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return c
+}
+
+// defaultPushIssuer is the iss of notification tokens when --push-issuer
+// is not given: a worker knows no public URL of the deployment, and every
+// process must sign alike.
+const defaultPushIssuer = "a2abus"
+
+// keyring holds the current signing keys, replaced when the key file
+// changes (a rotation), so edges publish and senders sign with the new set
+// without a restart.
+type keyring struct {
+	cur  atomic.Pointer[auth.SigningKeys]
+	path string
+	mod  time.Time
+}
+
+// pushKeys loads the signing keys of cmd's process.
+func (p *process) pushKeys(cmd string) (*keyring, error) {
+	c := p.cfg.Push
+	issuer := c.Issuer
+	if issuer == "" {
+		issuer = defaultPushIssuer
+	}
+	kr := &keyring{path: c.KeysFile}
+	if c.KeysFile == "" {
+		if cmd != "serve" {
+			return nil, errors.New("push notifications need --push-keys FILE in an edge or a worker, the same file in every process (make one with: a2abus push-keys --file FILE)")
+		}
+		k, err := auth.EphemeralSigningKeys(issuer)
+		if err != nil {
+			return nil, err
+		}
+		kr.cur.Store(k)
+		p.log.Info("push notifications are signed with a key made at start-up; use --push-keys FILE for keys that outlive the process")
+		return kr, nil
+	}
+	st, err := os.Stat(c.KeysFile)
+	if err != nil {
+		return nil, fmt.Errorf("push keys: %w", err)
+	}
+	k, err := auth.LoadSigningKeys(c.KeysFile, issuer)
+	if err != nil {
+		return nil, err
+	}
+	kr.cur.Store(k)
+	kr.mod = st.ModTime()
+	return kr, nil
+}
+
+// watch re-reads the key file when it changes, until ctx ends. A file
+// that does not load is logged and the keys in use are kept.
+func (kr *keyring) watch(ctx context.Context, every time.Duration, log *slog.Logger) {
+	if kr.path == "" {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st, err := os.Stat(kr.path)
+		if err != nil || st.ModTime().Equal(kr.mod) {
+			continue
+		}
+		k, err := auth.LoadSigningKeys(kr.path, kr.cur.Load().Issuer())
+		if err != nil {
+			log.Warn("the push key file changed but does not load; keeping the keys in use", "err", err)
+			continue
+		}
+		kr.cur.Store(k)
+		kr.mod = st.ModTime()
+		log.Info("push notification keys reloaded", "file", kr.path)
+	}
+}
+
+func (kr *keyring) jwks() []byte { return kr.cur.Load().JWKS() }
+
+func (kr *keyring) sign(n workers.Notification) (string, error) {
+	return kr.cur.Load().Sign(n.URL, n.TaskID, n.EventID, n.Body, time.Now())
+}
+
+// runsSender reports whether cmd's process delivers notifications.
+func (p *process) runsSender(cmd string) bool {
+	c := p.cfg.Push
+	return c.Enabled && (cmd == "serve" || cmd == "worker") && (c.Sender == nil || *c.Sender)
+}
+
+// pushSender is the process's push sender.
+func (p *process) pushSender(b *bus.Bus, kr *keyring, pol discovery.Policy) (*workers.PushSender, error) {
+	c := p.cfg.Push
+	return workers.NewPushSender(b, workers.PushOptions{
+		Client:      webhookClient(pol),
+		Sign:        kr.sign,
+		Timeout:     time.Duration(c.Timeout),
+		MaxAttempts: c.MaxAttempts,
+		MaxAge:      time.Duration(c.MaxAge),
+		Concurrency: c.Concurrency,
+		Logger:      p.log,
+	})
+}
+
+// runPushKeys is "a2abus push-keys": make a key file, or rotate one.
+func runPushKeys(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("a2abus push-keys", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("file", "", "the key file to make or rotate (written 0600)")
+	alg := fs.String("alg", "EdDSA", "the new key's algorithm: EdDSA (Ed25519) or ES256 (P-256)")
+	keep := fs.Int("keep", 2, "keys kept in the file: the new one and the latest before it, still published so tokens they signed verify")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: a2abus push-keys --file FILE [--alg EdDSA|ES256] [--keep N]
+
+Puts a new signing key first in FILE (a JWK set of private keys; made if
+missing): processes started with --push-keys FILE sign push notifications
+with it from their next look at the file (every 10s), and every edge
+publishes the previous keys with it at /.well-known/jwks.json until they
+are dropped (--keep). Give every edge and worker the same file.
+`)
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *file == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return errors.New("push-keys needs --file and nothing else")
+	}
+	old, err := os.ReadFile(*file)
+	if err != nil && !errors.Is(err, iofs.ErrNotExist) {
+		return err
+	}
+	data, err := auth.RotateSigningKeys(old, *alg, *keep)
+	if err != nil {
+		return err
+	}
+	if _, err := auth.ParseSigningKeys(data, "check"); err != nil {
+		return err
+	}
+	tmp := *file + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, *file); err != nil {
+		return err
+	}
+	verb := "rotated"
+	if len(old) == 0 {
+		verb = "made"
+	}
+	fmt.Fprintf(stdout, "%s %s: a new %s key signs from now on\n", verb, *file, *alg)
+	return nil
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/discovery"
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// describeEvent names a task event by what a client sees of it.
+func describeEvent(sr *schemas.StreamResponse) string {
+	switch {
+	case sr.StatusUpdate != nil:
+		return "status " + string(sr.StatusUpdate.Status.State)
+	case sr.ArtifactUpdate != nil:
+		return fmt.Sprintf("artifact %s %q", sr.ArtifactUpdate.Artifact.ArtifactID, partsText(sr.ArtifactUpdate.Artifact.Parts))
+	case sr.Message != nil:
+		return "message"
+	}
+	return "task"
+}
+
+// replayedEvents are the task's status and artifact events as a client
+// replaying it from the start sees them.
+func replayedEvents(t *testing.T, base, agent, id string) []string {
+	t.Helper()
+	raw := subscribeAll(t, base, agent, id, "0")
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var resp struct {
+			Result schemas.StreamResponse `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(data), &resp); err != nil {
+			t.Fatalf("replayed event %s: %v", data, err)
+		}
+		if r := resp.Result; r.StatusUpdate != nil || r.ArtifactUpdate != nil {
+			out = append(out, describeEvent(&r))
+		}
+	}
+	return out
+}
+
+// A push sender in a worker process, SIGKILLed while a webhook holds one
+// of its notifications, loses nothing: the next worker process delivers
+// every task's every event, in order, each signed with a key the edge
+// publishes. The receiver is discovery's, verifying against the served
+// JWKS.
+func TestPushSenderProcessKilledMidBacklogDeliversAll(t *testing.T) {
+	if testing.Short() {
+		t.Skip("processes")
+	}
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "push-keys.json")
+	if err := runPushKeys([]string{"--file", keys}, &strings.Builder{}, &strings.Builder{}); err != nil {
+		t.Fatal(err)
+	}
+	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
+	base := "http://" + httpAddr
+	push := []string{"--push", "true", "--push-keys", keys, "--push-allow-http", "true", "--push-allow-private", "true", "--ack-wait", "2s"}
+	serve := startProc(t, append([]string{"serve", "--listen", httpAddr, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", natsAddr,
+		"--agent", "echo", "--push-sender", "false"}, push...)...)
+	waitReady(t, serve, base)
+	worker := func() *proc {
+		return startProc(t, append([]string{"worker", "--nats", "nats://" + natsAddr, "--nats-creds", servedCreds(filepath.Join(dir, "data"), bus.RoleWorker),
+			"--agent", "echo"}, push...)...)
+	}
+	first := worker()
+
+	// The webhook: verifies each notification, records the first delivery
+	// of each event per task, and holds the 6th request until the test
+	// lets go.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hookURL := "http://" + l.Addr().String() + "/hook"
+	ctx := context.Background()
+	v, err := discovery.NewNotificationVerifier(ctx, base+"/.well-known/jwks.json", "a2abus", discovery.Policy{AllowLoopback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	got := map[string][]string{}
+	arrived := make(chan string, 1024)
+	rc := &discovery.Receiver{Verifier: v, URL: hookURL, Handle: func(_ context.Context, n *discovery.Notification) error {
+		if n.Token != "tok" {
+			return fmt.Errorf("token %q", n.Token)
+		}
+		mu.Lock()
+		got[n.TaskID] = append(got[n.TaskID], describeEvent(n.Event))
+		mu.Unlock()
+		arrived <- n.TaskID
+		return nil
+	}}
+	held := make(chan struct{})
+	var requests int
+	var reqMu sync.Mutex
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reqMu.Lock()
+		requests++
+		n := requests
+		reqMu.Unlock()
+		if n == 6 {
+			close(held)
+			<-r.Context().Done() // the sender dies holding it
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w}
+		rc.ServeHTTP(rec, r)
+		if rec.status == http.StatusUnauthorized {
+			t.Logf("refused: %s", rec.body.String())
+		}
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	var ids []string
+	for i := range 8 {
+		msg := schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart(fmt.Sprintf("task %d", i))}}
+		var res struct {
+			Task schemas.Task `json:"task"`
+		}
+		raw := rpc(t, base+"/agents/echo", "SendMessage", map[string]any{"message": msg, "configuration": map[string]any{
+			"returnImmediately": true, "taskPushNotificationConfig": map[string]any{"url": hookURL, "token": "tok"}}})
+		if err := json.Unmarshal(raw, &res); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.Task.ID)
+	}
+	select {
+	case <-held:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no notification reached the webhook:\n%s", first.output())
+	}
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-first.done
+	first.done <- nil
+	worker()
+
+	want := map[string][]string{}
+	for _, id := range ids {
+		waitTask(t, base, "echo", id, 60*time.Second, func(t schemas.Task) bool { return t.Status.State.Terminal() })
+		want[id] = replayedEvents(t, base, "echo", id)
+	}
+	complete := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range ids {
+			if len(got[id]) < len(want[id]) {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.After(90 * time.Second)
+	for !complete() {
+		select {
+		case <-arrived:
+		case <-deadline:
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("not every event was delivered: got %v\nwant %v", got, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		if !slices.Equal(got[id], want[id]) {
+			t.Errorf("task %s: delivered %q, want its events in order %q", id, got[id], want[id])
+		}
+	}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	body   strings.Builder
+}
+
+func (r *statusRecorder) WriteHeader(s int) { r.status = s; r.ResponseWriter.WriteHeader(s) }
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.body.Write(b)
+	return r.ResponseWriter.Write(b)
+}

@@ -1,0 +1,199 @@
+package discovery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/a2abus/a2abus/edge/auth"
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Receiving push notifications. An a2abus sender signs every notification
+// (schemas.HeaderNotificationSignature; see auth's NotificationVerifier
+// for the claims); a receiver checks the signature against the sender's
+// JWKS, that the token was made for its own webhook URL and this body,
+// and that the task is the one the token names. A repeat of an event (the
+// sender delivers at least once) has the same id, which Receiver drops.
+
+// Notification is one verified push notification.
+type Notification struct {
+	TaskID  string
+	EventID string
+	// Event is the notification of an A2A 1.0 config: exactly one of its
+	// members is set. Nil for a 0.3-shaped one (Task03).
+	Event *schemas.StreamResponse
+	// Task03 is the task snapshot a config registered through A2A 0.3 is
+	// sent.
+	Task03 *schemas.V03Task
+	// Token is the config's token as the sender sent it ("" if none).
+	Token string
+}
+
+// NotificationVerifier verifies notifications with the sender's keys.
+type NotificationVerifier struct {
+	v *auth.NotificationVerifier
+}
+
+// NewNotificationVerifier verifies notifications signed by issuer (""
+// accepts any issuer the keys vouch for) with the keys published at
+// jwksURL (an a2abus edge's /.well-known/jwks.json), fetched through the
+// outbound guard of policy.
+func NewNotificationVerifier(ctx context.Context, jwksURL, issuer string, policy Policy) (*NotificationVerifier, error) {
+	v, err := auth.NewNotificationVerifier(ctx, jwksURL, issuer, policy.Client(auth.DefaultFetchTimeout))
+	if err != nil {
+		return nil, err
+	}
+	return &NotificationVerifier{v: v}, nil
+}
+
+// ErrNotificationRefused is wrapped by every refusal of Verify.
+var ErrNotificationRefused = auth.ErrNotificationRefused
+
+// Verify checks a notification request whose body was read into body,
+// received at webhookURL (the URL registered in the config, which the
+// token's audience must be).
+func (v *NotificationVerifier) Verify(r *http.Request, body []byte, webhookURL string) (*Notification, error) {
+	token := r.Header.Get(schemas.HeaderNotificationSignature)
+	if token == "" {
+		token, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
+	c, err := v.v.Verify(r.Context(), token, body, webhookURL)
+	if err != nil {
+		return nil, err
+	}
+	n, err := ParseNotification(body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotificationRefused, err)
+	}
+	if n.TaskID != c.TaskID {
+		return nil, fmt.Errorf("%w: the body is of task %q, the token of task %q", ErrNotificationRefused, n.TaskID, c.TaskID)
+	}
+	n.EventID = c.EventID
+	n.Token = r.Header.Get(schemas.HeaderNotificationToken)
+	if n.Token == "" {
+		n.Token = r.Header.Get(schemas.HeaderNotificationTokenX)
+	}
+	return n, nil
+}
+
+// ParseNotification reads a notification's body: a 1.0 StreamResponse
+// or a 0.3 task.
+func ParseNotification(body []byte) (*Notification, error) {
+	var probe struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(body, &probe); err != nil {
+		return nil, fmt.Errorf("the body is not JSON: %v", err)
+	}
+	if probe.Kind == "task" {
+		var t schemas.V03Task
+		if err := json.Unmarshal(body, &t); err != nil || t.ID == "" {
+			return nil, fmt.Errorf("the body is not an A2A 0.3 task: %v", err)
+		}
+		return &Notification{TaskID: t.ID, Task03: &t}, nil
+	}
+	var sr schemas.StreamResponse
+	if err := json.Unmarshal(body, &sr); err != nil {
+		return nil, fmt.Errorf("the body is not an A2A StreamResponse: %v", err)
+	}
+	n := &Notification{Event: &sr}
+	switch {
+	case sr.StatusUpdate != nil:
+		n.TaskID = sr.StatusUpdate.TaskID
+	case sr.ArtifactUpdate != nil:
+		n.TaskID = sr.ArtifactUpdate.TaskID
+	case sr.Task != nil:
+		n.TaskID = sr.Task.ID
+	case sr.Message != nil:
+		n.TaskID = sr.Message.TaskID
+	default:
+		return nil, errors.New("the body is a StreamResponse with no event")
+	}
+	return n, nil
+}
+
+// MaxNotificationBytes bounds a notification body a Receiver reads.
+const MaxNotificationBytes = 8 << 20
+
+// Receiver is an http.Handler for a webhook: it verifies each
+// notification, drops repeats of an event it has handled (the last few
+// thousand), and passes the rest to Handle. It answers 204 when Handle
+// succeeds, 401 for a notification that does not verify (the sender
+// retries, so a rotation's new key is learnt), 400 for a body that is not
+// one, and 503 when Handle fails (the sender retries).
+type Receiver struct {
+	Verifier *NotificationVerifier
+	// URL is the webhook's URL as registered in the config.
+	URL string
+	// Handle is given each verified notification once.
+	Handle func(context.Context, *Notification) error
+
+	mu   sync.Mutex
+	seen map[string]struct{}
+	ring []string
+}
+
+// receiverSeen bounds the event ids a Receiver remembers.
+const receiverSeen = 4096
+
+func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "notifications are POSTed", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxNotificationBytes+1))
+	if err != nil || len(body) > MaxNotificationBytes {
+		http.Error(w, "the body could not be read, or is too large", http.StatusBadRequest)
+		return
+	}
+	n, err := rc.Verifier.Verify(r, body, rc.URL)
+	if err != nil {
+		status := http.StatusUnauthorized
+		if _, perr := ParseNotification(body); perr != nil {
+			status = http.StatusBadRequest
+		}
+		http.Error(w, err.Error(), status)
+		return
+	}
+	if rc.handled(n.EventID) {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if err := rc.Handle(r.Context(), n); err != nil {
+		http.Error(w, "the notification could not be handled: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	rc.remember(n.EventID)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (rc *Receiver) handled(id string) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	_, ok := rc.seen[id]
+	return ok
+}
+
+func (rc *Receiver) remember(id string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.seen == nil {
+		rc.seen = map[string]struct{}{}
+	}
+	if _, ok := rc.seen[id]; ok {
+		return
+	}
+	if len(rc.ring) == receiverSeen {
+		delete(rc.seen, rc.ring[0])
+		rc.ring = rc.ring[1:]
+	}
+	rc.seen[id] = struct{}{}
+	rc.ring = append(rc.ring, id)
+}
