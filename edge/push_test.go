@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/a2abus/a2abus/edge"
@@ -165,5 +166,28 @@ func TestPushConfigInlineWithTheMessage(t *testing.T) {
 	} {
 		req.Configuration.TaskPushNotificationConfig = pc
 		mustError(t, rpcAs(t, h, aliceKey, "SendMessage", req), schemas.ErrInvalidParams)
+	}
+}
+
+// The keys notifications are signed with are public, served to anyone at
+// /.well-known/jwks.json as the edge holds them now (a rotation shows at
+// once), cacheable with an ETag; an edge without them serves no such path.
+func TestJWKSIsServedWhereKeysAre(t *testing.T) {
+	doc := []byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k1","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}`)
+	var keys atomic.Pointer[[]byte]
+	keys.Store(&doc)
+	h := authHarnessWith(t, edge.Config{Push: true, NotificationKeys: func() []byte { return *keys.Load() }})
+	code, hdr, body := as(t, "", "GET", h.url+"/.well-known/jwks.json", "", "")
+	if code != 200 || string(body) != string(doc) || hdr.Get("ETag") == "" || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
+		t.Fatalf("jwks: %d %v %s", code, hdr, body)
+	}
+	rotated := []byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k2","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}`)
+	keys.Store(&rotated)
+	if _, _, body := as(t, "", "GET", h.url+"/.well-known/jwks.json", "", ""); string(body) != string(rotated) {
+		t.Fatalf("after a rotation: %s", body)
+	}
+	plain := pushHarness(t)
+	if code, _, _ := as(t, "", "GET", plain.url+"/.well-known/jwks.json", "", ""); code != 404 {
+		t.Fatalf("an edge without keys answered %d", code)
 	}
 }

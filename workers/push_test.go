@@ -476,3 +476,29 @@ func TestPushDoesNotFollowRedirects(t *testing.T) {
 		t.Fatalf("the redirect's target got %d notifications", n)
 	}
 }
+
+// The guard is applied at delivery too: a webhook whose name resolves to
+// a refused address (localhost, where the policy allows no loopback) is
+// never connected to, and its notifications are dead-lettered.
+func TestPushRefusesAWebhookThatResolvesToARefusedAddress(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	startRunner(t, b, steps(1), workers.Options{})
+	guarded := discovery.Policy{}.Client(0) // public addresses only
+	guarded.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	st := startSender(t, b, workers.PushOptions{Client: guarded, MaxAttempts: 2})
+	hook := newWebhook(t, nil)
+	_, port, _ := strings.Cut(strings.TrimPrefix(hook.URL, "http://"), ":")
+	id := pushTask(t, b, "ask", schemas.TaskPushNotificationConfig{ID: "l", URL: "http://localhost:" + port + "/"}, "1.0")
+	waitSettled(t, b, id)
+	cfgs := st.waitConfigs(t, b, id, "the refused notifications dead-lettered", func(cs []schemas.PushConfigRecord) bool {
+		return len(cs) == 1 && cs[0].Failing != nil && cs[0].Failing.DeadLettered > 0
+	})
+	if e := cfgs[0].Failing.LastError; !strings.Contains(e, "refusing to connect") || strings.Contains(e, "http://") {
+		t.Fatalf("last error %q: want the refusal, without the URL", e)
+	}
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	if len(hook.all) != 0 {
+		t.Fatalf("the refused webhook got %d requests", len(hook.all))
+	}
+}

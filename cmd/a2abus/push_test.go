@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -202,4 +203,51 @@ func (r *statusRecorder) WriteHeader(s int) { r.status = s; r.ResponseWriter.Wri
 func (r *statusRecorder) Write(b []byte) (int, error) {
 	r.body.Write(b)
 	return r.ResponseWriter.Write(b)
+}
+
+// Where a webhook may point is checked when its config is created: https
+// only unless allowed, no loopback or private address unless allowed, a
+// metadata address never.
+func TestWebhookPolicyAtCreate(t *testing.T) {
+	check := func(c PushConfig, raw string) error {
+		t.Helper()
+		p, err := c.policy()
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return checkWebhook(p)(u)
+	}
+	def := PushConfig{Enabled: true}
+	open := PushConfig{Enabled: true, AllowHTTP: true, AllowLoopback: true, AllowPrivate: true}
+	for _, c := range []struct {
+		cfg    PushConfig
+		url    string
+		refuse string
+	}{
+		{def, "https://hooks.example/a2a", ""},
+		{def, "http://hooks.example/a2a", "use https"},
+		{def, "https://127.0.0.1/h", "outbound policy"},
+		{def, "https://10.1.2.3/h", "outbound policy"},
+		{def, "https://[::1]/h", "outbound policy"},
+		{open, "http://127.0.0.1:9000/h", ""},
+		{open, "http://10.1.2.3/h", ""},
+		{open, "http://169.254.169.254/latest/meta-data", "outbound policy"},
+		{open, "http://[fd00:ec2::254]/", "outbound policy"},
+		{PushConfig{AllowHTTP: true, Deny: []string{"203.0.113.0/24"}}, "http://203.0.113.9/", "outbound policy"},
+	} {
+		err := check(c.cfg, c.url)
+		switch {
+		case c.refuse == "" && err != nil:
+			t.Errorf("%s refused: %v", c.url, err)
+		case c.refuse != "" && (err == nil || !strings.Contains(err.Error(), c.refuse)):
+			t.Errorf("%s: %v, want a refusal saying %q", c.url, err, c.refuse)
+		}
+	}
+	if _, err := (PushConfig{Allow: []string{"nope"}}).policy(); err == nil {
+		t.Error("a bad CIDR prefix was accepted")
+	}
 }

@@ -6,10 +6,13 @@ require github.com/a2abus/a2abus v0.0.0
 
 require github.com/go-jose/go-jose/v4 v4.1.9
 
-require github.com/go-json-experiment/json v1.27.2 // indirect
+require (
+	github.com/go-json-experiment/json v1.27.2 // indirect
+	golang.org/x/oauth2 v0.37.0 // indirect
+)
 
 require (
-	github.com/a2aproject/a2a-go v0.3.15 // indirect
+	github.com/a2aproject/a2a-go v0.3.15
 	github.com/a2aproject/a2a-go/v2 v2.4.0
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/cloudevents/sdk-go/v2 v2.16.2 // indirect

@@ -20,6 +20,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
+	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/bus/bustest"
 	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/workers"
@@ -43,6 +44,14 @@ func startA2Abus(t *testing.T) string {
 // startA2AbusWith is startA2Abus with an edge configuration (PublicURL is
 // set to the test server's).
 func startA2AbusWith(t *testing.T, ecfg edge.Config) string {
+	t.Helper()
+	base, _ := startA2AbusOn(t, ecfg)
+	return base
+}
+
+// startA2AbusOn is startA2AbusWith that also returns the bus, for what a
+// test runs beside the edge and the agents.
+func startA2AbusOn(t *testing.T, ecfg edge.Config) (string, *bus.Bus) {
 	t.Helper()
 	_, b := bustest.New(t, bustest.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -82,7 +91,7 @@ func startA2AbusWith(t *testing.T, ecfg edge.Config) string {
 	if err := e.WaitReady(rctx); err != nil {
 		t.Fatal(err)
 	}
-	return ts.URL
+	return ts.URL, b
 }
 
 type transport struct {

@@ -16,7 +16,8 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 # The suite runs twice: against an a2abus without authentication, and
 # against one that takes API keys (the SDK then presents one on every call).
 serve() {
-	"$work/a2abus" serve --listen "127.0.0.1:$port" --nats-listen off --data-dir "$work/data-$1" --agent echo --agent tck >"$work/serve.log" 2>&1 &
+	"$work/a2abus" serve --listen "127.0.0.1:$port" --nats-listen off --data-dir "$work/data-$1" --agent echo --agent tck \
+		--push true --push-allow-http true --push-allow-private true >"$work/serve.log" 2>&1 &
 	pid=$!
 	for _ in $(seq 1 120); do
 		if curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; then return 0; fi

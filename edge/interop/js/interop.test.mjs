@@ -17,6 +17,7 @@
 import { describe, test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
 
 import { Role, TaskState } from '@a2a-js/sdk';
 import {
@@ -489,6 +490,52 @@ for (const t of TRANSPORTS) {
       assertState(canceled, TaskState.TASK_STATE_CANCELED, 'cancelTask result');
       const stored = await tck.getTask(getTaskRequest(task.id), opts());
       assertState(stored, TaskState.TASK_STATE_CANCELED, 'getTask after cancel');
+    });
+
+    test('push notification configs: create, get, list, delete; the webhook hears of the cancel', async (ctx) => {
+      const card = await resolveCard('tck');
+      if (!card.capabilities?.pushNotifications) {
+        ctx.skip('the edge under test does not serve push notifications (serve --push true)');
+        return;
+      }
+      const bodies = [];
+      let arrived;
+      const server = createServer((req, res) => {
+        let body = '';
+        req.on('data', (c) => { body += c; });
+        req.on('end', () => {
+          bodies.push({ body: JSON.parse(body), token: req.headers['x-a2a-notification-token'] });
+          res.writeHead(204).end();
+          arrived?.();
+        });
+      });
+      await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+      try {
+        const url = `http://127.0.0.1:${server.address().port}/hook`;
+        const task = await tck.sendMessage(sendRequest(userMessage(`push ${t.name}`), { returnImmediately: true }), opts());
+        assertIsTask(task, 'non-blocking sendMessage to tck');
+        const created = await tck.createTaskPushNotificationConfig({ taskId: task.id, id: 'js', url, token: 'tok-js' }, opts());
+        assert.equal(created.taskId, task.id, JSON.stringify(created));
+        assert.equal(created.url, url, JSON.stringify(created));
+        const got = await tck.getTaskPushNotificationConfig({ taskId: task.id, id: 'js' }, opts());
+        assert.equal(got.url, url, JSON.stringify(got));
+        const list = await tck.listTaskPushNotificationConfig({ taskId: task.id }, opts());
+        assert.deepEqual((list.configs ?? []).map((c) => c.id), ['js'], JSON.stringify(list));
+        await tck.cancelTask(cancelRequest(task.id), opts());
+        const canceled = () => bodies.some(({ body }) => {
+          const state = body.statusUpdate?.status?.state ?? body.status?.state; // 1.0 event, or a 0.3 task
+          return (body.statusUpdate?.taskId ?? body.id) === task.id && /cancel/i.test(String(state));
+        });
+        const deadline = Date.now() + CALL_TIMEOUT_MS;
+        while (!canceled()) {
+          assert.ok(Date.now() < deadline, `no notification of the cancel: ${JSON.stringify(bodies)}`);
+          await new Promise((resolve) => { arrived = resolve; setTimeout(resolve, 1000); });
+        }
+        assert.ok(bodies.every((b) => b.token === 'tok-js'), JSON.stringify(bodies.map((b) => b.token)));
+        await tck.deleteTaskPushNotificationConfig({ taskId: task.id, id: 'js' }, opts());
+      } finally {
+        server.close();
+      }
     });
 
     test('resubscribeTask on a running task: Task first, ends COMPLETED', async (ctx) => {
