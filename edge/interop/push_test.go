@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/a2aproject/a2a-go/v2/a2a"
 	a2a03 "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/a2abus/a2abus/discovery"
 	"github.com/a2abus/a2abus/edge"
@@ -130,4 +130,3 @@ func TestOfficialGoClientPushConfigs(t *testing.T) {
 		})
 	}
 }
-
