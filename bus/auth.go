@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -342,6 +343,8 @@ func (r Role) permissions() *server.Permissions {
 		deny = append(deny, api("CONSUMER.DURABLE.CREATE", schemas.StreamWork+".>")...)
 		deny = append(deny, api("CONSUMER.MSG.NEXT", schemas.StreamWork+".>")...)
 		deny = append(deny, jsAckPrefix+schemas.StreamWork+".>", kvPrefix(schemas.BucketAgents)+">", schemas.SubjectDLQAll)
+		// Notifications for remote agents' tasks, to their workers.
+		pub = append(pub, schemas.SubjectRemoteAll)
 		// Push senders run in workers: nothing of their consumer.
 		deny = append(deny, api("CONSUMER.CREATE", schemas.StreamNotify, schemas.StreamNotify+".>")...)
 		deny = append(deny, api("CONSUMER.MSG.NEXT", schemas.StreamNotify+".>")...)
@@ -362,12 +365,18 @@ func (r Role) permissions() *server.Permissions {
 		pub = append(pub, api("CONSUMER.INFO", schemas.StreamNotify+".*")...)
 		pub = append(pub, api("CONSUMER.MSG.NEXT", schemas.StreamNotify+".*")...)
 		pub = append(pub, jsAckPrefix+schemas.StreamNotify+".>")
-		sub = append(sub, schemas.SubjectCancelAll, maxDelivsAdvAl)
+		sub = append(sub, schemas.SubjectCancelAll, maxDelivsAdvAl, schemas.SubjectRemoteAll)
 		deny = append(deny, api("STREAM.CREATE", ">")...)
 		deny = append(deny, api("STREAM.UPDATE", ">")...)
 	}
-	return &server.Permissions{
+	perms := &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub, Deny: deny},
 		Subscribe: &server.SubjectPermission{Allow: sub},
 	}
+	if r == RoleWorker {
+		// A worker answers the requests it takes (a remote agent's
+		// notifications): one reply each, to the requester's inbox.
+		perms.Response = &server.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
+	}
+	return perms
 }

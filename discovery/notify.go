@@ -3,7 +3,6 @@ package discovery
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -83,37 +82,18 @@ func (v *NotificationVerifier) Verify(r *http.Request, body []byte, webhookURL s
 }
 
 // ParseNotification reads a notification's body: a 1.0 StreamResponse
-// or a 0.3 task.
+// or a 0.3 task (then also in Task03, as sent).
 func ParseNotification(body []byte) (*Notification, error) {
-	var probe struct {
-		Kind string `json:"kind"`
+	sr, taskID, err := schemas.ReadNotification(body)
+	if err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(body, &probe); err != nil {
-		return nil, fmt.Errorf("the body is not JSON: %v", err)
-	}
-	if probe.Kind == "task" {
-		var t schemas.V03Task
-		if err := json.Unmarshal(body, &t); err != nil || t.ID == "" {
-			return nil, fmt.Errorf("the body is not an A2A 0.3 task: %v", err)
+	n := &Notification{TaskID: taskID, Event: sr}
+	if sr.Task != nil {
+		var t03 schemas.V03Task
+		if json.Unmarshal(body, &t03) == nil && t03.Kind == "task" {
+			n.Event, n.Task03 = nil, &t03
 		}
-		return &Notification{TaskID: t.ID, Task03: &t}, nil
-	}
-	var sr schemas.StreamResponse
-	if err := json.Unmarshal(body, &sr); err != nil {
-		return nil, fmt.Errorf("the body is not an A2A StreamResponse: %v", err)
-	}
-	n := &Notification{Event: &sr}
-	switch {
-	case sr.StatusUpdate != nil:
-		n.TaskID = sr.StatusUpdate.TaskID
-	case sr.ArtifactUpdate != nil:
-		n.TaskID = sr.ArtifactUpdate.TaskID
-	case sr.Task != nil:
-		n.TaskID = sr.Task.ID
-	case sr.Message != nil:
-		n.TaskID = sr.Message.TaskID
-	default:
-		return nil, errors.New("the body is a StreamResponse with no event")
 	}
 	return n, nil
 }

@@ -3,6 +3,7 @@ package schemas
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -366,4 +367,44 @@ func (t Task) WithHistoryLength(n *int32) Task {
 		t.History = t.History[l-int(*n):]
 	}
 	return t
+}
+
+// ReadNotification reads a push notification's body as a StreamResponse:
+// an A2A 1.0 one as it is, or the task a 0.3 sender posts ("kind": "task"),
+// converted. taskID is the task it is of.
+func ReadNotification(body []byte) (sr *StreamResponse, taskID string, err error) {
+	var probe struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(body, &probe); err != nil {
+		return nil, "", fmt.Errorf("the notification is not JSON: %v", err)
+	}
+	if probe.Kind == "task" {
+		var t03 V03Task
+		if err := json.Unmarshal(body, &t03); err != nil || t03.ID == "" {
+			return nil, "", fmt.Errorf("the notification is not an A2A 0.3 task: %v", err)
+		}
+		t, err := TaskFromV03(t03)
+		if err != nil {
+			return nil, "", fmt.Errorf("the notification's 0.3 task: %v", err)
+		}
+		return &StreamResponse{Task: &t}, t.ID, nil
+	}
+	sr = new(StreamResponse)
+	if err := json.Unmarshal(body, sr); err != nil {
+		return nil, "", fmt.Errorf("the notification is not an A2A StreamResponse: %v", err)
+	}
+	switch {
+	case sr.StatusUpdate != nil:
+		taskID = sr.StatusUpdate.TaskID
+	case sr.ArtifactUpdate != nil:
+		taskID = sr.ArtifactUpdate.TaskID
+	case sr.Task != nil:
+		taskID = sr.Task.ID
+	case sr.Message != nil:
+		taskID = sr.Message.TaskID
+	default:
+		return nil, "", errors.New("the notification is a StreamResponse with no event")
+	}
+	return sr, taskID, nil
 }

@@ -41,6 +41,8 @@ var bcBusShapes = []struct {
 	{"task-record.schema.json", reflect.TypeFor[TaskRecord](), []string{BucketTasks}},
 	{"agent-registration.schema.json", reflect.TypeFor[AgentRegistration](), []string{BucketAgents}},
 	{"cached-card.schema.json", reflect.TypeFor[CachedCard](), []string{BucketCards}},
+	{"push-config-set.schema.json", reflect.TypeFor[PushConfigSet](), []string{BucketPush}},
+	{"push-wake.schema.json", reflect.TypeFor[PushWake](), []string{TypePushWake, SubjectNotify("<taskId>"), StreamNotify}},
 }
 
 // bcPartial lists Go types whose schema may name fewer properties than the Go
@@ -694,6 +696,17 @@ func bcExamples() map[string][]any {
 			CachedCard{URL: "https://agents.example/weather", CardURL: "https://agents.example/weather/.well-known/agent-card.json",
 				Card: card, FreshUntil: *ts, FetchedAt: *ts, CheckedAt: *ts},
 		},
+		"push-config-set.schema.json": {
+			PushConfigSet{Configs: []PushConfigRecord{
+				{Config: TaskPushNotificationConfig{ID: "c1", TaskID: "t1", URL: "https://hooks.example/a2a", Token: "tok",
+					Authentication: &AuthenticationInfo{Scheme: "Bearer", Credentials: "secret"}}, Dialect: "1.0", CreatedAt: *ts,
+					Delivered: 5<<12 | 2, DeliveredSeq: 42, Failing: &PushFailure{Since: *ts, Attempts: 3, LastError: "the webhook answered 503", DeadLettered: 1}},
+				{Config: TaskPushNotificationConfig{ID: "c2", TaskID: "t1", URL: "https://hooks.example/gone"}, Dialect: "0.3", CreatedAt: *ts,
+					Disabled: "the webhook answered 410 Gone"},
+			}},
+			PushConfigSet{Configs: []PushConfigRecord{}},
+		},
+		"push-wake.schema.json": {PushWake{TaskID: "t1"}},
 	}
 }
 

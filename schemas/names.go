@@ -58,6 +58,7 @@ const (
 	subjectCancelPrefix = "a2a.cancel."
 	subjectDLQPrefix    = "a2a.dlq."
 	subjectNotifyPrefix = "a2a.notify."
+	subjectRemotePrefix = "a2a.remote."
 
 	// SubjectWorkAll, SubjectEventsAll and SubjectDLQAll are the wildcard
 	// subjects of the streams.
@@ -65,6 +66,9 @@ const (
 	SubjectEventsAll = subjectEventsPrefix + ">"
 	SubjectDLQAll    = subjectDLQPrefix + ">"
 	SubjectNotifyAll = subjectNotifyPrefix + "*"
+	// SubjectRemoteAll is the core-NATS (not stored) subject of push
+	// notifications an edge received for remote agents' tasks.
+	SubjectRemoteAll = subjectRemotePrefix + "*"
 	// SubjectCancelAll is the core-NATS (not stored) subject on which cancel
 	// notices for every agent travel.
 	SubjectCancelAll = subjectCancelPrefix + ">"
@@ -177,6 +181,12 @@ const ContentTypeA2A = "application/a2a+json"
 
 // SubjectNotify is the subject of a task's push-sender wake-up.
 func SubjectNotify(taskID string) string { return subjectNotifyPrefix + taskID }
+
+// SubjectRemote is the core-NATS subject on which an edge hands a push
+// notification it received for a remote agent's task (an external agent
+// told it of its task) to the worker following that task: a request, the
+// reply empty when the worker stored what it says, else why not.
+func SubjectRemote(taskID string) string { return subjectRemotePrefix + taskID }
 
 // SubjectDLQPush is the subject of a task's notifications given up on:
 // a2a.dlq.push.<taskId>, four tokens, so no agent's a2a.dlq.<agent>.

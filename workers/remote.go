@@ -2,11 +2,15 @@ package workers
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -23,6 +27,11 @@ const (
 	MetaRemoteTaskID    = "a2abus.remote.taskId"
 	MetaRemoteContextID = "a2abus.remote.contextId"
 	MetaRemoteURL       = "a2abus.remote.url"
+	// MetaRemotePushToken is the hex SHA-256 of the token a remote agent
+	// in push mode gave the external agent for the task's notifications:
+	// the edge's webhook takes a notification only with that token. The
+	// token itself is never stored.
+	MetaRemotePushToken = "a2abus.remote.pushTokenSha256"
 )
 
 // RemoteClient is what the remote agent needs of an A2A client; cmd adapts
@@ -31,6 +40,9 @@ type RemoteClient interface {
 	SendStreamingMessage(ctx context.Context, req *schemas.SendMessageRequest) (RemoteStream, error)
 	SubscribeToTask(ctx context.Context, req *schemas.SubscribeToTaskRequest) (RemoteStream, error)
 	CancelTask(ctx context.Context, req *schemas.CancelTaskRequest) (*schemas.Task, error)
+	// SendMessage and GetTask serve push mode (RemotePush).
+	SendMessage(ctx context.Context, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error)
+	GetTask(ctx context.Context, req *schemas.GetTaskRequest) (*schemas.Task, error)
 }
 
 // RemoteStream is a stream of events from the external agent; Next returns
@@ -49,6 +61,32 @@ type Remote struct {
 	Client func(ctx context.Context) (RemoteClient, error)
 	// CancelTimeout bounds forwarding a cancel; default 10s.
 	CancelTimeout time.Duration
+	// Push, when set, asks the external agent for push notifications to
+	// the edge instead of holding a stream open (see RemotePush).
+	Push *RemotePush
+}
+
+// RemotePush is a remote agent's push mode. The first message of a task
+// goes to the external agent with a push config: the edge's webhook for the
+// local task and a token made for it (its hash kept in the task's
+// metadata). The edge checks each notification's token and hands it over
+// the bus to the worker following the task, which relays it into the task
+// as it relays streamed events and answers once it is stored. A worker
+// that resumes the task (a redelivery after a restart) reads the external
+// task first, and again every PollEvery while no notification comes, so a
+// notification nobody could take is not missed: a long external task
+// outlives the restart of every a2abus process, and no connection to the
+// external agent is held while it works.
+type RemotePush struct {
+	// Bus is the bus the edge forwards notifications on (a function: the
+	// process connects after it builds its agents).
+	Bus func() *bus.Bus
+	// URL is the webhook of a local task, as the external agent reaches
+	// the edge: <public URL>/a2a/remote/<agent>/tasks/<taskId>/push.
+	URL func(taskID string) string
+	// PollEvery is how often the external task is read while no
+	// notification comes; default 1m.
+	PollEvery time.Duration
 }
 
 // Execute sends the task's new message to the external agent (or, on a
@@ -61,6 +99,9 @@ func (r Remote) Execute(ctx context.Context, req *Request, out *Emitter) error {
 	}
 	extID, _ := req.Task.Metadata[MetaRemoteTaskID].(string)
 	extCtx, _ := req.Task.Metadata[MetaRemoteContextID].(string)
+	if r.Push != nil {
+		return r.executePush(ctx, req, out, cl, extID, extCtx)
+	}
 	var stream RemoteStream
 	if extID != "" && req.Task.Status.State == schemas.TaskStateWorking {
 		// A redelivery: the external task was started by an earlier
@@ -250,4 +291,150 @@ func agentCopy(m schemas.Message) schemas.Message {
 	m.Role = schemas.RoleAgent
 	m.TaskID, m.ContextID = "", ""
 	return m
+}
+
+// executePush is Execute in push mode (see RemotePush).
+func (r Remote) executePush(ctx context.Context, req *Request, out *Emitter, cl RemoteClient, extID, extCtx string) error {
+	type note struct {
+		body []byte
+		done chan error
+	}
+	notes := make(chan note)
+	stopping := fmt.Errorf("%w: the task's worker is stopping", bus.ErrNoRemoteListener)
+	// Listening first: a notification may come before the send returns.
+	stop, err := r.Push.Bus().ListenRemote(req.Task.ID, func(body []byte) error {
+		n := note{body: body, done: make(chan error, 1)}
+		select {
+		case notes <- n:
+		case <-ctx.Done():
+			return stopping
+		}
+		select {
+		case err := <-n.done:
+			return err
+		case <-ctx.Done():
+			return stopping
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	rel := relay{r: r, out: out, extID: extID, extCtx: extCtx}
+	seen := snapshotMark{}
+	if extID != "" && req.Task.Status.State == schemas.TaskStateWorking {
+		// A redelivery: the external task runs; what it did meanwhile is
+		// read, not asked for again.
+		if err := r.reconcile(ctx, cl, &rel, &seen); err != nil {
+			return err
+		}
+	} else {
+		msg := req.Message
+		msg.TaskID, msg.ContextID = extID, extCtx
+		msg.Role = schemas.RoleUser
+		msg.Metadata = nil
+		send := &schemas.SendMessageRequest{Message: &msg, Configuration: &schemas.SendMessageConfiguration{ReturnImmediately: true}}
+		if extID == "" {
+			// The external task's config is made with its first message
+			// and serves every later one.
+			token := rand.Text()
+			sum := sha256.Sum256([]byte(token))
+			if err := out.Annotate(ctx, map[string]any{MetaRemotePushToken: hex.EncodeToString(sum[:])}); err != nil {
+				return err
+			}
+			send.Configuration.TaskPushNotificationConfig = &schemas.TaskPushNotificationConfig{URL: r.Push.URL(req.Task.ID), Token: token}
+		}
+		res, err := cl.SendMessage(ctx, send)
+		if err != nil {
+			return r.callFailed(ctx, out, err)
+		}
+		switch {
+		case res.Message != nil:
+			return rel.event(ctx, &schemas.StreamResponse{Message: res.Message})
+		case res.Task != nil:
+			seen.take(res.Task)
+			if err := rel.event(ctx, &schemas.StreamResponse{Task: res.Task}); err != nil {
+				return err
+			}
+		}
+	}
+	every := r.Push.PollEvery
+	if every <= 0 {
+		every = time.Minute
+	}
+	poll := time.NewTicker(every)
+	defer poll.Stop()
+	for !rel.ended {
+		select {
+		case n := <-notes:
+			sr, taskID, err := schemas.ReadNotification(n.body)
+			if err == nil && rel.extID != "" && taskID != rel.extID {
+				err = fmt.Errorf("the notification is of task %s, not of %s", taskID, rel.extID)
+			}
+			if err != nil {
+				n.done <- err
+				continue
+			}
+			if sr.Task != nil && !seen.take(sr.Task) {
+				n.done <- nil // a task snapshot (0.3) with nothing new
+				continue
+			}
+			if err = rel.event(ctx, sr); err != nil {
+				n.done <- fmt.Errorf("%w: storing it failed", bus.ErrNoRemoteListener)
+				return err
+			}
+			n.done <- nil
+			poll.Reset(every)
+		case <-poll.C:
+			if err := r.reconcile(ctx, cl, &rel, &seen); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			r.forwardCancel(ctx, cl, rel.extID)
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// reconcile reads the external task and relays what is new in it.
+func (r Remote) reconcile(ctx context.Context, cl RemoteClient, rel *relay, seen *snapshotMark) error {
+	t, err := cl.GetTask(ctx, &schemas.GetTaskRequest{ID: rel.extID})
+	if err != nil {
+		if ctx.Err() != nil {
+			r.forwardCancel(ctx, cl, rel.extID)
+			return ctx.Err()
+		}
+		var pe *schemas.Error
+		if errors.As(err, &pe) && errors.Is(err, schemas.ErrTaskNotFound) {
+			return r.callFailed(ctx, rel.out, err)
+		}
+		return nil // unreachable for now: the next poll or notification
+	}
+	if !seen.take(t) {
+		return nil
+	}
+	return rel.event(ctx, &schemas.StreamResponse{Task: t})
+}
+
+// snapshotMark is what the last relayed snapshot of the external task
+// showed, so an unchanged one is not relayed again.
+type snapshotMark struct {
+	state     schemas.TaskState
+	at        string
+	artifacts int
+}
+
+// take reports whether t shows something the last snapshot did not, and
+// remembers it.
+func (m *snapshotMark) take(t *schemas.Task) bool {
+	next := snapshotMark{state: t.Status.State, artifacts: len(t.Artifacts)}
+	if t.Status.Timestamp != nil {
+		next.at = t.Status.Timestamp.String()
+	}
+	if next == *m {
+		return false
+	}
+	*m = next
+	return true
 }

@@ -46,6 +46,14 @@ func (d discoveryRemote) CancelTask(ctx context.Context, req *schemas.CancelTask
 	return d.c.CancelTask(ctx, req)
 }
 
+func (d discoveryRemote) SendMessage(ctx context.Context, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error) {
+	return d.c.SendMessage(ctx, req)
+}
+
+func (d discoveryRemote) GetTask(ctx context.Context, req *schemas.GetTaskRequest) (*schemas.Task, error) {
+	return d.c.GetTask(ctx, req)
+}
+
 // external is another a2abus, on its own bus, reached only over HTTP: the
 // external A2A agent the remote kind proxies to.
 type external struct {

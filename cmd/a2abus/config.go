@@ -267,6 +267,14 @@ type AgentConfig struct {
 	// CheckEvery is how often a remote agent's card and health are
 	// re-checked. Default 1m.
 	CheckEvery Duration `json:"checkEvery,omitempty"`
+	// Push makes a remote agent ask the external agent for push
+	// notifications to this deployment's edge (at publicUrl, which the
+	// external agent must reach) instead of holding a stream open while it
+	// works: a long external task then outlives the restart of every
+	// a2abus process. PushPollEvery is how often the external task is read
+	// while no notification comes (default 1m).
+	Push          bool     `json:"push,omitempty"`
+	PushPollEvery Duration `json:"pushPollEvery,omitempty"`
 
 	// Targets are the agents a fanout agent sends each task to (local
 	// names; a remote agent is one too).

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/discovery"
 	"github.com/a2abus/a2abus/schemas"
 	"github.com/a2abus/a2abus/workers"
@@ -273,18 +274,22 @@ func (p *process) remoteDefinition(a AgentConfig) (workers.Definition, error) {
 		return &res.Card, res.Source == discovery.Stale, res.Err, nil
 	}
 	p.monitors = append(p.monitors, m)
-	return workers.Definition{
-		Name: a.Name,
-		Agent: workers.Remote{URL: m.shown, Client: func(ctx context.Context) (workers.RemoteClient, error) {
-			c, err := m.Client(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return remoteClient{c}, nil
-		}},
-		Live:    m.Live,
-		Changed: m.changed,
-	}, nil
+	agent := workers.Remote{URL: m.shown, Client: func(ctx context.Context) (workers.RemoteClient, error) {
+		c, err := m.Client(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return remoteClient{c}, nil
+	}}
+	if a.Push {
+		hooks := strings.TrimSuffix(p.cfg.PublicURL, "/") + "/a2a/remote/" + a.Name + "/tasks/"
+		agent.Push = &workers.RemotePush{
+			Bus:       func() *bus.Bus { return p.bus }, // connected before any worker runs
+			URL:       func(taskID string) string { return hooks + taskID + "/push" },
+			PollEvery: time.Duration(a.PushPollEvery),
+		}
+	}
+	return workers.Definition{Name: a.Name, Agent: agent, Live: m.Live, Changed: m.changed}, nil
 }
 
 // fanoutDefinition builds a fanout agent over the configured targets.
@@ -328,6 +333,14 @@ func (r remoteClient) SubscribeToTask(ctx context.Context, req *schemas.Subscrib
 
 func (r remoteClient) CancelTask(ctx context.Context, req *schemas.CancelTaskRequest) (*schemas.Task, error) {
 	return r.c.CancelTask(ctx, req)
+}
+
+func (r remoteClient) SendMessage(ctx context.Context, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error) {
+	return r.c.SendMessage(ctx, req)
+}
+
+func (r remoteClient) GetTask(ctx context.Context, req *schemas.GetTaskRequest) (*schemas.Task, error) {
+	return r.c.GetTask(ctx, req)
 }
 
 // RemoteAuth is how a remote agent authenticates to its external agent

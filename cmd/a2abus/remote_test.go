@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,4 +130,51 @@ func TestRemoteAndFanOutAgentsThroughServe(t *testing.T) {
 	later.stop(t)
 	gw.stop(t)
 	ext.stop(t)
+}
+
+// A remote agent in push mode, with real processes: the local a2abus is
+// SIGKILLed while the external task works and started again; the external
+// agent's notifications meanwhile find no one, and the restarted process
+// follows the external task to its end.
+func TestRemoteAgentInPushModeSurvivesAKilledProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	extAddr, gwAddr := freeAddr(t), freeAddr(t)
+	ext := startProc(t, "serve", "--listen", extAddr, "--data-dir", filepath.Join(dir, "ext"), "--nats-listen", "off", "--agent", "tck",
+		"--push", "true", "--push-allow-http", "true", "--push-allow-private", "true")
+	waitReady(t, ext, "http://"+extAddr)
+
+	cfg := filepath.Join(dir, "gw.json")
+	writeFile(t, cfg, fmt.Sprintf(`{
+  "outbound": {"allowLoopback": true},
+  "agents": [{"name": "far", "kind": "remote", "url": "http://%s/agents/tck", "checkEvery": "200ms", "push": true, "pushPollEvery": "500ms"}]}`, extAddr))
+	args := []string{"serve", "--listen", gwAddr, "--data-dir", filepath.Join(dir, "gw"), "--nats-listen", "off", "--config", cfg, "--ack-wait", "2s"}
+	gw := startProc(t, args...)
+	base := "http://" + gwAddr
+	waitReady(t, gw, base)
+	waitAgentCard(t, base, "far")
+
+	// The conformance agent holds this task WORKING for 4s.
+	task := sendNow(t, base, "far", "test-resubscribe-message-id-"+schemas.NewID(), "x")
+	working := waitTask(t, base, "far", task.ID, 30*time.Second, func(t schemas.Task) bool {
+		return t.Metadata[workers.MetaRemoteTaskID] != nil && t.Metadata[workers.MetaRemotePushToken] != nil
+	})
+	if working.Status.State != schemas.TaskStateWorking {
+		t.Fatalf("the task is %s before the kill", working.Status.State)
+	}
+	if err := gw.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-gw.done
+	gw.done <- nil
+
+	gw = startProc(t, args...)
+	waitReady(t, gw, base)
+	done := waitTask(t, base, "far", task.ID, 60*time.Second, func(t schemas.Task) bool { return t.Status.State.Terminal() })
+	if done.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("after the restart: %s %v", done.Status.State, done.Status.Message)
+	}
+	gw.stop(t)
 }

@@ -1,0 +1,166 @@
+package workers_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/bus/bustest"
+	"github.com/a2abus/a2abus/edge"
+	"github.com/a2abus/a2abus/schemas"
+	"github.com/a2abus/a2abus/workers"
+)
+
+// startPushExternal is an external a2abus that delivers push
+// notifications (to loopback), retrying fast.
+func startPushExternal(t *testing.T, defs ...workers.Definition) *external {
+	t.Helper()
+	_, b := bustest.New(t, bustest.Options{})
+	for _, d := range defs {
+		startRunner(t, b, d, workers.Options{})
+	}
+	ts := httptest.NewUnstartedServer(nil)
+	e := edge.New(b, edge.Config{PublicURL: "http://" + ts.Listener.Addr().String(), Push: true})
+	ts.Config.Handler = e.Handler()
+	ts.Start()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	t.Cleanup(func() { ts.Close(); cancel(); <-done })
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if err := e.WaitReady(rctx); err != nil {
+		t.Fatal(err)
+	}
+	startSender(t, b, workers.PushOptions{MaxAttempts: 1000})
+	return &external{b: b, url: ts.URL}
+}
+
+// startLocalEdge is the edge of the local a2abus: where the external agent
+// posts its notifications.
+func startLocalEdge(t *testing.T, b *bus.Bus) string {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(nil)
+	e := edge.New(b, edge.Config{PublicURL: "http://" + ts.Listener.Addr().String()})
+	ts.Config.Handler = e.Handler()
+	ts.Start()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	t.Cleanup(func() { ts.Close(); cancel(); <-done })
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if err := e.WaitReady(rctx); err != nil {
+		t.Fatal(err)
+	}
+	return ts.URL
+}
+
+// pushRemoteDef is a remote agent in push mode whose webhooks are on the
+// local edge at base.
+func pushRemoteDef(t *testing.T, name, url string, b *bus.Bus, base string, poll time.Duration) workers.Definition {
+	d := remoteDef(t, name, url)
+	r := d.Agent.(workers.Remote)
+	r.Push = &workers.RemotePush{
+		Bus:       func() *bus.Bus { return b },
+		URL:       func(id string) string { return base + "/a2a/remote/" + name + "/tasks/" + id + "/push" },
+		PollEvery: poll,
+	}
+	d.Agent = r
+	return d
+}
+
+// A remote agent in push mode holds no stream: the external agent's
+// notifications reach the local task through the edge's webhook, event by
+// event; a notification without the task's token is refused.
+func TestRemoteAgentInPushMode(t *testing.T) {
+	ext := startPushExternal(t, workers.EchoDefinition("echo"))
+	_, b := bustest.New(t, bustest.Options{})
+	base := startLocalEdge(t, b)
+	startRunner(t, b, pushRemoteDef(t, "far", ext.url+"/agents/echo", b, base, time.Hour), workers.Options{})
+
+	text := "one two three four five six seven eight nine"
+	id := submit(t, b, "far", text)
+	rec := waitSettled(t, b, id)
+	if rec.Task.Status.State != schemas.TaskStateCompleted || len(rec.Task.Artifacts) != 1 || artifactText(rec.Task.Artifacts[0]) != text {
+		t.Fatalf("local task: %s %+v", rec.Task.Status.State, rec.Task.Artifacts)
+	}
+	if _, ok := rec.Task.Metadata[workers.MetaRemotePushToken].(string); !ok {
+		t.Fatalf("no push token hash in %v", rec.Task.Metadata)
+	}
+	var kinds []string
+	for _, u := range readAll(t, b, id) {
+		switch {
+		case u.Artifact != nil:
+			kinds = append(kinds, "chunk")
+		case u.Status != nil:
+			kinds = append(kinds, string(u.Status.Status.State))
+		}
+	}
+	// Two WORKING updates: the token's hash stored before the send, the
+	// external task's ids after it.
+	if got := strings.Join(kinds, ","); got != "TASK_STATE_WORKING,TASK_STATE_WORKING,chunk,chunk,chunk,TASK_STATE_COMPLETED" {
+		t.Fatalf("local events: %s", got)
+	}
+
+	// The webhook wants the task's token: none, a wrong one, or another
+	// task's id is not found; a finished task's is gone.
+	for _, c := range []struct {
+		path, token string
+		status      int
+	}{
+		{"/a2a/remote/far/tasks/" + id + "/push", "", 404},
+		{"/a2a/remote/far/tasks/" + id + "/push", "wrong", 404},
+		{"/a2a/remote/other/tasks/" + id + "/push", "wrong", 404},
+		{"/a2a/remote/far/tasks/" + schemas.NewID() + "/push", "wrong", 404},
+	} {
+		req, _ := http.NewRequest("POST", base+c.path, strings.NewReader(`{"statusUpdate":{"taskId":"x","status":{"state":"TASK_STATE_COMPLETED"}}}`))
+		if c.token != "" {
+			req.Header.Set(schemas.HeaderNotificationToken, c.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("%s with token %q: %d, want %d", c.path, c.token, resp.StatusCode, c.status)
+		}
+	}
+}
+
+// The local worker stops mid-task (its process restarts): notifications
+// meanwhile are refused (503) and retried by the external sender; the
+// next worker reads the external task and follows it to the end.
+func TestRemoteAgentInPushModeSurvivesARestart(t *testing.T) {
+	step := twoStep{release: make(chan struct{})}
+	ext := startPushExternal(t, def("steps", step))
+	_, b := bustest.New(t, bustest.Options{Config: bus.Config{AckWait: time.Second}})
+	base := startLocalEdge(t, b)
+	first := pushRemoteDef(t, "far", ext.url+"/agents/steps", b, base, time.Hour)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- workers.NewRunner(b, first, workers.Options{ShutdownGrace: time.Millisecond}).Run(ctx) }()
+
+	id := submit(t, b, "far", "go")
+	waitFor(t, b, id, "the first chunk through the webhook", func(r *schemas.TaskRecord) bool { return len(r.Task.Artifacts) == 1 })
+	stop() // the worker goes away; its work is handed back
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	close(step.release) // the external task finishes while no worker follows it
+	extID := waitFor(t, b, id, "the external id", func(r *schemas.TaskRecord) bool { return r.Task.Metadata[workers.MetaRemoteTaskID] != nil }).
+		Task.Metadata[workers.MetaRemoteTaskID].(string)
+	waitSettled(t, ext.b, extID)
+
+	startRunner(t, b, pushRemoteDef(t, "far", ext.url+"/agents/steps", b, base, 200*time.Millisecond), workers.Options{})
+	rec := waitSettled(t, b, id)
+	if rec.Task.Status.State != schemas.TaskStateCompleted || len(rec.Task.Artifacts) != 1 || artifactText(rec.Task.Artifacts[0]) != "first second" {
+		t.Fatalf("local task after the restart: %s %+v", rec.Task.Status.State, rec.Task.Artifacts)
+	}
+}
+
