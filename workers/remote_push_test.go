@@ -163,4 +163,3 @@ func TestRemoteAgentInPushModeSurvivesARestart(t *testing.T) {
 		t.Fatalf("local task after the restart: %s %+v", rec.Task.Status.State, rec.Task.Artifacts)
 	}
 }
-
