@@ -442,7 +442,7 @@ func TestRolesDoTheirWork(t *testing.T) {
 	if err := wb.StoredEvents(ctx, rec.Task.ID, 0, func(e StoredEvent) bool { stored += len(e.Updates); return true }); err != nil || stored < 2 {
 		t.Fatalf("the worker read %d stored events: %v", stored, err)
 	}
-	if err := wb.ChangePushDelivery(ctx, rec.Task.ID, func(set *schemas.PushConfigSet) error { set.Configs[0].Delivered++; return nil }); err != nil {
+	if _, _, err := wb.ChangePushDelivery(ctx, rec.Task.ID, nil, 0, func(set *schemas.PushConfigSet) error { set.Configs[0].Delivered++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := wb.DeadLetterPush(ctx, rec.Task.ID, "p", "e1", "test", []byte("{}")); err != nil {

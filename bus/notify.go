@@ -2,8 +2,10 @@ package bus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -174,14 +176,15 @@ func (w *Wake) Retry(delay time.Duration) error { return w.msg.NakWithDelay(dela
 // InProgress resets the AckWait timer: the sender is alive and delivering.
 func (w *Wake) InProgress() error { return w.msg.InProgress() }
 
-// PushConfigsOf reads a task's configs without an owner: the push sender
-// acts for the task's owner, who registered them.
-func (b *Bus) PushConfigsOf(ctx context.Context, taskID string) ([]schemas.PushConfigRecord, error) {
-	set, _, err := b.readPushConfigs(ctx, taskID)
+// PushConfigsOf reads a task's configs, and their revision (0: none),
+// without an owner: the push sender acts for the task's owner, who
+// registered them.
+func (b *Bus) PushConfigsOf(ctx context.Context, taskID string) ([]schemas.PushConfigRecord, uint64, error) {
+	set, rev, err := b.readPushConfigs(ctx, taskID)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return set.Configs, nil
+	return set.Configs, rev, nil
 }
 
 // StoredEvent is one stored message of a task's events: its stream
@@ -245,30 +248,99 @@ func (b *Bus) StoredEvents(ctx context.Context, taskID string, from uint64, fn f
 	}
 }
 
-// LastEventCursor is the cursor of the task's last stored event, as the
-// events stream's leader has it (0: none).
-func (b *Bus) LastEventCursor(ctx context.Context, taskID string) (uint64, error) {
+// LastStoredEvent is the task's last stored message of events, as the
+// events stream's leader has it (Seq 0: none).
+func (b *Bus) LastStoredEvent(ctx context.Context, taskID string) (StoredEvent, error) {
 	subject := schemas.SubjectEvents(taskID)
 	m, err := b.leaderGet(ctx, schemas.StreamEvents, subject)
 	if errors.Is(err, errNoMessage) {
-		return 0, nil
+		return StoredEvent{}, nil
 	}
 	if err != nil {
-		return 0, err
+		return StoredEvent{}, err
 	}
 	us, err := decodeUpdates(&nats.Msg{Subject: subject, Header: m.Header, Data: m.Data})
-	if err != nil || len(us) == 0 {
-		return 0, nil
+	if err != nil {
+		b.log.Warn("skipping undecodable task event", "subject", subject, "err", err)
 	}
-	return us[len(us)-1].Cursor, nil
+	return StoredEvent{Seq: m.Seq, Updates: us}, nil
+}
+
+// EventsAfter calls fn, in order, with the task's stored messages of
+// events from stream sequence from on, when the last one holds an event
+// after cursor after (else with none), and returns that last one. The
+// common case of a sender that keeps up (one new message) costs two reads
+// of the stream's leader; more messages are read by a consumer that lives
+// for the read.
+func (b *Bus) EventsAfter(ctx context.Context, taskID string, from, after uint64, fn func(StoredEvent) bool) (StoredEvent, error) {
+	last, err := b.LastStoredEvent(ctx, taskID)
+	if err != nil || last.Seq == 0 || len(last.Updates) == 0 || last.Updates[len(last.Updates)-1].Cursor <= after {
+		return last, err
+	}
+	if from < last.Seq {
+		subject := schemas.SubjectEvents(taskID)
+		m, err := b.storedMsg(ctx, schemas.StreamEvents, storedMsgRequest{Seq: max(from, 1), NextBySubject: subject})
+		if err != nil && !errors.Is(err, errNoMessage) {
+			return last, err
+		}
+		if err == nil && m.Seq < last.Seq {
+			return last, b.StoredEvents(ctx, taskID, m.Seq, func(e StoredEvent) bool {
+				return e.Seq <= last.Seq && fn(e)
+			})
+		}
+	}
+	fn(last)
+	return last, nil
 }
 
 // ChangePushDelivery applies a sender's change to a task's configs (their
-// cursors and failure states) by compare-and-swap; change sees the set as
-// stored, so configs deleted or replaced meanwhile are the caller's to
-// skip.
-func (b *Bus) ChangePushDelivery(ctx context.Context, taskID string, change func(*schemas.PushConfigSet) error) error {
-	return b.changePushConfigs(ctx, taskID, change)
+// cursors and failure states) by compare-and-swap on set, read at
+// revision rev: at once when nobody changed it since (the usual case: the
+// sender holding the task's wake-up is its only writer), else on the set
+// read again. change sees the set as stored, so configs deleted or
+// replaced meanwhile are the caller's to skip. It returns the set as
+// stored and its revision (0 when it is not known: the next change reads
+// again).
+func (b *Bus) ChangePushDelivery(ctx context.Context, taskID string, set *schemas.PushConfigSet, rev uint64, change func(*schemas.PushConfigSet) error) (*schemas.PushConfigSet, uint64, error) {
+	if set != nil && rev > 0 {
+		kv, err := b.pushConfigs(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		next := &schemas.PushConfigSet{Configs: slices.Clone(set.Configs)}
+		if err := change(next); err != nil {
+			return nil, 0, err
+		}
+		if len(next.Configs) == 0 {
+			if err = kv.Purge(ctx, taskID, jetstream.LastRevision(rev), jetstream.PurgeTTL(time.Second)); err == nil {
+				return next, 0, nil
+			}
+		} else {
+			val, merr := json.Marshal(next)
+			if merr != nil {
+				return nil, 0, fmt.Errorf("bus: encode push configs: %w", merr)
+			}
+			var nrev uint64
+			if nrev, err = kv.Update(ctx, taskID, val, rev); err == nil {
+				return next, nrev, nil
+			}
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return nil, 0, errUnavailable("bus: store push configs", err)
+		}
+	}
+	var out *schemas.PushConfigSet
+	err := b.changePushConfigs(ctx, taskID, func(cur *schemas.PushConfigSet) error {
+		if err := change(cur); err != nil {
+			return err
+		}
+		out = cur
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, 0, nil
 }
 
 // DeadLetterPush keeps a notification given up on in the dead-letter

@@ -75,12 +75,43 @@ func TestPushWakeUpsOnePendingPerTaskAndNoneWithoutConfigs(t *testing.T) {
 	if n := notifyBacklog(t, b); n != 0 {
 		t.Fatalf("%d wake-ups after the sender took the pending one", n)
 	}
-	last, err := b.LastEventCursor(ctx, id)
-	if err != nil || last <= created.Delivered {
-		t.Fatalf("the last event's cursor %d (%v) is not after the config's start %d", last, err, created.Delivered)
+	last, err := b.LastStoredEvent(ctx, id)
+	if err != nil || len(last.Updates) != 1 || last.Updates[0].Cursor <= created.Delivered {
+		t.Fatalf("the last event %+v (%v) is not after the config's start %d", last, err, created.Delivered)
 	}
 	working(id)
 	if n := notifyBacklog(t, b); n != 1 {
 		t.Fatalf("a write after the sender took the wake-up left %d, want 1", n)
+	}
+}
+
+// A write of a task without push configs costs what it cost before push
+// notifications: the record's swap and the events' publish, nothing read
+// or published more; a task with configs adds the wake-up's publish.
+func TestPushCostsNothingWithoutConfigs(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	sent := func(id string) uint64 {
+		t.Helper()
+		rec, rev, err := b.GetTask(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := b.Stats().OutMsgs
+		if _, _, err := b.ApplyEventsSince(ctx, id, rec, rev, nil, []TaskEvent{{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}}}); err != nil {
+			t.Fatal(err)
+		}
+		return b.Stats().OutMsgs - before
+	}
+	plain := mkTask(t, b, "echo", "alice", "c", schemas.TaskStateWorking, time.Now())
+	if n := sent(plain.Task.ID); n != 2 {
+		t.Fatalf("a write of a task without configs sent %d NATS messages, want 2 (the swap, the events)", n)
+	}
+	pushed := mkTask(t, b, "echo", "alice", "c", schemas.TaskStateWorking, time.Now())
+	if _, err := b.CreatePushConfig(ctx, Owner{Agent: "echo", Principal: "alice", Tenant: "t1"}, schemas.TaskPushNotificationConfig{TaskID: pushed.Task.ID, URL: "https://hooks.example/a"}, "1.0"); err != nil {
+		t.Fatal(err)
+	}
+	if n := sent(pushed.Task.ID); n != 3 {
+		t.Fatalf("a write of a task with configs sent %d NATS messages, want 3 (the swap, the events, the wake-up)", n)
 	}
 }

@@ -149,6 +149,9 @@ func (b *Bus) CreatePushConfig(ctx context.Context, o Owner, c schemas.TaskPushN
 	// It is told of what happens from now: events stored before the record
 	// read are not news to whoever registers it.
 	pr.Delivered = RecordCursor(rec, rev)
+	if last, err := b.LastStoredEvent(ctx, rec.Task.ID); err == nil {
+		pr.DeliveredSeq = last.Seq // nothing before it is news
+	}
 	err = b.changePushConfigs(ctx, c.TaskID, func(set *schemas.PushConfigSet) error {
 		if i := set.Index(pr.Config.ID); i >= 0 {
 			pr.CreatedAt = set.Configs[i].CreatedAt

@@ -6,8 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"math"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/schemas"
@@ -19,7 +23,10 @@ import (
 // remote agent gave it with the task's push config is its credential,
 // checked against the hash kept in the task's metadata before anything
 // else. A good notification is handed over the bus to the worker following
-// the task; the answer (204) comes once the worker stored it.
+// the task; the answer (204) comes once the worker stored it. It is not an
+// A2A request, so it does not pass serve; what serve applies to every
+// request that fits it here — a rate limit (by address, as for anonymous
+// callers) and the body bound — is applied first.
 
 // metaRemotePushToken is workers.MetaRemotePushToken (edge does not import
 // workers).
@@ -37,6 +44,16 @@ func (s *Server) handleRemotePush(w http.ResponseWriter, r *http.Request) {
 	// One answer for every refusal of the credential: an unknown task,
 	// another agent's, one not in push mode, a wrong token.
 	refuse := func() { writePlain(w, http.StatusNotFound, "no such webhook, or not this token") }
+	// The senders are limited like anonymous callers, by address, before
+	// anything is read.
+	if l := s.cfg.Limits.Default; l.Rate > 0 {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		if ok, wait := s.rate.allow("\x02webhook "+host, l, time.Now()); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			writePlain(w, http.StatusTooManyRequests, "too many notifications from this address; retry after the time given")
+			return
+		}
+	}
 	if !schemas.ValidTaskID(taskID) || token == "" {
 		refuse()
 		return

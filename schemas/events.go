@@ -91,8 +91,8 @@ type PushConfigRecord struct {
 	// sender resumes after it. A config created for a running task starts
 	// at the task's last event then; one sent with the message, at 0.
 	Delivered uint64 `json:"delivered,omitempty"`
-	// DeliveredSeq is the events-stream sequence of the message that held
-	// the Delivered event, where the sender starts reading (0: the first).
+	// DeliveredSeq is the events-stream sequence the sender reads from:
+	// no message before it holds an event after Delivered (0: the first).
 	DeliveredSeq uint64 `json:"deliveredSeq,omitempty"`
 	// Failing is set while the webhook refuses or does not answer, cleared
 	// by its next success.

@@ -197,7 +197,7 @@ func (s *PushSender) work(ctx context.Context, w *bus.Wake) {
 	stop := s.heartbeat(w)
 	defer stop()
 	log := s.log.With("task_id", w.TaskID)
-	retry, err := s.deliverTask(ctx, w.TaskID, log)
+	d, err := s.deliverTask(ctx, w.TaskID, log)
 	switch {
 	case ctx.Err() != nil:
 		_ = w.Retry(0)
@@ -206,37 +206,31 @@ func (s *PushSender) work(ctx context.Context, w *bus.Wake) {
 		log.Warn("push delivery could not be done; retrying", "err", err)
 		_ = w.Retry(s.backoff(int(min(w.Attempt, 20))))
 		return
-	case retry > 0:
-		_ = w.Retry(retry)
+	case d.retry > 0:
+		_ = w.Retry(d.retry)
 		return
 	}
 	if err := w.Done(ctx); err != nil {
 		log.Debug("acknowledging a push wake-up", "err", err)
 		return // redelivered: the cursors make it cheap
 	}
-	// A write while this sender worked found the wake-up pending and
-	// published none: the task's last event tells.
-	s.rewake(ctx, w.TaskID, log)
+	if d.waiting {
+		s.rewake(ctx, w.TaskID, d.lowest, log)
+	}
 }
 
-// rewake wakes the task again if it has an event newer than some active
-// config's cursor.
-func (s *PushSender) rewake(ctx context.Context, taskID string, log *slog.Logger) {
-	cfgs, err := s.b.PushConfigsOf(ctx, taskID)
-	if err != nil || len(cfgs) == 0 {
-		return
-	}
-	last, err := s.b.LastEventCursor(ctx, taskID)
+// rewake wakes the task again if its last stored event is after lowest,
+// the least cursor of its active configs: a write while this sender
+// worked found the wake-up pending and published none.
+func (s *PushSender) rewake(ctx context.Context, taskID string, lowest uint64, log *slog.Logger) {
+	last, err := s.b.LastStoredEvent(ctx, taskID)
 	if err != nil {
 		log.Warn("could not check a task for events written during delivery", "err", err)
 		return
 	}
-	for _, c := range cfgs {
-		if c.Disabled == "" && c.Delivered < last {
-			if err := s.b.WakePush(ctx, taskID); err != nil {
-				log.Warn("could not wake the push sender again", "err", err)
-			}
-			return
+	if len(last.Updates) > 0 && last.Updates[len(last.Updates)-1].Cursor > lowest {
+		if err := s.b.WakePush(ctx, taskID); err != nil {
+			log.Warn("could not wake the push sender again", "err", err)
 		}
 	}
 }
@@ -263,16 +257,25 @@ func (s *PushSender) heartbeat(w *bus.Wake) (stop func()) {
 	return func() { close(done) }
 }
 
+// delivered is what one wake-up's delivery left: retry > 0 asks for the
+// wake-up again after it (a webhook failed and has attempts left);
+// waiting says configs remain, lowest the least cursor among the active
+// ones.
+type delivered struct {
+	retry   time.Duration
+	waiting bool
+	lowest  uint64
+}
+
 // deliverTask delivers the task's events after each active config's
-// cursor and stores where each got; retry > 0 asks for the wake-up again
-// after it (a webhook failed and has attempts left).
-func (s *PushSender) deliverTask(ctx context.Context, taskID string, log *slog.Logger) (retry time.Duration, err error) {
-	cfgs, err := s.b.PushConfigsOf(ctx, taskID)
+// cursor and stores where each got.
+func (s *PushSender) deliverTask(ctx context.Context, taskID string, log *slog.Logger) (delivered, error) {
+	cfgs, rev, err := s.b.PushConfigsOf(ctx, taskID)
 	if err != nil || len(cfgs) == 0 {
-		return 0, err
+		return delivered{}, err
 	}
 	var from, after uint64
-	first := true
+	first, v03 := true, false
 	for _, c := range cfgs {
 		if c.Disabled != "" {
 			continue
@@ -283,42 +286,68 @@ func (s *PushSender) deliverTask(ctx context.Context, taskID string, log *slog.L
 		if first || c.Delivered < after {
 			after = c.Delivered
 		}
+		v03 = v03 || c.Dialect == "0.3"
 		first = false
 	}
 	if first {
-		return 0, nil // all disabled
+		return delivered{}, nil // all disabled
 	}
-	// The events first, then the record: the record is at least as new
-	// as every event read (a write is stored before its events are
-	// published), which a 0.3 config's snapshot and the end need.
 	var evs []storedUpdate
 	limit := s.opt.BatchLimit
-	err = s.b.StoredEvents(ctx, taskID, from, func(e bus.StoredEvent) bool {
-		for _, u := range e.Updates {
+	last, err := s.b.EventsAfter(ctx, taskID, from, after, func(e bus.StoredEvent) bool {
+		for i, u := range e.Updates {
 			if u.Cursor > after {
-				evs = append(evs, storedUpdate{u, e.Seq})
+				next := e.Seq
+				if i == len(e.Updates)-1 {
+					next++ // the message is done with once this is
+				}
+				evs = append(evs, storedUpdate{u, next})
 			}
 		}
 		return len(evs) < limit
 	})
 	if err != nil {
-		return 0, err
+		return delivered{}, err
 	}
-	rec, rev, err := s.b.GetTask(ctx, taskID)
-	if errors.Is(err, schemas.ErrTaskNotFound) {
-		return 0, nil // deleted: its configs go with it (the sweep)
+	// The task has ended when its last stored event ends it: a terminal
+	// status, or a direct reply.
+	var final uint64
+	if n := len(last.Updates); n > 0 {
+		u := last.Updates[n-1]
+		if u.Reply != nil || (u.Status != nil && u.Status.Status.State.Terminal()) {
+			final = u.Cursor
+		}
 	}
-	if err != nil {
-		return 0, err
+	if len(evs) == 0 && final == 0 {
+		return delivered{waiting: true, lowest: after}, nil
+	}
+	var rec *schemas.TaskRecord
+	if v03 && len(evs) > 0 {
+		// A 0.3 config is sent the task; the record read after the events
+		// holds at least what they say (a write is stored before its
+		// events are published).
+		if rec, _, err = s.b.GetTask(ctx, taskID); err != nil {
+			if errors.Is(err, schemas.ErrTaskNotFound) {
+				return delivered{}, nil // deleted: its configs go with it (the sweep)
+			}
+			return delivered{}, err
+		}
 	}
 	// Each config's progress is stored as it is made, so a sender that
 	// dies repeats at most the notification it was posting; the configs
-	// share the task's one value, so their stores take turns.
+	// share the task's one value, so their stores take turns, each from the
+	// set the last one stored. A finished task's configs are dropped with
+	// the store that brings the last of them to its end.
 	var mu sync.Mutex
+	set := &schemas.PushConfigSet{Configs: cfgs}
 	save := func(o outcome) error {
 		mu.Lock()
 		defer mu.Unlock()
-		return s.store(ctx, taskID, []outcome{o}, 0)
+		next, nrev, err := s.store(ctx, taskID, set, rev, []outcome{o}, final)
+		if err == nil {
+			set, rev = next, nrev
+		}
+		return err
 	}
 	out := make([]outcome, len(cfgs))
 	var wg sync.WaitGroup
@@ -326,33 +355,42 @@ func (s *PushSender) deliverTask(ctx context.Context, taskID string, log *slog.L
 		if cfgs[i].Disabled != "" {
 			continue
 		}
-		wg.Go(func() { out[i] = s.deliverConfig(ctx, rec, &cfgs[i], evs, save, log) })
+		wg.Go(func() { out[i] = s.deliverConfig(ctx, taskID, rec, &cfgs[i], evs, save, log) })
 	}
 	wg.Wait()
-	if rec.Task.Status.State.Terminal() {
-		// A finished task's configs are done with once its last event
-		// is delivered (or given up on) to each: the specification keeps
-		// a config until then.
-		if err := s.store(ctx, taskID, nil, bus.RecordCursor(rec, rev)); err != nil {
-			return 0, err
+	if final > 0 && len(evs) == 0 {
+		// Delivered before, not dropped then (a sender died between).
+		if _, _, err := s.store(ctx, taskID, set, rev, nil, final); err != nil {
+			return delivered{}, err
 		}
 	}
 	if s.opt.Stored != nil {
 		s.opt.Stored(taskID)
 	}
-	for _, o := range out {
-		if o.retryIn > 0 && (retry == 0 || o.retryIn < retry) {
-			retry = o.retryIn
+	d := delivered{}
+	first = true
+	for i, o := range out {
+		if cfgs[i].Disabled != "" || o.disabled != "" {
+			continue
 		}
+		if o.retryIn > 0 && (d.retry == 0 || o.retryIn < d.retry) {
+			d.retry = o.retryIn
+		}
+		if first || o.delivered < d.lowest {
+			d.lowest = o.delivered
+		}
+		first = false
 	}
-	return retry, nil
+	d.waiting = !first && (final == 0 || d.lowest < final)
+	return d, nil
 }
 
-// store writes outcomes into the task's configs, skipping configs deleted
-// or replaced meanwhile; with final > 0 (the task is finished at that
-// cursor) it drops the configs when each has reached it or is disabled.
-func (s *PushSender) store(ctx context.Context, taskID string, outs []outcome, final uint64) error {
-	return s.b.ChangePushDelivery(ctx, taskID, func(set *schemas.PushConfigSet) error {
+// store writes outcomes into the task's configs (set, at revision rev),
+// skipping configs deleted or replaced meanwhile; with final > 0 (the
+// cursor of the event that ended the task) it drops the configs when each
+// has reached it or is disabled.
+func (s *PushSender) store(ctx context.Context, taskID string, set *schemas.PushConfigSet, rev uint64, outs []outcome, final uint64) (*schemas.PushConfigSet, uint64, error) {
+	return s.b.ChangePushDelivery(ctx, taskID, set, rev, func(set *schemas.PushConfigSet) error {
 		for _, o := range outs {
 			i := set.Index(o.id)
 			if i < 0 || set.Configs[i].Config.URL != o.url || !set.Configs[i].CreatedAt.Equal(o.createdAt.Time) {
@@ -380,7 +418,7 @@ type storedUpdate struct {
 
 // deliverConfig posts a config's undelivered events in order, stopping at
 // the first failure.
-func (s *PushSender) deliverConfig(ctx context.Context, rec *schemas.TaskRecord, c *schemas.PushConfigRecord, evs []storedUpdate, save func(outcome) error, log *slog.Logger) outcome {
+func (s *PushSender) deliverConfig(ctx context.Context, taskID string, rec *schemas.TaskRecord, c *schemas.PushConfigRecord, evs []storedUpdate, save func(outcome) error, log *slog.Logger) outcome {
 	o := outcome{id: c.Config.ID, url: c.Config.URL, createdAt: c.CreatedAt, delivered: c.Delivered, seq: c.DeliveredSeq, failing: c.Failing}
 	todo, err := notifications(rec, c, evs)
 	if err != nil {
@@ -397,7 +435,7 @@ func (s *PushSender) deliverConfig(ctx context.Context, rec *schemas.TaskRecord,
 		return true
 	}
 	for k, n := range todo {
-		status, err := s.post(ctx, rec.Task.ID, c, n)
+		status, err := s.post(ctx, taskID, c, n)
 		switch {
 		case err == nil && status/100 == 2:
 			s.m.attempts.Inc("delivered")
@@ -439,7 +477,7 @@ func (s *PushSender) deliverConfig(ctx context.Context, rec *schemas.TaskRecord,
 		// dead-letter stream, and the config goes on with what comes next.
 		reason := fmt.Sprintf("gave up after %d attempts in %s: %s", f.Attempts, time.Since(f.Since.Time).Round(time.Second), why)
 		for _, d := range todo[k:] {
-			if err := s.b.DeadLetterPush(ctx, rec.Task.ID, c.Config.ID, d.eventID, reason, d.body); err != nil {
+			if err := s.b.DeadLetterPush(ctx, taskID, c.Config.ID, d.eventID, reason, d.body); err != nil {
 				log.Warn("could not dead-letter a push notification; retrying", "config_id", c.Config.ID, "err", err)
 				o.retryIn = s.backoff(f.Attempts)
 				return o

@@ -213,7 +213,7 @@ func (s stored) waitConfigs(t *testing.T, b *bus.Bus, id, what string, cond func
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
-		cfgs, err := b.PushConfigsOf(context.Background(), id)
+		cfgs, _, err := b.PushConfigsOf(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
