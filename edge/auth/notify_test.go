@@ -132,3 +132,30 @@ func TestNotificationSigningKeysRefuseWhatCannotSign(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkNotificationSign: the cost of signing one notification, what
+// the sender adds to each POST.
+//
+//	go test ./edge/auth -run '^$' -bench NotificationSign
+func BenchmarkNotificationSign(b *testing.B) {
+	for _, alg := range []string{"EdDSA", "ES256"} {
+		b.Run(alg, func(b *testing.B) {
+			file, err := RotateSigningKeys(nil, alg, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			keys, err := ParseSigningKeys(file, "a2abus")
+			if err != nil {
+				b.Fatal(err)
+			}
+			body := []byte(`{"statusUpdate":{"taskId":"0e4f6b8a-7c1d-4b9e-9a57-1f2e3d4c5b6a","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}`)
+			now := time.Now()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := keys.Sign("https://hooks.example/a2a", "t", "e", body, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
