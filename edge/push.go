@@ -97,7 +97,43 @@ func (s *Server) rpcGetPushConfig(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pr.Config, nil
+	return viewOf(pr), nil
+}
+
+// pushConfigView is a config as get and list answer it: the config and,
+// while its webhook fails or after it was disabled, how delivery stands,
+// under a member of a2abus's own name (clients that do not know it ignore
+// it).
+type pushConfigView struct {
+	schemas.TaskPushNotificationConfig
+	Delivery *pushDelivery `json:"a2abusDelivery,omitempty"`
+}
+
+// pushConfigView03 is pushConfigView in 0.3's shape.
+type pushConfigView03 struct {
+	schemas.V03TaskPushNotificationConfig
+	Delivery *pushDelivery `json:"a2abusDelivery,omitempty"`
+}
+
+// pushDelivery is a config's delivery state, when it is not simply well.
+type pushDelivery struct {
+	Failing  *schemas.PushFailure `json:"failing,omitempty"`
+	Disabled string               `json:"disabled,omitempty"`
+}
+
+func deliveryOf(pr *schemas.PushConfigRecord) *pushDelivery {
+	if pr.Failing == nil && pr.Disabled == "" {
+		return nil
+	}
+	return &pushDelivery{Failing: pr.Failing, Disabled: pr.Disabled}
+}
+
+func viewOf(pr *schemas.PushConfigRecord) pushConfigView {
+	return pushConfigView{pr.Config, deliveryOf(pr)}
+}
+
+func view03Of(pr *schemas.PushConfigRecord) pushConfigView03 {
+	return pushConfigView03{schemas.PushConfigToV03(pr.Config), deliveryOf(pr)}
 }
 
 // rpcListPushConfigs answers every config of the task in one page: a task
@@ -117,9 +153,12 @@ func (s *Server) rpcListPushConfigs(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := schemas.ListTaskPushNotificationConfigsResponse{Configs: make([]schemas.TaskPushNotificationConfig, len(prs))}
+	out := struct {
+		Configs       []pushConfigView `json:"configs"`
+		NextPageToken string           `json:"nextPageToken"`
+	}{Configs: make([]pushConfigView, len(prs))}
 	for i := range prs {
-		out.Configs[i] = prs[i].Config
+		out.Configs[i] = viewOf(&prs[i])
 	}
 	return out, nil
 }
@@ -166,7 +205,7 @@ func (s *Server) v03GetPushConfig(ctx context.Context, c *call) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return schemas.PushConfigToV03(pr.Config), nil
+		return view03Of(pr), nil
 	}
 	prs, err := s.b.PushConfigs(ctx, c.owner(), p.ID)
 	if err != nil {
@@ -176,7 +215,7 @@ func (s *Server) v03GetPushConfig(ctx context.Context, c *call) (any, error) {
 	case 0:
 		return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s has no push notification config", p.ID).With("taskId", p.ID)
 	case 1:
-		return schemas.PushConfigToV03(prs[0].Config), nil
+		return view03Of(&prs[0]), nil
 	}
 	return nil, schemas.Errorf(schemas.ErrInvalidParams, "task %s has %d push notification configs: name one with pushNotificationConfigId", p.ID, len(prs))
 }
@@ -193,9 +232,9 @@ func (s *Server) v03ListPushConfigs(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]schemas.V03TaskPushNotificationConfig, len(prs))
+	out := make([]pushConfigView03, len(prs))
 	for i := range prs {
-		out[i] = schemas.PushConfigToV03(prs[i].Config)
+		out[i] = view03Of(&prs[i])
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/url"
@@ -189,5 +190,36 @@ func TestJWKSIsServedWhereKeysAre(t *testing.T) {
 	plain := pushHarness(t)
 	if code, _, _ := as(t, "", "GET", plain.url+"/.well-known/jwks.json", "", ""); code != 404 {
 		t.Fatalf("an edge without keys answered %d", code)
+	}
+}
+
+// A config whose webhook fails shows it, in get and list of every
+// version, under a2abusDelivery; a healthy one carries no such member.
+func TestPushConfigShowsItsDeliveryState(t *testing.T) {
+	h := pushHarness(t)
+	id := mustResult[schemas.SendMessageResponse](t, rpcAs(t, h, aliceKey, "SendMessage", send(userMessage("hi"), false))).Task.ID
+	for _, cid := range []string{"bad", "good"} {
+		mustResult[schemas.TaskPushNotificationConfig](t, rpcAs(t, h, aliceKey, "CreateTaskPushNotificationConfig", map[string]any{"taskId": id, "id": cid, "url": "https://hooks.example/" + cid}))
+	}
+	if _, _, err := h.b.ChangePushDelivery(context.Background(), id, nil, 0, func(set *schemas.PushConfigSet) error {
+		set.Configs[set.Index("bad")].Failing = &schemas.PushFailure{Since: *schemas.Now(), Attempts: 3, LastError: "the webhook answered 503 Service Unavailable"}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ method, params string }{
+		{"GetTaskPushNotificationConfig", `{"taskId":"` + id + `","id":"bad"}`},
+		{"ListTaskPushNotificationConfigs", `{"taskId":"` + id + `"}`},
+		{"tasks/pushNotificationConfig/get", `{"id":"` + id + `","pushNotificationConfigId":"bad"}`},
+		{"tasks/pushNotificationConfig/list", `{"id":"` + id + `"}`},
+	} {
+		r := rpcAs(t, h, aliceKey, c.method, json.RawMessage(c.params))
+		if r.Error != nil || !strings.Contains(string(r.Result), `"a2abusDelivery":{"failing":{`) || !strings.Contains(string(r.Result), `"attempts":3`) ||
+			strings.Count(string(r.Result), "a2abusDelivery") != 1 {
+			t.Errorf("%s: %s %+v", c.method, r.Result, r.Error)
+		}
+	}
+	if r := rpcAs(t, h, aliceKey, "GetTaskPushNotificationConfig", map[string]any{"taskId": id, "id": "good"}); strings.Contains(string(r.Result), "a2abusDelivery") {
+		t.Errorf("a healthy config: %s", r.Result)
 	}
 }

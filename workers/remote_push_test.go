@@ -3,7 +3,6 @@ package workers_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -19,45 +18,9 @@ import (
 // notifications (to loopback), retrying fast.
 func startPushExternal(t *testing.T, defs ...workers.Definition) *external {
 	t.Helper()
-	_, b := bustest.New(t, bustest.Options{})
-	for _, d := range defs {
-		startRunner(t, b, d, workers.Options{})
-	}
-	ts := httptest.NewUnstartedServer(nil)
-	e := edge.New(b, edge.Config{PublicURL: "http://" + ts.Listener.Addr().String(), Push: true})
-	ts.Config.Handler = e.Handler()
-	ts.Start()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	t.Cleanup(func() { ts.Close(); cancel(); <-done })
-	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer rcancel()
-	if err := e.WaitReady(rctx); err != nil {
-		t.Fatal(err)
-	}
-	startSender(t, b, workers.PushOptions{MaxAttempts: 1000})
-	return &external{b: b, url: ts.URL}
-}
-
-// startLocalEdge is the edge of the local a2abus: where the external agent
-// posts its notifications.
-func startLocalEdge(t *testing.T, b *bus.Bus) string {
-	t.Helper()
-	ts := httptest.NewUnstartedServer(nil)
-	e := edge.New(b, edge.Config{PublicURL: "http://" + ts.Listener.Addr().String()})
-	ts.Config.Handler = e.Handler()
-	ts.Start()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	t.Cleanup(func() { ts.Close(); cancel(); <-done })
-	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer rcancel()
-	if err := e.WaitReady(rctx); err != nil {
-		t.Fatal(err)
-	}
-	return ts.URL
+	ext := startExternalWith(t, edge.Config{Push: true}, defs...)
+	startSender(t, ext.b, workers.PushOptions{MaxAttempts: 1000})
+	return ext
 }
 
 // pushRemoteDef is a remote agent in push mode whose webhooks are on the
@@ -80,7 +43,7 @@ func pushRemoteDef(t *testing.T, name, url string, b *bus.Bus, base string, poll
 func TestRemoteAgentInPushMode(t *testing.T) {
 	ext := startPushExternal(t, workers.EchoDefinition("echo"))
 	_, b := bustest.New(t, bustest.Options{})
-	base := startLocalEdge(t, b)
+	base := startEdge(t, b, edge.Config{})
 	startRunner(t, b, pushRemoteDef(t, "far", ext.url+"/agents/echo", b, base, time.Hour), workers.Options{})
 
 	text := "one two three four five six seven eight nine"
@@ -140,7 +103,7 @@ func TestRemoteAgentInPushModeSurvivesARestart(t *testing.T) {
 	step := twoStep{release: make(chan struct{})}
 	ext := startPushExternal(t, def("steps", step))
 	_, b := bustest.New(t, bustest.Options{Config: bus.Config{AckWait: time.Second}})
-	base := startLocalEdge(t, b)
+	base := startEdge(t, b, edge.Config{})
 	first := pushRemoteDef(t, "far", ext.url+"/agents/steps", b, base, time.Hour)
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)

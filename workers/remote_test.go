@@ -63,12 +63,26 @@ type external struct {
 
 func startExternal(t *testing.T, defs ...workers.Definition) *external {
 	t.Helper()
+	return startExternalWith(t, edge.Config{}, defs...)
+}
+
+// startExternalWith is startExternal with an edge configuration.
+func startExternalWith(t *testing.T, cfg edge.Config, defs ...workers.Definition) *external {
+	t.Helper()
 	_, b := bustest.New(t, bustest.Options{})
 	for _, d := range defs {
 		startRunner(t, b, d, workers.Options{})
 	}
+	return &external{b: b, url: startEdge(t, b, cfg)}
+}
+
+// startEdge runs an edge on b (PublicURL set to its own) until the test
+// ends and returns its URL.
+func startEdge(t *testing.T, b *bus.Bus, cfg edge.Config) string {
+	t.Helper()
 	ts := httptest.NewUnstartedServer(nil)
-	e := edge.New(b, edge.Config{PublicURL: "http://" + ts.Listener.Addr().String()})
+	cfg.PublicURL = "http://" + ts.Listener.Addr().String()
+	e := edge.New(b, cfg)
 	ts.Config.Handler = e.Handler()
 	ts.Start()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -80,7 +94,7 @@ func startExternal(t *testing.T, defs ...workers.Definition) *external {
 	if err := e.WaitReady(rctx); err != nil {
 		t.Fatal(err)
 	}
-	return &external{b: b, url: ts.URL}
+	return ts.URL
 }
 
 func remoteDef(t *testing.T, name, url string) workers.Definition {

@@ -457,14 +457,9 @@ func settings() []setting {
 		{"max-connections-per-addr", "A2ABUS_MAX_CONNECTIONS_PER_ADDR", "open connections the edge holds from one source address; more are closed at accept (default 256; 0: no cap, e.g. behind a proxy)", num(func(c *Config) *int { return &c.HTTP.MaxConnectionsPerAddr })},
 		{"fd-reserve", "A2ABUS_FD_RESERVE", "file descriptors HTTP connections never take: NATS connections and store files, exec agents, logs (default 1024)", num(func(c *Config) *int { return &c.HTTP.FDReserve })},
 		{"log-level", "A2ABUS_LOG_LEVEL", "debug, info, warn or error (default info)", str(func(c *Config) *string { return &c.LogLevel })},
-		{"outbound-allow-private", "A2ABUS_OUTBOUND_ALLOW_PRIVATE", "let remote agents and discovery reach loopback, private and link-local addresses: true or false (default false; metadata addresses stay refused)", func(c *Config, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("must be true or false, got %q", v)
-			}
+		{"outbound-allow-private", "A2ABUS_OUTBOUND_ALLOW_PRIVATE", "let remote agents and discovery reach loopback, private and link-local addresses: true or false (default false; metadata addresses stay refused)", setBool(func(c *Config, b bool) {
 			c.Outbound.AllowLoopback, c.Outbound.AllowPrivate, c.Outbound.AllowLinkLocal = b, b, b
-			return nil
-		}},
+		})},
 		{"memory-limit", "A2ABUS_MEMORY_LIMIT", "soft memory limit of the process: bytes, or with KiB, MiB, GiB (default: three quarters of the container's memory limit, or 512MiB outside a container; 0 for none; GOMEMLIMIT in the environment wins)", size(func(c *Config) *int64 { return &c.MemoryLimit })},
 		{"gc-percent", "A2ABUS_GC_PERCENT", "Go GC target percent of the process (default 400; GOGC in the environment wins)", num(func(c *Config) *int { return &c.GCPercent })},
 		{"metrics-listen", "A2ABUS_METRICS_LISTEN", "HOST:PORT serving Prometheus metrics at /metrics on their own listener, e.g. for a worker (an edge also serves /metrics; default off)", str(func(c *Config) *string { return &c.MetricsListen })},
@@ -485,27 +480,15 @@ func settings() []setting {
 		{"push", "A2ABUS_PUSH", "push notifications: serve the config methods, declare them in the cards and (serve, worker) deliver them: true or false (default false)", boolean(func(c *Config) *bool { return &c.Push.Enabled })},
 		{"push-keys", "A2ABUS_PUSH_KEYS", "JWK set of the private keys push notifications are signed with, the same file for every edge and worker (make and rotate with: a2abus push-keys --file FILE; serve without it makes a key at start-up)", str(func(c *Config) *string { return &c.Push.KeysFile })},
 		{"push-issuer", "A2ABUS_PUSH_ISSUER", "the iss of push notification tokens, the same for every process, e.g. the public URL (default a2abus)", str(func(c *Config) *string { return &c.Push.Issuer })},
-		{"push-sender", "A2ABUS_PUSH_SENDER", "deliver push notifications from this serve or worker process: true or false (default true with --push)", func(c *Config, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("must be true or false, got %q", v)
-			}
-			c.Push.Sender = &b
-			return nil
-		}},
+		{"push-sender", "A2ABUS_PUSH_SENDER", "deliver push notifications from this serve or worker process: true or false (default true with --push)", setBool(func(c *Config, b bool) { c.Push.Sender = &b })},
 		{"push-timeout", "A2ABUS_PUSH_TIMEOUT", "longest a webhook may take to answer one notification (default 10s)", dur(func(c *Config) *Duration { return &c.Push.Timeout })},
 		{"push-max-attempts", "A2ABUS_PUSH_MAX_ATTEMPTS", "attempts at one notification before it is dead-lettered and its config marked failing (default 10)", num(func(c *Config) *int { return &c.Push.MaxAttempts })},
 		{"push-max-age", "A2ABUS_PUSH_MAX_AGE", "longest a notification is retried before it is dead-lettered (default 1h)", dur(func(c *Config) *Duration { return &c.Push.MaxAge })},
 		{"push-concurrency", "A2ABUS_PUSH_CONCURRENCY", "tasks one sender delivers at once (default 64)", num(func(c *Config) *int { return &c.Push.Concurrency })},
 		{"push-allow-http", "A2ABUS_PUSH_ALLOW_HTTP", "accept http:// webhooks: true or false (default false: https only)", boolean(func(c *Config) *bool { return &c.Push.AllowHTTP })},
-		{"push-allow-private", "A2ABUS_PUSH_ALLOW_PRIVATE", "let webhooks be on loopback, private and link-local addresses: true or false (default false; metadata addresses stay refused)", func(c *Config, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("must be true or false, got %q", v)
-			}
+		{"push-allow-private", "A2ABUS_PUSH_ALLOW_PRIVATE", "let webhooks be on loopback, private and link-local addresses: true or false (default false; metadata addresses stay refused)", setBool(func(c *Config, b bool) {
 			c.Push.AllowLoopback, c.Push.AllowPrivate = b, b
-			return nil
-		}},
+		})},
 		{"metrics-public", "A2ABUS_METRICS_PUBLIC", "serve /metrics without credentials when the edge authenticates: true or false (default false)", boolean(func(c *Config) *bool { return &c.Auth.PublicMetrics })},
 	}
 }
@@ -521,12 +504,17 @@ func jwt(f func(*JWTConfig, string)) func(*Config, string) error {
 }
 
 func boolean(f func(*Config) *bool) func(*Config, string) error {
+	return setBool(func(c *Config, b bool) { *f(c) = b })
+}
+
+// setBool reads a true or false setting and hands it to set.
+func setBool(set func(*Config, bool)) func(*Config, string) error {
 	return func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return fmt.Errorf("must be true or false, got %q", v)
 		}
-		*f(c) = b
+		set(c, b)
 		return nil
 	}
 }
