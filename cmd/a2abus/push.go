@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -88,11 +89,21 @@ func checkWebhook(p discovery.Policy) func(*url.URL) error {
 			return errors.New("plain http webhooks are refused here; use https")
 		}
 		if err := p.CheckURL(u); err != nil {
-			return fmt.Errorf("this webhook address is refused by the server's outbound policy (%v)", err)
+			// The guard's own advice names discovery's settings; say it
+			// in push's terms.
+			what := "this address"
+			if m := addrClass.FindStringSubmatch(err.Error()); m != nil {
+				what = "a " + m[1] + " address"
+			}
+			return fmt.Errorf("the webhook is refused by this server's outbound policy: %s is not allowed (webhooks must be on public addresses; an operator may allow loopback and private ones with --push-allow-private, never cloud metadata addresses)", what)
 		}
 		return nil
 	}
 }
+
+// addrClass picks the class of a refused address out of the guard's
+// message ("refusing to connect to 10.0.0.1 (private): ...").
+var addrClass = regexp.MustCompile(`refusing to connect to \S+ \(([a-z -]+)\)`)
 
 // webhookClient posts notifications: through the outbound guard, which
 // checks every address dialled, and never following a redirect (a 3xx is

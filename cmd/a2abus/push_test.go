@@ -230,12 +230,12 @@ func TestWebhookPolicyAtCreate(t *testing.T) {
 	}{
 		{def, "https://hooks.example/a2a", ""},
 		{def, "http://hooks.example/a2a", "use https"},
-		{def, "https://127.0.0.1/h", "outbound policy"},
-		{def, "https://10.1.2.3/h", "outbound policy"},
+		{def, "https://127.0.0.1/h", "a loopback address is not allowed"},
+		{def, "https://10.1.2.3/h", "a private network address is not allowed"},
 		{def, "https://[::1]/h", "outbound policy"},
 		{open, "http://127.0.0.1:9000/h", ""},
 		{open, "http://10.1.2.3/h", ""},
-		{open, "http://169.254.169.254/latest/meta-data", "outbound policy"},
+		{open, "http://169.254.169.254/latest/meta-data", "a cloud metadata endpoint address is not allowed"},
 		{open, "http://[fd00:ec2::254]/", "outbound policy"},
 		{PushConfig{AllowHTTP: true, Deny: []string{"203.0.113.0/24"}}, "http://203.0.113.9/", "outbound policy"},
 	} {
