@@ -111,7 +111,31 @@ var addrClass = regexp.MustCompile(`refusing to connect to \S+ \(([a-z -]+)\)`)
 func webhookClient(p discovery.Policy) *http.Client {
 	c := p.Client(0) // each attempt has its own timeout
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.Transport = refusalWording{c.Transport}
 	return c
+}
+
+// refusalWording says a connection the guard refused in push's terms: the
+// config's failure state shows it to the task's owner, who has no use for
+// discovery's settings.
+type refusalWording struct{ next http.RoundTripper }
+
+func (t refusalWording) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if errors.Is(err, discovery.ErrForbiddenAddress) {
+		what := "its address"
+		if m := addrClass.FindStringSubmatch(err.Error()); m != nil {
+			what = "a " + m[1] + " address"
+		}
+		return nil, fmt.Errorf("%w: the webhook resolves to %s, which this server's outbound policy refuses", discovery.ErrForbiddenAddress, what)
+	}
+	return resp, err
+}
+
+func (t refusalWording) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 // defaultPushIssuer is the iss of notification tokens when --push-issuer

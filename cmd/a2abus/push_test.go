@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -249,5 +250,22 @@ func TestWebhookPolicyAtCreate(t *testing.T) {
 	}
 	if _, err := (PushConfig{Allow: []string{"nope"}}).policy(); err == nil {
 		t.Error("a bad CIDR prefix was accepted")
+	}
+}
+
+// At delivery, a webhook whose name resolves to a refused address is
+// never connected to, and the failure says so in push's terms.
+func TestWebhookClientRefusesAtDial(t *testing.T) {
+	p, err := PushConfig{AllowHTTP: true}.policy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hit := false
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hit = true }))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	_, err = webhookClient(p).Post("http://localhost:"+port+"/", "application/json", strings.NewReader("{}"))
+	if err == nil || !strings.Contains(err.Error(), "the webhook resolves to a loopback address, which this server's outbound policy refuses") || hit {
+		t.Fatalf("%v (the webhook was hit: %v)", err, hit)
 	}
 }
