@@ -119,9 +119,9 @@ func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	for k := range q {
 		switch k {
-		case "skill", "tag", "kind", "health":
+		case "skill", "tag", "kind", "health", "q":
 		default:
-			http.Error(w, fmt.Sprintf("unknown query parameter %q; GET /a2a/agents takes skill, tag, kind and health", k), http.StatusBadRequest)
+			http.Error(w, fmt.Sprintf("unknown query parameter %q; GET /a2a/agents takes skill, tag, kind, health and q", k), http.StatusBadRequest)
 			return
 		}
 	}
@@ -132,7 +132,7 @@ func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
 		if reg.Remote != nil {
 			e.Kind = "remote"
 		}
-		if e.matches(q["skill"], q["tag"], q.Get("kind"), q.Get("health")) {
+		if e.matches(q["skill"], q["tag"], q.Get("kind"), q.Get("health")) && e.mentions(strings.Fields(strings.ToLower(q.Get("q")))) {
 			out.Agents = append(out.Agents, e)
 		}
 	}
@@ -154,6 +154,28 @@ func (e AgentEntry) matches(skills, tags []string, kind, health string) bool {
 	}
 	for _, tag := range tags {
 		if !slices.ContainsFunc(e.Skills, func(sk schemas.AgentSkill) bool { return slices.Contains(sk.Tags, tag) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// mentions reports whether every word of terms (lowercase) is in the
+// agent's name, description, or a skill's id, name, description, tags or
+// examples: the text search of ?q= (and MCP's search_agents).
+func (e AgentEntry) mentions(terms []string) bool {
+	if len(terms) == 0 {
+		return true
+	}
+	texts := []string{e.Agent, e.Name, e.Description}
+	for _, sk := range e.Skills {
+		texts = append(texts, sk.ID, sk.Name, sk.Description)
+		texts = append(texts, sk.Tags...)
+		texts = append(texts, sk.Examples...)
+	}
+	text := strings.ToLower(strings.Join(texts, "\n"))
+	for _, t := range terms {
+		if !strings.Contains(text, t) {
 			return false
 		}
 	}

@@ -24,6 +24,10 @@ type Config struct {
 	// CheckPushConfig accepts).
 	Push         bool
 	CheckWebhook func(*url.URL) error
+	// MCP, when set, is served at /mcp (MCP's Streamable HTTP): the MCP
+	// bridge cmd builds (discovery/mcpbridge), whose every tool call is an
+	// A2A call through this edge's front door.
+	MCP http.Handler
 	// NotificationKeys, when set, returns the JWKS document of the keys
 	// push notifications are signed with, served at
 	// /.well-known/jwks.json for receivers to verify them (a function: the
@@ -246,6 +250,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /agents/{agent}/.well-known/agent-card.json", s.handleCard)
 	s.mux.HandleFunc("GET /a2a/agents", s.handleAgentList)
 	s.mux.HandleFunc("POST /a2a/remote/{agent}/tasks/{task}/push", s.handleRemotePush)
+	if s.cfg.MCP != nil {
+		s.mux.Handle("/mcp", s.cfg.MCP)
+	}
 	if s.cfg.NotificationKeys != nil {
 		s.mux.HandleFunc("GET /.well-known/jwks.json", s.handleJWKS)
 	}

@@ -69,8 +69,16 @@ var layers = map[string]layer{
 		// with agents on an in-process bus, in every binding and version.
 		tests: []string{"edge", "workers"},
 	},
+	// The MCP bridge: an A2A client of an edge (through discovery) that
+	// serves its agents as MCP tools; the one package that imports the
+	// official MCP Go SDK.
+	"discovery/mcpbridge": {
+		may: []string{"schemas", "bus", "edge/auth", "discovery"},
+		// Tested against a real edge with agents, over the SDK's client.
+		tests: []string{"edge", "workers"},
+	},
 	"cmd/a2abus": {
-		may: []string{"schemas", "bus", "edge", "edge/auth", "workers", "discovery"},
+		may: []string{"schemas", "bus", "edge", "edge/auth", "workers", "discovery", "discovery/mcpbridge"},
 		// The cluster fault tests ask the NATS cluster which node leads a
 		// stream, to kill that one.
 		natsInTests: true,
@@ -91,6 +99,11 @@ var joseModules = []string{"github.com/go-jose/go-jose/v4"}
 // imports need nothing outside the standard library.
 var oauth2Modules = []string{"golang.org/x/oauth2"}
 
+// mcpModules are the official MCP Go SDK: the MCP protocol (versions,
+// sessions, stdio and Streamable HTTP) is not hand-written. Only
+// discovery/mcpbridge imports it.
+var mcpModules = []string{"github.com/modelcontextprotocol/go-sdk"}
+
 // jsonModules are the JSON reader of the bus's hot paths: the prototype of
 // the standard library's encoding/json/v2, read with encoding/json's
 // semantics (bus/readjson.go says why). Only bus imports it; what clients
@@ -104,7 +117,7 @@ var jsonModules = []string{"github.com/go-json-experiment/json"}
 var allowedModules = slices.Concat([]string{
 	"github.com/nats-io/nats.go", "github.com/nats-io/nats-server/v2",
 	"github.com/cloudevents/sdk-go/v2", "github.com/google/uuid",
-}, joseModules, oauth2Modules, jsonModules)
+}, joseModules, oauth2Modules, jsonModules, mcpModules)
 
 // listedPackage is what go list -json says of one package.
 type listedPackage struct {
@@ -232,6 +245,15 @@ func TestImportRules(t *testing.T) {
 			for _, imp := range p.Imports {
 				if inModules(imp, oauth2Modules) {
 					t.Errorf("%s imports %s; only discovery may", rel, imp)
+				}
+			}
+		}
+
+		// Only the MCP bridge imports the MCP SDK.
+		if rel != "discovery/mcpbridge" {
+			for _, imp := range p.Imports {
+				if inModules(imp, mcpModules) {
+					t.Errorf("%s imports %s; only discovery/mcpbridge may", rel, imp)
 				}
 			}
 		}

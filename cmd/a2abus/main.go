@@ -44,6 +44,8 @@ Usage:
   a2abus credentials --dir DIR
                           NATS credentials of a deployment: users.json and
                           cluster for nodes, edge and worker for those
+  a2abus mcp [serve flags]  the agents as MCP tools over stdio, with a serve in
+                          this process; a2abus mcp --url URL bridges a running edge
   a2abus push-keys --file FILE
                           make or rotate the keys push notifications are
                           signed with (--push-keys FILE)
@@ -106,6 +108,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	if cmd == "webhook" {
 		return runWebhook(ctx, args[1:], stdout, stderr)
+	}
+	if cmd == "mcp" {
+		return runMCP(ctx, args[1:], stdout, stderr, getenv)
 	}
 	if _, ok := clientCommands[cmd]; ok {
 		return runClient(ctx, cmd, args[1:], stdout, stderr)
@@ -171,6 +176,9 @@ type process struct {
 	// conns shares the process's file descriptors out between its HTTP
 	// listeners and its embedded NATS server.
 	conns connPlan
+	// mcpStdio, when set, is where "a2abus mcp" answers MCP (stdin is
+	// where it reads): the process's agents served as tools over stdio.
+	mcpStdio io.Writer
 }
 
 // busConfig is the bus configuration of cmd's process: in-process to srv
@@ -391,7 +399,14 @@ func (p *process) run(ctx context.Context, cmd string) error {
 	if keys != nil {
 		ec.Push, ec.CheckWebhook, ec.NotificationKeys = true, checkWebhook(pushPolicy), keys.jwks
 	}
-	e := edge.New(b, ec)
+	var e *edge.Server
+	bridge, err := p.edgeBridge(&e)
+	if err != nil {
+		stopWorkers()
+		return err
+	}
+	ec.MCP = bridge.Handler()
+	e = edge.New(b, ec)
 	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
 	followDone := make(chan error, 1)
 	go func() { followDone <- e.Run(followCtx) }()
@@ -402,7 +417,22 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		return stopped(fmt.Errorf("edge did not become ready: %w", err))
 	}
 	web.start.Serve(e.Handler())
+	go func() { _ = bridge.Run(followCtx) }()
 	p.announce(cmd, web.l.Addr().String(), srv)
+	if p.mcpStdio != nil {
+		// "a2abus mcp": MCP over stdio until the client goes, then the
+		// process stops as on a signal.
+		mcpCtx, endMCP := context.WithCancel(ctx)
+		defer endMCP()
+		go func() {
+			<-bridge.Ready()
+			if err := bridge.ServeIO(mcpCtx, os.Stdin, nopWriteCloser{p.mcpStdio}); err != nil && mcpCtx.Err() == nil {
+				p.log.Warn("MCP over stdio ended", "err", err)
+			}
+			endMCP()
+		}()
+		ctx = mcpCtx
+	}
 
 	select {
 	case <-ctx.Done():

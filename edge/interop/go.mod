@@ -4,10 +4,17 @@ go 1.26.8
 
 require github.com/a2abus/a2abus v0.0.0
 
-require github.com/go-jose/go-jose/v4 v4.1.9
+require (
+	github.com/go-jose/go-jose/v4 v4.1.9
+	github.com/modelcontextprotocol/go-sdk v1.8.0
+)
 
 require (
 	github.com/go-json-experiment/json v1.27.2 // indirect
+	github.com/google/jsonschema-go v0.4.3 // indirect
+	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 )
 

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/a2abus/a2abus/discovery"
+	"github.com/a2abus/a2abus/discovery/mcpbridge"
+	"github.com/a2abus/a2abus/edge"
+)
+
+// The MCP side of the process: every edge serves its agents as MCP tools
+// at /mcp, and "a2abus mcp" serves them over stdio, either bridging a
+// running edge (--url) or running a whole serve in the process.
+
+// edgeBridge builds the MCP bridge of an edge: its calls reach the edge
+// (e, set before the first call) in-process, through its front door.
+func (p *process) edgeBridge(e **edge.Server) (*mcpbridge.Bridge, error) {
+	in := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*e).Handler().ServeHTTP(w, r) })
+	return mcpbridge.New(mcpbridge.Options{
+		BaseURL: p.cfg.PublicURL,
+		HTTP:    &http.Client{Transport: mcpbridge.HandlerTransport(in)},
+		Wait:    time.Duration(p.cfg.BlockingTimeout),
+		Version: discovery.Version,
+		Logger:  p.log,
+	})
+}
+
+// runMCP is "a2abus mcp": with --url, an MCP server over stdio bridging the
+// edge there; without, a serve in this process whose agents it bridges
+// (its announcements and logs on stderr: stdout is MCP's).
+func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	for _, a := range args {
+		if a == "--url" || a == "-url" || len(a) > 6 && (a[:6] == "--url=" || a[:5] == "-url=") {
+			return runMCPClient(ctx, args, stderr, getenv)
+		}
+	}
+	fs := flag.NewFlagSet("a2abus mcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg, err := loadConfig(fs, args, func(k string) string {
+		switch k {
+		case "A2ABUS_LISTEN":
+			if v := getenv(k); v != "" {
+				return v
+			}
+			return "127.0.0.1:0" // no port to hold: MCP is on stdio
+		case "A2ABUS_NATS_LISTEN":
+			if v := getenv(k); v != "" {
+				return v
+			}
+			return "off"
+		}
+		return getenv(k)
+	})
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	ctx, stop := signalContext(ctx)
+	defer stop()
+	p := &process{cfg: cfg, log: log, out: stderr, mcpStdio: stdout}
+	return p.run(ctx, "serve")
+}
+
+// runMCPClient is "a2abus mcp --url URL": the bridge of a running edge.
+func runMCPClient(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) error {
+	fs := flag.NewFlagSet("a2abus mcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	base := fs.String("url", "", "the a2abus edge whose agents to serve as MCP tools")
+	token := fs.String("token", "", "bearer token for the edge [$"+envToken+"]")
+	apiKey := fs.String("api-key", "", "API key for the edge, sent as X-API-Key [$"+envAPIKey+"]")
+	wait := fs.Duration("wait", 60*time.Second, "how long a tool call waits for its task to settle")
+	refresh := fs.Duration("refresh", 5*time.Second, "how often the edge's agents are read for tools that come and go")
+	allowPrivate := fs.Bool("allow-private", true, "allow loopback, private and link-local addresses (metadata addresses are always refused)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *base == "" || fs.NArg() > 0 {
+		return errors.New("mcp --url needs the edge's URL and no arguments")
+	}
+	if *token == "" {
+		*token = getenv(envToken)
+	}
+	if *apiKey == "" {
+		*apiKey = getenv(envAPIKey)
+	}
+	h := http.Header{}
+	if *token != "" {
+		h.Set("Authorization", "Bearer "+*token)
+	}
+	if *apiKey != "" {
+		h.Set("X-API-Key", *apiKey)
+	}
+	pol := discovery.Policy{AllowLoopback: *allowPrivate, AllowPrivate: *allowPrivate, AllowLinkLocal: *allowPrivate}
+	b, err := mcpbridge.New(mcpbridge.Options{BaseURL: *base, HTTP: pol.Client(0), Header: h, Wait: *wait, Refresh: *refresh,
+		Version: discovery.Version, Logger: newLogger(Config{LogLevel: "info", LogFormat: "text"}, stderr)})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signalContext(ctx)
+	defer stop()
+	go func() { _ = b.Run(ctx) }()
+	select {
+	case <-b.Ready():
+	case <-ctx.Done():
+		return nil
+	case <-time.After(30 * time.Second):
+		fmt.Fprintln(stderr, "a2abus mcp: the edge's agents could not be read yet; serving the fixed tools meanwhile")
+	}
+	return b.ServeStdio(ctx)
+}
+
+// signalContext ends ctx on SIGINT and SIGTERM.
+func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}
+
+// nopWriteCloser is stdout for MCP: the process closes it, not the server.
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

@@ -1,0 +1,306 @@
+// Package mcpbridge serves an a2abus edge's agents as MCP tools: one tool
+// per live agent (a2a_<agent>), and list_agents, search_agents, get_task
+// and cancel_task. It is an A2A client of the edge, built on the discovery
+// client: every tool call is an A2A call through the edge's front door,
+// with the credentials of the MCP request that made it (Streamable HTTP)
+// or of the process (stdio), so what a caller may do and see over MCP is
+// what it may over A2A. The tool list follows the edge's live registry,
+// and MCP clients are told when it changes.
+//
+// The MCP protocol itself — versions from 2024-11-05 on, sessions, stdio
+// and Streamable HTTP, progress and list-changed notifications — is the
+// official MCP Go SDK's (github.com/modelcontextprotocol/go-sdk).
+package mcpbridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/a2abus/a2abus/discovery"
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Options configure a Bridge. Zero fields take the defaults.
+type Options struct {
+	// BaseURL is the edge's base URL (its public URL: the Host the edge
+	// expects). Required.
+	BaseURL string
+	// HTTP reaches the edge. Default: a plain client. An edge serving
+	// /mcp itself passes an in-process transport into its own handler
+	// (see HandlerTransport).
+	HTTP *http.Client
+	// Header is sent with every call (stdio: the process's credentials).
+	// Calls made for a Streamable HTTP request forward that request's
+	// Authorization and X-API-Key instead.
+	Header http.Header
+	// Wait bounds how long a tool call waits for its task to settle
+	// before answering with the task as it stands; default 60s.
+	Wait time.Duration
+	// Refresh is how often the registry is read for agents that came or
+	// went; default 5s.
+	Refresh time.Duration
+	// Version is the server version the bridge reports.
+	Version string
+	Logger  *slog.Logger
+}
+
+// Bridge is one MCP server over one edge.
+type Bridge struct {
+	opt    Options
+	srv    *sdk.Server
+	list   *discovery.Client // for the registry listing
+	log    *slog.Logger
+	mu     sync.Mutex
+	tools  map[string]string // tool name → agent, the agents' tools now served
+	client map[string]*discovery.Client
+	ready  chan struct{}
+	once   sync.Once
+}
+
+// forwarded are the request headers a call made for an MCP request over
+// HTTP carries to the edge: the caller's credentials.
+var forwarded = []string{"Authorization", "X-Api-Key"}
+
+// originHeader carries the MCP client's address from the HTTP handler to
+// the tool handlers (for an edge that serves anonymous callers and tells
+// them apart by address); a client's own is dropped.
+const originHeader = "X-A2abus-Mcp-Origin"
+
+// New returns a bridge; Run keeps its tools in step with the registry.
+func New(opt Options) (*Bridge, error) {
+	if opt.BaseURL == "" {
+		return nil, errors.New("mcpbridge: BaseURL is required")
+	}
+	if opt.HTTP == nil {
+		opt.HTTP = &http.Client{}
+	}
+	if opt.Wait <= 0 {
+		opt.Wait = 60 * time.Second
+	}
+	if opt.Refresh <= 0 {
+		opt.Refresh = 5 * time.Second
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	opt.BaseURL = strings.TrimSuffix(opt.BaseURL, "/")
+	b := &Bridge{opt: opt, log: opt.Logger.With("component", "mcp"), tools: map[string]string{}, client: map[string]*discovery.Client{}, ready: make(chan struct{})}
+	b.opt.HTTP = &http.Client{Transport: credentials{next: transportOf(opt.HTTP), base: opt.Header}, Timeout: opt.HTTP.Timeout}
+	b.srv = sdk.NewServer(&sdk.Implementation{Name: "a2abus", Title: "a2abus agents", Version: opt.Version}, &sdk.ServerOptions{
+		Instructions: "Each a2a_<agent> tool sends a message to that A2A agent and answers with what it made. " +
+			"When the agent asks for input, call the same tool again with the taskId it gave. " +
+			"list_agents and search_agents show the agents; get_task and cancel_task act on a task.",
+		Logger: opt.Logger,
+	})
+	b.addFixedTools()
+	return b, nil
+}
+
+func transportOf(c *http.Client) http.RoundTripper {
+	if c.Transport != nil {
+		return c.Transport
+	}
+	return http.DefaultTransport
+}
+
+// Server is the MCP server, for a transport of the caller's.
+func (b *Bridge) Server() *sdk.Server { return b.srv }
+
+// Ready is closed once the tools of the registry's agents are served.
+func (b *Bridge) Ready() <-chan struct{} { return b.ready }
+
+// Handler serves MCP over Streamable HTTP.
+func (b *Bridge) Handler() http.Handler {
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return b.srv }, &sdk.StreamableHTTPOptions{Logger: b.opt.Logger})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del(originHeader)
+		r.Header.Set(originHeader, r.RemoteAddr)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// ServeStdio serves MCP over the process's stdin and stdout until the
+// client goes or ctx ends.
+func (b *Bridge) ServeStdio(ctx context.Context) error {
+	return b.srv.Run(ctx, &sdk.StdioTransport{})
+}
+
+// ServeIO serves MCP as newline-delimited JSON-RPC over r and w (stdio's
+// framing) until the client goes or ctx ends.
+func (b *Bridge) ServeIO(ctx context.Context, r io.ReadCloser, w io.WriteCloser) error {
+	return b.srv.Run(ctx, &sdk.IOTransport{Reader: r, Writer: w})
+}
+
+// Run reads the registry every Refresh and serves one tool per live
+// agent, until ctx ends.
+func (b *Bridge) Run(ctx context.Context) error {
+	t := time.NewTicker(b.opt.Refresh)
+	defer t.Stop()
+	for {
+		if err := b.refresh(ctx); err != nil && ctx.Err() == nil {
+			b.log.Warn("reading the agent registry failed; keeping the tools served", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// agentEntry is what the bridge reads of GET /a2a/agents.
+type agentEntry struct {
+	schemas.AgentCard
+	Agent  string                     `json:"agent"`
+	Kind   string                     `json:"kind"`
+	Remote *schemas.RemoteAgentStatus `json:"remote,omitempty"`
+}
+
+// agents reads the registry, narrowed by query (GET /a2a/agents's).
+func (b *Bridge) agents(ctx context.Context, query url.Values) ([]agentEntry, error) {
+	u := b.opt.BaseURL + "/a2a/agents"
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := b.opt.HTTP.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("the registry answered %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	var list struct {
+		Agents []agentEntry `json:"agents"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, fmt.Errorf("the registry's answer: %w", err)
+	}
+	return list.Agents, nil
+}
+
+// refresh serves a tool for each live agent and removes the tools of
+// agents that went; the SDK tells sessions the list changed.
+func (b *Bridge) refresh(ctx context.Context) error {
+	agents, err := b.agents(ctx, nil)
+	if err != nil {
+		return err
+	}
+	live := map[string]agentEntry{}
+	for _, a := range agents {
+		if a.Remote != nil && a.Remote.Health == schemas.HealthOffline {
+			continue
+		}
+		if name := ToolName(a.Agent); name != "" {
+			live[name] = a
+		}
+	}
+	b.mu.Lock()
+	var gone []string
+	for name := range b.tools {
+		if _, ok := live[name]; !ok {
+			gone = append(gone, name)
+			delete(b.tools, name)
+		}
+	}
+	var added []agentEntry
+	for name, a := range live {
+		if _, ok := b.tools[name]; !ok {
+			b.tools[name] = a.Agent
+			added = append(added, a)
+		}
+	}
+	b.mu.Unlock()
+	if len(gone) > 0 {
+		b.srv.RemoveTools(gone...)
+	}
+	for _, a := range added {
+		b.addAgentTool(a)
+	}
+	b.once.Do(func() { close(b.ready) })
+	return nil
+}
+
+// ToolName is the tool of an agent: a2a_<agent> ("" for a name MCP
+// cannot carry; agent names are already of the letters it allows).
+func ToolName(agent string) string {
+	if !schemas.ValidAgentName(agent) {
+		return ""
+	}
+	return "a2a_" + agent
+}
+
+// clientFor is the A2A client of an agent (A2A 1.0 JSON-RPC on the edge).
+func (b *Bridge) clientFor(agent string) (*discovery.Client, error) {
+	if !schemas.ValidAgentName(agent) {
+		return nil, fmt.Errorf("%q is not an agent name", agent)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c, ok := b.client[agent]; ok {
+		return c, nil
+	}
+	c, err := discovery.NewClient(discovery.Endpoint{URL: b.opt.BaseURL + "/agents/" + agent, Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion},
+		discovery.Options{HTTP: b.opt.HTTP, Timeout: b.opt.Wait + 10*time.Second})
+	if err != nil {
+		return nil, err
+	}
+	b.client[agent] = c
+	return c, nil
+}
+
+// credentials sets the headers a call forwards: those of the MCP request
+// that made it (in the context), else the bridge's own.
+type credentials struct {
+	next http.RoundTripper
+	base http.Header
+}
+
+type callerKey struct{}
+
+// withCaller puts an MCP request's headers in ctx for the calls it makes.
+func withCaller(ctx context.Context, h http.Header) context.Context {
+	if h == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, callerKey{}, h)
+}
+
+func (c credentials) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if h, ok := r.Context().Value(callerKey{}).(http.Header); ok {
+		for _, k := range forwarded {
+			if v := h.Values(k); len(v) > 0 {
+				r.Header[http.CanonicalHeaderKey(k)] = slices.Clone(v)
+			}
+		}
+		if o := h.Get(originHeader); o != "" {
+			r.Header.Set(originHeader, o)
+		}
+	} else {
+		for k, vs := range c.base {
+			r.Header[k] = slices.Clone(vs)
+		}
+	}
+	return c.next.RoundTrip(r)
+}

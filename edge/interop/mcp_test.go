@@ -1,0 +1,307 @@
+package interop
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/bus/bustest"
+	"github.com/a2abus/a2abus/discovery/mcpbridge"
+	"github.com/a2abus/a2abus/edge"
+	"github.com/a2abus/a2abus/workers"
+)
+
+// failing always fails.
+var failing = workers.AgentFunc(func(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
+	return out.Fail(ctx, "no luck today")
+})
+
+// startMCPA2Abus is a2abus with its agents served as MCP tools at /mcp,
+// the way cmd wires an edge: the bridge's calls go into the edge's own
+// handler. Agents registered with a short TTL, so one that stops leaves
+// the registry soon.
+func startMCPA2Abus(t *testing.T) (string, *bus.Bus) {
+	t.Helper()
+	_, b := bustest.New(t, bustest.Options{Config: bus.Config{AgentTTL: 2 * time.Second}})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for _, def := range []workers.Definition{workers.EchoDefinition("echo"), {Name: "slow", Agent: slow}, {Name: "sad", Agent: failing}} {
+		startRunnerCtx(t, ctx, b, def)
+	}
+	ts := httptest.NewUnstartedServer(nil)
+	base := "http://" + ts.Listener.Addr().String()
+	var e *edge.Server
+	bridge, err := mcpbridge.New(mcpbridge.Options{BaseURL: base, Refresh: 100 * time.Millisecond, Wait: 20 * time.Second,
+		HTTP: &http.Client{Transport: mcpbridge.HandlerTransport(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.Handler().ServeHTTP(w, r) }))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = edge.New(b, edge.Config{PublicURL: base, DefaultAgent: "echo", MCP: bridge.Handler()})
+	ts.Config.Handler = e.Handler()
+	ts.Start()
+	edgeDone := make(chan error, 1)
+	go func() { edgeDone <- e.Run(ctx) }()
+	go func() { _ = bridge.Run(ctx) }()
+	t.Cleanup(func() { ts.Close(); cancel(); <-edgeDone })
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if err := e.WaitReady(rctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-bridge.Ready():
+	case <-rctx.Done():
+		t.Fatal("the bridge never read the registry")
+	}
+	return ts.URL, b
+}
+
+// startRunnerCtx runs def on b until ctx ends.
+func startRunnerCtx(t *testing.T, ctx context.Context, b *bus.Bus, def workers.Definition) {
+	t.Helper()
+	r := workers.NewRunner(b, def, workers.Options{ShutdownGrace: time.Second})
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { <-done })
+	select {
+	case <-r.Ready():
+	case <-time.After(20 * time.Second):
+		t.Fatal("runner not ready")
+	}
+}
+
+func toolNames(t *testing.T, cs *sdk.ClientSession) map[string]bool {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, tool := range res.Tools {
+		out[tool.Name] = true
+	}
+	return out
+}
+
+func contentText(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// The official MCP Go SDK's client, over Streamable HTTP: a2abus's agents
+// are tools that follow the registry; a call completes, asks for input and
+// is continued, fails, and is canceled; progress is reported.
+func TestOfficialMCPClientOverStreamableHTTP(t *testing.T) {
+	base, b := startMCPA2Abus(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	changed := make(chan struct{}, 16)
+	progress := make(chan string, 256)
+	client := sdk.NewClient(&sdk.Implementation{Name: "interop", Version: "1"}, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} },
+		ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
+			select {
+			case progress <- r.Params.Message:
+			default:
+			}
+		},
+	})
+	cs, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: base + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	waitTools(t, cs, changed, func(tools map[string]bool) bool {
+		for _, name := range []string{"a2a_echo", "a2a_slow", "a2a_sad", "list_agents", "search_agents", "get_task", "cancel_task"} {
+			if !tools[name] {
+				return false
+			}
+		}
+		return true
+	})
+
+	// A call that completes, with progress.
+	params := &sdk.CallToolParams{Name: "a2a_echo", Arguments: map[string]any{"message": "hello over mcp"}}
+	params.SetProgressToken("p1")
+	res, err := cs.CallTool(ctx, params)
+	if err != nil || res.IsError || !strings.Contains(contentText(res), "hello over mcp") {
+		t.Fatalf("echo: %+v %v", res, err)
+	}
+	select {
+	case <-progress: // notifications are handled apart from the result
+	case <-time.After(10 * time.Second):
+		t.Error("no progress notification for a streamed call")
+	}
+
+	// Input required, then continued with the task id.
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "a2a_echo", Arguments: map[string]any{"message": "/ask"}})
+	if err != nil || res.IsError {
+		t.Fatalf("ask: %+v %v", res, err)
+	}
+	var asked mcpbridge.TaskOutcome
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &asked); err != nil || asked.State != "INPUT_REQUIRED" || asked.TaskID == "" || asked.Question == "" {
+		t.Fatalf("ask outcome %s (%v)", raw, err)
+	}
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "a2a_echo", Arguments: map[string]any{"message": "the answer", "taskId": asked.TaskID}})
+	if err != nil || res.IsError || !strings.Contains(contentText(res), "the answer") {
+		t.Fatalf("continued: %+v %v", res, err)
+	}
+
+	// A failing agent: an error result saying why.
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "a2a_sad", Arguments: map[string]any{"message": "x"}})
+	if err != nil || !res.IsError || !strings.Contains(contentText(res), "no luck today") {
+		t.Fatalf("failing agent: %+v %v", res, err)
+	}
+
+	// Cancel: a slow task started (the call answers within its wait with
+	// the task still working), then canceled with cancel_task.
+	slowCall := make(chan *sdk.CallToolResult, 1)
+	go func() {
+		r, _ := cs.CallTool(ctx, &sdk.CallToolParams{Name: "a2a_slow", Arguments: map[string]any{"message": "take your time"}})
+		slowCall <- r
+	}()
+	var slowID string
+	for slowID == "" {
+		res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "search_agents", Arguments: map[string]any{"query": "slow"}})
+		if err != nil || res.IsError {
+			t.Fatalf("search: %+v %v", res, err)
+		}
+		// find the slow task through the edge's listing
+		slowID = latestTask(t, base, "slow")
+	}
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "cancel_task", Arguments: map[string]any{"agent": "slow", "taskId": slowID}})
+	if err != nil || !res.IsError || !strings.Contains(contentText(res), "CANCELED") {
+		t.Fatalf("cancel: %+v %v", res, err)
+	}
+	if r := <-slowCall; r == nil || !r.IsError {
+		t.Fatalf("the canceled call answered %+v", r)
+	}
+
+	// An agent that joins is a new tool, and the client is told.
+	late, stopLate := context.WithCancel(context.Background())
+	startRunnerCtx(t, late, b, workers.Definition{Name: "late", Agent: slow})
+	waitTools(t, cs, changed, func(tools map[string]bool) bool { return tools["a2a_late"] })
+	stopLate()
+	waitTools(t, cs, changed, func(tools map[string]bool) bool { return !tools["a2a_late"] })
+}
+
+// waitTools waits for list-changed notifications until the tools are as
+// cond asks.
+func waitTools(t *testing.T, cs *sdk.ClientSession, changed chan struct{}, cond func(map[string]bool) bool) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for !cond(toolNames(t, cs)) {
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("tools never became as expected: %v", toolNames(t, cs))
+		}
+	}
+}
+
+// latestTask is the id of the agent's most recent task ("" if none yet).
+func latestTask(t *testing.T, base, agent string) string {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":1}}`
+	resp, err := http.Post(base+"/agents/"+agent, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var r struct {
+		Result struct {
+			Tasks []struct {
+				ID string `json:"id"`
+			} `json:"tasks"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("ListTasks: %s", raw)
+	}
+	if len(r.Result.Tasks) == 0 {
+		return ""
+	}
+	return r.Result.Tasks[0].ID
+}
+
+// Protocol versions: a client of the current revision and one of
+// 2024-11-05 (OpenFang's) are both answered in their own version.
+func TestMCPInitializeNegotiatesVersions(t *testing.T) {
+	base, _ := startMCPA2Abus(t)
+	for _, v := range []string{"2025-06-18", "2024-11-05"} {
+		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + v + `","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+		req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(raw), `"protocolVersion":"`+v+`"`) {
+			t.Errorf("initialize %s: %d %s", v, resp.StatusCode, raw)
+		}
+	}
+}
+
+// buildA2Abus builds the a2abus binary for process tests.
+func buildA2Abus(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "a2abus")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/a2abus/a2abus/cmd/a2abus")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building a2abus: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// The official MCP client over stdio: "a2abus mcp --url" bridging a
+// running edge, and "a2abus mcp" with a serve in its own process.
+func TestOfficialMCPClientOverStdio(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts a2abus")
+	}
+	bin := buildA2Abus(t)
+	base, _ := startMCPA2Abus(t)
+	for name, args := range map[string][]string{
+		"bridging an edge": {"mcp", "--url", base, "--refresh", "100ms"},
+		"embedded serve":   {"mcp", "--data-dir", filepath.Join(t.TempDir(), "data")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cmd := exec.Command(bin, args...)
+			cmd.Stderr = &strings.Builder{}
+			cs, err := sdk.NewClient(&sdk.Implementation{Name: "interop-stdio", Version: "1"}, nil).Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, cmd.Stderr)
+			}
+			defer cs.Close()
+			if v := cs.InitializeResult().ProtocolVersion; v == "" {
+				t.Fatal("no protocol version")
+			}
+			res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "a2a_echo", Arguments: map[string]any{"message": "hello over stdio"}})
+			if err != nil || res.IsError || !strings.Contains(contentText(res), "hello over stdio") {
+				t.Fatalf("echo over stdio: %+v %v\n%s", res, err, cmd.Stderr)
+			}
+		})
+	}
+}
