@@ -18,6 +18,7 @@ import (
 	"github.com/a2abus/a2abus/bus/bustest"
 	"github.com/a2abus/a2abus/discovery/mcpbridge"
 	"github.com/a2abus/a2abus/edge"
+	"github.com/a2abus/a2abus/edge/auth"
 	"github.com/a2abus/a2abus/workers"
 )
 
@@ -31,6 +32,12 @@ var failing = workers.AgentFunc(func(ctx context.Context, req *workers.Request, 
 // handler. Agents registered with a short TTL, so one that stops leaves
 // the registry soon.
 func startMCPA2Abus(t *testing.T) (string, *bus.Bus) {
+	t.Helper()
+	return startMCPA2AbusWith(t, edge.Config{})
+}
+
+// startMCPA2AbusWith is startMCPA2Abus with an edge configuration.
+func startMCPA2AbusWith(t *testing.T, ecfg edge.Config) (string, *bus.Bus) {
 	t.Helper()
 	_, b := bustest.New(t, bustest.Options{Config: bus.Config{AgentTTL: 2 * time.Second}})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -46,7 +53,8 @@ func startMCPA2Abus(t *testing.T) (string, *bus.Bus) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e = edge.New(b, edge.Config{PublicURL: base, DefaultAgent: "echo", MCP: bridge.Handler()})
+	ecfg.PublicURL, ecfg.DefaultAgent, ecfg.MCP = base, "echo", bridge.Handler()
+	e = edge.New(b, ecfg)
 	ts.Config.Handler = e.Handler()
 	ts.Start()
 	edgeDone := make(chan error, 1)
@@ -303,5 +311,66 @@ func TestOfficialMCPClientOverStdio(t *testing.T) {
 				t.Fatalf("echo over stdio: %+v %v\n%s", res, err, cmd.Stderr)
 			}
 		})
+	}
+}
+
+// headerTransport adds a header to every request.
+type headerTransport struct {
+	name, value string
+}
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(h.name, h.value)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// Over MCP a caller is who its credentials say, as over A2A: without them
+// a call is refused; with them it works, and another caller's task is not
+// found.
+func TestMCPCallsCarryTheCallersCredentials(t *testing.T) {
+	a, err := auth.New(context.Background(), auth.Config{APIKeys: []auth.APIKey{
+		{Key: "mcp-alice-key-0123456789", Principal: "alice"}, {Key: "mcp-bob-key-0123456789", Principal: "bob"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ := startMCPA2AbusWith(t, edge.Config{Auth: a})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	session := func(key string) *sdk.ClientSession {
+		t.Helper()
+		tr := &sdk.StreamableClientTransport{Endpoint: base + "/mcp"}
+		if key != "" {
+			tr.HTTPClient = &http.Client{Transport: headerTransport{"X-API-Key", key}}
+		}
+		changed := make(chan struct{}, 16)
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "auth", Version: "1"}, &sdk.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} }}).Connect(ctx, tr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		waitTools(t, cs, changed, func(tools map[string]bool) bool { return tools["a2a_echo"] })
+		return cs
+	}
+	anon, alice, bob := session(""), session("mcp-alice-key-0123456789"), session("mcp-bob-key-0123456789")
+	res, err := anon.CallTool(ctx, &sdk.CallToolParams{Name: "a2a_echo", Arguments: map[string]any{"message": "hi"}})
+	if err != nil || !res.IsError || !strings.Contains(strings.ToLower(contentText(res)), "auth") {
+		t.Fatalf("without credentials: %+v %v (%s)", res, err, contentText(res))
+	}
+	res, err = alice.CallTool(ctx, &sdk.CallToolParams{Name: "a2a_echo", Arguments: map[string]any{"message": "/ask"}})
+	if err != nil || res.IsError {
+		t.Fatalf("alice: %+v %v", res, err)
+	}
+	var asked mcpbridge.TaskOutcome
+	raw, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(raw, &asked)
+	res, err = bob.CallTool(ctx, &sdk.CallToolParams{Name: "get_task", Arguments: map[string]any{"agent": "echo", "taskId": asked.TaskID}})
+	if err != nil || !res.IsError || !strings.Contains(strings.ToLower(contentText(res)), "not found") {
+		t.Fatalf("bob reading alice's task: %+v %v (%s)", res, err, contentText(res))
+	}
+	res, err = alice.CallTool(ctx, &sdk.CallToolParams{Name: "get_task", Arguments: map[string]any{"agent": "echo", "taskId": asked.TaskID}})
+	if err != nil || res.IsError {
+		t.Fatalf("alice reading her task: %+v %v (%s)", res, err, contentText(res))
 	}
 }
