@@ -276,6 +276,9 @@ type AgentConfig struct {
 	Push          bool     `json:"push,omitempty"`
 	PushPollEvery Duration `json:"pushPollEvery,omitempty"`
 
+	// MCP is the MCP server of an mcp agent (see MCPServerConfig).
+	MCP *MCPServerConfig `json:"mcp,omitempty"`
+
 	// Targets are the agents a fanout agent sends each task to (local
 	// names; a remote agent is one too).
 	Targets []string `json:"targets,omitempty"`

@@ -161,8 +161,9 @@ type process struct {
 	// bus is set once connected; fanout agents create their children on
 	// it and remote agents keep their cards in its cache.
 	bus *bus.Bus
-	// monitors follow the external agents of remote agents.
-	monitors []*remoteMonitor
+	// monitors follow the external agents of remote agents and the MCP
+	// servers of mcp agents.
+	monitors []interface{ Run(context.Context) }
 	// metrics is the process's registry, shared by the bus, the edge, the
 	// runners and the card resolver.
 	metrics *bus.Metrics
@@ -643,8 +644,10 @@ func (p *process) definitions() ([]workers.Definition, error) {
 			def, err = p.remoteDefinition(a)
 		case "fanout":
 			def, err = p.fanoutDefinition(a)
+		case "mcp":
+			def, err = p.mcpDefinition(a)
 		default:
-			return nil, fmt.Errorf("agent %q: unknown kind %q (built-in kinds: echo, exec, tck, remote, fanout)", a.Name, a.Kind)
+			return nil, fmt.Errorf("agent %q: unknown kind %q (built-in kinds: echo, exec, tck, remote, fanout, mcp)", a.Name, a.Kind)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("agent %q: %w", a.Name, err)

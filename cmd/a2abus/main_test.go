@@ -31,6 +31,9 @@ import (
 // runs main, so process tests start real a2abus processes without a
 // separate build (and under the race detector when the tests use it).
 func TestMain(m *testing.M) {
+	if os.Getenv("A2ABUS_TEST_MCP_SERVER") == "1" && os.Getenv("A2ABUS_TEST_MAIN") != "1" {
+		os.Exit(runTestMCPServer())
+	}
 	if os.Getenv("A2ABUS_TEST_MAIN") == "1" {
 		os.Args = append([]string{"a2abus"}, os.Args[1:]...)
 		main()
