@@ -162,8 +162,11 @@ type process struct {
 	// it and remote agents keep their cards in its cache.
 	bus *bus.Bus
 	// monitors follow the external agents of remote agents and the MCP
-	// servers of mcp agents.
-	monitors []interface{ Run(context.Context) }
+	// servers of mcp agents; directory is the registry routers read (made
+	// by the first router, run with the monitors).
+	monitors      []interface{ Run(context.Context) }
+	directory     *bus.AgentDirectory
+	wantDirectory bool
 	// metrics is the process's registry, shared by the bus, the edge, the
 	// runners and the card resolver.
 	metrics *bus.Metrics
@@ -316,6 +319,9 @@ func (p *process) run(ctx context.Context, cmd string) error {
 	}
 	defer b.Close() // drains the connection before the server stops
 	p.bus = b
+	if p.wantDirectory {
+		p.directory = b.NewAgentDirectory()
+	}
 
 	// Workers first, so the agents are registered when the edge opens.
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -646,8 +652,10 @@ func (p *process) definitions() ([]workers.Definition, error) {
 			def, err = p.fanoutDefinition(a)
 		case "mcp":
 			def, err = p.mcpDefinition(a)
+		case "router":
+			def, err = p.routerDefinition(a)
 		default:
-			return nil, fmt.Errorf("agent %q: unknown kind %q (built-in kinds: echo, exec, tck, remote, fanout, mcp)", a.Name, a.Kind)
+			return nil, fmt.Errorf("agent %q: unknown kind %q (built-in kinds: echo, exec, tck, remote, fanout, mcp, router)", a.Name, a.Kind)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("agent %q: %w", a.Name, err)

@@ -498,3 +498,35 @@ func (f *fileSecret) get() (string, error) {
 	f.val, f.mod, f.size = v, st.ModTime(), st.Size()
 	return v, nil
 }
+
+// routerDefinition builds a router agent: it routes by skill and load
+// among the live agents (only those of targets, when set).
+func (p *process) routerDefinition(a AgentConfig) (workers.Definition, error) {
+	for _, t := range a.Targets {
+		if !schemas.ValidAgentName(t) {
+			return workers.Definition{}, fmt.Errorf("router target %q is not a valid agent name", t)
+		}
+	}
+	if !p.wantDirectory {
+		p.wantDirectory = true
+		p.monitors = append(p.monitors, directoryRunner{p})
+	}
+	desc := "Sends each task to the live agent that offers the skill it needs (named in the message's metadata as " + workers.MetaRouterSkill + ", or matched from its words) with the least work waiting."
+	return workers.Definition{
+		Name: a.Name,
+		Card: schemas.AgentCard{Name: a.Name, Description: desc, Version: "1.0.0",
+			Skills: []schemas.AgentSkill{{ID: "route", Name: "Route", Description: desc, Tags: []string{"router"}}}},
+		Agent: workers.Router{Name: a.Name, Agents: a.Targets, ChildTimeout: time.Duration(a.ChildTimeout),
+			Bus: func() *bus.Bus { return p.bus }, Directory: func() *bus.AgentDirectory { return p.directory }},
+	}, nil
+}
+
+// directoryRunner makes and runs the process's registry directory once the
+// bus is connected (monitors run after it is).
+type directoryRunner struct{ p *process }
+
+func (d directoryRunner) Run(ctx context.Context) {
+	if err := d.p.directory.Run(ctx); err != nil && ctx.Err() == nil {
+		d.p.log.Error("the agent registry follower stopped", "err", err)
+	}
+}
