@@ -276,7 +276,7 @@ var busStreams = []string{
 	schemas.StreamWork, schemas.StreamEvents, schemas.StreamDLQ,
 	kvStream(schemas.BucketTasks), kvStream(schemas.BucketAgents), kvStream(schemas.BucketCards),
 	kvStream(schemas.BucketContexts), kvStream(schemas.BucketLeases), kvStream(schemas.BucketPush),
-	schemas.StreamNotify,
+	schemas.StreamNotify, kvStream(schemas.BucketRegistry),
 }
 
 // followed are the streams edges and workers read with consumers of their
@@ -285,6 +285,7 @@ var busStreams = []string{
 var followed = []string{
 	schemas.StreamEvents, schemas.StreamDLQ,
 	kvStream(schemas.BucketTasks), kvStream(schemas.BucketAgents), kvStream(schemas.BucketCards),
+	kvStream(schemas.BucketRegistry),
 }
 
 // permissions are the role's subject permissions; nil (anything) for
@@ -349,8 +350,9 @@ func (r Role) permissions() *server.Permissions {
 		deny = append(deny, api("CONSUMER.CREATE", schemas.StreamNotify, schemas.StreamNotify+".>")...)
 		deny = append(deny, api("CONSUMER.MSG.NEXT", schemas.StreamNotify+".>")...)
 		deny = append(deny, jsAckPrefix+schemas.StreamNotify+".>")
-		// The sweep lease: edges sweep.
-		pub = append(pub, kvPrefix(schemas.BucketLeases)+">")
+		// The sweep lease: edges sweep. The run-time registry: edges
+		// serve its admin API.
+		pub = append(pub, kvPrefix(schemas.BucketLeases)+">", kvPrefix(schemas.BucketRegistry)+">")
 		// The queued work of a task canceled before a worker took it
 		// (Cancel withdraws it).
 		pub = append(pub, api("STREAM.MSG.DELETE", schemas.StreamWork)...)
@@ -359,6 +361,8 @@ func (r Role) permissions() *server.Permissions {
 		pub = append(pub, api("CONSUMER.MSG.NEXT", schemas.StreamWork+".*")...)
 		pub = append(pub, jsAckPrefix+schemas.StreamWork+".>")
 		pub = append(pub, api("STREAM.MSG.DELETE", schemas.StreamWork)...)
+		// Registrations: a worker removes those of agents an admin
+		// removed at once (edges may not touch the agents bucket).
 		pub = append(pub, kvPrefix(schemas.BucketAgents)+">", schemas.SubjectDLQAll)
 		// The push senders' shared consumer of wake-ups.
 		pub = append(pub, api("CONSUMER.CREATE", schemas.StreamNotify, schemas.StreamNotify+".>")...)

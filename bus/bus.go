@@ -171,6 +171,8 @@ type Bus struct {
 	leases jetstream.KeyValue
 	// push holds the tasks' push-notification configs, bound on first use.
 	push pushBucket
+	// reg holds the run-time registry, bound on first use.
+	reg registryBucket
 	// hub serves the event readers of this process (see eventHub).
 	hub     *eventHub
 	hubOnce sync.Once
@@ -459,6 +461,16 @@ func (b *Bus) provision(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("bus: provision bucket %s: %w", schemas.BucketPush, err)
+	}
+	b.reg.kv, err = b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      schemas.BucketRegistry,
+		Description: "a2abus run-time registry: remote agents and maintenance set by admins",
+		History:     1,
+		Storage:     b.storage(),
+		Replicas:    c.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("bus: provision bucket %s: %w", schemas.BucketRegistry, err)
 	}
 	return nil
 }

@@ -49,10 +49,13 @@ func (b *Bus) AgentHeartbeat() time.Duration { return b.cfg.AgentTTL / 3 }
 // a registration not refreshed for AgentTTL (by this process's clock, which
 // makes it immune to skew between machines) is no longer listed.
 type AgentDirectory struct {
-	b     *Bus
-	f     *follower
-	mu    sync.RWMutex
-	regs  map[string]dirEntry
+	b    *Bus
+	f    *follower
+	mu   sync.RWMutex
+	regs map[string]dirEntry
+	// maint is the maintenance reason of agents an admin took out of
+	// service (BucketRegistry).
+	maint map[string]string
 	ready chan struct{}
 	now   func() time.Time
 }
@@ -67,7 +70,7 @@ func (b *Bus) NewAgentDirectory() *AgentDirectory {
 	return &AgentDirectory{
 		b:    b,
 		f:    b.newFollower("agents", kvStream(schemas.BucketAgents), jetstream.DeliverLastPerSubjectPolicy, kvPrefix(schemas.BucketAgents)+">"),
-		regs: map[string]dirEntry{}, ready: make(chan struct{}), now: time.Now,
+		regs: map[string]dirEntry{}, maint: map[string]string{}, ready: make(chan struct{}), now: time.Now,
 	}
 }
 
@@ -117,6 +120,28 @@ func (d *AgentDirectory) Run(ctx context.Context) error {
 			}
 		}
 	})
+	// Maintenance comes from the run-time registry.
+	wg.Go(func() {
+		for pctx.Err() == nil {
+			err := d.b.WatchRegistry(pctx, func(e schemas.RegistryEntry, deleted bool) {
+				d.mu.Lock()
+				defer d.mu.Unlock()
+				if deleted || e.Maintenance == "" {
+					delete(d.maint, e.Agent)
+					return
+				}
+				d.maint[e.Agent] = e.Maintenance
+			}, nil)
+			if err == nil || pctx.Err() != nil {
+				return
+			}
+			d.b.log.Debug("watching the run-time registry failed; trying again", "err", err)
+			select {
+			case <-pctx.Done():
+			case <-time.After(5 * time.Second):
+			}
+		}
+	})
 	prefix := kvPrefix(schemas.BucketAgents)
 	return d.f.run(ctx, func(m followMsg) {
 		key := strings.TrimPrefix(m.Subject, prefix)
@@ -152,7 +177,9 @@ func (d *AgentDirectory) Get(name string) (schemas.AgentRegistration, bool) {
 	if !ok || !d.live(e) {
 		return schemas.AgentRegistration{}, false
 	}
-	return e.reg, true
+	reg := e.reg
+	reg.Maintenance = d.maint[name]
+	return reg, true
 }
 
 // List returns all registrations sorted by agent name.
@@ -161,7 +188,9 @@ func (d *AgentDirectory) List() []schemas.AgentRegistration {
 	out := make([]schemas.AgentRegistration, 0, len(d.regs))
 	for _, e := range d.regs {
 		if d.live(e) {
-			out = append(out, e.reg)
+			reg := e.reg
+			reg.Maintenance = d.maint[reg.Agent]
+			out = append(out, reg)
 		}
 	}
 	d.mu.RUnlock()

@@ -104,6 +104,10 @@ type AgentEntry struct {
 	Agent  string                     `json:"agent"`
 	Kind   string                     `json:"kind"`
 	Remote *schemas.RemoteAgentStatus `json:"remote,omitempty"`
+	// Health is "maintenance" while an admin has the agent out of service
+	// (Maintenance says why), else a remote agent's health.
+	Health      string `json:"health,omitempty"`
+	Maintenance string `json:"maintenance,omitempty"`
 }
 
 // AgentList is the body of GET /a2a/agents: the cards and how many.
@@ -114,7 +118,7 @@ type AgentList struct {
 
 // handleAgentList lists the live registry. Query parameters narrow it:
 // skill=ID and tag=TAG (each repeatable; an agent must offer all of them),
-// kind=local|remote and health=online|degraded|offline.
+// kind=local|remote, health=online|degraded|offline|maintenance and q=words.
 func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	for k := range q {
@@ -128,9 +132,12 @@ func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
 	regs := s.agents.List()
 	out := AgentList{Agents: make([]AgentEntry, 0, len(regs))}
 	for _, reg := range regs {
-		e := AgentEntry{AgentCard: s.card(reg), Agent: reg.Agent, Kind: "local", Remote: reg.Remote}
+		e := AgentEntry{AgentCard: s.card(reg), Agent: reg.Agent, Kind: "local", Remote: reg.Remote, Maintenance: reg.Maintenance}
 		if reg.Remote != nil {
-			e.Kind = "remote"
+			e.Kind, e.Health = "remote", reg.Remote.Health
+		}
+		if reg.Maintenance != "" {
+			e.Health = schemas.HealthMaintenance
 		}
 		if e.matches(q["skill"], q["tag"], q.Get("kind"), q.Get("health")) && e.mentions(strings.Fields(strings.ToLower(q.Get("q")))) {
 			out.Agents = append(out.Agents, e)
@@ -144,7 +151,7 @@ func (e AgentEntry) matches(skills, tags []string, kind, health string) bool {
 	if kind != "" && e.Kind != kind {
 		return false
 	}
-	if health != "" && (e.Remote == nil || e.Remote.Health != health) {
+	if health != "" && e.Health != health {
 		return false
 	}
 	for _, id := range skills {

@@ -160,6 +160,11 @@ func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, 
 	if err := s.admit(ctx, c.agent); err != nil {
 		return nil, err
 	}
+	if reg, ok := s.agents.Get(c.agent); ok && reg.Maintenance != "" {
+		e := schemas.Errorf(schemas.ErrUnavailable, "agent %s is in maintenance (%s); it takes no new tasks until an admin ends it", c.agent, reg.Maintenance)
+		e.RetryAfter = 60
+		return nil, e
+	}
 	rec, _, err := s.b.Submit(ctx, bus.Submission{
 		Agent: c.agent, Owner: c.caller.principal, Tenant: c.caller.tenant, Origin: c.caller.origin, Message: msg, TaskID: c.taskID,
 		Dialect: c.dialect, ClientTaskID: c.clientTaskID, Publish: c.publish(), PushConfig: c.push, PushDialect: c.d.version,

@@ -249,6 +249,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /.well-known/agent.json", s.handleCard) // the path older clients fetch
 	s.mux.HandleFunc("GET /agents/{agent}/.well-known/agent-card.json", s.handleCard)
 	s.mux.HandleFunc("GET /a2a/agents", s.handleAgentList)
+	s.adminRoutes()
 	s.mux.HandleFunc("POST /a2a/remote/{agent}/tasks/{task}/push", s.handleRemotePush)
 	if s.cfg.MCP != nil {
 		s.mux.Handle("/mcp", s.cfg.MCP)

@@ -204,6 +204,48 @@ type AgentRegistration struct {
 	// Remote is set for an agent whose work is proxied to an external A2A
 	// agent: where it is and how reachable it was at the last check.
 	Remote *RemoteAgentStatus `json:"remote,omitempty"`
+	// Maintenance is not stored here: readers of the registry set it from
+	// the agent's RegistryEntry (why an admin put it in maintenance).
+	Maintenance string `json:"maintenance,omitempty"`
+}
+
+// RegistryEntry is the value under an agent's name in BucketRegistry:
+// what an admin set for the agent at run time.
+type RegistryEntry struct {
+	Agent string `json:"agent"`
+	// Remote, when set, is a remote agent that every serve and worker
+	// process running registered agents runs, added, changed and removed
+	// without a restart.
+	Remote *RemoteAgentSpec `json:"remote,omitempty"`
+	// Maintenance, when set, says why the agent is in maintenance: the
+	// registry shows it so, routers pass it over, and edges refuse new
+	// tasks for it.
+	Maintenance string    `json:"maintenance,omitempty"`
+	UpdatedAt   Timestamp `json:"updatedAt"`
+	// UpdatedBy is the admin principal that made the change.
+	UpdatedBy string `json:"updatedBy,omitempty"`
+}
+
+// RemoteAgentSpec is a remote agent registered at run time. It holds no
+// secret: a credential is named by the environment variable of the worker
+// processes that holds it.
+type RemoteAgentSpec struct {
+	// URL is the external agent's base URL.
+	URL string `json:"url"`
+	// Headers are sent with every request (values that are not secrets).
+	Headers map[string]string `json:"headers,omitempty"`
+	// HeadersFromEnv are headers whose values the worker processes read
+	// from their environment: header name → variable name.
+	HeadersFromEnv map[string]string `json:"headersFromEnv,omitempty"`
+	// CheckEvery is how often its card and health are re-checked
+	// ("30s"); default 1m.
+	CheckEvery string `json:"checkEvery,omitempty"`
+	// Binding prefers one of its interfaces: JSONRPC or HTTP+JSON.
+	Binding string `json:"binding,omitempty"`
+	// Tags are added to its skills' tags (for search and routing).
+	Tags []string `json:"tags,omitempty"`
+	// Push asks it for push notifications instead of streams.
+	Push bool `json:"push,omitempty"`
 }
 
 // Health of an external agent as the last checks saw it.
@@ -216,6 +258,9 @@ const (
 	// HealthOffline: the agent has not been reached, or not for so long
 	// that its cached card expired.
 	HealthOffline = "offline"
+	// HealthMaintenance: an admin took the agent out of service
+	// (RegistryEntry.Maintenance); it is shown, not checked.
+	HealthMaintenance = "maintenance"
 )
 
 // RemoteAgentStatus describes the external agent behind a remote agent.

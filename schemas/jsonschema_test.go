@@ -43,6 +43,7 @@ var bcBusShapes = []struct {
 	{"cached-card.schema.json", reflect.TypeFor[CachedCard](), []string{BucketCards}},
 	{"push-config-set.schema.json", reflect.TypeFor[PushConfigSet](), []string{BucketPush}},
 	{"push-wake.schema.json", reflect.TypeFor[PushWake](), []string{TypePushWake, SubjectNotify("<taskId>"), StreamNotify}},
+	{"registry-entry.schema.json", reflect.TypeFor[RegistryEntry](), []string{BucketRegistry}},
 }
 
 // bcPartial lists Go types whose schema may name fewer properties than the Go
@@ -707,6 +708,12 @@ func bcExamples() map[string][]any {
 			PushConfigSet{Configs: []PushConfigRecord{}},
 		},
 		"push-wake.schema.json": {PushWake{TaskID: "t1"}},
+		"registry-entry.schema.json": {
+			RegistryEntry{Agent: "weather", Remote: &RemoteAgentSpec{URL: "https://agents.example/weather", Headers: map[string]string{"X-Team": "a"},
+				HeadersFromEnv: map[string]string{"Authorization": "WEATHER_AUTH"}, CheckEvery: "30s", Binding: "JSONRPC", Tags: []string{"weather"}, Push: true},
+				Maintenance: "upgrading", UpdatedAt: *ts, UpdatedBy: "ops"},
+			RegistryEntry{Agent: "echo", Maintenance: "down for a bit", UpdatedAt: *ts},
+		},
 	}
 }
 

@@ -42,6 +42,9 @@ const (
 	BucketLeases = "A2A_LEASES"
 	// BucketPush holds push-notification configs.
 	BucketPush = "A2A_PUSH"
+	// BucketRegistry holds what admins set at run time, RegistryEntry by
+	// agent name: remote agents to run, and maintenance.
+	BucketRegistry = "A2A_REGISTRY"
 	// StreamNotify holds the wake-ups of push senders: at most one message
 	// per task (a2a.notify.<taskId>, work-queue retention, discard-new per
 	// subject), published after a write of a task whose record is marked

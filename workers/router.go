@@ -105,8 +105,8 @@ func (r Router) candidates(want string, words map[string]bool) []candidate {
 		if reg.Agent == r.Name || (len(r.Agents) > 0 && !slices.Contains(r.Agents, reg.Agent)) {
 			continue
 		}
-		if st := reg.Remote; st != nil && st.Health != schemas.HealthOnline && st.Health != schemas.HealthDegraded {
-			continue // offline, or in maintenance
+		if st := reg.Remote; reg.Maintenance != "" || (st != nil && st.Health != schemas.HealthOnline && st.Health != schemas.HealthDegraded) {
+			continue // in maintenance, or offline
 		}
 		best := candidate{agent: reg.Agent}
 		for _, sk := range reg.Card.Skills {

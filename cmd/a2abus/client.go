@@ -121,6 +121,12 @@ func runClient(ctx context.Context, cmd string, args []string, stdout, stderr io
 // runClientEnv runs a client command reading the environment through
 // getenv.
 func runClientEnv(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	if cmd == "agents" && len(args) > 0 {
+		switch args[0] {
+		case "add", "update", "remove":
+			return runAgentsAdmin(ctx, args[0], args[1:], stdout, stderr, getenv)
+		}
+	}
 	fs := flag.NewFlagSet("a2abus "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := clientOptions{header: http.Header{}}

@@ -160,6 +160,10 @@ type Config struct {
 	MetricsListen string `json:"metricsListen"`
 	// Push configures push notifications (see PushConfig).
 	Push PushConfig `json:"push"`
+	// RegistryAgents runs, in serve and worker, the remote agents admins
+	// register at run time (GET/PUT/DELETE /a2a/admin/agents). Default
+	// true.
+	RegistryAgents *bool `json:"registryAgents,omitempty"`
 	// Auth is how an edge authenticates its callers. With no scheme
 	// configured the edge serves everyone as one anonymous principal, which
 	// it does only on a loopback address unless AllowAnonymous says so.
@@ -480,6 +484,7 @@ func settings() []setting {
 		{"tls-client-ca", "A2ABUS_TLS_CLIENT_CA", "PEM CA bundle: a client certificate it issued authenticates its subject (mutual TLS; needs --tls-cert)", str(func(c *Config) *string { return &c.TLSClientCA })},
 		{"admins", "A2ABUS_ADMINS", "principals that see every principal's tasks and read /metrics, comma-separated", func(c *Config, v string) error { c.Auth.Admins = splitList(v); return nil }},
 		{"allow-anonymous", "A2ABUS_ALLOW_ANONYMOUS", "let an edge without authentication listen beyond loopback: true or false (default false)", boolean(func(c *Config) *bool { return &c.Auth.AllowAnonymous })},
+		{"registry-agents", "A2ABUS_REGISTRY_AGENTS", "run the remote agents admins register at run time (/a2a/admin/agents) in this serve or worker process: true or false (default true)", setBool(func(c *Config, b bool) { c.RegistryAgents = &b })},
 		{"push", "A2ABUS_PUSH", "push notifications: serve the config methods, declare them in the cards and (serve, worker) deliver them: true or false (default false)", boolean(func(c *Config) *bool { return &c.Push.Enabled })},
 		{"push-keys", "A2ABUS_PUSH_KEYS", "JWK set of the private keys push notifications are signed with, the same file for every edge and worker (make and rotate with: a2abus push-keys --file FILE; serve without it makes a key at start-up)", str(func(c *Config) *string { return &c.Push.KeysFile })},
 		{"push-issuer", "A2ABUS_PUSH_ISSUER", "the iss of push notification tokens, the same for every process, e.g. the public URL (default a2abus)", str(func(c *Config) *string { return &c.Push.Issuer })},

@@ -62,6 +62,10 @@ A client of any A2A agent (-o text|json, --header 'Authorization: ...'):
   a2abus cancel URL TASK_ID       cancel a task
   a2abus subscribe URL TASK_ID    follow a task's events (--last-event-id)
   a2abus agents URL               an a2abus edge's agents (--skill, --tag, --kind, --health)
+  a2abus agents add|update|remove URL NAME
+                                  the run-time registry, as an admin: a remote agent
+                                  (--remote URL, --check-every, --tag, --header-env),
+                                  or maintenance (--maintenance "why"; "" ends it)
   a2abus webhook --jwks URL       receive push notifications, verify and print them
                                   (--listen ADDR, --url URL as registered)
 
@@ -347,6 +351,13 @@ func (p *process) run(ctx context.Context, cmd string) error {
 	}
 	if keys != nil {
 		workWG.Go(func() { keys.watch(workCtx, 10*time.Second, p.log) })
+	}
+	if (cmd == "serve" || cmd == "worker") && (p.cfg.RegistryAgents == nil || *p.cfg.RegistryAgents) {
+		dyn := &dynamicAgents{p: p, static: map[string]bool{}, running: map[string]*dynAgent{}}
+		for _, a := range p.cfg.Agents {
+			dyn.static[a.Name] = true
+		}
+		workWG.Go(func() { dyn.Run(workCtx) })
 	}
 	if p.runsSender(cmd) {
 		ps, err := p.pushSender(b, keys, pushPolicy)

@@ -221,16 +221,27 @@ func (p *process) outboundPolicy() (discovery.Policy, error) {
 // remoteDefinition builds a remote agent: a monitor that discovers and
 // checks the external agent, and the proxy that calls it.
 func (p *process) remoteDefinition(a AgentConfig) (workers.Definition, error) {
+	def, m, err := p.buildRemote(a)
+	if err != nil {
+		return def, err
+	}
+	p.monitors = append(p.monitors, m)
+	return def, nil
+}
+
+// buildRemote builds a remote agent and the monitor of its external agent
+// (the caller runs it).
+func (p *process) buildRemote(a AgentConfig) (workers.Definition, *remoteMonitor, error) {
 	u, err := url.Parse(a.URL)
 	if a.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return workers.Definition{}, fmt.Errorf("a remote agent needs \"url\": the external agent's http(s) base URL (got %q)", discovery.RedactURL(a.URL))
+		return workers.Definition{}, nil, fmt.Errorf("a remote agent needs \"url\": the external agent's http(s) base URL (got %q)", discovery.RedactURL(a.URL))
 	}
 	pol, err := p.outboundPolicy()
 	if err != nil {
-		return workers.Definition{}, err
+		return workers.Definition{}, nil, err
 	}
 	if err := pol.CheckURL(u); err != nil {
-		return workers.Definition{}, fmt.Errorf("url %s: %w (see \"outbound\" in the config)", discovery.RedactURL(a.URL), err)
+		return workers.Definition{}, nil, fmt.Errorf("url %s: %w (see \"outbound\" in the config)", discovery.RedactURL(a.URL), err)
 	}
 	header := http.Header{}
 	for k, v := range a.Headers {
@@ -242,7 +253,7 @@ func (p *process) remoteDefinition(a AgentConfig) (workers.Definition, error) {
 	case schemas.BindingJSONRPC, schemas.BindingHTTPJSON:
 		prefer = []string{a.Binding}
 	default:
-		return workers.Definition{}, fmt.Errorf("binding %q is not JSONRPC or HTTP+JSON", a.Binding)
+		return workers.Definition{}, nil, fmt.Errorf("binding %q is not JSONRPC or HTTP+JSON", a.Binding)
 	}
 	every := time.Duration(a.CheckEvery)
 	if every <= 0 {
@@ -252,7 +263,7 @@ func (p *process) remoteDefinition(a AgentConfig) (workers.Definition, error) {
 	if a.Auth != nil {
 		creds, err := a.Auth.credentials(pol, os.LookupEnv)
 		if err != nil {
-			return workers.Definition{}, fmt.Errorf("auth: %w", err)
+			return workers.Definition{}, nil, fmt.Errorf("auth: %w", err)
 		}
 		opts.Credentials = creds
 	}
@@ -273,7 +284,6 @@ func (p *process) remoteDefinition(a AgentConfig) (workers.Definition, error) {
 		}
 		return &res.Card, res.Source == discovery.Stale, res.Err, nil
 	}
-	p.monitors = append(p.monitors, m)
 	agent := workers.Remote{URL: m.shown, Client: func(ctx context.Context) (workers.RemoteClient, error) {
 		c, err := m.Client(ctx)
 		if err != nil {
@@ -289,7 +299,7 @@ func (p *process) remoteDefinition(a AgentConfig) (workers.Definition, error) {
 			PollEvery: time.Duration(a.PushPollEvery),
 		}
 	}
-	return workers.Definition{Name: a.Name, Agent: agent, Live: m.Live, Changed: m.changed}, nil
+	return workers.Definition{Name: a.Name, Agent: agent, Live: m.Live, Changed: m.changed}, m, nil
 }
 
 // fanoutDefinition builds a fanout agent over the configured targets.

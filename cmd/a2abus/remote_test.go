@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/schemas"
 	"github.com/a2abus/a2abus/workers"
@@ -177,4 +179,103 @@ func TestRemoteAgentInPushModeSurvivesAKilledProcess(t *testing.T) {
 		t.Fatalf("after the restart: %s %v", done.Status.State, done.Status.Message)
 	}
 	gw.stop(t)
+}
+
+// The run-time registry with real processes: an admin registers a remote
+// agent on one edge (a non-admin may not), and a second edge on the same
+// bus serves it too; maintenance shows on both and refuses new tasks;
+// removing it takes it off both at once.
+func TestRegistryChangedAtRunTimeSeenByASecondEdge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	extAddr, gwAddr, natsAddr, edgeAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	ext := startProc(t, "serve", "--listen", extAddr, "--data-dir", filepath.Join(dir, "ext"), "--nats-listen", "off")
+	waitReady(t, ext, "http://"+extAddr)
+	keys := []string{"A2ABUS_API_KEYS=ops-key-0123456789abcdef=ops,alice-key-0123456789abcdef=alice"}
+	gw := startProcEnv(t, keys, "serve", "--listen", gwAddr, "--data-dir", filepath.Join(dir, "gw"), "--nats-listen", natsAddr,
+		"--admins", "ops", "--outbound-allow-private", "true")
+	gwBase := "http://" + gwAddr
+	waitReady(t, gw, gwBase)
+	second := startProcEnv(t, keys, "edge", "--listen", edgeAddr, "--public-url", "http://"+edgeAddr, "--nats", "nats://"+natsAddr,
+		"--nats-creds", servedCreds(filepath.Join(dir, "gw"), bus.RoleEdge), "--admins", "ops")
+	edgeBase := "http://" + edgeAddr
+	waitReady(t, second, edgeBase)
+
+	add := []string{"agents", "add", gwBase, "far", "--remote", "http://" + extAddr + "/agents/echo", "--check-every", "1s", "--tag", "weather"}
+	if _, _, err := cli(t, append(add, "--api-key", "alice-key-0123456789abcdef")...); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Fatalf("a non-admin registered an agent: %v", err)
+	}
+	if out, stderr, err := cli(t, append(add, "--api-key", "ops-key-0123456789abcdef")...); err != nil {
+		t.Fatalf("add: %v\n%s%s", err, out, stderr)
+	}
+	for _, base := range []string{gwBase, edgeBase} {
+		waitAgents(t, base, "?tag=weather", "the registered agent on "+base, func(l edge.AgentList) bool { return health(l, "far") == "online" })
+	}
+	task := sendAs(t, edgeBase, "far", "alice-key-0123456789abcdef", "through the second edge")
+	if task.Status.State != schemas.TaskStateCompleted || artifactText(task) != "through the second edge" {
+		t.Fatalf("task through the registered agent: %s %q", task.Status.State, artifactText(task))
+	}
+
+	if _, _, err := cli(t, "agents", "update", gwBase, "far", "--maintenance", "upgrading", "--api-key", "ops-key-0123456789abcdef"); err != nil {
+		t.Fatal(err)
+	}
+	for _, base := range []string{gwBase, edgeBase} {
+		waitAgents(t, base, "?health=maintenance", "maintenance on "+base, func(l edge.AgentList) bool {
+			return len(l.Agents) == 1 && l.Agents[0].Maintenance == "upgrading"
+		})
+	}
+	if status, raw := trySend(t, edgeBase, "far", "alice-key-0123456789abcdef"); status != http.StatusServiceUnavailable || !strings.Contains(raw, "maintenance") {
+		t.Fatalf("a new task for an agent in maintenance: %d %s", status, raw)
+	}
+
+	if _, _, err := cli(t, "agents", "remove", gwBase, "far", "--api-key", "ops-key-0123456789abcdef"); err != nil {
+		t.Fatal(err)
+	}
+	for _, base := range []string{gwBase, edgeBase} {
+		waitAgents(t, base, "", "the agent gone from "+base, func(l edge.AgentList) bool {
+			for _, a := range l.Agents {
+				if a.Agent == "far" {
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
+
+// sendAs sends a blocking message as the holder of key.
+func sendAs(t *testing.T, base, agent, key, text string) schemas.Task {
+	t.Helper()
+	status, raw := trySendText(t, base, agent, key, text)
+	var r struct {
+		Result struct {
+			Task schemas.Task `json:"task"`
+		} `json:"result"`
+	}
+	if status != http.StatusOK || json.Unmarshal([]byte(raw), &r) != nil {
+		t.Fatalf("send: %d %s", status, raw)
+	}
+	return r.Result.Task
+}
+
+func trySend(t *testing.T, base, agent, key string) (int, string) {
+	return trySendText(t, base, agent, key, "x")
+}
+
+func trySendText(t *testing.T, base, agent, key, text string) (int, string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": map[string]any{
+		"message": map[string]any{"messageId": schemas.NewID(), "role": "ROLE_USER", "parts": []any{map[string]any{"text": text}}}}})
+	req, _ := http.NewRequest("POST", base+"/agents/"+agent, strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-API-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw)
 }

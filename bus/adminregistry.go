@@ -1,0 +1,165 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// The run-time registry: what admins set for agents without a restart,
+// RegistryEntry by agent name in BucketRegistry — remote agents that serve
+// and worker processes run, and maintenance, which readers of the agent
+// registry (AgentDirectory) show as the agent's health.
+
+// registryBucket is BucketRegistry, bound on first use (a process of a
+// release before it provisioned none).
+type registryBucket struct {
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+func (b *Bus) registry(ctx context.Context) (jetstream.KeyValue, error) {
+	b.reg.mu.Lock()
+	defer b.reg.mu.Unlock()
+	if b.reg.kv != nil {
+		return b.reg.kv, nil
+	}
+	kv, err := b.js.KeyValue(ctx, schemas.BucketRegistry)
+	if err != nil {
+		return nil, errUnavailable("bus: bind bucket "+schemas.BucketRegistry, err)
+	}
+	b.reg.kv = kv
+	return kv, nil
+}
+
+// PutRegistryEntry stores an agent's entry (replacing it).
+func (b *Bus) PutRegistryEntry(ctx context.Context, e schemas.RegistryEntry) error {
+	if !schemas.ValidAgentName(e.Agent) {
+		return schemas.Errorf(schemas.ErrInvalidParams, "%q is not an agent name (lowercase letters, digits, '-', '_')", e.Agent)
+	}
+	kv, err := b.registry(ctx)
+	if err != nil {
+		return err
+	}
+	val, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Put(ctx, e.Agent, val); err != nil {
+		return errUnavailable("bus: store registry entry", err)
+	}
+	return nil
+}
+
+// RegistryEntry reads an agent's entry; ok is false when there is none.
+func (b *Bus) RegistryEntry(ctx context.Context, agent string) (schemas.RegistryEntry, bool, error) {
+	kv, err := b.registry(ctx)
+	if err != nil {
+		return schemas.RegistryEntry{}, false, err
+	}
+	v, err := kv.Get(ctx, agent)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return schemas.RegistryEntry{}, false, nil
+	}
+	if err != nil {
+		return schemas.RegistryEntry{}, false, errUnavailable("bus: read registry entry", err)
+	}
+	var e schemas.RegistryEntry
+	if err := json.Unmarshal(v.Value(), &e); err != nil {
+		return e, false, fmt.Errorf("bus: registry entry of %s: %w", agent, err)
+	}
+	return e, true, nil
+}
+
+// DeleteRegistryEntry removes an agent's entry (nothing to remove is not
+// an error).
+func (b *Bus) DeleteRegistryEntry(ctx context.Context, agent string) error {
+	kv, err := b.registry(ctx)
+	if err != nil {
+		return err
+	}
+	if err := kv.Delete(ctx, agent); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return errUnavailable("bus: delete registry entry", err)
+	}
+	return nil
+}
+
+// RegistryEntries lists every entry, by agent name.
+func (b *Bus) RegistryEntries(ctx context.Context) ([]schemas.RegistryEntry, error) {
+	kv, err := b.registry(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, errUnavailable("bus: list registry", err)
+	}
+	var out []schemas.RegistryEntry
+	for k := range lister.Keys() {
+		e, ok, err := b.RegistryEntry(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Agent < out[j].Agent })
+	return out, nil
+}
+
+// WatchRegistry calls fn with every entry as it is now (then ready) and
+// with each change after, until ctx ends: a deleted entry comes with only
+// its Agent set and deleted true.
+func (b *Bus) WatchRegistry(ctx context.Context, fn func(e schemas.RegistryEntry, deleted bool), ready func()) error {
+	kv, err := b.registry(ctx)
+	if err != nil {
+		return err
+	}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return errUnavailable("bus: watch registry", err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case u, ok := <-w.Updates():
+			if !ok {
+				return errUnavailable("bus: watch registry", errors.New("the watch ended"))
+			}
+			if u == nil {
+				if ready != nil {
+					ready()
+					ready = nil
+				}
+				continue
+			}
+			if u.Operation() != jetstream.KeyValuePut {
+				fn(schemas.RegistryEntry{Agent: u.Key()}, true)
+				continue
+			}
+			var e schemas.RegistryEntry
+			if json.Unmarshal(u.Value(), &e) == nil {
+				fn(e, false)
+			}
+		}
+	}
+}
+
+// UnregisterAgent removes an agent's registration at once (its workers
+// are stopped for good), instead of letting it expire.
+func (b *Bus) UnregisterAgent(ctx context.Context, agent string) error {
+	if err := b.agents.Delete(ctx, agent); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return errUnavailable("bus: unregister agent", err)
+	}
+	return nil
+}

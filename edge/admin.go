@@ -1,0 +1,164 @@
+package edge
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// The run-time registry's admin API: admin principals register, change
+// and remove remote agents, and put agents in maintenance, without a
+// restart. Entries are stored in the bus's registry bucket, so every edge
+// and worker sees them: serve and worker processes run the remote agents,
+// edges show maintenance and refuse new tasks for such agents.
+//
+//	GET    /a2a/admin/agents          every entry
+//	GET    /a2a/admin/agents/{agent}  one
+//	PUT    /a2a/admin/agents/{agent}  set it: {"remote": {...}, "maintenance": "why"}
+//	DELETE /a2a/admin/agents/{agent}  remove it (a remote agent stops)
+
+func (s *Server) adminRoutes() {
+	s.mux.HandleFunc("GET /a2a/admin/agents", s.adminOnly(s.handleRegistryList, false))
+	s.mux.HandleFunc("GET /a2a/admin/agents/{agent}", s.adminOnly(s.handleRegistryGet, false))
+	s.mux.HandleFunc("PUT /a2a/admin/agents/{agent}", s.adminOnly(s.handleRegistryPut, false))
+	s.mux.HandleFunc("DELETE /a2a/admin/agents/{agent}", s.adminOnly(s.handleRegistryDelete, false))
+}
+
+func (s *Server) handleRegistryList(w http.ResponseWriter, r *http.Request) {
+	es, err := s.b.RegistryEntries(r.Context())
+	if err != nil {
+		writeUnavailable(w, err)
+		return
+	}
+	if es == nil {
+		es = []schemas.RegistryEntry{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"agents": es})
+}
+
+func (s *Server) handleRegistryGet(w http.ResponseWriter, r *http.Request) {
+	e, ok, err := s.b.RegistryEntry(r.Context(), r.PathValue("agent"))
+	switch {
+	case err != nil:
+		writeUnavailable(w, err)
+	case !ok:
+		writePlain(w, http.StatusNotFound, "no registry entry for agent "+r.PathValue("agent"))
+	default:
+		writeJSON(w, http.StatusOK, e)
+	}
+}
+
+func (s *Server) handleRegistryPut(w http.ResponseWriter, r *http.Request) {
+	agent := r.PathValue("agent")
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	if err != nil {
+		writePlain(w, http.StatusRequestEntityTooLarge, "a registry entry is at most 64 KiB")
+		return
+	}
+	var e schemas.RegistryEntry
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		writePlain(w, http.StatusBadRequest, "the body is not a registry entry ({\"remote\": {...}, \"maintenance\": \"why\"}): "+err.Error())
+		return
+	}
+	if e.Agent != "" && e.Agent != agent {
+		writePlain(w, http.StatusBadRequest, fmt.Sprintf("the body names agent %q, the path %q", e.Agent, agent))
+		return
+	}
+	e.Agent = agent
+	if err := checkEntry(&e); err != nil {
+		writePlain(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if who, err := s.authenticate(r); err == nil {
+		e.UpdatedBy = who.principal
+	}
+	e.UpdatedAt = *schemas.Now()
+	if err := s.b.PutRegistryEntry(r.Context(), e); err != nil {
+		if se := schemas.AsError(err); se.Code == schemas.ErrInvalidParams.Code {
+			writePlain(w, http.StatusBadRequest, se.Message)
+			return
+		}
+		writeUnavailable(w, err)
+		return
+	}
+	s.log.Info("registry entry set", "agent", agent, "by", e.UpdatedBy, "remote", e.Remote != nil, "maintenance", e.Maintenance != "")
+	writeJSON(w, http.StatusOK, e)
+}
+
+func (s *Server) handleRegistryDelete(w http.ResponseWriter, r *http.Request) {
+	agent := r.PathValue("agent")
+	if err := s.b.DeleteRegistryEntry(r.Context(), agent); err != nil {
+		writeUnavailable(w, err)
+		return
+	}
+	s.log.Info("registry entry removed", "agent", agent)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// checkEntry checks what an admin sent: an agent name, and for a remote
+// agent an absolute http(s) URL, a duration, a binding, header names and
+// values fit for headers. Where the URL may point is checked by the
+// processes that run the agent (their outbound policy).
+func checkEntry(e *schemas.RegistryEntry) error {
+	if !schemas.ValidAgentName(e.Agent) {
+		return fmt.Errorf("%q is not an agent name (lowercase letters, digits, '-', '_')", e.Agent)
+	}
+	if e.Remote == nil && e.Maintenance == "" {
+		return fmt.Errorf("an entry sets a remote agent (\"remote\": {\"url\": ...}), maintenance (\"maintenance\": \"why\"), or both; to clear one, DELETE it")
+	}
+	if len(e.Maintenance) > 512 || strings.ContainsFunc(e.Maintenance, func(r rune) bool { return r < 0x20 }) {
+		return fmt.Errorf("maintenance is a short reason (at most 512 characters, one line)")
+	}
+	r := e.Remote
+	if r == nil {
+		return nil
+	}
+	u, err := url.Parse(r.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return fmt.Errorf("remote.url must be an absolute http(s) URL without user credentials")
+	}
+	if r.CheckEvery != "" {
+		if d, err := time.ParseDuration(r.CheckEvery); err != nil || d < time.Second {
+			return fmt.Errorf("remote.checkEvery %q is not a duration of a second or more", r.CheckEvery)
+		}
+	}
+	switch r.Binding {
+	case "", schemas.BindingJSONRPC, schemas.BindingHTTPJSON:
+	default:
+		return fmt.Errorf("remote.binding %q is not JSONRPC or HTTP+JSON", r.Binding)
+	}
+	for _, m := range []map[string]string{r.Headers, r.HeadersFromEnv} {
+		for k, v := range m {
+			if !validHeaderName(k) || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+				return fmt.Errorf("remote header %q is not a header name and value", k)
+			}
+		}
+	}
+	for _, t := range r.Tags {
+		if t == "" || len(t) > 64 {
+			return fmt.Errorf("remote.tags: %q is not a tag (1 to 64 characters)", t)
+		}
+	}
+	return nil
+}
+
+// validHeaderName reports whether s is an HTTP field name (RFC 9110 token).
+func validHeaderName(s string) bool {
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return r <= 0x20 || r >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
+	})
+}
+
+// writeUnavailable answers a bus failure: retry later.
+func writeUnavailable(w http.ResponseWriter, err error) {
+	w.Header().Set("Retry-After", "5")
+	writePlain(w, http.StatusServiceUnavailable, "the registry cannot be reached now; retry ("+schemas.AsError(err).Message+")")
+}
