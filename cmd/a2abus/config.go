@@ -282,6 +282,9 @@ type AgentConfig struct {
 
 	// MCP is the MCP server of an mcp agent (see MCPServerConfig).
 	MCP *MCPServerConfig `json:"mcp,omitempty"`
+	// LLM is the chat-completions endpoint of an llm agent (see
+	// LLMConfig).
+	LLM *LLMConfig `json:"llm,omitempty"`
 
 	// Targets are the agents a fanout agent sends each task to (local
 	// names; a remote agent is one too).

@@ -665,8 +665,10 @@ func (p *process) definitions() ([]workers.Definition, error) {
 			def, err = p.mcpDefinition(a)
 		case "router":
 			def, err = p.routerDefinition(a)
+		case "llm":
+			def, err = p.llmDefinition(a)
 		default:
-			return nil, fmt.Errorf("agent %q: unknown kind %q (built-in kinds: echo, exec, tck, remote, fanout, mcp, router)", a.Name, a.Kind)
+			return nil, fmt.Errorf("agent %q: unknown kind %q (built-in kinds: echo, exec, tck, remote, fanout, mcp, router, llm)", a.Name, a.Kind)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("agent %q: %w", a.Name, err)

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/a2abus/a2abus/discovery"
+	"github.com/a2abus/a2abus/schemas"
+	"github.com/a2abus/a2abus/workers"
+)
+
+// LLMConfig is an agent of kind llm: an OpenAI-compatible
+// chat-completions endpoint. The API key comes from the environment
+// (apiKeyEnv) or a file (apiKeyFile), never from the config file.
+type LLMConfig struct {
+	BaseURL     string   `json:"baseUrl"`
+	Model       string   `json:"model"`
+	System      string   `json:"system,omitempty"`
+	APIKeyEnv   string   `json:"apiKeyEnv,omitempty"`
+	APIKeyFile  string   `json:"apiKeyFile,omitempty"`
+	Timeout     Duration `json:"timeout,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+	MaxTokens   int      `json:"maxTokens,omitempty"`
+}
+
+// llmDefinition builds an agent of kind llm.
+func (p *process) llmDefinition(a AgentConfig) (workers.Definition, error) {
+	c := a.LLM
+	if c == nil || c.BaseURL == "" || c.Model == "" {
+		return workers.Definition{}, errors.New(`an llm agent needs "llm": {"baseUrl": ..., "model": ...}`)
+	}
+	u, err := url.Parse(c.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return workers.Definition{}, fmt.Errorf("llm baseUrl %q is not an http(s) URL", discovery.RedactURL(c.BaseURL))
+	}
+	pol, err := p.outboundPolicy()
+	if err != nil {
+		return workers.Definition{}, err
+	}
+	if err := pol.CheckURL(u); err != nil {
+		return workers.Definition{}, fmt.Errorf("llm baseUrl %s: %w (see \"outbound\" in the config)", discovery.RedactURL(c.BaseURL), err)
+	}
+	key, err := secret("apiKey", "", c.APIKeyEnv, c.APIKeyFile, os.LookupEnv)
+	if err != nil {
+		return workers.Definition{}, err
+	}
+	desc := fmt.Sprintf("The model %s: the task's messages are the conversation, the answer streams back as it is written.", c.Model)
+	return workers.Definition{
+		Name: a.Name,
+		Card: schemas.AgentCard{Name: a.Name, Description: desc, Version: "1.0.0",
+			Capabilities: schemas.AgentCapabilities{Streaming: schemas.Bool(true)},
+			Skills:       []schemas.AgentSkill{{ID: "chat", Name: "Chat", Description: desc, Tags: []string{"llm", c.Model}}}},
+		Agent: workers.LLM{BaseURL: c.BaseURL, Model: c.Model, System: c.System, APIKey: key, HTTP: pol.Client(0),
+			Timeout: time.Duration(c.Timeout), Temperature: c.Temperature, MaxTokens: c.MaxTokens},
+	}, nil
+}

@@ -1,0 +1,267 @@
+package workers
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// The llm agent kind: any OpenAI-compatible chat-completions endpoint
+// (OpenAI, Ollama, vLLM, a LiteLLM proxy) as an agent. The task's history
+// is the conversation (the system prompt first, the client's messages as
+// "user", the agent's as "assistant"); the model's answer streams into the
+// task as artifact chunks as its tokens arrive; the token usage is put in
+// the task's metadata. A multi-turn conversation is the same task
+// continued, or a new task in the same context.
+
+// MetaLLMUsage is the task metadata key of a completion's token usage:
+// {"prompt_tokens", "completion_tokens", "total_tokens"} as the provider
+// reported it.
+const MetaLLMUsage = "a2abus.llm.usage"
+
+// LLM calls a chat-completions endpoint.
+type LLM struct {
+	// BaseURL is the API's base, e.g. https://api.openai.com/v1 or
+	// http://127.0.0.1:11434/v1 (Ollama); /chat/completions is appended.
+	BaseURL string
+	Model   string
+	// System is the system prompt ("" for none).
+	System string
+	// APIKey returns the key sent as a bearer token (nil or "": none).
+	APIKey func() (string, error)
+	// HTTP reaches the API; cmd passes the outbound guard's client.
+	HTTP *http.Client
+	// Timeout bounds one completion; default 5m.
+	Timeout time.Duration
+	// Temperature and MaxTokens are passed when set.
+	Temperature *float64
+	MaxTokens   int
+	// MaxHistory bounds the messages of the task sent; default 50.
+	MaxHistory int
+}
+
+// chatMessage is one message of the conversation sent.
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// chatChunk is what the agent reads of one streamed chunk.
+type chatChunk struct {
+	Choices []struct {
+		Delta struct {
+			Content string `json:"content"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage json.RawMessage `json:"usage"`
+}
+
+// Execute sends the conversation and streams the answer.
+func (l LLM) Execute(ctx context.Context, req *Request, out *Emitter) error {
+	msgs := l.conversation(req)
+	body := map[string]any{"model": l.Model, "messages": msgs, "stream": true, "stream_options": map[string]any{"include_usage": true}}
+	if l.Temperature != nil {
+		body["temperature"] = *l.Temperature
+	}
+	if l.MaxTokens > 0 {
+		body["max_tokens"] = l.MaxTokens
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	d := l.Timeout
+	if d <= 0 {
+		d = 5 * time.Minute
+	}
+	cctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(cctx, http.MethodPost, strings.TrimSuffix(l.BaseURL, "/")+"/chat/completions", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	if l.APIKey != nil {
+		key, err := l.APIKey()
+		if err != nil {
+			return fmt.Errorf("the model's API key cannot be read: %w", err)
+		}
+		if key != "" {
+			hreq.Header.Set("Authorization", "Bearer "+key)
+		}
+	}
+	client := l.HTTP
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("the model at %s cannot be reached: %w", l.BaseURL, unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return out.Fail(ctx, fmt.Sprintf("the model answered %d: %s", resp.StatusCode, providerError(resp.Body)))
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// A server that does not stream answers one completion.
+		return l.whole(ctx, resp.Body, out)
+	}
+	art := schemas.Artifact{ArtifactID: "answer", Name: l.Model}
+	chunks := 0
+	var usage json.RawMessage
+	finish := ""
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data:")
+		if !ok {
+			continue
+		}
+		data = strings.TrimSpace(data)
+		if data == "[DONE]" {
+			break
+		}
+		var c chatChunk
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			return out.Fail(ctx, "the model's stream is not chat-completion chunks: "+err.Error())
+		}
+		if len(c.Usage) > 0 && string(c.Usage) != "null" {
+			usage = c.Usage
+		}
+		for _, ch := range c.Choices {
+			if ch.FinishReason != nil {
+				finish = *ch.FinishReason
+			}
+			if ch.Delta.Content == "" {
+				continue
+			}
+			art.Parts = []schemas.Part{schemas.TextPart(ch.Delta.Content)}
+			if err := out.ArtifactChunk(ctx, art, chunks > 0, false); err != nil {
+				return err
+			}
+			chunks++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if cctx.Err() != nil {
+			return out.Fail(ctx, fmt.Sprintf("the model did not finish within %s", d))
+		}
+		return fmt.Errorf("the model's stream broke: %w", err)
+	}
+	return l.finish(ctx, out, art, chunks, usage, finish)
+}
+
+// whole reads a non-streamed completion.
+func (l LLM) whole(ctx context.Context, body io.Reader, out *Emitter) error {
+	var r struct {
+		Choices []struct {
+			Message      chatMessage `json:"message"`
+			FinishReason string      `json:"finish_reason"`
+		} `json:"choices"`
+		Usage json.RawMessage `json:"usage"`
+	}
+	if err := json.NewDecoder(io.LimitReader(body, 16<<20)).Decode(&r); err != nil || len(r.Choices) == 0 {
+		return out.Fail(ctx, "the model's answer is not a chat completion")
+	}
+	art := schemas.Artifact{ArtifactID: "answer", Name: l.Model, Parts: []schemas.Part{schemas.TextPart(r.Choices[0].Message.Content)}}
+	if err := out.ArtifactChunk(ctx, art, false, false); err != nil {
+		return err
+	}
+	return l.finish(ctx, out, art, 1, r.Usage, r.Choices[0].FinishReason)
+}
+
+// finish closes the answer, records the usage, and completes the task.
+func (l LLM) finish(ctx context.Context, out *Emitter, art schemas.Artifact, chunks int, usage json.RawMessage, finish string) error {
+	art.Parts = []schemas.Part{schemas.TextPart("")}
+	if err := out.ArtifactChunk(ctx, art, chunks > 0, true); err != nil {
+		return err
+	}
+	if len(usage) > 0 {
+		var u any
+		if json.Unmarshal(usage, &u) == nil {
+			if err := out.Annotate(ctx, map[string]any{MetaLLMUsage: u}); err != nil {
+				return err
+			}
+		}
+	}
+	if finish == "length" {
+		return out.Complete(ctx, "the answer was cut at the model's length limit")
+	}
+	return out.Complete(ctx, "")
+}
+
+// conversation is the task's history as chat messages, the system prompt
+// first, at most MaxHistory of the latest.
+func (l LLM) conversation(req *Request) []chatMessage {
+	var msgs []chatMessage
+	for _, m := range req.Task.History {
+		text := m.Text()
+		if text == "" {
+			continue
+		}
+		role := "user"
+		if m.Role == schemas.RoleAgent {
+			role = "assistant"
+		}
+		msgs = append(msgs, chatMessage{Role: role, Content: text})
+	}
+	if len(msgs) == 0 || msgs[len(msgs)-1].Content != req.Message.Text() {
+		msgs = append(msgs, chatMessage{Role: "user", Content: req.Message.Text()})
+	}
+	limit := l.MaxHistory
+	if limit <= 0 {
+		limit = 50
+	}
+	if len(msgs) > limit {
+		msgs = msgs[len(msgs)-limit:]
+	}
+	if l.System != "" {
+		msgs = append([]chatMessage{{Role: "system", Content: l.System}}, msgs...)
+	}
+	return msgs
+}
+
+// providerError is the message of an error answer ({"error": {"message"}}
+// as OpenAI and its look-alikes send), or its start.
+func providerError(body io.Reader) string {
+	raw, _ := io.ReadAll(io.LimitReader(body, 64<<10))
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(raw, &e) == nil && e.Error.Message != "" {
+		return e.Error.Message
+	}
+	s := strings.TrimSpace(string(raw))
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// unwrapURLError drops the URL net/http repeats in its errors.
+func unwrapURLError(err error) error {
+	var ue interface{ Unwrap() error }
+	if errors.As(err, &ue) && strings.HasPrefix(err.Error(), "Post ") {
+		return ue.Unwrap()
+	}
+	return err
+}

@@ -1,0 +1,117 @@
+package workers_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/a2abus/a2abus/bus/bustest"
+	"github.com/a2abus/a2abus/schemas"
+	"github.com/a2abus/a2abus/workers"
+)
+
+// openAIFixture is a chat-completions stream as the OpenAI API reference
+// prints its streaming example ("The chat completion chunk object":
+// chunks with delta content, a finish_reason chunk, the usage-only chunk
+// stream_options.include_usage adds, then [DONE]).
+func openAIFixture(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/openai-chat-stream.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// fakeOpenAI is a chat-completions server: it checks what the agent sends
+// and answers the fixture, streamed, or (stream false) one completion.
+func fakeOpenAI(t *testing.T, check func(body map[string]any, h http.Header) (int, string)) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" || r.Method != http.MethodPost {
+			http.NotFound(w, r)
+			return
+		}
+		raw, _ := io.ReadAll(r.Body)
+		var body map[string]any
+		_ = json.Unmarshal(raw, &body)
+		if status, msg := check(body, r.Header); status != 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(`{"error":{"message":"` + msg + `","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`))
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, part := range strings.SplitAfter(string(openAIFixture(t)), "\n\n") {
+			_, _ = w.Write([]byte(part))
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// An OpenAI-compatible endpoint as an agent: the system prompt and the
+// task's history go as the conversation, the streamed tokens become
+// artifact chunks, the usage goes into the task's metadata; a refused key
+// fails the task with the provider's message.
+func TestLLMAgentStreamsAChatCompletion(t *testing.T) {
+	var mu sync.Mutex
+	var got map[string]any
+	srv := fakeOpenAI(t, func(body map[string]any, h http.Header) (int, string) {
+		if h.Get("Authorization") != "Bearer sk-test" {
+			return http.StatusUnauthorized, "Incorrect API key provided"
+		}
+		mu.Lock()
+		got = body
+		mu.Unlock()
+		return 0, ""
+	})
+	_, b := bustest.New(t, bustest.Options{})
+	var key atomic.Value
+	key.Store("sk-test")
+	startRunner(t, b, def("chat", workers.LLM{BaseURL: srv.URL + "/v1", Model: "gpt-4o-mini", System: "You are terse.",
+		APIKey: func() (string, error) { return key.Load().(string), nil }}), workers.Options{})
+	rec := waitSettled(t, b, submit(t, b, "chat", "Hi there"))
+	if rec.Task.Status.State != schemas.TaskStateCompleted || len(rec.Task.Artifacts) != 1 || artifactText(rec.Task.Artifacts[0]) != "Hello! How can I help?" {
+		t.Fatalf("task: %s %+v", rec.Task.Status.State, rec.Task.Artifacts)
+	}
+	usage, _ := rec.Task.Metadata[workers.MetaLLMUsage].(map[string]any)
+	if usage["total_tokens"] != float64(21) {
+		t.Fatalf("usage in metadata: %v", rec.Task.Metadata)
+	}
+	mu.Lock()
+	req := got
+	mu.Unlock()
+	msgs, _ := req["messages"].([]any)
+	if req["model"] != "gpt-4o-mini" || req["stream"] != true || len(msgs) != 2 {
+		t.Fatalf("request: %v", req)
+	}
+	if first := msgs[0].(map[string]any); first["role"] != "system" || first["content"] != "You are terse." {
+		t.Fatalf("system message: %v", first)
+	}
+	if last := msgs[1].(map[string]any); last["role"] != "user" || last["content"] != "Hi there" {
+		t.Fatalf("user message: %v", last)
+	}
+	// The chunks were stored one by one, as they came.
+	chunks := 0
+	for _, u := range readAll(t, b, rec.Task.ID) {
+		if u.Artifact != nil {
+			chunks++
+		}
+	}
+	if chunks < 3 {
+		t.Fatalf("%d artifact events: the answer was not streamed", chunks)
+	}
+
+	key.Store("sk-wrong")
+	rec = waitSettled(t, b, submit(t, b, "chat", "Hi again"))
+	if rec.Task.Status.State != schemas.TaskStateFailed || !strings.Contains(rec.Task.Status.Message.Text(), "Incorrect API key") || !strings.Contains(rec.Task.Status.Message.Text(), "401") {
+		t.Fatalf("a refused key: %s %v", rec.Task.Status.State, rec.Task.Status.Message)
+	}
+}
