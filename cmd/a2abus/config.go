@@ -285,6 +285,9 @@ type AgentConfig struct {
 	// LLM is the chat-completions endpoint of an llm agent (see
 	// LLMConfig).
 	LLM *LLMConfig `json:"llm,omitempty"`
+	// LangGraph is the deployment of a langgraph agent (see
+	// LangGraphConfig).
+	LangGraph *LangGraphConfig `json:"langgraph,omitempty"`
 
 	// Targets are the agents a fanout agent sends each task to (local
 	// names; a remote agent is one too).

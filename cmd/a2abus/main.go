@@ -667,8 +667,10 @@ func (p *process) definitions() ([]workers.Definition, error) {
 			def, err = p.routerDefinition(a)
 		case "llm":
 			def, err = p.llmDefinition(a)
+		case "langgraph":
+			def, err = p.langGraphDefinition(a)
 		default:
-			return nil, fmt.Errorf("agent %q: unknown kind %q (built-in kinds: echo, exec, tck, remote, fanout, mcp, router, llm)", a.Name, a.Kind)
+			return nil, fmt.Errorf("agent %q: unknown kind %q (built-in kinds: echo, exec, tck, remote, fanout, mcp, router, llm, langgraph)", a.Name, a.Kind)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("agent %q: %w", a.Name, err)

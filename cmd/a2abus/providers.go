@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"time"
@@ -55,5 +56,57 @@ func (p *process) llmDefinition(a AgentConfig) (workers.Definition, error) {
 			Skills:       []schemas.AgentSkill{{ID: "chat", Name: "Chat", Description: desc, Tags: []string{"llm", c.Model}}}},
 		Agent: workers.LLM{BaseURL: c.BaseURL, Model: c.Model, System: c.System, APIKey: key, HTTP: pol.Client(0),
 			Timeout: time.Duration(c.Timeout), Temperature: c.Temperature, MaxTokens: c.MaxTokens},
+	}, nil
+}
+
+// LangGraphConfig is an agent of kind langgraph: an assistant of a
+// LangGraph Platform deployment. The API key (sent as X-Api-Key) comes
+// from the environment or a file.
+type LangGraphConfig struct {
+	URL        string   `json:"url"`
+	Assistant  string   `json:"assistant"`
+	APIKeyEnv  string   `json:"apiKeyEnv,omitempty"`
+	APIKeyFile string   `json:"apiKeyFile,omitempty"`
+	Timeout    Duration `json:"timeout,omitempty"`
+}
+
+// langGraphDefinition builds an agent of kind langgraph.
+func (p *process) langGraphDefinition(a AgentConfig) (workers.Definition, error) {
+	c := a.LangGraph
+	if c == nil || c.URL == "" || c.Assistant == "" {
+		return workers.Definition{}, errors.New(`a langgraph agent needs "langgraph": {"url": ..., "assistant": ...}`)
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return workers.Definition{}, fmt.Errorf("langgraph url %q is not an http(s) URL", discovery.RedactURL(c.URL))
+	}
+	pol, err := p.outboundPolicy()
+	if err != nil {
+		return workers.Definition{}, err
+	}
+	if err := pol.CheckURL(u); err != nil {
+		return workers.Definition{}, fmt.Errorf("langgraph url %s: %w (see \"outbound\" in the config)", discovery.RedactURL(c.URL), err)
+	}
+	key, err := secret("apiKey", "", c.APIKeyEnv, c.APIKeyFile, os.LookupEnv)
+	if err != nil {
+		return workers.Definition{}, err
+	}
+	header := func() (http.Header, error) {
+		if key == nil {
+			return nil, nil
+		}
+		k, err := key()
+		if err != nil || k == "" {
+			return nil, err
+		}
+		return http.Header{"X-Api-Key": {k}}, nil
+	}
+	desc := fmt.Sprintf("The LangGraph assistant %s: each task is a thread; its answer streams back as it is written, and an interrupt asks for input.", c.Assistant)
+	return workers.Definition{
+		Name: a.Name,
+		Card: schemas.AgentCard{Name: a.Name, Description: desc, Version: "1.0.0",
+			Capabilities: schemas.AgentCapabilities{Streaming: schemas.Bool(true)},
+			Skills:       []schemas.AgentSkill{{ID: c.Assistant, Name: c.Assistant, Description: desc, Tags: []string{"langgraph"}}}},
+		Agent: workers.LangGraph{URL: c.URL, Assistant: c.Assistant, Header: header, HTTP: pol.Client(0), Timeout: time.Duration(c.Timeout)},
 	}, nil
 }
