@@ -171,7 +171,9 @@ type lgMessage struct {
 	Content json.RawMessage `json:"content"`
 }
 
-func (m lgMessage) fromAI() bool { return m.Type == "ai" || m.Type == "AIMessageChunk" || m.Type == "AIMessage" }
+func (m lgMessage) fromAI() bool {
+	return m.Type == "ai" || m.Type == "AIMessageChunk" || m.Type == "AIMessage"
+}
 
 // text is the message's content: a string, or the text blocks of a list.
 func (m lgMessage) text() string {
