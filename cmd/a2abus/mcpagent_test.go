@@ -111,3 +111,37 @@ func TestMCPServerAsAnAgent(t *testing.T) {
 	online("the agent back after the crash")
 	serve.stop(t)
 }
+
+// An MCP server over Streamable HTTP as an agent: another a2abus's /mcp,
+// whose tools are its agents — a2abus on both sides of MCP.
+func TestMCPServerOverHTTPAsAnAgent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	extAddr, gwAddr := freeAddr(t), freeAddr(t)
+	ext := startProc(t, "serve", "--listen", extAddr, "--data-dir", filepath.Join(dir, "ext"), "--nats-listen", "off")
+	waitReady(t, ext, "http://"+extAddr)
+	cfg := filepath.Join(dir, "gw.json")
+	writeFile(t, cfg, fmt.Sprintf(`{"outbound": {"allowLoopback": true},
+  "agents": [{"name": "far", "kind": "mcp", "mcp": {"url": "http://%s/mcp"}}]}`, extAddr))
+	gw := startProc(t, "serve", "--listen", gwAddr, "--data-dir", filepath.Join(dir, "gw"), "--nats-listen", "off", "--config", cfg)
+	base := "http://" + gwAddr
+	waitReady(t, gw, base)
+	waitAgents(t, base, "", "the remote edge's agents as tools", func(l edge.AgentList) bool {
+		for _, a := range l.Agents {
+			if a.Agent == "far" && a.Remote != nil && a.Remote.Health == "online" {
+				for _, sk := range a.Skills {
+					if sk.ID == "far_a2a_echo" {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	})
+	task := sendTask(t, base, "far", map[string]any{"text": `a2a_echo: {"message": "hello through two a2abus"}`})
+	if task.Status.State != schemas.TaskStateCompleted || !strings.Contains(artifactText(task), "hello through two a2abus") {
+		t.Fatalf("through MCP over HTTP: %s %q %v", task.Status.State, artifactText(task), task.Status.Message)
+	}
+}
