@@ -82,16 +82,10 @@ func (g LangGraph) Execute(ctx context.Context, req *Request, out *Emitter) erro
 		body["input"] = map[string]any{"messages": []map[string]string{{"role": "human", "content": text}}}
 	}
 	resp, err := g.post(cctx, "/threads/"+thread+"/runs/stream", body)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("the LangGraph deployment at %s cannot be reached: %w", g.URL, unwrapURLError(err))
+	if ok, err := providerAnswer(ctx, out, "the LangGraph deployment at "+g.URL, resp, err); !ok {
+		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return out.Fail(ctx, fmt.Sprintf("the LangGraph deployment answered %d: %s", resp.StatusCode, providerError(resp.Body)))
-	}
 	art := schemas.Artifact{ArtifactID: "answer", Name: g.Assistant}
 	var runID string
 	var values map[string]json.RawMessage

@@ -106,16 +106,10 @@ func (l LLM) Execute(ctx context.Context, req *Request, out *Emitter) error {
 		client = http.DefaultClient
 	}
 	resp, err := client.Do(hreq)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("the model at %s cannot be reached: %w", l.BaseURL, unwrapURLError(err))
+	if ok, err := providerAnswer(ctx, out, "the model at "+l.BaseURL, resp, err); !ok {
+		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return out.Fail(ctx, fmt.Sprintf("the model answered %d: %s", resp.StatusCode, providerError(resp.Body)))
-	}
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		// A server that does not stream answers one completion.
 		return l.whole(ctx, resp.Body, out)
@@ -236,6 +230,23 @@ func (l LLM) conversation(req *Request) []chatMessage {
 		msgs = append([]chatMessage{{Role: "system", Content: l.System}}, msgs...)
 	}
 	return msgs
+}
+
+// providerAnswer sorts out a provider's answer to the request that starts
+// a run: ok when it is the 200 to read; else the provider could not be
+// reached (an error the runtime fails the task with), or it refused (the
+// task is failed with its message).
+func providerAnswer(ctx context.Context, out *Emitter, who string, resp *http.Response, err error) (bool, error) {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return false, ctx.Err()
+	case err != nil:
+		return false, fmt.Errorf("%s cannot be reached: %w", who, unwrapURLError(err))
+	case resp.StatusCode != http.StatusOK:
+		defer resp.Body.Close()
+		return false, out.Fail(ctx, fmt.Sprintf("%s answered %d: %s", who, resp.StatusCode, providerError(resp.Body)))
+	}
+	return true, nil
 }
 
 // providerError is the message of an error answer ({"error": {"message"}}
