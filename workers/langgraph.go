@@ -39,6 +39,10 @@ type LangGraph struct {
 	HTTP   *http.Client
 	// Timeout bounds one run; default 10m.
 	Timeout time.Duration
+	// Wait runs with POST /threads/{id}/runs/wait (the final state at
+	// once, nothing streamed) instead of runs/stream: for a deployment or
+	// a graph that does not stream.
+	Wait bool
 }
 
 // Execute runs the assistant on the task's thread.
@@ -80,6 +84,10 @@ func (g LangGraph) Execute(ctx context.Context, req *Request, out *Emitter) erro
 		body["command"] = map[string]any{"resume": text}
 	} else {
 		body["input"] = map[string]any{"messages": []map[string]string{{"role": "human", "content": text}}}
+	}
+	if g.Wait {
+		delete(body, "stream_mode")
+		return g.wait(ctx, cctx, d, thread, body, out)
 	}
 	resp, err := g.post(cctx, "/threads/"+thread+"/runs/stream", body)
 	if ok, err := providerAnswer(ctx, out, "the LangGraph deployment at "+g.URL, resp, err); !ok {
@@ -152,6 +160,31 @@ func (g LangGraph) Execute(ctx context.Context, req *Request, out *Emitter) erro
 		if err := out.ArtifactChunk(ctx, art, true, true); err != nil {
 			return err
 		}
+	}
+	return out.Complete(ctx, "")
+}
+
+// wait runs the assistant with runs/wait and answers with the final
+// state: its last AI message, or an interrupt's question.
+func (g LangGraph) wait(ctx, cctx context.Context, d time.Duration, thread string, body map[string]any, out *Emitter) error {
+	resp, err := g.post(cctx, "/threads/"+thread+"/runs/wait", body)
+	if ok, err := providerAnswer(ctx, out, "the LangGraph deployment at "+g.URL, resp, err); !ok {
+		if cctx.Err() != nil && ctx.Err() == nil {
+			return out.Fail(ctx, fmt.Sprintf("the LangGraph run did not finish within %s", d))
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	var values map[string]json.RawMessage
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&values); err != nil {
+		return out.Fail(ctx, "the LangGraph run's answer is not a state: "+err.Error())
+	}
+	if q, ok := interrupted(values); ok {
+		return out.InputRequired(ctx, q)
+	}
+	art := schemas.Artifact{ArtifactID: "answer", Name: g.Assistant, Parts: []schemas.Part{schemas.TextPart(lastAIMessage(values))}}
+	if err := out.Artifact(ctx, art); err != nil {
+		return err
 	}
 	return out.Complete(ctx, "")
 }

@@ -75,6 +75,12 @@ func (f *fakeLangGraph) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ev("messages", string(b))
 		}
 		ev("values", `{"messages":[{"content":"q","type":"human","id":"1"},{"content":`+fmt.Sprintf("%q", reply)+`,"type":"ai","id":"run-abc"}]}`)
+	case strings.HasSuffix(r.URL.Path, "/runs/wait"):
+		f.mu.Lock()
+		f.runs = append(f.runs, body)
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"messages":[{"content":"q","type":"human","id":"1"},{"content":"Waited for it.","type":"ai","id":"run-w"}]}`))
 	default:
 		http.NotFound(w, r)
 	}
@@ -124,5 +130,25 @@ func TestLangGraphAgentStreamsAndResumes(t *testing.T) {
 	fake.mu.Unlock()
 	if last["assistant_id"] != "agent" || last["command"] == nil {
 		t.Fatalf("the resuming run: %v", last)
+	}
+}
+
+// With Wait the run is one POST /threads/{id}/runs/wait: the final
+// state's last AI message is the answer.
+func TestLangGraphAgentWaits(t *testing.T) {
+	fake := &fakeLangGraph{}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	_, b := bustest.New(t, bustest.Options{})
+	startRunner(t, b, def("graph", workers.LangGraph{URL: srv.URL, Assistant: "agent", Wait: true,
+		Header: func() (http.Header, error) { return http.Header{"X-Api-Key": {"lg-key"}}, nil }}), workers.Options{})
+	rec := waitSettled(t, b, submit(t, b, "graph", "hello"))
+	if rec.Task.Status.State != schemas.TaskStateCompleted || artifactText(rec.Task.Artifacts[0]) != "Waited for it." {
+		t.Fatalf("task: %s %+v", rec.Task.Status.State, rec.Task.Artifacts)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if len(fake.runs) != 1 || fake.runs[0]["stream_mode"] != nil {
+		t.Fatalf("runs: %v", fake.runs)
 	}
 }

@@ -68,6 +68,9 @@ type LangGraphConfig struct {
 	APIKeyEnv  string   `json:"apiKeyEnv,omitempty"`
 	APIKeyFile string   `json:"apiKeyFile,omitempty"`
 	Timeout    Duration `json:"timeout,omitempty"`
+	// Wait runs with /runs/wait (nothing streamed) instead of
+	// /runs/stream.
+	Wait bool `json:"wait,omitempty"`
 }
 
 // langGraphDefinition builds an agent of kind langgraph.
@@ -107,6 +110,6 @@ func (p *process) langGraphDefinition(a AgentConfig) (workers.Definition, error)
 		Card: schemas.AgentCard{Name: a.Name, Description: desc, Version: "1.0.0",
 			Capabilities: schemas.AgentCapabilities{Streaming: schemas.Bool(true)},
 			Skills:       []schemas.AgentSkill{{ID: c.Assistant, Name: c.Assistant, Description: desc, Tags: []string{"langgraph"}}}},
-		Agent: workers.LangGraph{URL: c.URL, Assistant: c.Assistant, Header: header, HTTP: pol.Client(0), Timeout: time.Duration(c.Timeout)},
+		Agent: workers.LangGraph{URL: c.URL, Assistant: c.Assistant, Header: header, HTTP: pol.Client(0), Timeout: time.Duration(c.Timeout), Wait: c.Wait},
 	}, nil
 }
