@@ -63,7 +63,7 @@ type Bridge struct {
 	list   *discovery.Client // for the registry listing
 	log    *slog.Logger
 	mu     sync.Mutex
-	tools  map[string]string // tool name → agent, the agents' tools now served
+	tools  map[string]string // tool name → what its description was made from (the agent's card)
 	client map[string]*discovery.Client
 	ready  chan struct{}
 	once   sync.Once
@@ -166,6 +166,7 @@ type agentEntry struct {
 	Agent  string                     `json:"agent"`
 	Kind   string                     `json:"kind"`
 	Remote *schemas.RemoteAgentStatus `json:"remote,omitempty"`
+	Health string                     `json:"health,omitempty"`
 }
 
 // agents reads the registry, narrowed by query (GET /a2a/agents's).
@@ -208,8 +209,8 @@ func (b *Bridge) refresh(ctx context.Context) error {
 	}
 	live := map[string]agentEntry{}
 	for _, a := range agents {
-		if a.Remote != nil && a.Remote.Health == schemas.HealthOffline {
-			continue
+		if a.Health == schemas.HealthOffline || a.Health == schemas.HealthMaintenance {
+			continue // it takes no task now: no tool until it does
 		}
 		if name := ToolName(a.Agent); name != "" {
 			live[name] = a
@@ -223,10 +224,13 @@ func (b *Bridge) refresh(ctx context.Context) error {
 			delete(b.tools, name)
 		}
 	}
+	// New agents, and agents whose card changed (the tool is served
+	// again with the new description; the SDK announces both).
 	var added []agentEntry
 	for name, a := range live {
-		if _, ok := b.tools[name]; !ok {
-			b.tools[name] = a.Agent
+		shape := cardShape(a)
+		if b.tools[name] != shape {
+			b.tools[name] = shape
 			added = append(added, a)
 		}
 	}
@@ -239,6 +243,15 @@ func (b *Bridge) refresh(ctx context.Context) error {
 	}
 	b.once.Do(func() { close(b.ready) })
 	return nil
+}
+
+// cardShape is what an agent's tool is made from, to tell a changed card.
+func cardShape(a agentEntry) string {
+	b, _ := json.Marshal(struct {
+		Name, Description string
+		Skills            []schemas.AgentSkill
+	}{a.Name, a.Description, a.Skills})
+	return string(b)
 }
 
 // ToolName is the tool of an agent: a2a_<agent> ("" for a name MCP

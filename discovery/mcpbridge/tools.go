@@ -138,9 +138,7 @@ func (b *Bridge) listAgents(ctx context.Context, q url.Values) (*sdk.CallToolRes
 	var text strings.Builder
 	for _, a := range agents {
 		e := entry{Agent: a.Agent, Tool: ToolName(a.Agent), Name: a.Name, Description: a.Description, Skills: a.Skills, Kind: a.Kind}
-		if a.Remote != nil {
-			e.Health = a.Remote.Health
-		}
+		e.Health = a.Health
 		out.Agents = append(out.Agents, e)
 		fmt.Fprintf(&text, "%s (tool %s): %s\n", a.Agent, e.Tool, a.Description)
 	}
