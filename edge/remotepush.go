@@ -46,13 +46,8 @@ func (s *Server) handleRemotePush(w http.ResponseWriter, r *http.Request) {
 	refuse := func() { writePlain(w, http.StatusNotFound, "no such webhook, or not this token") }
 	// The senders are limited like anonymous callers, by address, before
 	// anything is read.
-	if l := s.cfg.Limits.Default; l.Rate > 0 {
-		host, _, _ := net.SplitHostPort(r.RemoteAddr)
-		if ok, wait := s.rate.allow("\x02webhook "+host, l, time.Now()); !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			writePlain(w, http.StatusTooManyRequests, "too many notifications from this address; retry after the time given")
-			return
-		}
+	if !s.allowAddress(w, r, "webhook") {
+		return
 	}
 	if !schemas.ValidTaskID(taskID) || token == "" {
 		refuse()
@@ -99,4 +94,21 @@ func (s *Server) handleRemotePush(w http.ResponseWriter, r *http.Request) {
 	default:
 		writePlain(w, http.StatusBadRequest, "the notification was refused: "+err.Error())
 	}
+}
+
+// allowAddress applies the default rate limit, by source address, to a
+// request that is not an A2A call (it has no principal yet): the remote
+// agents' webhook, MCP. Over it: 429 with Retry-After, and false.
+func (s *Server) allowAddress(w http.ResponseWriter, r *http.Request, route string) bool {
+	l := s.cfg.Limits.Default
+	if l.Rate <= 0 {
+		return true
+	}
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	ok, wait := s.rate.allow("\x02"+route+" "+host, l, time.Now())
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		writePlain(w, http.StatusTooManyRequests, "too many requests from this address; retry after the time given")
+	}
+	return ok
 }

@@ -252,7 +252,15 @@ func (s *Server) routes() {
 	s.adminRoutes()
 	s.mux.HandleFunc("POST /a2a/remote/{agent}/tasks/{task}/push", s.handleRemotePush)
 	if s.cfg.MCP != nil {
-		s.mux.Handle("/mcp", s.cfg.MCP)
+		// Not an A2A call: limited by address here (each tool call it
+		// makes passes the front door as well), and refused to a browser
+		// page of another origin.
+		mcp := http.NewCrossOriginProtection().Handler(s.cfg.MCP)
+		s.mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+			if s.allowAddress(w, r, "mcp") {
+				mcp.ServeHTTP(w, r)
+			}
+		})
 	}
 	if s.cfg.NotificationKeys != nil {
 		s.mux.HandleFunc("GET /.well-known/jwks.json", s.handleJWKS)

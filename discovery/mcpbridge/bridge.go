@@ -123,7 +123,8 @@ func (b *Bridge) Ready() <-chan struct{} { return b.ready }
 
 // Handler serves MCP over Streamable HTTP.
 func (b *Bridge) Handler() http.Handler {
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return b.srv }, &sdk.StreamableHTTPOptions{Logger: b.opt.Logger})
+	// Idle sessions are closed, so clients that go away do not pile up.
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return b.srv }, &sdk.StreamableHTTPOptions{Logger: b.opt.Logger, SessionTimeout: 30 * time.Minute})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(originHeader)
 		r.Header.Set(originHeader, r.RemoteAddr)
