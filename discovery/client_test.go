@@ -92,6 +92,12 @@ func jsonOf(t *testing.T, v any) string {
 // until canceled, over real HTTP on loopback.
 func startA2Abus(t *testing.T) string {
 	t.Helper()
+	return startA2AbusWith(t, edge.Config{})
+}
+
+// startA2AbusWith is startA2Abus with an edge configuration.
+func startA2AbusWith(t *testing.T, ecfg edge.Config) string {
+	t.Helper()
 	_, b := bustest.New(t, bustest.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	var stops []chan error
@@ -112,7 +118,8 @@ func startA2Abus(t *testing.T) string {
 		<-r.Ready()
 	}
 	ts := httptest.NewUnstartedServer(nil)
-	e := edge.New(b, edge.Config{PublicURL: "http://" + ts.Listener.Addr().String()})
+	ecfg.PublicURL = "http://" + ts.Listener.Addr().String()
+	e := edge.New(b, ecfg)
 	ts.Config.Handler = e.Handler()
 	ts.Start()
 	edone := make(chan error, 1)

@@ -38,6 +38,9 @@ const clientUsage = `Usage:
   a2abus tasks URL [--context ID] [--state STATE] [--page-size N] [--page-token T]
   a2abus cancel URL TASK_ID
   a2abus subscribe URL TASK_ID [--last-event-id ID]
+  a2abus push-configs URL TASK_ID [--delete ID]
+                                        a task's push-notification configs, with
+                                        a2abus's delivery state (or delete one)
   a2abus agents URL [--skill ID] [--tag TAG] [--kind local|remote] [--health H]
                                         an a2abus edge's agents (GET URL/a2a/agents)
 
@@ -73,7 +76,7 @@ Flags:
 
 // clientCommands are the commands runClient handles, with the number of
 // arguments each takes.
-var clientCommands = map[string]int{"card": 1, "send": 2, "stream": 2, "get": 2, "tasks": 1, "cancel": 2, "subscribe": 2, "agents": 1}
+var clientCommands = map[string]int{"card": 1, "send": 2, "stream": 2, "get": 2, "tasks": 1, "cancel": 2, "subscribe": 2, "agents": 1, "push-configs": 2}
 
 // errTaskEnded is wrapped by the error of a command whose task ended
 // FAILED, REJECTED or CANCELED.
@@ -105,6 +108,7 @@ type clientOptions struct {
 	skills, tags            multiFlag
 	kind, health, stateFlag string
 	pushURL, pushToken      string
+	deleteConfig            string
 }
 
 // Environment variables the client commands read when the flags are
@@ -157,6 +161,8 @@ func runClientEnv(ctx context.Context, cmd string, args []string, stdout, stderr
 		fs.StringVar(&o.pageToken, "page-token", "", "page to read (the nextPageToken of the previous page)")
 	case "subscribe":
 		fs.StringVar(&o.lastEID, "last-event-id", "", "resume after this SSE event id (printed when a stream breaks)")
+	case "push-configs":
+		fs.StringVar(&o.deleteConfig, "delete", "", "delete the config with this id instead of listing")
 	case "agents":
 		fs.Var(&o.skills, "skill", "only agents offering this skill id (repeatable)")
 		fs.Var(&o.tags, "tag", "only agents with a skill tagged so (repeatable)")
@@ -701,6 +707,36 @@ func (r *clientRun) call(ctx context.Context, cmd string, c *discovery.Client, a
 			return out.obj(t)
 		}
 		r.task(t, false)
+		return nil
+	case "push-configs":
+		if o.deleteConfig != "" {
+			if err := c.DeletePushConfig(ctx, args[0], o.deleteConfig); err != nil {
+				return err
+			}
+			if !out.json {
+				out.line("deleted %s", o.deleteConfig)
+			}
+			return nil
+		}
+		list, err := c.PushConfigs(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		if out.json {
+			return out.obj(map[string]any{"configs": list})
+		}
+		if len(list) == 0 {
+			out.line("no push notification configs")
+		}
+		for _, pc := range list {
+			state := "ok"
+			if d := pc.Delivery; d != nil && d.Disabled != "" {
+				state = "disabled: " + d.Disabled
+			} else if d != nil && d.Failing != nil {
+				state = fmt.Sprintf("failing since %s (%d attempts, %d dead-lettered): %s", d.Failing.Since.Format(time.RFC3339), d.Failing.Attempts, d.Failing.DeadLettered, d.Failing.LastError)
+			}
+			out.line("%s  %s  %s", pc.ID, discovery.RedactURL(pc.URL), state)
+		}
 		return nil
 	case "subscribe":
 		s, err := c.SubscribeToTask(ctx, &schemas.SubscribeToTaskRequest{ID: args[0]}, o.lastEID)

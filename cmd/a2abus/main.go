@@ -61,6 +61,8 @@ A client of any A2A agent (-o text|json, --header 'Authorization: ...'):
   a2abus tasks URL                list tasks (--context, --state, --page-size, --page-token)
   a2abus cancel URL TASK_ID       cancel a task
   a2abus subscribe URL TASK_ID    follow a task's events (--last-event-id)
+  a2abus push-configs URL TASK_ID a task's push-notification configs and how their
+                                  delivery stands (--delete ID)
   a2abus agents URL               an a2abus edge's agents (--skill, --tag, --kind, --health)
   a2abus agents add|update|remove URL NAME
                                   the run-time registry, as an admin: a remote agent

@@ -269,3 +269,54 @@ func TestWebhookClientRefusesAtDial(t *testing.T) {
 		t.Fatalf("%v (the webhook was hit: %v)", err, hit)
 	}
 }
+
+// a2abus push-configs shows a task's configs and how their delivery
+// stands (a webhook nobody answers: failing, with the reason), and
+// deletes one.
+func TestPushConfigsCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("processes")
+	}
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	base := "http://" + addr
+	serve := startProc(t, "serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", "off",
+		"--push", "true", "--push-allow-http", "true", "--push-allow-private", "true")
+	waitReady(t, serve, base)
+	dead := "http://" + freeAddr(t) + "/hook" // nobody listens there
+	out, stderr, err := cli(t, "send", base, "hello", "--no-wait", "--push-url", dead, "-o", "json")
+	if err != nil {
+		t.Fatalf("send: %v\n%s", err, stderr)
+	}
+	var res struct {
+		Task struct {
+			ID string `json:"id"`
+		} `json:"task"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Task.ID == "" {
+		t.Fatalf("send answered %s", out)
+	}
+	taskID := res.Task.ID
+	deadline := time.Now().Add(30 * time.Second)
+	var listed string
+	for {
+		listed, stderr, err = cli(t, "push-configs", base, taskID)
+		if err != nil {
+			t.Fatalf("push-configs: %v\n%s", err, stderr)
+		}
+		if strings.Contains(listed, "failing since") && strings.Contains(listed, "refused") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the config never showed failing:\n%s", listed)
+		}
+		time.Sleep(100 * time.Millisecond) // polling another process
+	}
+	id, _, _ := strings.Cut(strings.TrimSpace(listed), " ")
+	if out, _, err := cli(t, "push-configs", base, taskID, "--delete", id); err != nil || !strings.Contains(out, "deleted") {
+		t.Fatalf("delete: %q %v", out, err)
+	}
+	if out, _, err := cli(t, "push-configs", base, taskID); err != nil || !strings.Contains(out, "no push notification configs") {
+		t.Fatalf("after the delete: %q %v", out, err)
+	}
+}
