@@ -48,20 +48,21 @@ func (b *Bus) WakePush(ctx context.Context, taskID string) error {
 		return err
 	}
 	msg := encodeMsg(schemas.SubjectNotify(taskID), &ce)
+	published := false
 	err = retryWithin(context.WithoutCancel(ctx), publishRetryFor, func(actx context.Context) (bool, error) {
 		_, err := b.js.PublishMsg(actx, msg)
 		if pendingWake(err) {
-			return true, nil
+			return true, nil // covered by the pending one
 		}
-		return err == nil, err
+		published = err == nil
+		return published, err
 	})
-	if pendingWake(err) {
-		return nil
-	}
 	if err != nil {
 		return errUnavailable("bus: wake push sender", err)
 	}
-	b.m.pushWakes.Inc()
+	if published {
+		b.m.pushWakes.Inc()
+	}
 	return nil
 }
 

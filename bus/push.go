@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -84,9 +83,9 @@ func CheckPushConfig(c *schemas.TaskPushNotificationConfig) error {
 		return bad("id", "is longer than %d bytes", maxPushConfigID)
 	case len(c.Token) > maxPushToken:
 		return bad("token", "is longer than %d bytes", maxPushToken)
-	case !headerSafe(c.Token):
+	case !schemas.HeaderValueSafe(c.Token):
 		return bad("token", "holds a control character")
-	case !headerSafe(c.ID):
+	case !schemas.HeaderValueSafe(c.ID):
 		return bad("id", "holds a control character")
 	}
 	// The URL is not echoed: it may carry a secret (user info, a token in
@@ -99,27 +98,15 @@ func CheckPushConfig(c *schemas.TaskPushNotificationConfig) error {
 		switch {
 		case a.Scheme == "":
 			return bad("authentication.scheme", "is required")
-		case !httpToken(a.Scheme):
+		case !schemas.HTTPToken(a.Scheme):
 			return bad("authentication.scheme", "%q is not an HTTP authentication scheme name", a.Scheme)
 		case len(a.Credentials) > maxPushCredentials:
 			return bad("authentication.credentials", "are longer than %d bytes", maxPushCredentials)
-		case !headerSafe(a.Credentials):
+		case !schemas.HeaderValueSafe(a.Credentials):
 			return bad("authentication.credentials", "hold a control character")
 		}
 	}
 	return nil
-}
-
-// headerSafe: no control characters (a line break would inject a header).
-func headerSafe(s string) bool {
-	return !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
-}
-
-// httpToken: RFC 9110's token, the syntax of an auth-scheme.
-func httpToken(s string) bool {
-	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
-		return r <= 0x20 || r >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
-	})
 }
 
 // CreatePushConfig stores a push-notification config for a task of o's and

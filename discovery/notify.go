@@ -115,7 +115,7 @@ type Receiver struct {
 	Handle func(context.Context, *Notification) error
 
 	mu   sync.Mutex
-	seen map[string]struct{}
+	seen map[string]bool // event id → handled (false: being handled)
 	ring []string
 }
 
@@ -142,38 +142,66 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), status)
 		return
 	}
-	if rc.handled(n.EventID) {
+	// An event is handed over once. A repeat of one being handled is told
+	// to retry (if the first fails, the retry is handled); a repeat of one
+	// handled is answered as done.
+	switch rc.claim(n.EventID) {
+	case claimDone:
 		w.WriteHeader(http.StatusNoContent)
+		return
+	case claimBusy:
+		http.Error(w, "this notification is being handled; retry", http.StatusServiceUnavailable)
 		return
 	}
 	if err := rc.Handle(r.Context(), n); err != nil {
-		http.Error(w, "the notification could not be handled: "+err.Error(), http.StatusServiceUnavailable)
+		rc.settle(n.EventID, false)
+		// The receiver's own error stays with it: the sender is told only
+		// to try again.
+		http.Error(w, "the notification could not be handled now; retry", http.StatusServiceUnavailable)
 		return
 	}
-	rc.remember(n.EventID)
+	rc.settle(n.EventID, true)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (rc *Receiver) handled(id string) bool {
+// What claim found of an event.
+const (
+	claimNew = iota
+	claimBusy
+	claimDone
+)
+
+// claim takes an event for handling, or says it is taken or handled.
+func (rc *Receiver) claim(id string) int {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	_, ok := rc.seen[id]
-	return ok
+	if done, ok := rc.seen[id]; ok {
+		if done {
+			return claimDone
+		}
+		return claimBusy
+	}
+	if rc.seen == nil {
+		rc.seen = map[string]bool{}
+	}
+	rc.seen[id] = false
+	return claimNew
 }
 
-func (rc *Receiver) remember(id string) {
+// settle records how handling an event ended: handled, it is remembered
+// (the last receiverSeen of them); failed, it is forgotten so its retry is
+// handled.
+func (rc *Receiver) settle(id string, handled bool) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if rc.seen == nil {
-		rc.seen = map[string]struct{}{}
-	}
-	if _, ok := rc.seen[id]; ok {
+	if !handled {
+		delete(rc.seen, id)
 		return
 	}
+	rc.seen[id] = true
 	if len(rc.ring) == receiverSeen {
 		delete(rc.seen, rc.ring[0])
 		rc.ring = rc.ring[1:]
 	}
-	rc.seen[id] = struct{}{}
 	rc.ring = append(rc.ring, id)
 }

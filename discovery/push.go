@@ -43,7 +43,7 @@ func (p pushConfig03) v1() (*PushConfig, error) {
 }
 
 func (c *Client) noPush() error {
-	return schemas.Errorf(schemas.ErrPushNotSupported, "%s speaks the older tasks/send dialect, which has no push notification configs", c.ep.URL)
+	return schemas.Errorf(schemas.ErrPushNotSupported, "%s speaks the older tasks/send dialect, which has no push notification configs", redactRaw(c.ep.URL))
 }
 
 // CreatePushConfig registers a config for a task (cfg.TaskID) and returns

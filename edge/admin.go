@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,8 +27,27 @@ import (
 func (s *Server) adminRoutes() {
 	s.mux.HandleFunc("GET /a2a/admin/agents", s.adminOnly(s.handleRegistryList, false))
 	s.mux.HandleFunc("GET /a2a/admin/agents/{agent}", s.adminOnly(s.handleRegistryGet, false))
-	s.mux.HandleFunc("PUT /a2a/admin/agents/{agent}", s.adminOnly(s.handleRegistryPut, false))
-	s.mux.HandleFunc("DELETE /a2a/admin/agents/{agent}", s.adminOnly(s.handleRegistryDelete, false))
+	s.mux.HandleFunc("PUT /a2a/admin/agents/{agent}", s.adminWrite(s.handleRegistryPut))
+	s.mux.HandleFunc("DELETE /a2a/admin/agents/{agent}", s.adminWrite(s.handleRegistryDelete))
+}
+
+// adminWrite guards a route that changes the registry: rate-limited by
+// address, and for admin principals only. An edge that authenticates no
+// one lets its callers change it only while it listens on loopback (the
+// local development serve); one serving anonymous callers beyond it
+// (--allow-anonymous) does not let them point agents anywhere.
+func (s *Server) adminWrite(h http.HandlerFunc) http.HandlerFunc {
+	guarded := s.adminOnly(h, false)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.allowAddress(w, r, "admin") {
+			return
+		}
+		if !s.authenticates() && !s.cfg.LoopbackOnly {
+			writePlain(w, http.StatusForbidden, "the registry is changed by admin principals, and this edge authenticates no one; configure authentication and --admins")
+			return
+		}
+		guarded(w, r)
+	}
 }
 
 func (s *Server) handleRegistryList(w http.ResponseWriter, r *http.Request) {
@@ -62,7 +82,7 @@ func (s *Server) handleRegistryPut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var e schemas.RegistryEntry
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&e); err != nil {
 		writePlain(w, http.StatusBadRequest, "the body is not a registry entry ({\"remote\": {...}, \"maintenance\": \"why\"}): "+err.Error())
@@ -135,9 +155,14 @@ func checkEntry(e *schemas.RegistryEntry) error {
 	default:
 		return fmt.Errorf("remote.binding %q is not JSONRPC or HTTP+JSON", r.Binding)
 	}
+	for k := range r.Headers {
+		if credentialHeader(k) {
+			return fmt.Errorf("remote.headers: %s carries a credential, which the registry does not store (every admin can read it); name the workers' environment variable holding it in remote.headersFromEnv", k)
+		}
+	}
 	for _, m := range []map[string]string{r.Headers, r.HeadersFromEnv} {
 		for k, v := range m {
-			if !validHeaderName(k) || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			if !schemas.HTTPToken(k) || !schemas.HeaderValueSafe(v) {
 				return fmt.Errorf("remote header %q is not a header name and value", k)
 			}
 		}
@@ -150,11 +175,14 @@ func checkEntry(e *schemas.RegistryEntry) error {
 	return nil
 }
 
-// validHeaderName reports whether s is an HTTP field name (RFC 9110 token).
-func validHeaderName(s string) bool {
-	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
-		return r <= 0x20 || r >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
-	})
+// credentialHeader reports whether a header name is one that carries a
+// credential.
+func credentialHeader(name string) bool {
+	switch http.CanonicalHeaderKey(name) {
+	case "Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key":
+		return true
+	}
+	return false
 }
 
 // writeUnavailable answers a bus failure: retry later.

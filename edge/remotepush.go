@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,10 +26,6 @@ import (
 // A2A request, so it does not pass serve; what serve applies to every
 // request that fits it here — a rate limit (by address, as for anonymous
 // callers) and the body bound — is applied first.
-
-// metaRemotePushToken is workers.MetaRemotePushToken (edge does not import
-// workers).
-const metaRemotePushToken = "a2abus.remote.pushTokenSha256"
 
 func (s *Server) handleRemotePush(w http.ResponseWriter, r *http.Request) {
 	agent, taskID := r.PathValue("agent"), r.PathValue("task")
@@ -63,7 +58,7 @@ func (s *Server) handleRemotePush(w http.ResponseWriter, r *http.Request) {
 		if rec == nil {
 			return "", false
 		}
-		v, ok := rec.Task.Metadata[metaRemotePushToken].(string)
+		v, ok := rec.Task.Metadata[schemas.MetaRemotePushToken].(string)
 		return v, ok
 	}()
 	sum := sha256.Sum256([]byte(token))
@@ -104,8 +99,7 @@ func (s *Server) allowAddress(w http.ResponseWriter, r *http.Request, route stri
 	if l.Rate <= 0 {
 		return true
 	}
-	host, _, _ := net.SplitHostPort(r.RemoteAddr)
-	ok, wait := s.rate.allow("\x02"+route+" "+host, l, time.Now())
+	ok, wait := s.rate.allow("\x02"+route+" "+origin(r), l, time.Now())
 	if !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 		writePlain(w, http.StatusTooManyRequests, "too many requests from this address; retry after the time given")

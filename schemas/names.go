@@ -191,6 +191,12 @@ func SubjectNotify(taskID string) string { return subjectNotifyPrefix + taskID }
 // reply empty when the worker stored what it says, else why not.
 func SubjectRemote(taskID string) string { return subjectRemotePrefix + taskID }
 
+// MetaRemotePushToken is the task metadata key under which a remote
+// agent in push mode keeps the hex SHA-256 of the token it gave the
+// external agent for the task's notifications; the edge's webhook takes a
+// notification only with that token. The token itself is never stored.
+const MetaRemotePushToken = "a2abus.remote.pushTokenSha256"
+
 // SubjectDLQPush is the subject of a task's notifications given up on:
 // a2a.dlq.push.<taskId>, four tokens, so no agent's a2a.dlq.<agent>.
 func SubjectDLQPush(taskID string) string { return subjectDLQPrefix + "push." + taskID }

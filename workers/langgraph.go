@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -90,7 +91,7 @@ func (g LangGraph) Execute(ctx context.Context, req *Request, out *Emitter) erro
 		return g.wait(ctx, cctx, d, thread, body, out)
 	}
 	resp, err := g.post(cctx, "/threads/"+thread+"/runs/stream", body)
-	if ok, err := providerAnswer(ctx, out, "the LangGraph deployment at "+g.URL, resp, err); !ok {
+	if ok, err := providerAnswer(ctx, out, "the LangGraph deployment", resp, err); !ok {
 		return err
 	}
 	defer resp.Body.Close()
@@ -124,10 +125,11 @@ func (g LangGraph) Execute(ctx context.Context, req *Request, out *Emitter) erro
 		case "values":
 			_ = json.Unmarshal(data, &values)
 		case "error":
-			return fmt.Errorf("%w: %s", errProviderRun, providerError(bytes.NewReader(data)))
+			return runError(providerError(bytes.NewReader(data)))
 		}
 		return nil
 	})
+	var runErr runError
 	switch {
 	case ctx.Err() != nil:
 		g.cancelRun(thread, runID)
@@ -135,8 +137,8 @@ func (g LangGraph) Execute(ctx context.Context, req *Request, out *Emitter) erro
 	case cctx.Err() != nil:
 		g.cancelRun(thread, runID)
 		return out.Fail(ctx, fmt.Sprintf("the LangGraph run did not finish within %s", d))
-	case err != nil && strings.HasPrefix(err.Error(), errProviderRun.Error()):
-		return out.Fail(ctx, "the LangGraph run failed: "+strings.TrimPrefix(err.Error(), errProviderRun.Error()+": "))
+	case errors.As(err, &runErr):
+		return out.Fail(ctx, "the LangGraph run failed: "+string(runErr))
 	case err != nil:
 		return err
 	}
@@ -168,7 +170,7 @@ func (g LangGraph) Execute(ctx context.Context, req *Request, out *Emitter) erro
 // state: its last AI message, or an interrupt's question.
 func (g LangGraph) wait(ctx, cctx context.Context, d time.Duration, thread string, body map[string]any, out *Emitter) error {
 	resp, err := g.post(cctx, "/threads/"+thread+"/runs/wait", body)
-	if ok, err := providerAnswer(ctx, out, "the LangGraph deployment at "+g.URL, resp, err); !ok {
+	if ok, err := providerAnswer(ctx, out, "the LangGraph deployment", resp, err); !ok {
 		if cctx.Err() != nil && ctx.Err() == nil {
 			return out.Fail(ctx, fmt.Sprintf("the LangGraph run did not finish within %s", d))
 		}
@@ -189,8 +191,10 @@ func (g LangGraph) wait(ctx, cctx context.Context, d time.Duration, thread strin
 	return out.Complete(ctx, "")
 }
 
-// errProviderRun marks an error event of the run.
-var errProviderRun = fmt.Errorf("run error")
+// runError is an error event of the run: what the deployment said.
+type runError string
+
+func (e runError) Error() string { return string(e) }
 
 // lgMessage is a LangChain message as LangGraph serializes it.
 type lgMessage struct {
@@ -272,7 +276,7 @@ func (g LangGraph) cancelRun(thread, run string) {
 func (g LangGraph) call(ctx context.Context, path string, body, out any) error {
 	resp, err := g.post(ctx, path, body)
 	if err != nil {
-		return fmt.Errorf("the LangGraph deployment at %s cannot be reached: %w", g.URL, unwrapURLError(err))
+		return fmt.Errorf("the LangGraph deployment cannot be reached: %w", unwrapURLError(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {

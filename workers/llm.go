@@ -1,7 +1,6 @@
 package workers
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -48,6 +48,9 @@ type LLM struct {
 	// MaxHistory bounds the messages of the task sent; default 50.
 	MaxHistory int
 }
+
+// errStreamDone ends the reading of a stream early (its end marker).
+var errStreamDone = errors.New("end of stream")
 
 // chatMessage is one message of the conversation sent.
 type chatMessage struct {
@@ -106,7 +109,7 @@ func (l LLM) Execute(ctx context.Context, req *Request, out *Emitter) error {
 		client = http.DefaultClient
 	}
 	resp, err := client.Do(hreq)
-	if ok, err := providerAnswer(ctx, out, "the model at "+l.BaseURL, resp, err); !ok {
+	if ok, err := providerAnswer(ctx, out, "the model", resp, err); !ok {
 		return err
 	}
 	defer resp.Body.Close()
@@ -118,20 +121,15 @@ func (l LLM) Execute(ctx context.Context, req *Request, out *Emitter) error {
 	chunks := 0
 	var usage json.RawMessage
 	finish := ""
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data:")
-		if !ok {
-			continue
-		}
-		data = strings.TrimSpace(data)
-		if data == "[DONE]" {
-			break
+	var badChunk, emitErr error
+	err = readSSE(resp.Body, func(_ string, data []byte) error {
+		if string(bytes.TrimSpace(data)) == "[DONE]" {
+			return errStreamDone
 		}
 		var c chatChunk
-		if err := json.Unmarshal([]byte(data), &c); err != nil {
-			return out.Fail(ctx, "the model's stream is not chat-completion chunks: "+err.Error())
+		if err := json.Unmarshal(data, &c); err != nil {
+			badChunk = err
+			return errStreamDone
 		}
 		if len(c.Usage) > 0 && string(c.Usage) != "null" {
 			usage = c.Usage
@@ -144,19 +142,24 @@ func (l LLM) Execute(ctx context.Context, req *Request, out *Emitter) error {
 				continue
 			}
 			art.Parts = []schemas.Part{schemas.TextPart(ch.Delta.Content)}
-			if err := out.ArtifactChunk(ctx, art, chunks > 0, false); err != nil {
-				return err
+			if emitErr = out.ArtifactChunk(ctx, art, chunks > 0, false); emitErr != nil {
+				return emitErr
 			}
 			chunks++
 		}
-	}
-	if err := sc.Err(); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if cctx.Err() != nil {
-			return out.Fail(ctx, fmt.Sprintf("the model did not finish within %s", d))
-		}
+		return nil
+	})
+	switch {
+	case emitErr != nil:
+		return emitErr
+	case badChunk != nil:
+		return out.Fail(ctx, "the model's stream is not chat-completion chunks: "+badChunk.Error())
+	case errors.Is(err, errStreamDone) || err == nil:
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case cctx.Err() != nil:
+		return out.Fail(ctx, fmt.Sprintf("the model did not finish within %s", d))
+	default:
 		return fmt.Errorf("the model's stream broke: %w", err)
 	}
 	return l.finish(ctx, out, art, chunks, usage, finish)
@@ -268,11 +271,12 @@ func providerError(body io.Reader) string {
 	return s
 }
 
-// unwrapURLError drops the URL net/http repeats in its errors.
+// unwrapURLError drops the URL net/http repeats in its errors (it may
+// carry a key in its query, and the error reaches logs and the task).
 func unwrapURLError(err error) error {
-	var ue interface{ Unwrap() error }
-	if errors.As(err, &ue) && strings.HasPrefix(err.Error(), "Post ") {
-		return ue.Unwrap()
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
 	}
 	return err
 }

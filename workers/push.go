@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -182,14 +183,13 @@ type pending struct {
 
 // outcome is what one wake-up did with a config.
 type outcome struct {
-	id, url      string
-	createdAt    schemas.Timestamp
-	delivered    uint64
-	seq          uint64
-	failing      *schemas.PushFailure
-	disabled     string
-	retryIn      time.Duration // > 0: try again after it
-	deadLettered int
+	id, url   string
+	createdAt schemas.Timestamp
+	delivered uint64
+	seq       uint64
+	failing   *schemas.PushFailure
+	disabled  string
+	retryIn   time.Duration // > 0: try again after it
 }
 
 // work delivers one task's undelivered events to each of its configs.
@@ -539,7 +539,7 @@ func notifications(rec *schemas.TaskRecord, c *schemas.PushConfigRecord, evs []s
 func (s *PushSender) post(ctx context.Context, taskID string, c *schemas.PushConfigRecord, n pending) (int, error) {
 	actx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, c.Config.URL, strings.NewReader(string(n.body)))
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, c.Config.URL, bytes.NewReader(n.body))
 	if err != nil {
 		return 0, err
 	}

@@ -27,11 +27,9 @@ const (
 	MetaRemoteTaskID    = "a2abus.remote.taskId"
 	MetaRemoteContextID = "a2abus.remote.contextId"
 	MetaRemoteURL       = "a2abus.remote.url"
-	// MetaRemotePushToken is the hex SHA-256 of the token a remote agent
-	// in push mode gave the external agent for the task's notifications:
-	// the edge's webhook takes a notification only with that token. The
-	// token itself is never stored.
-	MetaRemotePushToken = "a2abus.remote.pushTokenSha256"
+	// MetaRemotePushToken: see schemas.MetaRemotePushToken (the edge's
+	// webhook reads it too).
+	MetaRemotePushToken = schemas.MetaRemotePushToken
 )
 
 // RemoteClient is what the remote agent needs of an A2A client; cmd adapts
@@ -300,6 +298,9 @@ func (r Remote) executePush(ctx context.Context, req *Request, out *Emitter, cl 
 		done chan error
 	}
 	notes := make(chan note)
+	// quit ends the handler's wait once this run returns (ctx may outlive
+	// it while the runtime stores the task's end).
+	quit := make(chan struct{})
 	stopping := fmt.Errorf("%w: the task's worker is stopping", bus.ErrNoRemoteListener)
 	// Listening first: a notification may come before the send returns.
 	stop, err := r.Push.Bus().ListenRemote(req.Task.ID, func(body []byte) error {
@@ -308,11 +309,15 @@ func (r Remote) executePush(ctx context.Context, req *Request, out *Emitter, cl 
 		case notes <- n:
 		case <-ctx.Done():
 			return stopping
+		case <-quit:
+			return stopping
 		}
 		select {
 		case err := <-n.done:
 			return err
 		case <-ctx.Done():
+			return stopping
+		case <-quit:
 			return stopping
 		}
 	})
@@ -320,6 +325,7 @@ func (r Remote) executePush(ctx context.Context, req *Request, out *Emitter, cl 
 		return err
 	}
 	defer stop()
+	defer close(quit)
 	rel := relay{r: r, out: out, extID: extID, extCtx: extCtx}
 	seen := snapshotMark{}
 	if extID != "" && req.Task.Status.State == schemas.TaskStateWorking {

@@ -67,6 +67,13 @@ func (r Router) Execute(ctx context.Context, req *Request, out *Emitter) error {
 		}
 		return out.Reject(ctx, "no live agent offers a skill that matches the message; name one in the message's metadata ("+MetaRouterSkill+")")
 	}
+	// Load decides only among the best matches: their backlogs are read,
+	// no one else's.
+	best := 0
+	for _, c := range cands {
+		best = max(best, c.score)
+	}
+	cands = slices.DeleteFunc(cands, func(c candidate) bool { return c.score < best })
 	b := r.Bus()
 	for i := range cands {
 		n, err := b.AgentBacklog(ctx, cands[i].agent)
@@ -75,12 +82,10 @@ func (r Router) Execute(ctx context.Context, req *Request, out *Emitter) error {
 		}
 		cands[i].backlog = n
 	}
-	// The best match, then the least loaded, then by name (the same
-	// choice for the same state).
+	// The least loaded, then by name (the same choice for the same
+	// state).
 	slices.SortStableFunc(cands, func(a, b candidate) int {
 		switch {
-		case a.score != b.score:
-			return b.score - a.score
 		case a.backlog != b.backlog:
 			if a.backlog < b.backlog {
 				return -1

@@ -94,6 +94,12 @@ func (m *mcpMonitor) connect(ctx context.Context) bool {
 	m.mu.Lock()
 	m.status.CheckedAt = now
 	if err != nil {
+		// The registry shows it to every caller: the reason, not the
+		// URL net/http repeats (it may carry a secret).
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		m.status.Health, m.status.LastError = schemas.HealthOffline, err.Error()
 		m.mu.Unlock()
 		m.log.Warn("MCP server not reachable", "err", err)
@@ -149,7 +155,8 @@ func (m *mcpMonitor) Live() (schemas.AgentCard, *schemas.RemoteAgentStatus) {
 		if len(t.InputSchema) > 0 && string(t.InputSchema) != "null" {
 			desc += " Arguments (JSON Schema): " + string(t.InputSchema)
 		}
-		c.Skills = append(c.Skills, schemas.AgentSkill{ID: m.name + "_" + t.Name, Name: m.name + "_" + t.Name, Description: desc, Tags: []string{"mcp", m.name}})
+		skill := workers.MCPTools{Server: m.name}.SkillName(t.Name)
+		c.Skills = append(c.Skills, schemas.AgentSkill{ID: skill, Name: skill, Description: desc, Tags: []string{"mcp", m.name}})
 	}
 	return c, &st
 }

@@ -91,11 +91,7 @@ func checkWebhook(p discovery.Policy) func(*url.URL) error {
 		if err := p.CheckURL(u); err != nil {
 			// The guard's own advice names discovery's settings; say it
 			// in push's terms.
-			what := "this address"
-			if m := addrClass.FindStringSubmatch(err.Error()); m != nil {
-				what = "a " + m[1] + " address"
-			}
-			return fmt.Errorf("the webhook is refused by this server's outbound policy: %s is not allowed (webhooks must be on public addresses; an operator may allow loopback and private ones with --push-allow-private, never cloud metadata addresses)", what)
+			return fmt.Errorf("the webhook is refused by this server's outbound policy: %s is not allowed (webhooks must be on public addresses; an operator may allow loopback and private ones with --push-allow-private, never cloud metadata addresses)", refusedClass(err, "this address"))
 		}
 		return nil
 	}
@@ -104,6 +100,15 @@ func checkWebhook(p discovery.Policy) func(*url.URL) error {
 // addrClass picks the class of a refused address out of the guard's
 // message ("refusing to connect to 10.0.0.1 (private): ...").
 var addrClass = regexp.MustCompile(`refusing to connect to \S+ \(([a-z -]+)\)`)
+
+// refusedClass names the class of address the guard refused ("a private
+// network address"), or says otherwise when the refusal names none.
+func refusedClass(err error, otherwise string) string {
+	if m := addrClass.FindStringSubmatch(err.Error()); m != nil {
+		return "a " + m[1] + " address"
+	}
+	return otherwise
+}
 
 // webhookClient posts notifications: through the outbound guard, which
 // checks every address dialled, and never following a redirect (a 3xx is
@@ -123,11 +128,7 @@ type refusalWording struct{ next http.RoundTripper }
 func (t refusalWording) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(r)
 	if errors.Is(err, discovery.ErrForbiddenAddress) {
-		what := "its address"
-		if m := addrClass.FindStringSubmatch(err.Error()); m != nil {
-			what = "a " + m[1] + " address"
-		}
-		return nil, fmt.Errorf("%w: the webhook resolves to %s, which this server's outbound policy refuses", discovery.ErrForbiddenAddress, what)
+		return nil, fmt.Errorf("%w: the webhook resolves to %s, which this server's outbound policy refuses", discovery.ErrForbiddenAddress, refusedClass(err, "its address"))
 	}
 	return resp, err
 }

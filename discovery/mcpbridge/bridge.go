@@ -58,15 +58,13 @@ type Options struct {
 
 // Bridge is one MCP server over one edge.
 type Bridge struct {
-	opt    Options
-	srv    *sdk.Server
-	list   *discovery.Client // for the registry listing
-	log    *slog.Logger
-	mu     sync.Mutex
-	tools  map[string]string // tool name → what its description was made from (the agent's card)
-	client map[string]*discovery.Client
-	ready  chan struct{}
-	once   sync.Once
+	opt   Options
+	srv   *sdk.Server
+	log   *slog.Logger
+	mu    sync.Mutex
+	tools map[string]string // tool name → what its description was made from (the agent's card)
+	ready chan struct{}
+	once  sync.Once
 }
 
 // forwarded are the request headers a call made for an MCP request over
@@ -96,8 +94,11 @@ func New(opt Options) (*Bridge, error) {
 		opt.Logger = slog.Default()
 	}
 	opt.BaseURL = strings.TrimSuffix(opt.BaseURL, "/")
-	b := &Bridge{opt: opt, log: opt.Logger.With("component", "mcp"), tools: map[string]string{}, client: map[string]*discovery.Client{}, ready: make(chan struct{})}
-	b.opt.HTTP = &http.Client{Transport: credentials{next: transportOf(opt.HTTP), base: opt.Header}, Timeout: opt.HTTP.Timeout}
+	b := &Bridge{opt: opt, log: opt.Logger.With("component", "mcp"), tools: map[string]string{}, ready: make(chan struct{})}
+	// The credentials go on every request the client sends, so it never
+	// follows a redirect: they would go along to wherever it points (the
+	// edge never redirects an A2A call).
+	b.opt.HTTP = &http.Client{Transport: credentials{next: transportOf(opt.HTTP), base: opt.Header}, Timeout: opt.HTTP.Timeout, CheckRedirect: noRedirects}
 	b.srv = sdk.NewServer(&sdk.Implementation{Name: "a2abus", Title: "a2abus agents", Version: opt.Version}, &sdk.ServerOptions{
 		Instructions: "Each a2a_<agent> tool sends a message to that A2A agent and answers with what it made. " +
 			"When the agent asks for input, call the same tool again with the taskId it gave. " +
@@ -269,19 +270,15 @@ func (b *Bridge) clientFor(agent string) (*discovery.Client, error) {
 	if !schemas.ValidAgentName(agent) {
 		return nil, fmt.Errorf("%q is not an agent name", agent)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if c, ok := b.client[agent]; ok {
-		return c, nil
-	}
-	c, err := discovery.NewClient(discovery.Endpoint{URL: b.opt.BaseURL + "/agents/" + agent, Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion},
+	// A client per call: the endpoint is fixed (nothing to learn about
+	// it), and a cache keyed by caller-given names would only grow.
+	return discovery.NewClient(discovery.Endpoint{URL: b.opt.BaseURL + "/agents/" + agent, Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion},
 		discovery.Options{HTTP: b.opt.HTTP, Timeout: b.opt.Wait + 10*time.Second})
-	if err != nil {
-		return nil, err
-	}
-	b.client[agent] = c
-	return c, nil
 }
+
+// noRedirects is http.Client.CheckRedirect for clients that add
+// credentials to every request: a redirect is answered, not followed.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // credentials sets the headers a call forwards: those of the MCP request
 // that made it (in the context), else the bridge's own.

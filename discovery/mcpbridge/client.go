@@ -13,6 +13,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/a2abus/a2abus/discovery"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -34,8 +35,8 @@ type ServerConfig struct {
 	URL string
 	// Header is sent with every request to URL.
 	Header http.Header
-	// HTTP reaches URL; default the caller's guarded client is expected
-	// (cmd passes the outbound policy's).
+	// HTTP reaches URL; default the outbound guard's client for public
+	// addresses (cmd passes the configured policy's).
 	HTTP *http.Client
 }
 
@@ -62,10 +63,10 @@ func Dial(ctx context.Context, c ServerConfig, version string) (*ToolClient, err
 	case c.URL != "":
 		client := c.HTTP
 		if client == nil {
-			client = &http.Client{}
+			client = discovery.Policy{}.Client(0) // public addresses only
 		}
 		if len(c.Header) > 0 {
-			client = &http.Client{Transport: credentials{next: transportOf(client), base: c.Header}, CheckRedirect: client.CheckRedirect, Timeout: client.Timeout}
+			client = &http.Client{Transport: credentials{next: transportOf(client), base: c.Header}, CheckRedirect: noRedirects, Timeout: client.Timeout}
 		}
 		t = &sdk.StreamableClientTransport{Endpoint: c.URL, HTTPClient: client, MaxRetries: -1}
 	default:
