@@ -74,6 +74,9 @@ func (s *Server) card(reg schemas.AgentRegistration) schemas.AgentCard {
 	if len(c.Skills) == 0 {
 		c.Skills = []schemas.AgentSkill{{ID: reg.Agent, Name: c.Name, Description: c.Description, Tags: []string{reg.Agent}}}
 	}
+	// The registration's skills are shared with every other reader of the
+	// registry cache: fill in tags on a copy.
+	c.Skills = append([]schemas.AgentSkill(nil), c.Skills...)
 	for i := range c.Skills {
 		if c.Skills[i].Tags == nil {
 			c.Skills[i].Tags = []string{reg.Agent}

@@ -107,6 +107,7 @@ func (d *dynamicAgents) start(ctx context.Context, name string, r *schemas.Remot
 		live := def.Live
 		def.Live = func() (schemas.AgentCard, *schemas.RemoteAgentStatus) {
 			c, st := live()
+			c.Skills = append([]schemas.AgentSkill(nil), c.Skills...) // live's card is shared
 			for i := range c.Skills {
 				c.Skills[i].Tags = append(append([]string(nil), c.Skills[i].Tags...), r.Tags...)
 			}
