@@ -16,18 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2abus/a2abus/bus/bustest/freeaddr"
 	"github.com/a2abus/a2abus/schemas"
 )
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+// freePort is a loopback port for a member that binds it later, perhaps
+// again after a restart (freeaddr says why not one of 127.0.0.1:0).
+func freePort(t *testing.T) int { return freeaddr.Port(t) }
 
 // testCluster is three servers forming a JetStream cluster on loopback,
 // each listening for clients: embedded ones, and optionally one run as a

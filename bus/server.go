@@ -131,6 +131,11 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		if cfg.ClusterName == "" || cfg.ClusterListen == "" || cfg.Name == "" {
 			return nil, errors.New("bus: a cluster member needs a cluster name, a cluster listen address and a server name")
 		}
+		if cfg.Listen == "" {
+			// The NATS server opens its routes only once it listens for
+			// clients; without a client listener it would never start.
+			return nil, errors.New("bus: a cluster member needs a client listen address too (the NATS server routes only once it listens for clients)")
+		}
 		if (cfg.ClusterUser == "" || cfg.ClusterPassword == "") && !cfg.Anonymous {
 			return nil, fmt.Errorf("%w: a cluster member needs the cluster's route credentials", ErrServerNeedsAuth)
 		}
@@ -156,16 +161,47 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bus: embedded server: %w", err)
 	}
+	fatal := &startFailure{reason: make(chan string, 1)}
+	s.SetLoggerV2(fatal, false, false, false)
 	go s.Start()
 	// A loaded machine (a cluster member starting beside its peers, under
 	// a CI run's parallel packages) can take tens of seconds; serve allows
-	// a minute for its whole start.
-	if !s.ReadyForConnections(serverReadyWithin) {
-		s.Shutdown()
-		return nil, fmt.Errorf("bus: embedded server did not become ready within %s", serverReadyWithin)
+	// a minute for its whole start. A start that cannot succeed (a port
+	// in use, a store JetStream cannot open) says so at once instead.
+	deadline := time.Now().Add(serverReadyWithin)
+	for !s.ReadyForConnections(250 * time.Millisecond) {
+		select {
+		case reason := <-fatal.reason:
+			s.Shutdown()
+			return nil, fmt.Errorf("bus: embedded server: %s", reason)
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.Shutdown()
+			return nil, fmt.Errorf("bus: embedded server did not become ready within %s", serverReadyWithin)
+		}
 	}
 	return &Server{s: s, inProcess: inProcess}, nil
 }
+
+// startFailure is the embedded server's logger, which is otherwise silent
+// (a2abus logs the bus from the client side): it keeps the first fatal
+// error, which the server reports only through its logger and after
+// which it never becomes ready (a listener it could not open, JetStream
+// it could not start).
+type startFailure struct{ reason chan string }
+
+func (f *startFailure) Fatalf(format string, v ...any) {
+	select {
+	case f.reason <- fmt.Sprintf(format, v...):
+	default:
+	}
+}
+func (*startFailure) Noticef(string, ...any) {}
+func (*startFailure) Warnf(string, ...any)   {}
+func (*startFailure) Errorf(string, ...any)  {}
+func (*startFailure) Debugf(string, ...any)  {}
+func (*startFailure) Tracef(string, ...any)  {}
 
 // serverReadyWithin bounds how long StartServer waits for the embedded
 // server to accept clients.

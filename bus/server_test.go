@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +122,20 @@ func TestStartServerNeedsDataDir(t *testing.T) {
 	}
 }
 
+// A cluster member without a client listener would never open its routes
+// (the NATS server waits for the client listener first): refused.
+func TestStartServerRefusesAClusterMemberWithoutClientListener(t *testing.T) {
+	s, err := StartServer(ServerConfig{DataDir: t.TempDir(), Anonymous: true,
+		ClusterName: "c", ClusterListen: "127.0.0.1:0", Name: "n0", Routes: []string{"nats://127.0.0.1:1"}})
+	if err == nil {
+		s.Shutdown()
+		t.Fatal("a cluster member without a client listener started")
+	}
+	if !strings.Contains(err.Error(), "client listen address") {
+		t.Fatalf("error %q does not say what is missing", err)
+	}
+}
+
 func TestStartServerRejectsBadListen(t *testing.T) {
 	for _, listen := range []string{"no-port", "127.0.0.1:http-ish", "127.0.0.1:-"} {
 		s, err := StartServer(ServerConfig{DataDir: t.TempDir(), Listen: listen})
@@ -128,6 +143,34 @@ func TestStartServerRejectsBadListen(t *testing.T) {
 			s.Shutdown()
 			t.Errorf("StartServer(Listen %q) succeeded", listen)
 		}
+	}
+}
+
+// A server that cannot open its listeners says why, at once, instead of
+// waiting out the readiness bound with no reason given.
+func TestStartServerSaysWhyItCannotListen(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	addr := held.Addr().String()
+	for name, cfg := range map[string]ServerConfig{
+		"client port": {Listen: addr},
+		"route port":  {ClusterName: "c", ClusterListen: addr, Name: "n0", Routes: []string{"nats://" + addr}, Listen: "127.0.0.1:0"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg.DataDir, cfg.Anonymous = t.TempDir(), true
+			s, err := StartServer(cfg)
+			if err == nil {
+				s.Shutdown()
+				t.Fatalf("StartServer on %s, which another socket holds, succeeded", addr)
+			}
+			_, port, _ := net.SplitHostPort(addr)
+			if !strings.Contains(err.Error(), port) || !strings.Contains(err.Error(), "address already in use") {
+				t.Fatalf("error %q does not name the port and the reason", err)
+			}
+		})
 	}
 }
 

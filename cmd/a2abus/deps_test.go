@@ -41,6 +41,10 @@ var layers = map[string]layer{
 	// In-process JetStream for tests. It imports testing, so no product
 	// package may depend on it: only tests (see testMay).
 	"bus/bustest": {may: []string{"bus", "schemas"}},
+	// Loopback ports for tests that bind them later (restarted members,
+	// child processes); on the standard library only, so bus's own tests
+	// may use it too.
+	"bus/bustest/freeaddr": {},
 	// edge, workers and discovery never import each other; cmd wires them.
 	"edge": {
 		may: []string{"schemas", "bus", "edge/auth"},
@@ -196,6 +200,7 @@ func testMay(pkg string, l layer) map[string]bool {
 	}
 	if pkg == "bus" || ok["bus"] {
 		ok["bus/bustest"] = true
+		ok["bus/bustest/freeaddr"] = true
 	}
 	for _, p := range l.tests {
 		ok[p] = true

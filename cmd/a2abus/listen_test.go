@@ -192,7 +192,8 @@ func TestEdgeStopsCleanlyWhileWaitingForNATS(t *testing.T) {
 }
 
 // What still fails the start: a port already in use fails at once, before
-// any NATS is involved, and --start-timeout bounds the wait for NATS.
+// any NATS is involved (and serve's embedded NATS port in use too, with
+// the reason), and --start-timeout bounds the wait for NATS.
 func TestEdgeStartFailures(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -219,6 +220,15 @@ func TestEdgeStartFailures(t *testing.T) {
 		defer ln.Close()
 		p := startProc(t, "edge", "--nats", "nats://"+freeAddr(t), "--listen", ln.Addr().String())
 		exitsWith(t, p, 15*time.Second, "edge listen")
+	})
+	t.Run("nats port in use", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		p := startProc(t, "serve", "--listen", freeAddr(t), "--data-dir", t.TempDir(), "--nats-listen", ln.Addr().String())
+		exitsWith(t, p, 15*time.Second, "address already in use")
 	})
 	t.Run("start timeout", func(t *testing.T) {
 		addr := freeAddr(t)

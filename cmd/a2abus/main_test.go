@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/bus/bustest/freeaddr"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -121,25 +121,10 @@ func (p *proc) stop(t *testing.T) {
 	}
 }
 
-// freeAddr returns a loopback address no process listens on, and never
-// the same one twice in a test binary: an address given to one flag is
-// closed again at once, and the kernel may offer it to the next call.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		if _, taken := givenAddrs.LoadOrStore(addr, true); !taken {
-			return addr
-		}
-	}
-}
-
-var givenAddrs sync.Map
+// freeAddr returns a loopback address no process listens on, for a child
+// process told it by a flag; never the same one twice in a test binary
+// (freeaddr says why not one of 127.0.0.1:0).
+func freeAddr(t *testing.T) string { return freeaddr.Addr(t) }
 
 // waitReady polls /readyz until the edge at base is ready.
 func waitReady(t *testing.T, p *proc, base string) {
