@@ -179,14 +179,34 @@ func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, 
 
 // continueTask answers a task of the agent's that waits for input.
 func (s *Server) continueTask(ctx context.Context, c *call, msg *schemas.Message, follow bus.Follow) (*schemas.TaskRecord, error) {
+	// An inline config is stored before the message, so it is told of
+	// everything the message starts; a message the task refuses takes a
+	// config it added away again (one it replaced stays replaced).
+	var added string
 	if c.push != nil {
 		p := *c.push
 		p.TaskID = msg.TaskID
-		if _, err := s.b.CreatePushConfig(ctx, c.owner(), p, c.d.version); err != nil {
+		existed := false
+		if p.ID != "" {
+			_, err := s.b.PushConfig(ctx, c.owner(), msg.TaskID, p.ID)
+			existed = err == nil
+		}
+		pr, err := s.b.CreatePushConfig(ctx, c.owner(), p, c.d.version)
+		if err != nil {
 			return nil, err
+		}
+		if !existed {
+			added = pr.Config.ID
 		}
 	}
 	rec, _, err := s.b.Continue(ctx, c.owner(), msg, c.publish(), follow)
+	if added != "" && (errors.Is(err, schemas.ErrInvalidParams) || errors.Is(err, schemas.ErrUnsupportedOperation)) {
+		// Refusals only: after any other error the message may have
+		// been taken, and its notifications are owed.
+		if derr := s.b.DeletePushConfig(context.WithoutCancel(ctx), c.owner(), msg.TaskID, added); derr != nil {
+			s.log.Warn("removing the push config of a refused message failed", "task_id", msg.TaskID, "config_id", added, "err", derr)
+		}
+	}
 	return rec, err
 }
 

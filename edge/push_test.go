@@ -11,6 +11,7 @@ import (
 
 	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/schemas"
+	"github.com/a2abus/a2abus/workers"
 )
 
 // pushHarness is an edge serving push configs, with alice, bob and the
@@ -167,6 +168,54 @@ func TestPushConfigInlineWithTheMessage(t *testing.T) {
 	} {
 		req.Configuration.TaskPushNotificationConfig = pc
 		mustError(t, rpcAs(t, h, aliceKey, "SendMessage", req), schemas.ErrInvalidParams)
+	}
+}
+
+// A message the task refuses registers nothing: an inline config sent
+// with an answer of the wrong context, or with a message to a finished
+// task, is not left on the task.
+func TestRefusedMessageLeavesNoPushConfig(t *testing.T) {
+	h := pushHarness(t)
+	configs := func(taskID string) []schemas.TaskPushNotificationConfig {
+		t.Helper()
+		return mustResult[schemas.ListTaskPushNotificationConfigsResponse](t, rpcAs(t, h, aliceKey, "ListTaskPushNotificationConfigs", map[string]any{"taskId": taskID})).Configs
+	}
+	asking := mustResult[schemas.SendMessageResponse](t, rpcAs(t, h, aliceKey, "SendMessage", send(userMessage(workers.AskCommand), false))).Task
+	if asking.Status.State != schemas.TaskStateInputRequired {
+		t.Fatalf("/ask left the task %s", asking.Status.State)
+	}
+	done := mustResult[schemas.SendMessageResponse](t, rpcAs(t, h, aliceKey, "SendMessage", send(userMessage("hi"), false))).Task
+	if done.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("hi left the task %s", done.Status.State)
+	}
+	for _, tc := range []struct {
+		name    string
+		task    *schemas.Task
+		context string
+		want    *schemas.Error
+	}{
+		{"wrong context", asking, "another-context", schemas.ErrInvalidParams},
+		{"finished task", done, "", schemas.ErrUnsupportedOperation},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg := userMessage("answer")
+			msg.TaskID, msg.ContextID = tc.task.ID, tc.context
+			req := send(msg, false)
+			req.Configuration = &schemas.SendMessageConfiguration{TaskPushNotificationConfig: &schemas.TaskPushNotificationConfig{URL: "https://hooks.example/refused"}}
+			mustError(t, rpcAs(t, h, aliceKey, "SendMessage", req), tc.want)
+			if got := configs(tc.task.ID); len(got) != 0 {
+				t.Fatalf("the refused message left configs %+v", got)
+			}
+		})
+	}
+	// The answer that is taken keeps its config.
+	msg := userMessage("answer")
+	msg.TaskID = asking.ID
+	req := send(msg, false)
+	req.Configuration = &schemas.SendMessageConfiguration{TaskPushNotificationConfig: &schemas.TaskPushNotificationConfig{URL: "https://hooks.example/taken"}}
+	mustResult[schemas.SendMessageResponse](t, rpcAs(t, h, aliceKey, "SendMessage", req))
+	if got := configs(asking.ID); len(got) != 1 || got[0].URL != "https://hooks.example/taken" {
+		t.Fatalf("the answer taken has configs %+v, want the one sent with it", got)
 	}
 }
 
