@@ -223,6 +223,25 @@ type goneTask struct {
 	push bool
 }
 
+// goneCount is how many deleted tasks takeGone would return.
+func (x *TaskIndex) goneCount() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.gone)
+}
+
+// keepGone gives back tasks a sweep took and could not finish, within
+// maxGone.
+func (x *TaskIndex) keepGone(left []goneTask) {
+	if len(left) == 0 {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	room := max(maxGone-len(x.gone), 0)
+	x.gone = append(x.gone, left[:min(len(left), room)]...)
+}
+
 // takeGone returns the tasks deleted since it was last called.
 func (x *TaskIndex) takeGone() []goneTask {
 	x.mu.Lock()
@@ -591,20 +610,29 @@ func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, err
 	var res SweepResult
 	keep := o.Keep
 	bounded := keep.MaxCount > 0 || keep.MaxBytes > 0
-	gone := x.takeGone()
-	if !bounded && o.OrphanAfter <= 0 && o.IdleAfter <= 0 && len(gone) == 0 {
+	if !bounded && o.OrphanAfter <= 0 && o.IdleAfter <= 0 && x.goneCount() == 0 {
 		return res, nil
 	}
+	// A sweep that fails before it holds the lease keeps the deletions it
+	// has seen for the next one; a process that does not hold the lease
+	// forgets them, as the holder's index saw them too.
 	if err := x.catchUp(ctx); err != nil {
 		return res, err
 	}
-	if held, err := x.b.holdLease(ctx, "sweep"); err != nil || !held {
+	held, err := x.b.holdLease(ctx, "sweep")
+	if err != nil {
 		return res, err
+	}
+	gone := x.takeGone()
+	if !held {
+		return res, nil
 	}
 	// The events (and push configs) of the tasks deleted since the last
 	// sweep — by it, by their TTL, or withdrawn — go first: the holder's
 	// index saw every deletion, whoever made it.
-	res.EventsDropped = x.b.dropEvents(ctx, gone)
+	var left []goneTask
+	res.EventsDropped, left = x.b.dropEvents(ctx, gone)
+	x.keepGone(left)
 	var victims, orphans, idle []*indexEntry
 	func() {
 		x.mu.RLock()
@@ -696,11 +724,24 @@ func (b *Bus) purgeTasks(ctx context.Context, entries []*indexEntry) int {
 // workers may make, where a stream purge is an API call the NATS
 // permissions deny them. A repeat (a sweep that lost its lease midway) is
 // de-duplicated by its message id.
-func (b *Bus) dropEvents(ctx context.Context, tasks []goneTask) int {
-	return pipelined(ctx, tasks, func(t goneTask) bool {
+//
+// It also returns the tasks it did not finish (a publish or purge that
+// failed, a context that ended), for the next sweep to try again.
+func (b *Bus) dropEvents(ctx context.Context, tasks []goneTask) (int, []goneTask) {
+	done := make([]bool, len(tasks))
+	order := make([]int, len(tasks))
+	for i := range order {
+		order[i] = i
+	}
+	n := pipelined(ctx, order, func(i int) bool {
+		t := tasks[i]
 		if t.push {
-			if kv, err := b.pushConfigs(ctx); err == nil {
-				_ = kv.Purge(ctx, t.id, jetstream.PurgeTTL(time.Second))
+			kv, err := b.pushConfigs(ctx)
+			if err == nil {
+				err = kv.Purge(ctx, t.id, jetstream.PurgeTTL(time.Second))
+			}
+			if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+				return false
 			}
 		}
 		m := nats.NewMsg(schemas.SubjectEvents(t.id))
@@ -708,8 +749,16 @@ func (b *Bus) dropEvents(ctx context.Context, tasks []goneTask) int {
 		m.Header.Set(schemas.HeaderTaskDeleted, "true")
 		m.Header.Set(nats.MsgIdHdr, t.id+".deleted")
 		_, err := b.js.PublishMsg(ctx, m, jetstream.WithMsgTTL(time.Second))
-		return err == nil
+		done[i] = err == nil
+		return done[i]
 	})
+	var left []goneTask
+	for i, t := range tasks {
+		if !done[i] {
+			left = append(left, t)
+		}
+	}
+	return n, left
 }
 
 // pipelined calls do for each item, purgeWindow calls at a time, until ctx

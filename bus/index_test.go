@@ -442,6 +442,13 @@ func TestSweepDropsEventsOfDeletedTasks(t *testing.T) {
 		t.Fatalf("sweep deleted %d (%v), want 2", sw.Deleted, err)
 	}
 	eventually(t, "the index to see the deletions and the expiry", func() bool { return x.Len() == 1 })
+	// A sweep that fails before it starts (its context ended) keeps what
+	// it has seen deleted for the next one.
+	ended, end := context.WithCancel(ctx)
+	end()
+	if _, err := x.Sweep(ended, SweepOptions{Keep: Retention{MaxCount: 1}}); err == nil {
+		t.Fatal("a sweep with an ended context succeeded")
+	}
 	sw, err = x.Sweep(ctx, SweepOptions{Keep: Retention{MaxCount: 1}})
 	if err != nil || sw.EventsDropped != 3 {
 		t.Fatalf("sweep dropped the events of %d tasks (%v), want 3", sw.EventsDropped, err)
