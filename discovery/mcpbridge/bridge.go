@@ -65,6 +65,10 @@ type Bridge struct {
 	tools map[string]string // tool name → what its description was made from (the agent's card)
 	ready chan struct{}
 	once  sync.Once
+	// refreshing serialises reads of the registry; fresh is when the last
+	// one succeeded.
+	refreshing sync.Mutex
+	fresh      time.Time
 }
 
 // forwarded are the request headers a call made for an MCP request over
@@ -106,7 +110,27 @@ func New(opt Options) (*Bridge, error) {
 		Logger: opt.Logger,
 	})
 	b.addFixedTools()
+	b.srv.AddReceivingMiddleware(b.freshTools)
 	return b, nil
+}
+
+// freshTools reads the registry before a tools/list or tools/call when the
+// tools are older than Refresh, which they are after a time without
+// sessions (Run reads it only while there are some): a new client sees
+// the agents as they are now.
+func (b *Bridge) freshTools(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		if method == "tools/list" || method == "tools/call" {
+			// The bridge's own read, not the caller's: the tools are
+			// everyone's.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opt.Refresh+10*time.Second)
+			if err := b.refreshOlderThan(rctx, b.opt.Refresh); err != nil {
+				b.log.Warn("reading the agent registry failed; serving the tools as they were", "err", err)
+			}
+			cancel()
+		}
+		return next(ctx, method, req)
+	}
 }
 
 func transportOf(c *http.Client) http.RoundTripper {
@@ -145,13 +169,16 @@ func (b *Bridge) ServeIO(ctx context.Context, r io.ReadCloser, w io.WriteCloser)
 	return b.srv.Run(ctx, &sdk.IOTransport{Reader: r, Writer: w})
 }
 
-// Run reads the registry every Refresh and serves one tool per live
-// agent, until ctx ends.
+// Run serves one tool per live agent until ctx ends: it reads the
+// registry once, then every Refresh while MCP sessions are open (they are
+// told when the list changes). Without sessions nobody would be told, and
+// an idle edge would call itself for nothing; freshTools reads it again
+// for the next client.
 func (b *Bridge) Run(ctx context.Context) error {
 	t := time.NewTicker(b.opt.Refresh)
 	defer t.Stop()
-	for {
-		if err := b.refresh(ctx); err != nil && ctx.Err() == nil {
+	for first := true; ; first = false {
+		if err := b.tick(ctx, first); err != nil && ctx.Err() == nil {
 			b.log.Warn("reading the agent registry failed; keeping the tools served", "err", err)
 		}
 		select {
@@ -160,6 +187,38 @@ func (b *Bridge) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// tick is one turn of Run: a read of the registry the first time and
+// while sessions are open.
+func (b *Bridge) tick(ctx context.Context, first bool) error {
+	if !first && !b.hasSessions() {
+		return nil
+	}
+	return b.refreshOlderThan(ctx, 0)
+}
+
+// hasSessions reports whether an MCP client is connected.
+func (b *Bridge) hasSessions() bool {
+	for range b.srv.Sessions() {
+		return true
+	}
+	return false
+}
+
+// refreshOlderThan reads the registry unless a read within age succeeded
+// (0: read it).
+func (b *Bridge) refreshOlderThan(ctx context.Context, age time.Duration) error {
+	b.refreshing.Lock()
+	defer b.refreshing.Unlock()
+	if age > 0 && !b.fresh.IsZero() && time.Since(b.fresh) < age {
+		return nil
+	}
+	if err := b.refresh(ctx); err != nil {
+		return err
+	}
+	b.fresh = time.Now()
+	return nil
 }
 
 // agentEntry is what the bridge reads of GET /a2a/agents.
