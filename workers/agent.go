@@ -79,7 +79,17 @@ type Request struct {
 	// and Origin where an anonymous owner sent it from: work an agent
 	// starts on the bus for it (a fan-out's children) is theirs too.
 	Owner, Tenant, Origin string
+	// RelatedTasks are the earlier tasks the message refers to
+	// (referenceTaskIds, as A2A has a client continue a conversation in a
+	// new task), and those their messages refer to in turn, oldest
+	// first: at most MaxRelatedTasks, newest kept. Only the same owner's
+	// tasks of the same agent are read; others are left out, as are tasks
+	// that are gone.
+	RelatedTasks []schemas.Task
 }
+
+// MaxRelatedTasks bounds Request.RelatedTasks.
+const MaxRelatedTasks = 16
 
 // ErrTaskEnded is returned by Emitter methods when the task reached a
 // terminal state elsewhere (canceled by the client) or the agent already

@@ -21,7 +21,9 @@ import (
 // "user", the agent's as "assistant"); the model's answer streams into the
 // task as artifact chunks as its tokens arrive; the token usage is put in
 // the task's metadata. A multi-turn conversation is the same task
-// continued, or a new task in the same context.
+// continued, or a new task whose message refers to the earlier ones
+// (referenceTaskIds; one reference to the last is enough, as each refers
+// to the one before): their messages and answers come first.
 
 // MetaLLMUsage is the task metadata key of a completion's token usage:
 // {"prompt_tokens", "completion_tokens", "total_tokens"} as the provider
@@ -45,7 +47,8 @@ type LLM struct {
 	// Temperature and MaxTokens are passed when set.
 	Temperature *float64
 	MaxTokens   int
-	// MaxHistory bounds the messages of the task sent; default 50.
+	// MaxHistory bounds the messages sent (the related tasks' and the
+	// task's, the latest kept); default 50.
 	MaxHistory int
 }
 
@@ -204,21 +207,39 @@ func (l LLM) finish(ctx context.Context, out *Emitter, art schemas.Artifact, chu
 	return out.Complete(ctx, "")
 }
 
-// conversation is the task's history as chat messages, the system prompt
-// first, at most MaxHistory of the latest.
+// conversation is the related tasks' messages and answers and the task's
+// history as chat messages, the system prompt first, at most MaxHistory
+// of the latest.
 func (l LLM) conversation(req *Request) []chatMessage {
 	var msgs []chatMessage
-	for _, m := range req.Task.History {
-		text := m.Text()
-		if text == "" {
-			continue
+	history := func(h []schemas.Message) {
+		for _, m := range h {
+			text := m.Text()
+			if text == "" {
+				continue
+			}
+			role := "user"
+			if m.Role == schemas.RoleAgent {
+				role = "assistant"
+			}
+			msgs = append(msgs, chatMessage{Role: role, Content: text})
 		}
-		role := "user"
-		if m.Role == schemas.RoleAgent {
-			role = "assistant"
-		}
-		msgs = append(msgs, chatMessage{Role: role, Content: text})
 	}
+	for _, t := range req.RelatedTasks {
+		history(t.History)
+		var answer strings.Builder
+		for _, a := range t.Artifacts {
+			for _, p := range a.Parts {
+				if p.Text != nil {
+					answer.WriteString(*p.Text)
+				}
+			}
+		}
+		if answer.Len() > 0 {
+			msgs = append(msgs, chatMessage{Role: "assistant", Content: answer.String()})
+		}
+	}
+	history(req.Task.History)
 	if len(msgs) == 0 || msgs[len(msgs)-1].Content != req.Message.Text() {
 		msgs = append(msgs, chatMessage{Role: "user", Content: req.Message.Text()})
 	}

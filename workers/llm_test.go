@@ -109,6 +109,27 @@ func TestLLMAgentStreamsAChatCompletion(t *testing.T) {
 		t.Fatalf("%d artifact events: the answer was not streamed", chunks)
 	}
 
+	// A new task that refers to the last carries the conversation on:
+	// each earlier message and answer, in order, before its own.
+	second := waitSettled(t, b, submitAs(t, b, "chat", "", "And then?", rec.Task.ID))
+	third := waitSettled(t, b, submitAs(t, b, "chat", "", "Last one", second.Task.ID))
+	if third.Task.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("third task: %s", third.Task.Status.State)
+	}
+	mu.Lock()
+	req = got
+	mu.Unlock()
+	var turns []string
+	for _, m := range req["messages"].([]any) {
+		m := m.(map[string]any)
+		turns = append(turns, m["role"].(string)+": "+m["content"].(string))
+	}
+	want := []string{"system: You are terse.", "user: Hi there", "assistant: Hello! How can I help?",
+		"user: And then?", "assistant: Hello! How can I help?", "user: Last one"}
+	if strings.Join(turns, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the third task's conversation:\n%s\nwant:\n%s", strings.Join(turns, "\n"), strings.Join(want, "\n"))
+	}
+
 	key.Store("sk-wrong")
 	rec = waitSettled(t, b, submit(t, b, "chat", "Hi again"))
 	if rec.Task.Status.State != schemas.TaskStateFailed || !strings.Contains(rec.Task.Status.Message.Text(), "Incorrect API key") || !strings.Contains(rec.Task.Status.Message.Text(), "401") {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -360,7 +361,8 @@ func (r *Runner) handle(base context.Context, w *Work) {
 	// does not mark the task WORKING up front; the Emitter does it before
 	// the agent's first artifact, in the same write (see Emitter.write).
 	em := &Emitter{b: r.b, taskID: w.Item.TaskID, ctx: ctx, rec: rec, rev: rev, since: since}
-	req := &Request{Task: rec.Task, Message: w.Item.Message, Attempt: w.Attempt, Owner: rec.Owner, Tenant: rec.Tenant, Origin: rec.Origin}
+	req := &Request{Task: rec.Task, Message: w.Item.Message, Attempt: w.Attempt, Owner: rec.Owner, Tenant: rec.Tenant, Origin: rec.Origin,
+		RelatedTasks: r.relatedTasks(ctx, rec, &w.Item.Message)}
 	runErr := r.execute(ctx, req, em)
 	if runErr == nil && !em.endAsked() {
 		// Returning without an end completes the task: queued behind the
@@ -541,3 +543,44 @@ func backoff(attempt uint64) time.Duration {
 
 // Work is the bus's work delivery, named here for the agent runtime.
 type Work = bus.Work
+
+// relatedTasks reads the tasks msg refers to, and theirs in turn (see
+// Request.RelatedTasks), through the task lifecycle as rec's owner would:
+// newest first, breadth first, then turned oldest first. Each read is
+// one task; the number of reads is bounded too, so references to tasks
+// that cannot be read cost little.
+func (r *Runner) relatedTasks(ctx context.Context, rec *schemas.TaskRecord, msg *schemas.Message) []schemas.Task {
+	if len(msg.ReferenceTaskIDs) == 0 {
+		return nil
+	}
+	owner := bus.Owner{Agent: rec.Agent, Principal: rec.Owner, Tenant: rec.Tenant}
+	seen := map[string]bool{rec.Task.ID: true}
+	var queue []string
+	push := func(ids []string) {
+		for i := len(ids) - 1; i >= 0; i-- { // the last referenced is the newest
+			if id := ids[i]; !seen[id] && schemas.ValidTaskID(id) {
+				seen[id] = true
+				queue = append(queue, id)
+			}
+		}
+	}
+	push(msg.ReferenceTaskIDs)
+	var out []schemas.Task
+	for reads := 0; len(queue) > 0 && len(out) < MaxRelatedTasks && reads < 2*MaxRelatedTasks; reads++ {
+		id := queue[0]
+		queue = queue[1:]
+		t, _, err := r.b.Task(ctx, owner, id)
+		if err != nil {
+			r.log.Debug("a referenced task is left out", "task_id", rec.Task.ID, "reference", id, "err", err)
+			continue
+		}
+		out = append(out, t.Task)
+		for i := len(t.Task.History) - 1; i >= 0; i-- {
+			if m := t.Task.History[i]; m.Role == schemas.RoleUser {
+				push(m.ReferenceTaskIDs)
+			}
+		}
+	}
+	slices.Reverse(out)
+	return out
+}

@@ -32,7 +32,7 @@ import (
 
 const clientUsage = `Usage:
   a2abus card URL                       the agent's card (1.0, 0.3 or tasks/send shape)
-  a2abus send URL TEXT [--stream] [--no-wait] [--task ID] [--context ID]
+  a2abus send URL TEXT [--stream] [--no-wait] [--task ID] [--context ID] [--ref TASK_ID]
   a2abus stream URL TEXT                the same as send --stream
   a2abus get URL TASK_ID [--history N]
   a2abus tasks URL [--context ID] [--state STATE] [--page-size N] [--page-token T]
@@ -106,6 +106,7 @@ type clientOptions struct {
 	state                   schemas.TaskState
 	pageToken, lastEID      string
 	skills, tags            multiFlag
+	refs                    multiFlag // send: referenceTaskIds
 	kind, health, stateFlag string
 	pushURL, pushToken      string
 	deleteConfig            string
@@ -150,6 +151,7 @@ func runClientEnv(ctx context.Context, cmd string, args []string, stdout, stderr
 		fs.BoolVar(&o.noWait, "no-wait", false, "return at once with the task as accepted (returnImmediately)")
 		fs.StringVar(&o.taskID, "task", "", "continue this task (e.g. answer an input-required question)")
 		fs.StringVar(&o.contextID, "context", "", "send within this context (conversation)")
+		fs.Var(&o.refs, "ref", "a task this message refers to (referenceTaskIds; repeatable): an llm agent carries that conversation on")
 		fs.StringVar(&o.pushURL, "push-url", "", "register this webhook for the task's push notifications (a2abus webhook --listen runs one)")
 		fs.StringVar(&o.pushToken, "push-token", "", "the token the agent sends the webhook with each notification (with --push-url)")
 	case "get":
@@ -643,7 +645,7 @@ func (r *clientRun) call(ctx context.Context, cmd string, c *discovery.Client, a
 	switch cmd {
 	case "send":
 		msg := &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, TaskID: o.taskID, ContextID: o.contextID,
-			Parts: []schemas.Part{schemas.TextPart(args[0])}}
+			Parts: []schemas.Part{schemas.TextPart(args[0])}, ReferenceTaskIDs: o.refs}
 		req := &schemas.SendMessageRequest{Message: msg}
 		if o.pushURL != "" {
 			req.Configuration = &schemas.SendMessageConfiguration{TaskPushNotificationConfig: &schemas.TaskPushNotificationConfig{URL: o.pushURL, Token: o.pushToken}}

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -249,6 +250,11 @@ func TestCLIAgainstServe(t *testing.T) {
 		res = cliJSON[schemas.SendMessageResponse](t, "send", "--context", contextID, base, "same context")
 		if res.Task.ContextID != contextID {
 			t.Fatalf("--context: %s, want %s", res.Task.ContextID, contextID)
+		}
+		// --ref goes as the message's referenceTaskIds.
+		res = cliJSON[schemas.SendMessageResponse](t, "send", base, "with a reference", "--ref", taskID)
+		if h := res.Task.History; len(h) == 0 || !slices.Equal(h[0].ReferenceTaskIDs, []string{taskID}) {
+			t.Fatalf("--ref: history %+v, want the first message to refer to %s", h, taskID)
 		}
 		// After -- a text may start with a dash.
 		if out := mustCLI(t, "send", base, "--", "-n"); !strings.Contains(out, "artifact echo: -n\n") {
