@@ -23,7 +23,10 @@ import (
 // state's last AI message is the answer when nothing streamed. A graph
 // that interrupts (the state's __interrupt__) leaves the task
 // INPUT_REQUIRED with the interrupt's value as the question; the answer
-// resumes the thread's run (command.resume). A cancel cancels the run.
+// resumes the thread's run (command.resume). A cancel cancels the run. A
+// new task whose message refers to earlier ones (referenceTaskIds) runs on
+// the newest one's thread, so the graph sees the conversation so far
+// (multitask_strategy enqueue: after a run still going there).
 
 // MetaLangGraphThread is the task metadata key of its LangGraph thread.
 const MetaLangGraphThread = "a2abus.langgraph.threadId"
@@ -64,6 +67,18 @@ func (g LangGraph) Execute(ctx context.Context, req *Request, out *Emitter) erro
 		}
 	}
 	resume := thread != "" && users > 1
+	// A new task that refers to earlier ones (Request.RelatedTasks)
+	// continues the conversation on the newest one's thread, where the
+	// graph keeps its state; a run still going there is waited for.
+	shared := false
+	for i := len(req.RelatedTasks) - 1; thread == "" && i >= 0; i-- {
+		if th, _ := req.RelatedTasks[i].Metadata[MetaLangGraphThread].(string); th != "" {
+			thread, shared = th, true
+			if err := out.Annotate(ctx, map[string]any{MetaLangGraphThread: thread}); err != nil {
+				return err
+			}
+		}
+	}
 	if thread == "" {
 		var t struct {
 			ThreadID string `json:"thread_id"`
@@ -80,6 +95,9 @@ func (g LangGraph) Execute(ctx context.Context, req *Request, out *Emitter) erro
 		}
 	}
 	body := map[string]any{"assistant_id": g.Assistant, "stream_mode": []string{"messages-tuple", "values"}}
+	if shared {
+		body["multitask_strategy"] = "enqueue"
+	}
 	text := req.Message.Text()
 	if resume {
 		body["command"] = map[string]any{"resume": text}

@@ -46,6 +46,7 @@ func (f *fakeLangGraph) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = fmt.Fprintf(w, `{"thread_id":%q,"created_at":"2024-06-21T15:48:59.808924+00:00","updated_at":"2024-06-21T15:48:59.808924+00:00","metadata":{},"status":"idle","config":{},"values":null}`, id)
 	case strings.HasSuffix(r.URL.Path, "/runs/stream"):
+		body["path"] = r.URL.Path
 		f.mu.Lock()
 		f.runs = append(f.runs, body)
 		f.mu.Unlock()
@@ -130,6 +131,22 @@ func TestLangGraphAgentStreamsAndResumes(t *testing.T) {
 	fake.mu.Unlock()
 	if last["assistant_id"] != "agent" || last["command"] == nil {
 		t.Fatalf("the resuming run: %v", last)
+	}
+
+	// A new task referring to that one runs on its thread: no new thread,
+	// queued behind any run still going there.
+	fake.mu.Lock()
+	threads := fake.thread
+	fake.mu.Unlock()
+	rec = waitSettled(t, b, submitAs(t, b, "graph", "", "what's the weather in paris", id))
+	if rec.Task.Status.State != schemas.TaskStateCompleted || rec.Task.Metadata[workers.MetaLangGraphThread] != thread {
+		t.Fatalf("referring task: %s, thread %v, want %v", rec.Task.Status.State, rec.Task.Metadata[workers.MetaLangGraphThread], thread)
+	}
+	fake.mu.Lock()
+	last, made := fake.runs[len(fake.runs)-1], fake.thread-threads
+	fake.mu.Unlock()
+	if made != 0 || last["path"] != "/threads/"+thread.(string)+"/runs/stream" || last["multitask_strategy"] != "enqueue" || last["command"] != nil {
+		t.Fatalf("the referring task's run made %d threads and was %v", made, last)
 	}
 }
 
