@@ -436,9 +436,11 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		stopWorkers()
 		return stopped(fmt.Errorf("edge did not become ready: %w", err))
 	}
+	// The banner is whole before the edge reports ready: whoever waits
+	// for /readyz reads all of it.
+	p.announce(cmd, web.l.Addr().String(), srv)
 	web.start.Serve(e.Handler())
 	go func() { _ = bridge.Run(followCtx) }()
-	p.announce(cmd, web.l.Addr().String(), srv)
 	if p.mcpStdio != nil {
 		// "a2abus mcp": MCP over stdio until the client goes, then the
 		// process stops as on a signal.
@@ -612,33 +614,35 @@ func (p *process) agentNames() string {
 	return strings.Join(names, ",")
 }
 
-// announce tells a person where to point a client.
+// announce tells a person where to point a client, in one write.
 func (p *process) announce(cmd, addr string, srv *bus.Server) {
+	var out strings.Builder
+	defer func() { _, _ = io.WriteString(p.out, out.String()) }()
 	base := p.cfg.PublicURL
-	fmt.Fprintf(p.out, "a2abus %s ready\n", cmd)
+	fmt.Fprintf(&out, "a2abus %s ready\n", cmd)
 	scheme := "http"
 	if p.cfg.TLSCert != "" {
 		scheme = "https"
 	}
-	fmt.Fprintf(p.out, "  listening on   %s://%s\n", scheme, addr)
-	fmt.Fprintf(p.out, "  agent card     %s/.well-known/agent-card.json\n", base)
-	fmt.Fprintf(p.out, "  JSON-RPC       %s/  (default agent %q)\n", base, p.cfg.DefaultAgent)
-	fmt.Fprintf(p.out, "  agents         %s/a2a/agents\n", base)
+	fmt.Fprintf(&out, "  listening on   %s://%s\n", scheme, addr)
+	fmt.Fprintf(&out, "  agent card     %s/.well-known/agent-card.json\n", base)
+	fmt.Fprintf(&out, "  JSON-RPC       %s/  (default agent %q)\n", base, p.cfg.DefaultAgent)
+	fmt.Fprintf(&out, "  agents         %s/a2a/agents\n", base)
 	if p.anonymous {
-		fmt.Fprintf(p.out, "  AUTH           NONE: anyone who can reach %s can read, list and cancel every task.\n", addr)
-		fmt.Fprintf(p.out, "                 Configure --api-key-file, $A2ABUS_API_KEYS or --jwt-* before exposing it (see README).\n")
+		fmt.Fprintf(&out, "  AUTH           NONE: anyone who can reach %s can read, list and cancel every task.\n", addr)
+		fmt.Fprintf(&out, "                 Configure --api-key-file, $A2ABUS_API_KEYS or --jwt-* before exposing it (see README).\n")
 	} else {
-		fmt.Fprintf(p.out, "  auth           %s\n", strings.Join(p.schemes, ", "))
+		fmt.Fprintf(&out, "  auth           %s\n", strings.Join(p.schemes, ", "))
 	}
 	if p.cfg.Push.Enabled {
-		fmt.Fprintf(p.out, "  push           on; notifications signed with the keys at %s/.well-known/jwks.json\n", base)
+		fmt.Fprintf(&out, "  push           on; notifications signed with the keys at %s/.well-known/jwks.json\n", base)
 	}
 	if srv != nil && srv.ClientURL() != "" {
 		creds := "FILE"
 		if p.credsDir != "" {
 			creds = filepath.Join(p.credsDir, string(bus.RoleWorker))
 		}
-		fmt.Fprintf(p.out, "  NATS           %s  (join with: a2abus worker --nats %s --nats-creds %s --agent NAME)\n", srv.ClientURL(), srv.ClientURL(), creds)
+		fmt.Fprintf(&out, "  NATS           %s  (join with: a2abus worker --nats %s --nats-creds %s --agent NAME)\n", srv.ClientURL(), srv.ClientURL(), creds)
 	}
 }
 

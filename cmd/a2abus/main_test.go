@@ -126,10 +126,13 @@ func (p *proc) stop(t *testing.T) {
 // (freeaddr says why not one of 127.0.0.1:0).
 func freeAddr(t *testing.T) string { return freeaddr.Addr(t) }
 
-// waitReady polls /readyz until the edge at base is ready.
+// waitReady polls /readyz until the edge at base is ready, and then until
+// the process's banner (written whole before it reports ready) has come
+// through its output pipe.
 func waitReady(t *testing.T, p *proc, base string) {
 	t.Helper()
 	waitOK(t, p, base+"/readyz", 60*time.Second)
+	waitOutput(t, p, " ready\n", 10*time.Second)
 }
 
 // waitOK polls url until it answers 200, failing the test if p exits first
