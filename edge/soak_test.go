@@ -98,10 +98,3 @@ func TestSoakMemoryStaysFlat(t *testing.T) {
 		t.Fatalf("heap grew from %d to %d KiB", first>>10, second>>10)
 	}
 }
-
-func soakMax() int {
-	if os.Getenv("A2ABUS_SOAK_NOSWEEP") != "" {
-		return 0
-	}
-	return 500
-}
