@@ -95,12 +95,11 @@ func startA2AbusOn(t *testing.T, ecfg edge.Config) (string, *bus.Bus) {
 }
 
 type transport struct {
-	name     string
-	binding  a2a.TransportProtocol
-	version  a2a.ProtocolVersion
-	opts     []a2aclient.FactoryOption
-	canList  bool
-	v03Cards bool
+	name    string
+	binding a2a.TransportProtocol
+	version a2a.ProtocolVersion
+	opts    []a2aclient.FactoryOption
+	canList bool
 }
 
 var transports = []transport{
