@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -65,10 +66,11 @@ type Bridge struct {
 	tools map[string]string // tool name → what its description was made from (the agent's card)
 	ready chan struct{}
 	once  sync.Once
-	// refreshing serialises reads of the registry; fresh is when the last
-	// one succeeded.
+	// refreshing serialises reads of the registry; tried is when the last
+	// one began (Unix nanoseconds), whether it succeeded or not, so calls
+	// back off from a registry that fails too.
 	refreshing sync.Mutex
-	fresh      time.Time
+	tried      atomic.Int64
 }
 
 // forwarded are the request headers a call made for an MCP request over
@@ -114,20 +116,22 @@ func New(opt Options) (*Bridge, error) {
 	return b, nil
 }
 
-// freshTools reads the registry before a tools/list or tools/call when the
-// tools are older than Refresh, which they are after a time without
-// sessions (Run reads it only while there are some): a new client sees
-// the agents as they are now.
+// freshTools reads the registry before a tools/list or tools/call when it
+// was last read longer than Refresh ago, which it was after a time without
+// sessions (Run reads it only while there are some): a new client sees the
+// agents as they are now. A call never waits for a read already under
+// way: it is served the tools as they are.
 func (b *Bridge) freshTools(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-		if method == "tools/list" || method == "tools/call" {
-			// The bridge's own read, not the caller's: the tools are
-			// everyone's.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opt.Refresh+10*time.Second)
-			if err := b.refreshOlderThan(rctx, b.opt.Refresh); err != nil {
-				b.log.Warn("reading the agent registry failed; serving the tools as they were", "err", err)
+		if (method == "tools/list" || method == "tools/call") && b.stale() && b.refreshing.TryLock() {
+			if b.stale() {
+				// The bridge's own read, not the caller's: the tools are
+				// everyone's.
+				if err := b.read(context.WithoutCancel(ctx)); err != nil {
+					b.log.Warn("reading the agent registry failed; serving the tools as they were", "err", err)
+				}
 			}
-			cancel()
+			b.refreshing.Unlock()
 		}
 		return next(ctx, method, req)
 	}
@@ -170,15 +174,15 @@ func (b *Bridge) ServeIO(ctx context.Context, r io.ReadCloser, w io.WriteCloser)
 }
 
 // Run serves one tool per live agent until ctx ends: it reads the
-// registry once, then every Refresh while MCP sessions are open (they are
-// told when the list changes). Without sessions nobody would be told, and
-// an idle edge would call itself for nothing; freshTools reads it again
-// for the next client.
+// registry until a read succeeds, then every Refresh while MCP sessions
+// are open (they are told when the list changes). Without sessions nobody
+// would be told, and an idle edge would call itself for nothing;
+// freshTools reads it again for the next client.
 func (b *Bridge) Run(ctx context.Context) error {
 	t := time.NewTicker(b.opt.Refresh)
 	defer t.Stop()
-	for first := true; ; first = false {
-		if err := b.tick(ctx, first); err != nil && ctx.Err() == nil {
+	for {
+		if err := b.tick(ctx); err != nil && ctx.Err() == nil {
 			b.log.Warn("reading the agent registry failed; keeping the tools served", "err", err)
 		}
 		select {
@@ -189,13 +193,19 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 }
 
-// tick is one turn of Run: a read of the registry the first time and
-// while sessions are open.
-func (b *Bridge) tick(ctx context.Context, first bool) error {
-	if !first && !b.hasSessions() {
-		return nil
+// tick is one turn of Run: a read of the registry until one has
+// succeeded, and after that while sessions are open.
+func (b *Bridge) tick(ctx context.Context) error {
+	select {
+	case <-b.ready:
+		if !b.hasSessions() {
+			return nil
+		}
+	default:
 	}
-	return b.refreshOlderThan(ctx, 0)
+	b.refreshing.Lock()
+	defer b.refreshing.Unlock()
+	return b.read(ctx)
 }
 
 // hasSessions reports whether an MCP client is connected.
@@ -206,19 +216,18 @@ func (b *Bridge) hasSessions() bool {
 	return false
 }
 
-// refreshOlderThan reads the registry unless a read within age succeeded
-// (0: read it).
-func (b *Bridge) refreshOlderThan(ctx context.Context, age time.Duration) error {
-	b.refreshing.Lock()
-	defer b.refreshing.Unlock()
-	if age > 0 && !b.fresh.IsZero() && time.Since(b.fresh) < age {
-		return nil
-	}
-	if err := b.refresh(ctx); err != nil {
-		return err
-	}
-	b.fresh = time.Now()
-	return nil
+// stale reports whether the last read began longer than Refresh ago.
+func (b *Bridge) stale() bool {
+	return time.Since(time.Unix(0, b.tried.Load())) >= b.opt.Refresh
+}
+
+// read reads the registry, bounded by Refresh plus a margin (an edge that
+// does not answer holds nothing up for long); the caller holds refreshing.
+func (b *Bridge) read(ctx context.Context) error {
+	b.tried.Store(time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(ctx, b.opt.Refresh+10*time.Second)
+	defer cancel()
+	return b.refresh(ctx)
 }
 
 // agentEntry is what the bridge reads of GET /a2a/agents.

@@ -17,12 +17,13 @@ import (
 	"github.com/a2abus/a2abus/workers"
 )
 
-// The bridge reads the registry while MCP clients are connected, and not
-// while none is (an idle edge does not call itself every few seconds); a
-// client that comes after a quiet time lists the agents as they are now,
-// and the read is not repeated for every call within Refresh.
+// The bridge reads the registry until a read succeeds, then while MCP
+// clients are connected and not while none is (an idle edge does not call
+// itself every few seconds); a client that comes after a quiet time lists
+// the agents as they are now, and the read is not repeated for every call
+// within Refresh.
 func TestRegistryReadWhileSomeoneListens(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, b := bustest.New(t, bustest.Options{})
 	run := func(name string) {
@@ -46,9 +47,14 @@ func TestRegistryReadWhileSomeoneListens(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reads atomic.Int64
+	var failing atomic.Bool
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/a2a/agents" {
 			reads.Add(1)
+			if failing.Load() {
+				http.Error(w, "not now", http.StatusServiceUnavailable)
+				return
+			}
 		}
 		e.Handler().ServeHTTP(w, r)
 	})
@@ -64,15 +70,27 @@ func TestRegistryReadWhileSomeoneListens(t *testing.T) {
 		}
 	}
 
-	// Run's first turn reads; later turns without sessions do not.
-	if err := br.tick(ctx, true); err != nil {
-		t.Fatal(err)
+	// Run's turns read until a read succeeds; later turns without
+	// sessions do not.
+	failing.Store(true)
+	if err := br.tick(ctx); err == nil {
+		t.Fatal("a read the registry refused succeeded")
 	}
 	want(1, "first turn")
-	if err := br.tick(ctx, false); err != nil {
+	failing.Store(false)
+	if err := br.tick(ctx); err != nil {
 		t.Fatal(err)
 	}
-	want(1, "a turn without sessions")
+	want(2, "a turn after a failed read")
+	select {
+	case <-br.Ready():
+	default:
+		t.Fatal("not ready after a successful read")
+	}
+	if err := br.tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want(2, "a turn without sessions")
 
 	// An agent joins while nobody listens.
 	run("second")
@@ -102,9 +120,7 @@ func TestRegistryReadWhileSomeoneListens(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	br.refreshing.Lock()
-	br.fresh = time.Now().Add(-2 * time.Hour)
-	br.refreshing.Unlock()
+	br.tried.Store(0)
 	listed := func() map[string]bool {
 		res, err := cs.ListTools(ctx, nil)
 		if err != nil {
@@ -119,13 +135,13 @@ func TestRegistryReadWhileSomeoneListens(t *testing.T) {
 	if tools := listed(); !tools["a2a_second"] || !tools["a2a_echo"] {
 		t.Fatalf("the new client lists %v, want a2a_echo and a2a_second", tools)
 	}
-	want(2, "a stale list")
+	want(3, "a stale list")
 	listed()
-	want(2, "a list within Refresh")
+	want(3, "a list within Refresh")
 
 	// With a session open, Run's turns read again.
-	if err := br.tick(ctx, false); err != nil {
+	if err := br.tick(ctx); err != nil {
 		t.Fatal(err)
 	}
-	want(3, "a turn with a session")
+	want(4, "a turn with a session")
 }
