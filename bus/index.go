@@ -740,7 +740,7 @@ func (b *Bus) dropEvents(ctx context.Context, tasks []goneTask) (int, []goneTask
 			if err == nil {
 				err = kv.Purge(ctx, t.id, jetstream.PurgeTTL(time.Second))
 			}
-			if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			if err != nil {
 				return false
 			}
 		}

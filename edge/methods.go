@@ -188,8 +188,10 @@ func (s *Server) continueTask(ctx context.Context, c *call, msg *schemas.Message
 		p.TaskID = msg.TaskID
 		existed := false
 		if p.ID != "" {
+			// Only a config known to be absent is taken away again: a
+			// read that failed otherwise counts as one that was there.
 			_, err := s.b.PushConfig(ctx, c.owner(), msg.TaskID, p.ID)
-			existed = err == nil
+			existed = !errors.Is(err, schemas.ErrTaskNotFound)
 		}
 		pr, err := s.b.CreatePushConfig(ctx, c.owner(), p, c.d.version)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -25,8 +26,8 @@ import (
 // INPUT_REQUIRED with the interrupt's value as the question; the answer
 // resumes the thread's run (command.resume). A cancel cancels the run. A
 // new task whose message refers to earlier ones (referenceTaskIds) runs on
-// the newest one's thread, so the graph sees the conversation so far
-// (multitask_strategy enqueue: after a run still going there).
+// a copy of the newest one's thread (POST /threads/{id}/copy), so the
+// graph goes on from the conversation so far.
 
 // MetaLangGraphThread is the task metadata key of its LangGraph thread.
 const MetaLangGraphThread = "a2abus.langgraph.threadId"
@@ -67,23 +68,26 @@ func (g LangGraph) Execute(ctx context.Context, req *Request, out *Emitter) erro
 		}
 	}
 	resume := thread != "" && users > 1
-	// A new task that refers to earlier ones (Request.RelatedTasks)
-	// continues the conversation on the newest one's thread, where the
-	// graph keeps its state; a run still going there is waited for.
-	shared := false
-	for i := len(req.RelatedTasks) - 1; thread == "" && i >= 0; i-- {
-		if th, _ := req.RelatedTasks[i].Metadata[MetaLangGraphThread].(string); th != "" {
-			thread, shared = th, true
-			if err := out.Annotate(ctx, map[string]any{MetaLangGraphThread: thread}); err != nil {
-				return err
-			}
-		}
-	}
 	if thread == "" {
+		// A new task that refers to earlier ones (Request.RelatedTasks)
+		// goes on from a copy of the newest one's thread, where the graph
+		// keeps the conversation's state: a thread of its own, so tasks
+		// that refer to the same one, or a run still going there, do not
+		// mix.
+		from := ""
+		for i := len(req.RelatedTasks) - 1; from == "" && i >= 0; i-- {
+			from, _ = req.RelatedTasks[i].Metadata[MetaLangGraphThread].(string)
+		}
 		var t struct {
 			ThreadID string `json:"thread_id"`
 		}
-		if err := g.call(cctx, "/threads", map[string]any{"metadata": map[string]any{"a2abus_task": req.Task.ID}}, &t); err != nil {
+		var err error
+		if from != "" {
+			err = g.call(cctx, "/threads/"+url.PathEscape(from)+"/copy", map[string]any{}, &t)
+		} else {
+			err = g.call(cctx, "/threads", map[string]any{"metadata": map[string]any{"a2abus_task": req.Task.ID}}, &t)
+		}
+		if err != nil {
 			return err
 		}
 		if t.ThreadID == "" {
@@ -95,9 +99,6 @@ func (g LangGraph) Execute(ctx context.Context, req *Request, out *Emitter) erro
 		}
 	}
 	body := map[string]any{"assistant_id": g.Assistant, "stream_mode": []string{"messages-tuple", "values"}}
-	if shared {
-		body["multitask_strategy"] = "enqueue"
-	}
 	text := req.Message.Text()
 	if resume {
 		body["command"] = map[string]any{"resume": text}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,7 @@ type fakeLangGraph struct {
 	mu     sync.Mutex
 	runs   []map[string]any
 	thread int
+	copied []string // the threads copied (POST /threads/{id}/copy)
 }
 
 func (f *fakeLangGraph) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -38,8 +40,11 @@ func (f *fakeLangGraph) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var body map[string]any
 	_ = json.Unmarshal(raw, &body)
 	switch {
-	case r.URL.Path == "/threads":
+	case r.URL.Path == "/threads" || strings.HasSuffix(r.URL.Path, "/copy"):
 		f.mu.Lock()
+		if from, ok := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/threads/"), "/copy"); ok {
+			f.copied = append(f.copied, from)
+		}
 		f.thread++
 		id := fmt.Sprintf("e1431c95-e241-4d1d-a252-27eceb1e5c%02d", f.thread)
 		f.mu.Unlock()
@@ -133,20 +138,17 @@ func TestLangGraphAgentStreamsAndResumes(t *testing.T) {
 		t.Fatalf("the resuming run: %v", last)
 	}
 
-	// A new task referring to that one runs on its thread: no new thread,
-	// queued behind any run still going there.
-	fake.mu.Lock()
-	threads := fake.thread
-	fake.mu.Unlock()
+	// A new task referring to that one runs on a copy of its thread.
 	rec = waitSettled(t, b, submitAs(t, b, "graph", "", "what's the weather in paris", id))
-	if rec.Task.Status.State != schemas.TaskStateCompleted || rec.Task.Metadata[workers.MetaLangGraphThread] != thread {
-		t.Fatalf("referring task: %s, thread %v, want %v", rec.Task.Status.State, rec.Task.Metadata[workers.MetaLangGraphThread], thread)
+	own := rec.Task.Metadata[workers.MetaLangGraphThread]
+	if rec.Task.Status.State != schemas.TaskStateCompleted || own == nil || own == thread {
+		t.Fatalf("referring task: %s, thread %v (the referred task's is %v)", rec.Task.Status.State, own, thread)
 	}
 	fake.mu.Lock()
-	last, made := fake.runs[len(fake.runs)-1], fake.thread-threads
+	last, copied := fake.runs[len(fake.runs)-1], slices.Clone(fake.copied)
 	fake.mu.Unlock()
-	if made != 0 || last["path"] != "/threads/"+thread.(string)+"/runs/stream" || last["multitask_strategy"] != "enqueue" || last["command"] != nil {
-		t.Fatalf("the referring task's run made %d threads and was %v", made, last)
+	if !slices.Equal(copied, []string{thread.(string)}) || last["path"] != "/threads/"+own.(string)+"/runs/stream" || last["command"] != nil {
+		t.Fatalf("the referring task copied %v and ran %v", copied, last)
 	}
 }
 

@@ -20,10 +20,10 @@ import (
 // is the conversation (the system prompt first, the client's messages as
 // "user", the agent's as "assistant"); the model's answer streams into the
 // task as artifact chunks as its tokens arrive; the token usage is put in
-// the task's metadata. A multi-turn conversation is the same task
-// continued, or a new task whose message refers to the earlier ones
-// (referenceTaskIds; one reference to the last is enough, as each refers
-// to the one before): their messages and answers come first.
+// the task's metadata. The task completes with its answer, so a
+// conversation goes on in a new task whose message refers to the earlier
+// ones (referenceTaskIds; one reference to the last is enough, as each
+// refers to the one before): their messages and answers come first.
 
 // MetaLLMUsage is the task metadata key of a completion's token usage:
 // {"prompt_tokens", "completion_tokens", "total_tokens"} as the provider
@@ -209,13 +209,16 @@ func (l LLM) finish(ctx context.Context, out *Emitter, art schemas.Artifact, chu
 
 // conversation is the related tasks' messages and answers and the task's
 // history as chat messages, the system prompt first, at most MaxHistory
-// of the latest.
+// of the latest. Of a related task only the client's messages and the
+// answer (its artifacts' text) are taken: the agent's messages in its
+// history are status notes (why it failed, that the answer was cut), not
+// turns of the conversation.
 func (l LLM) conversation(req *Request) []chatMessage {
 	var msgs []chatMessage
-	history := func(h []schemas.Message) {
+	history := func(h []schemas.Message, agents bool) {
 		for _, m := range h {
 			text := m.Text()
-			if text == "" {
+			if text == "" || (m.Role == schemas.RoleAgent && !agents) {
 				continue
 			}
 			role := "user"
@@ -226,7 +229,7 @@ func (l LLM) conversation(req *Request) []chatMessage {
 		}
 	}
 	for _, t := range req.RelatedTasks {
-		history(t.History)
+		history(t.History, false)
 		var answer strings.Builder
 		for _, a := range t.Artifacts {
 			for _, p := range a.Parts {
@@ -239,8 +242,8 @@ func (l LLM) conversation(req *Request) []chatMessage {
 			msgs = append(msgs, chatMessage{Role: "assistant", Content: answer.String()})
 		}
 	}
-	history(req.Task.History)
-	if len(msgs) == 0 || msgs[len(msgs)-1].Content != req.Message.Text() {
+	history(req.Task.History, true)
+	if last := len(msgs) - 1; last < 0 || msgs[last].Role != "user" || msgs[last].Content != req.Message.Text() {
 		msgs = append(msgs, chatMessage{Role: "user", Content: req.Message.Text()})
 	}
 	limit := l.MaxHistory

@@ -60,6 +60,11 @@ func TestRelatedTasksAreTheOwnersOwnOfTheAgent(t *testing.T) {
 	bobs := done(submitAs(t, b, "rec", "bob", "bob's"))
 	elsewhere := done(submitAs(t, b, "other", "alice", "another agent's"))
 	t5 := done(submitAs(t, b, "rec", "alice", "five", bobs, elsewhere, "not-an-id", schemas.NewID(), t2, t2))
+	// Reached in another order than made: [t1, t7] with t7 referring to
+	// t6 come in the order they were created.
+	t6 := done(submitAs(t, b, "rec", "alice", "six"))
+	t7 := done(submitAs(t, b, "rec", "alice", "seven", t6))
+	t8 := done(submitAs(t, b, "rec", "alice", "eight", t1, t7))
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -68,6 +73,9 @@ func TestRelatedTasksAreTheOwnersOwnOfTheAgent(t *testing.T) {
 	}
 	if got := related[t5]; !slices.Equal(got, []string{t1, t2}) {
 		t.Fatalf("task five got related %v, want [%s %s] (oldest first, bob's and the other agent's left out)", got, t1, t2)
+	}
+	if got := related[t8]; !slices.Equal(got, []string{t1, t6, t7}) {
+		t.Fatalf("task eight got related %v, want [%s %s %s] (in the order they were created)", got, t1, t6, t7)
 	}
 	if got := related[t1]; len(got) != 0 {
 		t.Fatalf("task one refers to nothing but got %v", got)

@@ -546,9 +546,10 @@ type Work = bus.Work
 
 // relatedTasks reads the tasks msg refers to, and theirs in turn (see
 // Request.RelatedTasks), through the task lifecycle as rec's owner would:
-// newest first, breadth first, then turned oldest first. Each read is
-// one task; the number of reads is bounded too, so references to tasks
-// that cannot be read cost little.
+// breadth first from the last referenced (so the bound keeps the nearest),
+// then put in the order they were created. Each read is one task; the
+// number of reads is bounded too, so references to tasks that cannot be
+// read cost little.
 func (r *Runner) relatedTasks(ctx context.Context, rec *schemas.TaskRecord, msg *schemas.Message) []schemas.Task {
 	if len(msg.ReferenceTaskIDs) == 0 {
 		return nil
@@ -565,8 +566,8 @@ func (r *Runner) relatedTasks(ctx context.Context, rec *schemas.TaskRecord, msg 
 		}
 	}
 	push(msg.ReferenceTaskIDs)
-	var out []schemas.Task
-	for reads := 0; len(queue) > 0 && len(out) < MaxRelatedTasks && reads < 2*MaxRelatedTasks; reads++ {
+	var found []*schemas.TaskRecord
+	for reads := 0; len(queue) > 0 && len(found) < MaxRelatedTasks && reads < 2*MaxRelatedTasks; reads++ {
 		id := queue[0]
 		queue = queue[1:]
 		t, _, err := r.b.Task(ctx, owner, id)
@@ -574,13 +575,20 @@ func (r *Runner) relatedTasks(ctx context.Context, rec *schemas.TaskRecord, msg 
 			r.log.Debug("a referenced task is left out", "task_id", rec.Task.ID, "reference", id, "err", err)
 			continue
 		}
-		out = append(out, t.Task)
+		found = append(found, t)
 		for i := len(t.Task.History) - 1; i >= 0; i-- {
 			if m := t.Task.History[i]; m.Role == schemas.RoleUser {
 				push(m.ReferenceTaskIDs)
 			}
 		}
 	}
-	slices.Reverse(out)
+	// Creation times are to the millisecond: within one, a task reached
+	// later in the walk (referred to by one reached before) is the older.
+	slices.Reverse(found)
+	slices.SortStableFunc(found, func(a, b *schemas.TaskRecord) int { return a.CreatedAt.Compare(b.CreatedAt.Time) })
+	out := make([]schemas.Task, len(found))
+	for i, t := range found {
+		out[i] = t.Task
+	}
 	return out
 }

@@ -9,7 +9,9 @@
 // client connections can take such a port between the moment a test picks
 // it and the moment its server binds it, and the server then fails to
 // listen. The ports given here are below the ephemeral range, where only
-// servers that name a port bind, and never the same one twice in a test
+// servers that name a port bind (other test binaries' picks among them: a
+// collision needs one to pick the same port in the moment between
+// another's check and bind), and never the same one twice in a test
 // binary.
 package freeaddr
 
