@@ -404,6 +404,40 @@ func redact(u *url.URL) string {
 // parse is not repeated at all.
 func RedactURL(s string) string { return redactRaw(s) }
 
+// RedactError is err fit for a log line, an error message or a status
+// others read, when its text may repeat rawURL: net/http's errors do, and
+// libraries print those into their own. Every form of rawURL in it is
+// replaced by RedactURL's; an error that does not mention it is returned
+// as it is. The result still wraps err (errors.Is and As see through it).
+func RedactError(err error, rawURL string) error {
+	if err == nil || rawURL == "" {
+		return err
+	}
+	shown := redactRaw(rawURL)
+	forms := []string{rawURL}
+	if u, perr := url.Parse(rawURL); perr == nil {
+		forms = append(forms, u.String(), u.Redacted())
+	}
+	text := err.Error()
+	for _, f := range forms {
+		if f != "" && f != shown {
+			text = strings.ReplaceAll(text, f, shown)
+		}
+	}
+	if text == err.Error() {
+		return err
+	}
+	return redactedError{text: text, err: err}
+}
+
+type redactedError struct {
+	text string
+	err  error
+}
+
+func (e redactedError) Error() string { return e.text }
+func (e redactedError) Unwrap() error { return e.err }
+
 // redactRaw is redact for a URL as configured; one that does not parse is
 // not repeated at all.
 func redactRaw(s string) string {

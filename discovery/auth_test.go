@@ -738,3 +738,24 @@ func TestOAuth2TokenRequestStaysAtItsOrigin(t *testing.T) {
 		t.Fatalf("the other origin got %d token requests", n)
 	}
 }
+
+// An error that repeats a URL as configured (net/http's do, and libraries
+// print those into their own text) reads with the URL redacted, and still
+// wraps what it wrapped.
+func TestRedactErrorHidesTheURLsSecrets(t *testing.T) {
+	const raw = "https://user:pw@mcp.example/mcp?api_key=SECRET"
+	cause := &url.Error{Op: "Post", URL: raw, Err: context.DeadlineExceeded}
+	for _, err := range []error{cause, fmt.Errorf("sending request: %v", cause), fmt.Errorf("connect: %w", cause)} {
+		got := discovery.RedactError(err, raw)
+		if strings.Contains(got.Error(), "SECRET") || strings.Contains(got.Error(), "pw") || !strings.Contains(got.Error(), "https://mcp.example/mcp") {
+			t.Fatalf("%q redacted to %q", err, got)
+		}
+		if errors.Is(err, context.DeadlineExceeded) != errors.Is(got, context.DeadlineExceeded) {
+			t.Fatalf("%q no longer wraps what it wrapped", got)
+		}
+	}
+	plain := errors.New("no URL here")
+	if discovery.RedactError(plain, raw) != plain || discovery.RedactError(nil, raw) != nil {
+		t.Fatal("an error without the URL is not returned as it is")
+	}
+}

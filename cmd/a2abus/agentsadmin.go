@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/a2abus/a2abus/discovery"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -20,8 +21,8 @@ import (
 func runAgentsAdmin(ctx context.Context, verb string, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("a2abus agents "+verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	token := fs.String("token", "", "bearer token of an admin principal [$"+envToken+"]")
-	apiKey := fs.String("api-key", "", "API key of an admin principal, sent as X-API-Key [$"+envAPIKey+"]")
+	var o clientOptions
+	o.credentialFlags(fs, " of an admin principal", "")
 	remote := fs.String("remote", "", "the external A2A agent's base URL (add; update to change it)")
 	checkEvery := fs.String("check-every", "", "how often its card and health are re-checked, e.g. 30s")
 	binding := fs.String("binding", "", "prefer its JSONRPC or HTTP+JSON interface")
@@ -31,27 +32,15 @@ func runAgentsAdmin(ctx context.Context, verb string, args []string, stdout, std
 	fs.Var(&tags, "tag", "a tag added to its skills (repeatable)")
 	fs.Var(&headers, "header", "a header sent to it, NAME=VALUE (repeatable; not for secrets)")
 	fs.Var(&headerEnv, "header-env", "a header whose value the workers read from their environment, NAME=VARIABLE (repeatable)")
-	var pos []string
-	rest := args
-	for len(rest) > 0 {
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		rest = fs.Args()
-		if len(rest) > 0 {
-			pos, rest = append(pos, rest[0]), rest[1:]
-		}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
 	}
 	if len(pos) != 2 {
 		return fmt.Errorf("usage: a2abus agents %s EDGE_URL NAME [flags]", verb)
 	}
 	base, name := strings.TrimSuffix(pos[0], "/"), pos[1]
-	if *token == "" {
-		*token = getenv(envToken)
-	}
-	if *apiKey == "" {
-		*apiKey = getenv(envAPIKey)
-	}
+	o.credentialsFromEnv(getenv)
 	call := func(method string, body any) (*http.Response, []byte, error) {
 		var rd io.Reader
 		if body != nil {
@@ -64,21 +53,17 @@ func runAgentsAdmin(ctx context.Context, verb string, args []string, stdout, std
 		if err != nil {
 			return nil, nil, err
 		}
+		req.Header = o.credentialHeader()
 		req.Header.Set("Content-Type", "application/json")
-		if *token != "" {
-			req.Header.Set("Authorization", "Bearer "+*token)
-		}
-		if *apiKey != "" {
-			req.Header.Set("X-API-Key", *apiKey)
-		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
+			err = discovery.RedactError(err, base)
 			return nil, nil, &cliError{msg: err.Error(), err: err}
 		}
 		defer resp.Body.Close()
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		if resp.StatusCode/100 != 2 && !(method == http.MethodGet && resp.StatusCode == http.StatusNotFound) {
-			return resp, raw, &cliError{msg: fmt.Sprintf("%s %s: %d %s", method, base+"/a2a/admin/agents/"+name, resp.StatusCode, strings.TrimSpace(string(raw)))}
+			return resp, raw, &cliError{msg: fmt.Sprintf("%s %s: %d %s", method, discovery.RedactURL(base+"/a2a/admin/agents/"+name), resp.StatusCode, strings.TrimSpace(string(raw)))}
 		}
 		return resp, raw, nil
 	}

@@ -137,8 +137,7 @@ func runClientEnv(ctx context.Context, cmd string, args []string, stdout, stderr
 	o := clientOptions{header: http.Header{}}
 	fs.StringVar(&o.output, "o", "text", "output: text or json")
 	fs.Var(headerFlag(o.header), "header", "request header \"Name: value\" (repeatable)")
-	fs.StringVar(&o.token, "token", "", "bearer token, sent as Authorization: Bearer TOKEN [$"+envToken+"]")
-	fs.StringVar(&o.apiKey, "api-key", "", "API key, sent as X-API-Key or where the agent's card says [$"+envAPIKey+"]")
+	o.credentialFlags(fs, "", " or where the agent's card says")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout of a call, and of reading the card (a stream lasts as long as the task)")
 	fs.StringVar(&o.binding, "binding", "auto", "auto (read the card), jsonrpc, rest or jsonrpc03 (URL is then the endpoint)")
 	fs.BoolVar(&o.allowPrivate, "allow-private", true, "allow loopback, private and link-local addresses (metadata addresses are always refused)")
@@ -207,8 +206,7 @@ func runClientEnv(ctx context.Context, cmd string, args []string, stdout, stderr
 	if u, err := url.Parse(pos[0]); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return usageErr("URL %q must be an absolute http:// or https:// URL", pos[0])
 	}
-	o.token = cmp.Or(o.token, strings.TrimSpace(getenv(envToken)))
-	o.apiKey = cmp.Or(o.apiKey, strings.TrimSpace(getenv(envAPIKey)))
+	o.credentialsFromEnv(getenv)
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -293,6 +291,33 @@ type clientRun struct {
 }
 
 // credentials are the command's --token and --api-key, or nil.
+// credentialFlags registers --token and --api-key (for whom, e.g. " of
+// an admin principal"; where else a key may go) into o: one spelling of
+// the credential flags for every command that calls an edge or agent.
+func (o *clientOptions) credentialFlags(fs *flag.FlagSet, whom, keyElsewhere string) {
+	fs.StringVar(&o.token, "token", "", "bearer token"+whom+", sent as Authorization: Bearer TOKEN [$"+envToken+"]")
+	fs.StringVar(&o.apiKey, "api-key", "", "API key"+whom+", sent as X-API-Key"+keyElsewhere+" [$"+envAPIKey+"]")
+}
+
+// credentialsFromEnv fills in from the environment what no flag gave.
+func (o *clientOptions) credentialsFromEnv(getenv func(string) string) {
+	o.token = cmp.Or(o.token, strings.TrimSpace(getenv(envToken)))
+	o.apiKey = cmp.Or(o.apiKey, strings.TrimSpace(getenv(envAPIKey)))
+}
+
+// credentialHeader is o's credentials as plain request headers, for a
+// call to an a2abus edge (which reads both): nil when there are none.
+func (o clientOptions) credentialHeader() http.Header {
+	h := http.Header{}
+	if o.token != "" {
+		h.Set("Authorization", "Bearer "+o.token)
+	}
+	if o.apiKey != "" {
+		h.Set("X-API-Key", o.apiKey)
+	}
+	return h
+}
+
 func (o clientOptions) credentials() (*discovery.Authenticator, error) {
 	if o.token == "" && o.apiKey == "" {
 		return nil, nil

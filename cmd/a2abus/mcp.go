@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,7 +40,7 @@ func (p *process) edgeBridge(e **edge.Server) (*mcpbridge.Bridge, error) {
 // (its announcements and logs on stderr: stdout is MCP's).
 func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	for _, a := range args {
-		if a == "--url" || a == "-url" || len(a) > 6 && (a[:6] == "--url=" || a[:5] == "-url=") {
+		if a == "--url" || a == "-url" || strings.HasPrefix(a, "--url=") || strings.HasPrefix(a, "-url=") {
 			return runMCPClient(ctx, args, stderr, getenv)
 		}
 	}
@@ -75,8 +76,8 @@ func runMCPClient(ctx context.Context, args []string, stderr io.Writer, getenv f
 	fs := flag.NewFlagSet("a2abus mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	base := fs.String("url", "", "the a2abus edge whose agents to serve as MCP tools")
-	token := fs.String("token", "", "bearer token for the edge [$"+envToken+"]")
-	apiKey := fs.String("api-key", "", "API key for the edge, sent as X-API-Key [$"+envAPIKey+"]")
+	var o clientOptions
+	o.credentialFlags(fs, " for the edge", "")
 	wait := fs.Duration("wait", 60*time.Second, "how long a tool call waits for its task to settle")
 	refresh := fs.Duration("refresh", 5*time.Second, "how often the edge's agents are read for tools that come and go")
 	allowPrivate := fs.Bool("allow-private", true, "allow loopback, private and link-local addresses (metadata addresses are always refused)")
@@ -86,19 +87,8 @@ func runMCPClient(ctx context.Context, args []string, stderr io.Writer, getenv f
 	if *base == "" || fs.NArg() > 0 {
 		return errors.New("mcp --url needs the edge's URL and no arguments")
 	}
-	if *token == "" {
-		*token = getenv(envToken)
-	}
-	if *apiKey == "" {
-		*apiKey = getenv(envAPIKey)
-	}
-	h := http.Header{}
-	if *token != "" {
-		h.Set("Authorization", "Bearer "+*token)
-	}
-	if *apiKey != "" {
-		h.Set("X-API-Key", *apiKey)
-	}
+	o.credentialsFromEnv(getenv)
+	h := o.credentialHeader()
 	pol := discovery.Policy{AllowLoopback: *allowPrivate, AllowPrivate: *allowPrivate, AllowLinkLocal: *allowPrivate}
 	b, err := mcpbridge.New(mcpbridge.Options{BaseURL: *base, HTTP: pol.Client(0), Header: h, Wait: *wait, Refresh: *refresh,
 		Version: discovery.Version, Logger: newLogger(Config{LogLevel: "info", LogFormat: "text"}, stderr)})

@@ -95,7 +95,8 @@ func (m *mcpMonitor) connect(ctx context.Context) bool {
 	m.status.CheckedAt = now
 	if err != nil {
 		// The registry shows it to every caller: the reason, not the
-		// URL net/http repeats (it may carry a secret).
+		// URL net/http repeats (mcpbridge redacts it where it is
+		// repeated otherwise).
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err

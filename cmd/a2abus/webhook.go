@@ -85,7 +85,7 @@ drops repeats of an event, and prints the rest. For example:
 	mux := http.NewServeMux()
 	mux.Handle(path, rc)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
-	fmt.Fprintf(stderr, "a2abus webhook: receiving at %s (keys: %s)\n", *hookURL, *jwks)
+	fmt.Fprintf(stderr, "a2abus webhook: receiving at %s (keys: %s)\n", discovery.RedactURL(*hookURL), discovery.RedactURL(*jwks))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {

@@ -251,7 +251,7 @@ func (b *Bridge) agents(ctx context.Context, query url.Values) ([]agentEntry, er
 	}
 	resp, err := b.opt.HTTP.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, discovery.RedactError(err, u) // it goes to the MCP client
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))

@@ -40,9 +40,12 @@ type ServerConfig struct {
 	HTTP *http.Client
 }
 
-// ToolClient is a session with an MCP server.
+// ToolClient is a session with an MCP server. Its errors never repeat
+// the server's URL as configured (discovery.RedactError): they reach the
+// registry, logs and tasks' status, and the URL may hold a key.
 type ToolClient struct {
-	cs *sdk.ClientSession
+	cs  *sdk.ClientSession
+	url string
 }
 
 // Dial connects to the server and initializes a session (the SDK
@@ -74,9 +77,9 @@ func Dial(ctx context.Context, c ServerConfig, version string) (*ToolClient, err
 	}
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "a2abus", Version: version}, nil).Connect(ctx, t, nil)
 	if err != nil {
-		return nil, err
+		return nil, discovery.RedactError(err, c.URL)
 	}
-	return &ToolClient{cs: cs}, nil
+	return &ToolClient{cs: cs, url: c.URL}, nil
 }
 
 // Tool is one tool a server offers.
@@ -90,7 +93,7 @@ func (c *ToolClient) Tools(ctx context.Context) ([]Tool, error) {
 	var out []Tool
 	for t, err := range c.cs.Tools(ctx, nil) {
 		if err != nil {
-			return nil, err
+			return nil, discovery.RedactError(err, c.url)
 		}
 		schema, _ := json.Marshal(t.InputSchema)
 		out = append(out, Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: schema})
@@ -115,7 +118,7 @@ func (c *ToolClient) Call(ctx context.Context, name string, args json.RawMessage
 	}
 	res, err := c.cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: a})
 	if err != nil {
-		return nil, err
+		return nil, discovery.RedactError(err, c.url)
 	}
 	parts := resultParts(res)
 	if res.IsError {
@@ -163,7 +166,7 @@ func resultParts(res *sdk.CallToolResult) []schemas.Part {
 
 // Wait blocks until the session ends (the server exited or the
 // connection broke).
-func (c *ToolClient) Wait() error { return c.cs.Wait() }
+func (c *ToolClient) Wait() error { return discovery.RedactError(c.cs.Wait(), c.url) }
 
 // Close ends the session; a command is stopped (stdin closed, then
 // SIGTERM, then SIGKILL).

@@ -1,9 +1,13 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -59,5 +63,22 @@ func TestTaskResults(t *testing.T) {
 	}
 	if ToolName("Not Valid") != "" || ToolName("echo") != "a2a_echo" {
 		t.Error("tool names")
+	}
+}
+
+// A server that cannot be reached is said so without its URL's secrets:
+// the error goes to the registry, logs and tasks' status.
+func TestDialErrorKeepsTheURLsSecrets(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = Dial(ctx, ServerConfig{URL: "http://" + addr + "/mcp?api_key=SECRET", HTTP: &http.Client{}}, "test")
+	if err == nil || strings.Contains(err.Error(), "SECRET") {
+		t.Fatalf("dial error %v", err)
 	}
 }
