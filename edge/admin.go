@@ -97,9 +97,7 @@ func (s *Server) handleRegistryPut(w http.ResponseWriter, r *http.Request) {
 		writePlain(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if who, err := s.authenticate(r); err == nil {
-		e.UpdatedBy = who.principal
-	}
+	e.UpdatedBy = adminCaller(r)
 	e.UpdatedAt = *schemas.Now()
 	if err := s.b.PutRegistryEntry(r.Context(), e); err != nil {
 		if se := schemas.AsError(err); se.Code == schemas.ErrInvalidParams.Code {

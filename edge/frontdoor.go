@@ -304,6 +304,17 @@ func (s *Server) refuseCaller(w http.ResponseWriter, r *http.Request, b *binding
 	s.refuse(w, b, c, schemas.Errorf(kind, "%s", f.Reason), status)
 }
 
+// adminKey carries the caller adminOnly authenticated to its handler
+// (adminCaller reads it), so no handler authenticates a second time.
+type adminKey struct{}
+
+// adminCaller is the principal adminOnly let through ("" on an edge that
+// authenticates no one, or on a public route).
+func adminCaller(r *http.Request) string {
+	who, _ := r.Context().Value(adminKey{}).(caller)
+	return who.principal
+}
+
 // adminOnly serves h to admin principals only when the edge authenticates
 // (and to anyone when public or anonymous).
 func (s *Server) adminOnly(h http.HandlerFunc, public bool) http.HandlerFunc {
@@ -326,7 +337,7 @@ func (s *Server) adminOnly(h http.HandlerFunc, public bool) http.HandlerFunc {
 		case err != nil:
 			writePlain(w, http.StatusInternalServerError, "cannot check credentials")
 		default:
-			h(w, r)
+			h(w, r.WithContext(context.WithValue(r.Context(), adminKey{}, who)))
 		}
 	}
 }

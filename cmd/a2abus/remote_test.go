@@ -213,6 +213,19 @@ func TestRegistryChangedAtRunTimeSeenByASecondEdge(t *testing.T) {
 	for _, base := range []string{gwBase, edgeBase} {
 		waitAgents(t, base, "?tag=weather", "the registered agent on "+base, func(l edge.AgentList) bool { return health(l, "far") == "online" })
 	}
+	// The entry records which admin made it.
+	req, _ := http.NewRequest("GET", gwBase+"/a2a/admin/agents/far", nil)
+	req.Header.Set("X-API-Key", "ops-key-0123456789abcdef")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entry schemas.RegistryEntry
+	err = json.NewDecoder(resp.Body).Decode(&entry)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || entry.UpdatedBy != "ops" {
+		t.Fatalf("the entry as read by an admin: %d %+v %v", resp.StatusCode, entry, err)
+	}
 	task := sendAs(t, edgeBase, "far", "alice-key-0123456789abcdef", "through the second edge")
 	if task.Status.State != schemas.TaskStateCompleted || artifactText(task) != "through the second edge" {
 		t.Fatalf("task through the registered agent: %s %q", task.Status.State, artifactText(task))
