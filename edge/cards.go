@@ -133,6 +133,7 @@ func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	regs := s.agents.List()
+	terms := strings.Fields(strings.ToLower(q.Get("q")))
 	out := AgentList{Agents: make([]AgentEntry, 0, len(regs))}
 	for _, reg := range regs {
 		e := AgentEntry{AgentCard: s.card(reg), Agent: reg.Agent, Kind: "local", Remote: reg.Remote, Maintenance: reg.Maintenance}
@@ -142,7 +143,7 @@ func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
 		if reg.Maintenance != "" {
 			e.Health = schemas.HealthMaintenance
 		}
-		if e.matches(q["skill"], q["tag"], q.Get("kind"), q.Get("health")) && e.mentions(strings.Fields(strings.ToLower(q.Get("q")))) {
+		if e.matches(q["skill"], q["tag"], q.Get("kind"), q.Get("health")) && e.mentions(terms) {
 			out.Agents = append(out.Agents, e)
 		}
 	}

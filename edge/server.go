@@ -253,11 +253,12 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /a2a/remote/{agent}/tasks/{task}/push", s.handleRemotePush)
 	if s.cfg.MCP != nil {
 		// Not an A2A call: limited by address here (each tool call it
-		// makes passes the front door as well), and refused to a browser
-		// page of another origin.
+		// makes passes the front door as well), its bodies bounded as the
+		// edge's are, and refused to a browser page of another origin.
 		mcp := http.NewCrossOriginProtection().Handler(s.cfg.MCP)
 		s.mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
 			if s.allowAddress(w, r, "mcp") {
+				r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 				mcp.ServeHTTP(w, r)
 			}
 		})
