@@ -305,6 +305,25 @@ func (g LangGraph) call(ctx context.Context, path string, body, out any) error {
 }
 
 func (g LangGraph) post(ctx context.Context, path string, body any) (*http.Response, error) {
+	return postJSON(ctx, g.HTTP, g.URL, path, body, func(h http.Header) error {
+		if g.Header == nil {
+			return nil
+		}
+		extra, err := g.Header()
+		if err != nil {
+			return fmt.Errorf("the deployment's credentials cannot be read: %w", err)
+		}
+		for k, vs := range extra {
+			h[k] = vs
+		}
+		return nil
+	})
+}
+
+// postJSON POSTs body as JSON to base+path with client (default
+// http.DefaultClient), headers added by header (nil: none): the request
+// of the provider kinds, which differ only in their credentials.
+func postJSON(ctx context.Context, client *http.Client, base, path string, body any, header func(http.Header) error) (*http.Response, error) {
 	var rd io.Reader = http.NoBody
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -313,21 +332,16 @@ func (g LangGraph) post(ctx context.Context, path string, body any) (*http.Respo
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(g.URL, "/")+path, rd)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+path, rd)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if g.Header != nil {
-		h, err := g.Header()
-		if err != nil {
-			return nil, fmt.Errorf("the deployment's credentials cannot be read: %w", err)
-		}
-		for k, vs := range h {
-			req.Header[k] = vs
+	if header != nil {
+		if err := header(req.Header); err != nil {
+			return nil, err
 		}
 	}
-	client := g.HTTP
 	if client == nil {
 		client = http.DefaultClient
 	}

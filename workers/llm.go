@@ -82,36 +82,26 @@ func (l LLM) Execute(ctx context.Context, req *Request, out *Emitter) error {
 	if l.MaxTokens > 0 {
 		body["max_tokens"] = l.MaxTokens
 	}
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
 	d := l.Timeout
 	if d <= 0 {
 		d = 5 * time.Minute
 	}
 	cctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(cctx, http.MethodPost, strings.TrimSuffix(l.BaseURL, "/")+"/chat/completions", bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
+	key := ""
 	if l.APIKey != nil {
-		key, err := l.APIKey()
-		if err != nil {
+		var err error
+		if key, err = l.APIKey(); err != nil {
 			return fmt.Errorf("the model's API key cannot be read: %w", err)
 		}
+	}
+	resp, err := postJSON(cctx, l.HTTP, l.BaseURL, "/chat/completions", body, func(h http.Header) error {
+		h.Set("Accept", "text/event-stream")
 		if key != "" {
-			hreq.Header.Set("Authorization", "Bearer "+key)
+			h.Set("Authorization", "Bearer "+key)
 		}
-	}
-	client := l.HTTP
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(hreq)
+		return nil
+	})
 	if ok, err := providerAnswer(ctx, out, "the model", resp, err); !ok {
 		return err
 	}

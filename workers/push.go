@@ -589,14 +589,10 @@ func describeFailure(status int, err error) string {
 	if err == nil {
 		return fmt.Sprintf("the webhook answered %d %s", status, http.StatusText(status))
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		if ue.Timeout() {
-			return "no answer within the attempt's timeout"
-		}
-		err = ue.Err
+	if ue := (*url.Error)(nil); errors.As(err, &ue) && ue.Timeout() {
+		return "no answer within the attempt's timeout"
 	}
-	return err.Error()
+	return unwrapURLError(err).Error()
 }
 
 // backoff is the delay before the attempt after attempt failures.

@@ -411,8 +411,7 @@ func (r Remote) reconcile(ctx context.Context, cl RemoteClient, rel *relay, seen
 			r.forwardCancel(ctx, cl, rel.extID)
 			return ctx.Err()
 		}
-		var pe *schemas.Error
-		if errors.As(err, &pe) && errors.Is(err, schemas.ErrTaskNotFound) {
+		if errors.Is(err, schemas.ErrTaskNotFound) {
 			return r.callFailed(ctx, rel.out, err)
 		}
 		return nil // unreachable for now: the next poll or notification

@@ -60,7 +60,7 @@ func (r Router) Execute(ctx context.Context, req *Request, out *Emitter) error {
 		return ctx.Err()
 	}
 	want, _ := req.Message.Metadata[MetaRouterSkill].(string)
-	cands := r.candidates(want, messageWords(req.Message))
+	cands := r.candidates(want, wordsOf(req.Message.Text()))
 	if len(cands) == 0 {
 		if want != "" {
 			return out.Reject(ctx, fmt.Sprintf("no live agent offers the skill %q", want))
@@ -137,18 +137,6 @@ func (r Router) candidates(want string, words map[string]bool) []candidate {
 		}
 	}
 	return out
-}
-
-// messageWords are the words of a message's text parts.
-func messageWords(m schemas.Message) map[string]bool {
-	var text strings.Builder
-	for _, p := range m.Parts {
-		if p.Text != nil {
-			text.WriteString(*p.Text)
-			text.WriteByte(' ')
-		}
-	}
-	return wordsOf(text.String())
 }
 
 // wordsOf is the set of lowercase words of three letters or more.
