@@ -79,13 +79,26 @@ type Request struct {
 	// and Origin where an anonymous owner sent it from: work an agent
 	// starts on the bus for it (a fan-out's children) is theirs too.
 	Owner, Tenant, Origin string
-	// RelatedTasks are the earlier tasks the message refers to
-	// (referenceTaskIds, as A2A has a client continue a conversation in a
-	// new task), and those their messages refer to in turn, oldest
-	// first: at most MaxRelatedTasks, newest kept. Only the same owner's
-	// tasks of the same agent are read; others are left out, as are tasks
-	// that are gone.
-	RelatedTasks []schemas.Task
+	// related reads the tasks of RelatedTasks; nil: none (set by the
+	// runner, read on first use only: most agents never ask).
+	related     func(context.Context) []schemas.Task
+	relatedRead bool
+	relatedSeen []schemas.Task
+}
+
+// RelatedTasks are the earlier tasks the message refers to
+// (referenceTaskIds, as A2A has a client continue a conversation in a new
+// task), and those their messages refer to in turn, in the order they
+// were created: at most MaxRelatedTasks, the nearest kept. Only the same
+// owner's tasks of the same agent are read; others are left out, as are
+// tasks that are gone. They are read on the first call, which is the
+// agent's to make from one goroutine.
+func (r *Request) RelatedTasks(ctx context.Context) []schemas.Task {
+	if !r.relatedRead && r.related != nil {
+		r.relatedSeen = r.related(ctx)
+	}
+	r.relatedRead = true
+	return r.relatedSeen
 }
 
 // MaxRelatedTasks bounds Request.RelatedTasks.

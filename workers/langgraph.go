@@ -75,8 +75,9 @@ func (g LangGraph) Execute(ctx context.Context, req *Request, out *Emitter) erro
 		// that refer to the same one, or a run still going there, do not
 		// mix.
 		from := ""
-		for i := len(req.RelatedTasks) - 1; from == "" && i >= 0; i-- {
-			from, _ = req.RelatedTasks[i].Metadata[MetaLangGraphThread].(string)
+		related := req.RelatedTasks(ctx)
+		for i := len(related) - 1; from == "" && i >= 0; i-- {
+			from, _ = related[i].Metadata[MetaLangGraphThread].(string)
 		}
 		var t struct {
 			ThreadID string `json:"thread_id"`

@@ -74,7 +74,7 @@ type chatChunk struct {
 
 // Execute sends the conversation and streams the answer.
 func (l LLM) Execute(ctx context.Context, req *Request, out *Emitter) error {
-	msgs := l.conversation(req)
+	msgs := l.conversation(ctx, req)
 	body := map[string]any{"model": l.Model, "messages": msgs, "stream": true, "stream_options": map[string]any{"include_usage": true}}
 	if l.Temperature != nil {
 		body["temperature"] = *l.Temperature
@@ -203,7 +203,7 @@ func (l LLM) finish(ctx context.Context, out *Emitter, art schemas.Artifact, chu
 // answer (its artifacts' text) are taken: the agent's messages in its
 // history are status notes (why it failed, that the answer was cut), not
 // turns of the conversation.
-func (l LLM) conversation(req *Request) []chatMessage {
+func (l LLM) conversation(ctx context.Context, req *Request) []chatMessage {
 	var msgs []chatMessage
 	history := func(h []schemas.Message, agents bool) {
 		for _, m := range h {
@@ -218,7 +218,7 @@ func (l LLM) conversation(req *Request) []chatMessage {
 			msgs = append(msgs, chatMessage{Role: role, Content: text})
 		}
 	}
-	for _, t := range req.RelatedTasks {
+	for _, t := range req.RelatedTasks(ctx) {
 		history(t.History, false)
 		var answer strings.Builder
 		for _, a := range t.Artifacts {

@@ -37,7 +37,7 @@ func TestRelatedTasksAreTheOwnersOwnOfTheAgent(t *testing.T) {
 	related := map[string][]string{}
 	recorder := workers.AgentFunc(func(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
 		var ids []string
-		for _, rt := range req.RelatedTasks {
+		for _, rt := range req.RelatedTasks(ctx) {
 			ids = append(ids, rt.ID)
 		}
 		mu.Lock()

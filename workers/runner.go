@@ -362,7 +362,7 @@ func (r *Runner) handle(base context.Context, w *Work) {
 	// the agent's first artifact, in the same write (see Emitter.write).
 	em := &Emitter{b: r.b, taskID: w.Item.TaskID, ctx: ctx, rec: rec, rev: rev, since: since}
 	req := &Request{Task: rec.Task, Message: w.Item.Message, Attempt: w.Attempt, Owner: rec.Owner, Tenant: rec.Tenant, Origin: rec.Origin,
-		RelatedTasks: r.relatedTasks(ctx, rec, &w.Item.Message)}
+		related: func(ctx context.Context) []schemas.Task { return r.relatedTasks(ctx, rec, &w.Item.Message) }}
 	runErr := r.execute(ctx, req, em)
 	if runErr == nil && !em.endAsked() {
 		// Returning without an end completes the task: queued behind the
