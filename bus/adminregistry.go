@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -18,25 +17,8 @@ import (
 // and worker processes run, and maintenance, which readers of the agent
 // registry (AgentDirectory) show as the agent's health.
 
-// registryBucket is BucketRegistry, bound on first use (a process of a
-// release before it provisioned none).
-type registryBucket struct {
-	mu sync.Mutex
-	kv jetstream.KeyValue
-}
-
 func (b *Bus) registry(ctx context.Context) (jetstream.KeyValue, error) {
-	b.reg.mu.Lock()
-	defer b.reg.mu.Unlock()
-	if b.reg.kv != nil {
-		return b.reg.kv, nil
-	}
-	kv, err := b.js.KeyValue(ctx, schemas.BucketRegistry)
-	if err != nil {
-		return nil, errUnavailable("bus: bind bucket "+schemas.BucketRegistry, err)
-	}
-	b.reg.kv = kv
-	return kv, nil
+	return b.reg.get(ctx, b.js, schemas.BucketRegistry)
 }
 
 // PutRegistryEntry stores an agent's entry (replacing it).

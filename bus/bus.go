@@ -170,9 +170,9 @@ type Bus struct {
 	// leases holds the leases of work one process does at a time.
 	leases jetstream.KeyValue
 	// push holds the tasks' push-notification configs, bound on first use.
-	push pushBucket
+	push lazyBucket
 	// reg holds the run-time registry, bound on first use.
-	reg registryBucket
+	reg lazyBucket
 	// hub serves the event readers of this process (see eventHub).
 	hub     *eventHub
 	hubOnce sync.Once

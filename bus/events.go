@@ -348,21 +348,16 @@ func (r *EventReader) newer(us []TaskUpdate) []TaskUpdate {
 // behind tells whether the stream stores events of the task newer than
 // the reader's cursor: the task's last stored event says.
 func (r *EventReader) behind(ctx context.Context) (bool, error) {
-	subject := schemas.SubjectEvents(r.taskID)
-	lastMsg, err := r.b.leaderGet(ctx, schemas.StreamEvents, subject)
-	if errors.Is(err, errNoMessage) {
-		return false, nil
-	}
-	if err != nil {
+	last, derr, err := r.b.lastStoredEvent(ctx, r.taskID)
+	if err != nil || last.Seq == 0 {
 		return false, err
 	}
 	r.mu.Lock()
 	after := r.last
 	r.mu.Unlock()
-	us, err := decodeUpdates(&nats.Msg{Subject: subject, Header: lastMsg.Header, Data: lastMsg.Data})
 	// Nothing stored is newer than the cursor: what is stored after the
 	// hub's position the hub delivers (and the reader drops as old).
-	return err != nil || (len(us) > 0 && us[len(us)-1].Cursor > after), nil
+	return derr != nil || last.LastCursor() > after, nil
 }
 
 // put passes on the events newer than the reader's cursor, waiting for

@@ -2,7 +2,6 @@ package bus
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -195,6 +194,14 @@ type StoredEvent struct {
 	Updates []TaskUpdate
 }
 
+// LastCursor is the cursor of the message's last event (0: none).
+func (e StoredEvent) LastCursor() uint64 {
+	if len(e.Updates) == 0 {
+		return 0
+	}
+	return e.Updates[len(e.Updates)-1].Cursor
+}
+
 // StoredEvents calls fn with the task's stored events from stream sequence
 // from (0: the first), in order, until fn returns false or the stored ones
 // run out.
@@ -252,19 +259,27 @@ func (b *Bus) StoredEvents(ctx context.Context, taskID string, from uint64, fn f
 // LastStoredEvent is the task's last stored message of events, as the
 // events stream's leader has it (Seq 0: none).
 func (b *Bus) LastStoredEvent(ctx context.Context, taskID string) (StoredEvent, error) {
+	e, derr, err := b.lastStoredEvent(ctx, taskID)
+	if derr != nil {
+		b.log.Warn("skipping undecodable task event", "subject", schemas.SubjectEvents(taskID), "err", derr)
+	}
+	return e, err
+}
+
+// lastStoredEvent reads the task's last stored message of events from the
+// events stream's leader (Seq 0: none); derr says it did not decode (its
+// Updates are then empty), which each caller weighs its own way.
+func (b *Bus) lastStoredEvent(ctx context.Context, taskID string) (e StoredEvent, derr, err error) {
 	subject := schemas.SubjectEvents(taskID)
 	m, err := b.leaderGet(ctx, schemas.StreamEvents, subject)
 	if errors.Is(err, errNoMessage) {
-		return StoredEvent{}, nil
+		return StoredEvent{}, nil, nil
 	}
 	if err != nil {
-		return StoredEvent{}, err
+		return StoredEvent{}, nil, err
 	}
-	us, err := decodeUpdates(&nats.Msg{Subject: subject, Header: m.Header, Data: m.Data})
-	if err != nil {
-		b.log.Warn("skipping undecodable task event", "subject", subject, "err", err)
-	}
-	return StoredEvent{Seq: m.Seq, Updates: us}, nil
+	us, derr := decodeUpdates(&nats.Msg{Subject: subject, Header: m.Header, Data: m.Data})
+	return StoredEvent{Seq: m.Seq, Updates: us}, derr, nil
 }
 
 // EventsAfter calls fn, in order, with the task's stored messages of
@@ -275,7 +290,7 @@ func (b *Bus) LastStoredEvent(ctx context.Context, taskID string) (StoredEvent, 
 // for the read.
 func (b *Bus) EventsAfter(ctx context.Context, taskID string, from, after uint64, fn func(StoredEvent) bool) (StoredEvent, error) {
 	last, err := b.LastStoredEvent(ctx, taskID)
-	if err != nil || last.Seq == 0 || len(last.Updates) == 0 || last.Updates[len(last.Updates)-1].Cursor <= after {
+	if err != nil || last.Seq == 0 || last.LastCursor() <= after {
 		return last, err
 	}
 	if from < last.Seq {
@@ -312,22 +327,12 @@ func (b *Bus) ChangePushDelivery(ctx context.Context, taskID string, set *schema
 		if err := change(next); err != nil {
 			return nil, 0, err
 		}
-		if len(next.Configs) == 0 {
-			if err = kv.Purge(ctx, taskID, jetstream.LastRevision(rev), jetstream.PurgeTTL(time.Second)); err == nil {
-				return next, 0, nil
+		nrev, err := storePushConfigs(ctx, kv, taskID, next, rev)
+		if !errors.Is(err, errPushConfigsRace) {
+			if err != nil {
+				return nil, 0, err
 			}
-		} else {
-			val, merr := json.Marshal(next)
-			if merr != nil {
-				return nil, 0, fmt.Errorf("bus: encode push configs: %w", merr)
-			}
-			var nrev uint64
-			if nrev, err = kv.Update(ctx, taskID, val, rev); err == nil {
-				return next, nrev, nil
-			}
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return nil, 0, errUnavailable("bus: store push configs", err)
+			return next, nrev, nil
 		}
 	}
 	var out *schemas.PushConfigSet

@@ -42,26 +42,30 @@ const (
 	maxPushConfigID    = 128
 )
 
-// pushBucket is BucketPush, bound on first use: a process of a release
-// before push notifications provisioned no such bucket, and processes that
-// never touch push should not fail to start for it.
-type pushBucket struct {
+// lazyBucket is a KV bucket bound on first use: one a process of an
+// earlier release did not provision, which processes that never touch it
+// should not fail to start for (BucketPush, BucketRegistry).
+type lazyBucket struct {
 	mu sync.Mutex
 	kv jetstream.KeyValue
 }
 
-func (b *Bus) pushConfigs(ctx context.Context) (jetstream.KeyValue, error) {
-	b.push.mu.Lock()
-	defer b.push.mu.Unlock()
-	if b.push.kv != nil {
-		return b.push.kv, nil
+func (l *lazyBucket) get(ctx context.Context, js jetstream.JetStream, name string) (jetstream.KeyValue, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.kv != nil {
+		return l.kv, nil
 	}
-	kv, err := b.js.KeyValue(ctx, schemas.BucketPush)
+	kv, err := js.KeyValue(ctx, name)
 	if err != nil {
-		return nil, errUnavailable("bus: bind bucket "+schemas.BucketPush, err)
+		return nil, errUnavailable("bus: bind bucket "+name, err)
 	}
-	b.push.kv = kv
+	l.kv = kv
 	return kv, nil
+}
+
+func (b *Bus) pushConfigs(ctx context.Context) (jetstream.KeyValue, error) {
+	return b.push.get(ctx, b.js, schemas.BucketPush)
 }
 
 // CheckPushConfig checks a config's fields as a client sent them: a
@@ -257,28 +261,45 @@ func (b *Bus) changePushConfigs(ctx context.Context, taskID string, change func(
 		if err := change(set); err != nil {
 			return err
 		}
-		switch {
-		case len(set.Configs) == 0 && rev == 0:
-			return nil
-		case len(set.Configs) == 0:
-			err = kv.Purge(ctx, taskID, jetstream.LastRevision(rev), jetstream.PurgeTTL(time.Second))
-		default:
-			val, merr := json.Marshal(set)
-			if merr != nil {
-				return fmt.Errorf("bus: encode push configs: %w", merr)
-			}
-			if rev == 0 {
-				_, err = kv.Create(ctx, taskID, val)
-			} else {
-				_, err = kv.Update(ctx, taskID, val, rev)
-			}
-		}
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return errUnavailable("bus: store push configs", err)
+		if _, err := storePushConfigs(ctx, kv, taskID, set, rev); !errors.Is(err, errPushConfigsRace) {
+			return err
 		}
 	}
 	return schemas.Errorf(schemas.ErrUnavailable, "the push notification configs of task %s are being changed concurrently; retry", taskID)
+}
+
+// errPushConfigsRace is storePushConfigs's lost compare-and-swap.
+var errPushConfigsRace = errors.New("bus: push configs changed meanwhile")
+
+// storePushConfigs stores a task's configs by compare-and-swap on rev (0:
+// none stored): an empty set is purged (or, never stored, left alone). It
+// returns the new revision (0 once purged), errPushConfigsRace when
+// someone changed them since rev.
+func storePushConfigs(ctx context.Context, kv jetstream.KeyValue, taskID string, set *schemas.PushConfigSet, rev uint64) (uint64, error) {
+	var err error
+	var nrev uint64
+	switch {
+	case len(set.Configs) == 0 && rev == 0:
+		return 0, nil
+	case len(set.Configs) == 0:
+		err = kv.Purge(ctx, taskID, jetstream.LastRevision(rev), jetstream.PurgeTTL(time.Second))
+	default:
+		val, merr := json.Marshal(set)
+		if merr != nil {
+			return 0, fmt.Errorf("bus: encode push configs: %w", merr)
+		}
+		if rev == 0 {
+			nrev, err = kv.Create(ctx, taskID, val)
+		} else {
+			nrev, err = kv.Update(ctx, taskID, val, rev)
+		}
+	}
+	switch {
+	case err == nil:
+		return nrev, nil
+	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		return 0, errPushConfigsRace
+	default:
+		return 0, errUnavailable("bus: store push configs", err)
+	}
 }

@@ -652,17 +652,12 @@ func (b *Bus) PublishMissingFinalEvent(ctx context.Context, rec *schemas.TaskRec
 	if !rec.Task.Status.State.Settled() || rec.LastEventID == "" {
 		return false, nil
 	}
-	subject := schemas.SubjectEvents(rec.Task.ID)
-	m, err := b.leaderGet(ctx, schemas.StreamEvents, subject)
-	switch {
-	case errors.Is(err, errNoMessage):
-	case err != nil:
+	last, derr, err := b.lastStoredEvent(ctx, rec.Task.ID)
+	if err != nil {
 		return false, err
-	default:
-		us, err := decodeUpdates(&nats.Msg{Subject: subject, Header: m.Header, Data: m.Data})
-		if err == nil && len(us) > 0 && us[len(us)-1].Cursor >= RecordCursor(rec, rev) {
-			return false, nil
-		}
+	}
+	if derr == nil && last.LastCursor() > 0 && last.LastCursor() >= RecordCursor(rec, rev) {
+		return false, nil
 	}
 	ev := TaskEvent{ID: rec.LastEventID}
 	if rec.Reply != nil {
@@ -674,7 +669,7 @@ func (b *Bus) PublishMissingFinalEvent(ctx context.Context, rec *schemas.TaskRec
 	if err != nil {
 		return false, err
 	}
-	if err := b.publishStored(ctx, encodeMsg(subject, &ce)); err != nil {
+	if err := b.publishStored(ctx, encodeMsg(schemas.SubjectEvents(rec.Task.ID), &ce)); err != nil {
 		return false, err
 	}
 	if rec.Push {

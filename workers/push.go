@@ -228,7 +228,7 @@ func (s *PushSender) rewake(ctx context.Context, taskID string, lowest uint64, l
 		log.Warn("could not check a task for events written during delivery", "err", err)
 		return
 	}
-	if len(last.Updates) > 0 && last.Updates[len(last.Updates)-1].Cursor > lowest {
+	if last.LastCursor() > lowest {
 		if err := s.b.WakePush(ctx, taskID); err != nil {
 			log.Warn("could not wake the push sender again", "err", err)
 		}
