@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -97,44 +98,24 @@ func (b *Bus) RegistryEntries(ctx context.Context) ([]schemas.RegistryEntry, err
 	return out, nil
 }
 
-// WatchRegistry calls fn with every entry as it is now (then ready) and
-// with each change after, until ctx ends: a deleted entry comes with only
-// its Agent set and deleted true.
-func (b *Bus) WatchRegistry(ctx context.Context, fn func(e schemas.RegistryEntry, deleted bool), ready func()) error {
-	kv, err := b.registry(ctx)
-	if err != nil {
-		return err
-	}
-	w, err := kv.WatchAll(ctx)
-	if err != nil {
-		return errUnavailable("bus: watch registry", err)
-	}
-	defer func() { _ = w.Stop() }()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case u, ok := <-w.Updates():
-			if !ok {
-				return errUnavailable("bus: watch registry", errors.New("the watch ended"))
-			}
-			if u == nil {
-				if ready != nil {
-					ready()
-					ready = nil
-				}
-				continue
-			}
-			if u.Operation() != jetstream.KeyValuePut {
-				fn(schemas.RegistryEntry{Agent: u.Key()}, true)
-				continue
-			}
-			var e schemas.RegistryEntry
-			if json.Unmarshal(u.Value(), &e) == nil {
-				fn(e, false)
-			}
+// WatchRegistry calls fn with every entry as it is now and with each
+// change after, until ctx ends (then it returns nil): a deleted entry
+// comes with only its Agent set and deleted true. It is a follower of the
+// bucket's stream, so a lost consumer or connection is replaced as for
+// the other buckets followed.
+func (b *Bus) WatchRegistry(ctx context.Context, fn func(e schemas.RegistryEntry, deleted bool)) error {
+	prefix := kvPrefix(schemas.BucketRegistry)
+	f := b.newFollower("registry", kvStream(schemas.BucketRegistry), jetstream.DeliverLastPerSubjectPolicy, prefix+">")
+	return f.run(ctx, func(m followMsg) {
+		if m.Op != jetstream.KeyValuePut {
+			fn(schemas.RegistryEntry{Agent: strings.TrimPrefix(m.Subject, prefix)}, true)
+			return
 		}
-	}
+		var e schemas.RegistryEntry
+		if json.Unmarshal(m.Value, &e) == nil {
+			fn(e, false)
+		}
+	}, func() {})
 }
 
 // UnregisterAgent removes an agent's registration at once (its workers

@@ -122,25 +122,15 @@ func (d *AgentDirectory) Run(ctx context.Context) error {
 	})
 	// Maintenance comes from the run-time registry.
 	wg.Go(func() {
-		for pctx.Err() == nil {
-			err := d.b.WatchRegistry(pctx, func(e schemas.RegistryEntry, deleted bool) {
-				d.mu.Lock()
-				defer d.mu.Unlock()
-				if deleted || e.Maintenance == "" {
-					delete(d.maint, e.Agent)
-					return
-				}
-				d.maint[e.Agent] = e.Maintenance
-			}, nil)
-			if err == nil || pctx.Err() != nil {
+		_ = d.b.WatchRegistry(pctx, func(e schemas.RegistryEntry, deleted bool) {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			if deleted || e.Maintenance == "" {
+				delete(d.maint, e.Agent)
 				return
 			}
-			d.b.log.Debug("watching the run-time registry failed; trying again", "err", err)
-			select {
-			case <-pctx.Done():
-			case <-time.After(5 * time.Second):
-			}
-		}
+			d.maint[e.Agent] = e.Maintenance
+		})
 	})
 	prefix := kvPrefix(schemas.BucketAgents)
 	return d.f.run(ctx, func(m followMsg) {

@@ -34,17 +34,7 @@ type dynAgent struct {
 // started (their work is handed back, as at shutdown).
 func (d *dynamicAgents) Run(ctx context.Context) {
 	defer d.stopAll()
-	for ctx.Err() == nil {
-		err := d.p.bus.WatchRegistry(ctx, func(e schemas.RegistryEntry, deleted bool) { d.apply(ctx, e, deleted) }, nil)
-		if ctx.Err() != nil {
-			return
-		}
-		d.p.log.Warn("following the run-time registry failed; trying again", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(5 * time.Second):
-		}
-	}
+	_ = d.p.bus.WatchRegistry(ctx, func(e schemas.RegistryEntry, deleted bool) { d.apply(ctx, e, deleted) })
 }
 
 func (d *dynamicAgents) apply(ctx context.Context, e schemas.RegistryEntry, deleted bool) {
