@@ -330,7 +330,9 @@ func (a *Authenticator) Forbidden(reason string) *Failure {
 	return f
 }
 
-// validHeaderName reports whether h is an HTTP field name (RFC 9110 token).
+// validHeaderName reports whether h is an HTTP field name (RFC 9110 token):
+// schemas.HTTPToken's rule, kept here because this package depends on the
+// standard library and go-jose only (schemas brings uuid; deps_test.go).
 func validHeaderName(h string) bool {
 	if h == "" {
 		return false

@@ -7,6 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rsa"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -61,6 +62,27 @@ type flight struct{ done chan struct{} }
 // looks again. Its error is a tokenError when the issuer does not publish
 // such a key, or a *Failure (ErrUnavailable) when no key could be fetched
 // at all.
+// verify checks sig against the set's keys for its kid and alg and
+// returns its payload: find's error when the set has none,
+// errNoKeyVerifies when none of them verifies it. Access tokens and push
+// notifications are checked alike; each caller words its refusal.
+func (s *keySet) verify(ctx context.Context, sig *jose.JSONWebSignature) ([]byte, error) {
+	h := sig.Signatures[0].Header
+	keys, err := s.find(ctx, h.KeyID, h.Algorithm)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		if payload, err := sig.Verify(k); err == nil {
+			return payload, nil
+		}
+	}
+	return nil, errNoKeyVerifies
+}
+
+// errNoKeyVerifies is keySet.verify's: keys were found, none verifies.
+var errNoKeyVerifies = errors.New("the signature does not verify with any key of the set")
+
 func (s *keySet) find(ctx context.Context, kid, alg string) ([]any, error) {
 	if ks := s.match(kid, alg); len(ks) > 0 {
 		return ks, nil

@@ -130,19 +130,12 @@ func (v *jwtVerifier) verify(ctx context.Context, token string, now time.Time) (
 	if err != nil {
 		return Principal{}, time.Time{}, tokenError(v.parseReason(token))
 	}
-	h := sig.Signatures[0].Header
-	keys, err := v.keys.find(ctx, h.KeyID, h.Algorithm)
+	payload, err := v.keys.verify(ctx, sig)
+	if errors.Is(err, errNoKeyVerifies) {
+		return Principal{}, time.Time{}, tokenError("token signature does not verify with the issuer's key")
+	}
 	if err != nil {
 		return Principal{}, time.Time{}, err
-	}
-	var payload []byte
-	for _, k := range keys {
-		if payload, err = sig.Verify(k); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		return Principal{}, time.Time{}, tokenError("token signature does not verify with the issuer's key")
 	}
 	var claims jwt.Claims
 	var extra map[string]any

@@ -294,19 +294,12 @@ func (v *NotificationVerifier) Verify(ctx context.Context, token string, body []
 	if err != nil {
 		return refuse("not a JWT signed with EdDSA or ES256")
 	}
-	h := sig.Signatures[0].Header
-	keys, err := v.keys.find(ctx, h.KeyID, h.Algorithm)
+	payload, err := v.keys.verify(ctx, sig)
+	if errors.Is(err, errNoKeyVerifies) {
+		return refuse("the signature does not verify with the sender's keys")
+	}
 	if err != nil {
 		return refuse("%v", err)
-	}
-	var payload []byte
-	for _, k := range keys {
-		if payload, err = sig.Verify(k); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		return refuse("the signature does not verify with the sender's keys")
 	}
 	var std jwt.Claims
 	var extra notificationClaims
