@@ -74,10 +74,7 @@ func (v *NotificationVerifier) Verify(r *http.Request, body []byte, webhookURL s
 		return nil, fmt.Errorf("%w: the body is of task %q, the token of task %q", ErrNotificationRefused, n.TaskID, c.TaskID)
 	}
 	n.EventID = c.EventID
-	n.Token = r.Header.Get(schemas.HeaderNotificationToken)
-	if n.Token == "" {
-		n.Token = r.Header.Get(schemas.HeaderNotificationTokenX)
-	}
+	n.Token = schemas.NotificationToken(r.Header.Get)
 	return n, nil
 }
 

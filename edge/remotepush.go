@@ -29,10 +29,7 @@ import (
 
 func (s *Server) handleRemotePush(w http.ResponseWriter, r *http.Request) {
 	agent, taskID := r.PathValue("agent"), r.PathValue("task")
-	token := r.Header.Get(schemas.HeaderNotificationToken)
-	if token == "" {
-		token = r.Header.Get(schemas.HeaderNotificationTokenX)
-	}
+	token := schemas.NotificationToken(r.Header.Get)
 	if token == "" {
 		token, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	}
@@ -72,8 +69,12 @@ func (s *Server) handleRemotePush(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
+	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 		writePlain(w, http.StatusRequestEntityTooLarge, "the notification is larger than this edge takes")
+		return
+	}
+	if err != nil {
+		writePlain(w, http.StatusBadRequest, "the notification's body could not be read")
 		return
 	}
 	if _, _, err := schemas.ReadNotification(body); err != nil {

@@ -25,3 +25,13 @@ func HTTPToken(s string) bool {
 func HeaderValueSafe(s string) bool {
 	return !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
+
+// NotificationToken is the config's token a push notification carries, in
+// HeaderNotificationToken or else HeaderNotificationTokenX (get reads a
+// request header: http.Header.Get).
+func NotificationToken(get func(string) string) string {
+	if t := get(HeaderNotificationToken); t != "" {
+		return t
+	}
+	return get(HeaderNotificationTokenX)
+}
