@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"path/filepath"
 	"sync"
@@ -211,22 +210,12 @@ func (p *process) mcpDefinition(a AgentConfig) (workers.Definition, error) {
 	cfg := mcpbridge.ServerConfig{Command: s.Command, Args: s.Args, Dir: s.Dir, Env: s.Env, URL: s.URL}
 	shown := "stdio:" + filepath.Base(s.Command)
 	if s.URL != "" {
-		u, err := url.Parse(s.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return workers.Definition{}, fmt.Errorf("mcp url %q is not an http(s) URL", discovery.RedactURL(s.URL))
-		}
-		pol, err := p.outboundPolicy()
+		pol, err := p.outboundURL("mcp url", s.URL)
 		if err != nil {
 			return workers.Definition{}, err
 		}
-		if err := pol.CheckURL(u); err != nil {
-			return workers.Definition{}, fmt.Errorf("mcp url %s: %w (see \"outbound\" in the config)", discovery.RedactURL(s.URL), err)
-		}
 		cfg.HTTP = pol.Client(0)
-		cfg.Header = http.Header{}
-		for k, v := range s.Headers {
-			cfg.Header.Set(k, v)
-		}
+		cfg.Header = headerOf(s.Headers)
 		shown = discovery.RedactURL(s.URL)
 	}
 	m := &mcpMonitor{name: a.Name, shown: shown, cfg: cfg, log: p.log.With("agent", a.Name, "mcp_server", shown),

@@ -33,16 +33,9 @@ func (p *process) llmDefinition(a AgentConfig) (workers.Definition, error) {
 	if c == nil || c.BaseURL == "" || c.Model == "" {
 		return workers.Definition{}, errors.New(`an llm agent needs "llm": {"baseUrl": ..., "model": ...}`)
 	}
-	u, err := url.Parse(c.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return workers.Definition{}, fmt.Errorf("llm baseUrl %q is not an http(s) URL", discovery.RedactURL(c.BaseURL))
-	}
-	pol, err := p.outboundPolicy()
+	pol, err := p.outboundURL("llm baseUrl", c.BaseURL)
 	if err != nil {
 		return workers.Definition{}, err
-	}
-	if err := pol.CheckURL(u); err != nil {
-		return workers.Definition{}, fmt.Errorf("llm baseUrl %s: %w (see \"outbound\" in the config)", discovery.RedactURL(c.BaseURL), err)
 	}
 	key, err := secret("apiKey", "", c.APIKeyEnv, c.APIKeyFile, os.LookupEnv)
 	if err != nil {
@@ -79,16 +72,9 @@ func (p *process) langGraphDefinition(a AgentConfig) (workers.Definition, error)
 	if c == nil || c.URL == "" || c.Assistant == "" {
 		return workers.Definition{}, errors.New(`a langgraph agent needs "langgraph": {"url": ..., "assistant": ...}`)
 	}
-	u, err := url.Parse(c.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return workers.Definition{}, fmt.Errorf("langgraph url %q is not an http(s) URL", discovery.RedactURL(c.URL))
-	}
-	pol, err := p.outboundPolicy()
+	pol, err := p.outboundURL("langgraph url", c.URL)
 	if err != nil {
 		return workers.Definition{}, err
-	}
-	if err := pol.CheckURL(u); err != nil {
-		return workers.Definition{}, fmt.Errorf("langgraph url %s: %w (see \"outbound\" in the config)", discovery.RedactURL(c.URL), err)
 	}
 	key, err := secret("apiKey", "", c.APIKeyEnv, c.APIKeyFile, os.LookupEnv)
 	if err != nil {
@@ -112,4 +98,32 @@ func (p *process) langGraphDefinition(a AgentConfig) (workers.Definition, error)
 			Skills:       []schemas.AgentSkill{{ID: c.Assistant, Name: c.Assistant, Description: desc, Tags: []string{"langgraph"}}}},
 		Agent: workers.LangGraph{URL: c.URL, Assistant: c.Assistant, Header: header, HTTP: pol.Client(0), Timeout: time.Duration(c.Timeout), Wait: c.Wait},
 	}, nil
+}
+
+// outboundURL checks a URL an agent is configured to reach (what names
+// it, e.g. "llm baseUrl"): an absolute http(s) URL the outbound policy
+// lets this process reach. It returns that policy, whose client is the
+// one to reach it with; errors show the URL redacted.
+func (p *process) outboundURL(what, raw string) (discovery.Policy, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return discovery.Policy{}, fmt.Errorf("%s %q is not an http(s) URL", what, discovery.RedactURL(raw))
+	}
+	pol, err := p.outboundPolicy()
+	if err != nil {
+		return discovery.Policy{}, err
+	}
+	if err := pol.CheckURL(u); err != nil {
+		return discovery.Policy{}, fmt.Errorf("%s %s: %w (see \"outbound\" in the config)", what, discovery.RedactURL(raw), err)
+	}
+	return pol, nil
+}
+
+// headerOf is a configured header map as request headers.
+func headerOf(m map[string]string) http.Header {
+	h := http.Header{}
+	for k, v := range m {
+		h.Set(k, v)
+	}
+	return h
 }

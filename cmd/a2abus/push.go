@@ -65,20 +65,26 @@ type PushConfig struct {
 // config is created and on every connection the sender makes.
 func (c PushConfig) policy() (discovery.Policy, error) {
 	p := discovery.Policy{AllowLoopback: c.AllowLoopback, AllowPrivate: c.AllowPrivate, AllowLinkLocal: c.AllowPrivate, RequireHTTPS: !c.AllowHTTP}
-	for _, list := range []struct {
-		name string
-		in   []string
-		out  *[]netip.Prefix
-	}{{"allow", c.Allow, &p.Allow}, {"deny", c.Deny, &p.Deny}} {
-		for _, s := range list.in {
-			pre, err := netip.ParsePrefix(s)
-			if err != nil {
-				return p, fmt.Errorf("push.%s: %q is not a CIDR prefix", list.name, s)
-			}
-			*list.out = append(*list.out, pre)
-		}
+	var err error
+	if p.Allow, err = parsePrefixes(c.Allow, "push.allow: %q is not a CIDR prefix"); err != nil {
+		return p, err
 	}
-	return p, nil
+	p.Deny, err = parsePrefixes(c.Deny, "push.deny: %q is not a CIDR prefix")
+	return p, err
+}
+
+// parsePrefixes reads a configured list of CIDR prefixes; a bad one is
+// refused with wrong (a format with one %q for it).
+func parsePrefixes(in []string, wrong string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range in {
+		pfx, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf(wrong, s)
+		}
+		out = append(out, pfx)
+	}
+	return out, nil
 }
 
 // checkWebhook is the edge's check of a new config's URL against policy,

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"reflect"
@@ -203,19 +201,13 @@ func (m *remoteMonitor) Client(ctx context.Context) (*discovery.Client, error) {
 func (p *process) outboundPolicy() (discovery.Policy, error) {
 	o := p.cfg.Outbound
 	pol := discovery.Policy{AllowLoopback: o.AllowLoopback, AllowPrivate: o.AllowPrivate, AllowLinkLocal: o.AllowLinkLocal, RequireHTTPS: o.RequireHTTPS}
-	for _, list := range []struct {
-		in  []string
-		out *[]netip.Prefix
-	}{{o.Allow, &pol.Allow}, {o.Deny, &pol.Deny}} {
-		for _, c := range list.in {
-			pfx, err := netip.ParsePrefix(c)
-			if err != nil {
-				return pol, fmt.Errorf("outbound: %q is not a CIDR prefix (like 10.1.0.0/16)", c)
-			}
-			*list.out = append(*list.out, pfx)
-		}
+	const wrong = "outbound: %q is not a CIDR prefix (like 10.1.0.0/16)"
+	var err error
+	if pol.Allow, err = parsePrefixes(o.Allow, wrong); err != nil {
+		return pol, err
 	}
-	return pol, nil
+	pol.Deny, err = parsePrefixes(o.Deny, wrong)
+	return pol, err
 }
 
 // remoteDefinition builds a remote agent: a monitor that discovers and
@@ -232,21 +224,14 @@ func (p *process) remoteDefinition(a AgentConfig) (workers.Definition, error) {
 // buildRemote builds a remote agent and the monitor of its external agent
 // (the caller runs it).
 func (p *process) buildRemote(a AgentConfig) (workers.Definition, *remoteMonitor, error) {
-	u, err := url.Parse(a.URL)
-	if a.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if u, err := url.Parse(a.URL); a.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return workers.Definition{}, nil, fmt.Errorf("a remote agent needs \"url\": the external agent's http(s) base URL (got %q)", discovery.RedactURL(a.URL))
 	}
-	pol, err := p.outboundPolicy()
+	pol, err := p.outboundURL("url", a.URL)
 	if err != nil {
 		return workers.Definition{}, nil, err
 	}
-	if err := pol.CheckURL(u); err != nil {
-		return workers.Definition{}, nil, fmt.Errorf("url %s: %w (see \"outbound\" in the config)", discovery.RedactURL(a.URL), err)
-	}
-	header := http.Header{}
-	for k, v := range a.Headers {
-		header.Set(k, v)
-	}
+	header := headerOf(a.Headers)
 	var prefer []string
 	switch a.Binding {
 	case "":
