@@ -134,44 +134,61 @@ func (b *Bus) moveToDLQ(ctx context.Context, agent string, seq, deliveries uint6
 // oldest first: what an operator inspects after poison work was given up.
 // A copy whose work item cannot be decoded is listed without a task id.
 func (b *Bus) DeadLetters(ctx context.Context, agent string) ([]DeadLetter, error) {
-	subject := schemas.SubjectDLQ(agent)
+	var out []DeadLetter
+	err := b.drainDLQ(ctx, schemas.SubjectDLQ(agent), func(m jetstream.Msg) {
+		dl := DeadLetter{Agent: agent, Reason: m.Headers().Get(HeaderDLQReason)}
+		if ev, err := decodeMsg(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}); err == nil {
+			var item schemas.WorkItem
+			if decodeData(&ev, &item) == nil {
+				dl.TaskID = item.TaskID
+			}
+		}
+		out = append(out, dl)
+	})
+	return out, err
+}
+
+// drainDLQ calls each with the dead letters stored on subject, in order:
+// as many as the stream counts there when it is called (none: no
+// consumer is made), read by a consumer that lives for the read.
+func (b *Bus) drainDLQ(ctx context.Context, subject string, each func(jetstream.Msg)) error {
 	st, err := b.js.Stream(ctx, schemas.StreamDLQ)
 	if err != nil {
-		return nil, errUnavailable("bus: read dead letters", err)
+		return errUnavailable("bus: read dead letters", err)
 	}
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
 	if err != nil {
-		return nil, errUnavailable("bus: read dead letters", err)
+		return errUnavailable("bus: read dead letters", err)
 	}
 	n := int(info.State.Subjects[subject])
 	if n == 0 {
-		return nil, nil
+		return nil
 	}
 	cons, err := b.js.OrderedConsumer(ctx, schemas.StreamDLQ, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
-		return nil, errUnavailable("bus: read dead letters", err)
+		return errUnavailable("bus: read dead letters", err)
 	}
-	var out []DeadLetter
-	for len(out) < n {
-		batch, err := cons.Fetch(n-len(out), jetstream.FetchMaxWait(5*time.Second))
+	defer func() {
+		if info := cons.CachedInfo(); info != nil {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = b.js.DeleteConsumer(dctx, schemas.StreamDLQ, info.Name)
+			cancel()
+		}
+	}()
+	for read := 0; read < n; {
+		batch, err := cons.Fetch(n-read, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			return out, errUnavailable("bus: read dead letters", err)
+			return errUnavailable("bus: read dead letters", err)
 		}
 		got := 0
 		for m := range batch.Messages() {
 			got++
-			dl := DeadLetter{Agent: agent, Reason: m.Headers().Get(HeaderDLQReason)}
-			if ev, err := decodeMsg(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}); err == nil {
-				var item schemas.WorkItem
-				if decodeData(&ev, &item) == nil {
-					dl.TaskID = item.TaskID
-				}
-			}
-			out = append(out, dl)
+			each(m)
 		}
 		if got == 0 {
-			break // fewer than counted: some aged out meanwhile
+			return nil // fewer than counted: some aged out meanwhile
 		}
+		read += got
 	}
-	return out, nil
+	return nil
 }

@@ -379,32 +379,9 @@ type PushDeadLetter struct {
 // PushDeadLetters lists the notifications of a task given up on, oldest
 // first.
 func (b *Bus) PushDeadLetters(ctx context.Context, taskID string) ([]PushDeadLetter, error) {
-	cons, err := b.js.OrderedConsumer(ctx, schemas.StreamDLQ, jetstream.OrderedConsumerConfig{FilterSubjects: []string{schemas.SubjectDLQPush(taskID)}})
-	if err != nil {
-		return nil, errUnavailable("bus: read dead letters", err)
-	}
-	defer func() {
-		if info := cons.CachedInfo(); info != nil {
-			_ = b.js.DeleteConsumer(context.WithoutCancel(ctx), schemas.StreamDLQ, info.Name)
-		}
-	}()
 	var out []PushDeadLetter
-	for {
-		batch, err := cons.FetchNoWait(256)
-		if err != nil {
-			return out, errUnavailable("bus: read dead letters", err)
-		}
-		n := 0
-		var pending uint64
-		for m := range batch.Messages() {
-			n++
-			if md, err := m.Metadata(); err == nil {
-				pending = md.NumPending
-			}
-			out = append(out, PushDeadLetter{TaskID: taskID, ConfigID: m.Headers().Get(HeaderDLQPushConfig), Reason: m.Headers().Get(HeaderDLQReason), Body: m.Data()})
-		}
-		if n == 0 || pending == 0 {
-			return out, nil
-		}
-	}
+	err := b.drainDLQ(ctx, schemas.SubjectDLQPush(taskID), func(m jetstream.Msg) {
+		out = append(out, PushDeadLetter{TaskID: taskID, ConfigID: m.Headers().Get(HeaderDLQPushConfig), Reason: m.Headers().Get(HeaderDLQReason), Body: m.Data()})
+	})
+	return out, err
 }
