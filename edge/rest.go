@@ -18,7 +18,7 @@ import (
 // errors as google.rpc.Status JSON with an ErrorInfo detail and the HTTP
 // status of the v1.0.1 table, streams as SSE of bare StreamResponse.
 
-const contentA2A = "application/a2a+json"
+const contentA2A = schemas.ContentTypeA2A
 
 // httpJSON is the HTTP+JSON binding.
 var httpJSON = &binding{

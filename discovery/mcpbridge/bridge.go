@@ -144,9 +144,6 @@ func transportOf(c *http.Client) http.RoundTripper {
 	return http.DefaultTransport
 }
 
-// Server is the MCP server, for a transport of the caller's.
-func (b *Bridge) Server() *sdk.Server { return b.srv }
-
 // Ready is closed once the tools of the registry's agents are served.
 func (b *Bridge) Ready() <-chan struct{} { return b.ready }
 

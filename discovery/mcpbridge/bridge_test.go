@@ -110,7 +110,7 @@ func TestRegistryReadWhileSomeoneListens(t *testing.T) {
 	// A client comes; its tools are older than Refresh (made so: an
 	// hour cannot pass here), so its first list reads the registry.
 	st, ct := sdk.NewInMemoryTransports()
-	ss, err := br.Server().Connect(ctx, st, nil)
+	ss, err := br.srv.Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
