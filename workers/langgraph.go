@@ -134,10 +134,14 @@ func (g LangGraph) Execute(ctx context.Context, req *Request, out *Emitter) erro
 				return nil
 			}
 			var m lgMessage
-			if json.Unmarshal(tuple[0], &m) != nil || !m.fromAI() || m.text() == "" {
+			if json.Unmarshal(tuple[0], &m) != nil || !m.fromAI() {
 				return nil
 			}
-			art.Parts = []schemas.Part{schemas.TextPart(m.text())}
+			text := m.text()
+			if text == "" {
+				return nil
+			}
+			art.Parts = []schemas.Part{schemas.TextPart(text)}
 			if err := out.ArtifactChunk(ctx, art, chunks > 0, false); err != nil {
 				return err
 			}
@@ -162,26 +166,22 @@ func (g LangGraph) Execute(ctx context.Context, req *Request, out *Emitter) erro
 	case err != nil:
 		return err
 	}
-	if q, ok := interrupted(values); ok {
-		if chunks > 0 {
-			art.Parts = []schemas.Part{schemas.TextPart("")}
-			if err := out.ArtifactChunk(ctx, art, true, true); err != nil {
-				return err
-			}
-		}
-		return out.InputRequired(ctx, q)
-	}
-	if chunks == 0 {
-		answer := lastAIMessage(values)
-		art.Parts = []schemas.Part{schemas.TextPart(answer)}
-		if err := out.ArtifactChunk(ctx, art, false, true); err != nil {
-			return err
-		}
-	} else {
+	// The streamed answer ends with an empty last chunk; one that did not
+	// stream is the final state's last AI message, in one chunk.
+	q, asked := interrupted(values)
+	switch {
+	case chunks > 0:
 		art.Parts = []schemas.Part{schemas.TextPart("")}
-		if err := out.ArtifactChunk(ctx, art, true, true); err != nil {
+	case !asked:
+		art.Parts = []schemas.Part{schemas.TextPart(lastAIMessage(values))}
+	}
+	if chunks > 0 || !asked {
+		if err := out.ArtifactChunk(ctx, art, chunks > 0, true); err != nil {
 			return err
 		}
+	}
+	if asked {
+		return out.InputRequired(ctx, q)
 	}
 	return out.Complete(ctx, "")
 }

@@ -101,15 +101,12 @@ func (r Remote) Execute(ctx context.Context, req *Request, out *Emitter) error {
 		return r.executePush(ctx, req, out, cl, extID, extCtx)
 	}
 	var stream RemoteStream
-	if extID != "" && req.Task.Status.State == schemas.TaskStateWorking {
-		// A redelivery: the external task was started by an earlier
-		// attempt. Follow it rather than send the message twice.
+	if redelivered(req, extID) {
+		// The external task was started by an earlier attempt. Follow it
+		// rather than send the message twice.
 		stream, err = cl.SubscribeToTask(ctx, &schemas.SubscribeToTaskRequest{ID: extID})
 	} else {
-		msg := req.Message // its messageId is kept: the external agent may de-duplicate on it
-		msg.TaskID, msg.ContextID = extID, extCtx
-		msg.Role = schemas.RoleUser
-		msg.Metadata = nil
+		msg := outgoing(req, extID, extCtx)
 		stream, err = cl.SendStreamingMessage(ctx, &schemas.SendMessageRequest{Message: &msg})
 	}
 	if err != nil {
@@ -328,17 +325,14 @@ func (r Remote) executePush(ctx context.Context, req *Request, out *Emitter, cl 
 	defer close(quit)
 	rel := relay{r: r, out: out, extID: extID, extCtx: extCtx}
 	seen := snapshotMark{}
-	if extID != "" && req.Task.Status.State == schemas.TaskStateWorking {
-		// A redelivery: the external task runs; what it did meanwhile is
-		// read, not asked for again.
+	if redelivered(req, extID) {
+		// The external task runs; what it did meanwhile is read, not
+		// asked for again.
 		if err := r.reconcile(ctx, cl, &rel, &seen); err != nil {
 			return err
 		}
 	} else {
-		msg := req.Message
-		msg.TaskID, msg.ContextID = extID, extCtx
-		msg.Role = schemas.RoleUser
-		msg.Metadata = nil
+		msg := outgoing(req, extID, extCtx)
 		send := &schemas.SendMessageRequest{Message: &msg, Configuration: &schemas.SendMessageConfiguration{ReturnImmediately: true}}
 		if extID == "" {
 			// The external task's config is made with its first message
@@ -401,6 +395,24 @@ func (r Remote) executePush(ctx context.Context, req *Request, out *Emitter, cl 
 		}
 	}
 	return nil
+}
+
+// redelivered reports whether req is a redelivery of work whose external
+// task an earlier attempt started (and is still running).
+func redelivered(req *Request, extID string) bool {
+	return extID != "" && req.Task.Status.State == schemas.TaskStateWorking
+}
+
+// outgoing is the message sent to the external agent for req: the
+// client's, in the external task and context (when there are), with its
+// messageId kept (the external agent may de-duplicate on it) and none of
+// its metadata.
+func outgoing(req *Request, extID, extCtx string) schemas.Message {
+	msg := req.Message
+	msg.TaskID, msg.ContextID = extID, extCtx
+	msg.Role = schemas.RoleUser
+	msg.Metadata = nil
+	return msg
 }
 
 // reconcile reads the external task and relays what is new in it.
