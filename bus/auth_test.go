@@ -539,6 +539,21 @@ func TestRolesDoTheirWork(t *testing.T) {
 	if err := wb.DeleteCard(ctx, "https://agent.example"); err != nil {
 		t.Fatal(err)
 	}
+	// Both claim the context they make for a caller's task (the fan-out
+	// submits its children as the caller), and read each other's claims.
+	for _, b := range []*Bus{eb, wb} {
+		msg := &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("mine")}}
+		rec, _, err := b.Submit(ctx, Submission{Agent: "echo", Owner: "alice", Message: msg}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, other := range []*Bus{wb, eb} {
+			msg := &schemas.Message{MessageID: schemas.NewID(), ContextID: rec.Task.ContextID, Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("theirs")}}
+			if _, _, err := other.Submit(ctx, Submission{Agent: "echo", Owner: "bob", Message: msg}, nil); !errors.Is(err, schemas.ErrInvalidParams) {
+				t.Fatalf("bob naming alice's context: %v", err)
+			}
+		}
+	}
 }
 
 // testPKI is a certificate authority and a certificate it signed for

@@ -70,6 +70,12 @@ type Config struct {
 	EventsMaxPerTask int64
 	// EventsMaxBytes bounds the events stream; default 1 GiB.
 	EventsMaxBytes int64
+	// MaxReplays bounds the event readers of this process that read what
+	// the events stream stored (each through a consumer of its own) at
+	// once; more wait for a place. It keeps a crowd of resuming streams
+	// from taking every consumer JetStream allows, which the process's own
+	// followers and push senders need as well. Default 64.
+	MaxReplays int
 	// WorkMaxAge is how long unclaimed work waits; default 24h.
 	WorkMaxAge time.Duration
 	// WorkMaxBytes bounds the work stream; default 256 MiB.
@@ -130,6 +136,9 @@ func (c Config) withDefaults() Config {
 	if c.EventsMaxPerTask <= 0 {
 		c.EventsMaxPerTask = 10000
 	}
+	if c.MaxReplays <= 0 {
+		c.MaxReplays = 64
+	}
 	if c.EventsMaxBytes <= 0 {
 		c.EventsMaxBytes = 1 << 30
 	}
@@ -163,7 +172,7 @@ type Bus struct {
 	tasks  jetstream.KeyValue
 	agents jetstream.KeyValue
 	cards  jetstream.KeyValue
-	// contexts holds who each client-chosen context id belongs to, and
+	// contexts holds who each claimed context id belongs to, and
 	// claims the ones this process has confirmed.
 	contexts jetstream.KeyValue
 	claims   contextClaims
@@ -177,6 +186,8 @@ type Bus struct {
 	hub     *eventHub
 	hubOnce sync.Once
 	hubStop context.CancelFunc
+	// replays holds a place for each replay under way (Config.MaxReplays).
+	replays chan struct{}
 	source  string
 	log     *slog.Logger
 }
@@ -236,7 +247,9 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bus: connect to nats %q: %w", RedactURLs(url), err)
 	}
-	js, err := jetstream.New(nc)
+	// An answer to an asynchronous publish (a new context's claim) that
+	// never comes is given up on as a retried step's attempt would be.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(attemptLimit))
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
@@ -244,7 +257,8 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
-	b := &Bus{cfg: cfg, nc: nc, js: js, source: schemas.Source(cfg.Role, cfg.Name), log: log, m: newBusMetrics(cfg.Metrics, nc)}
+	b := &Bus{cfg: cfg, nc: nc, js: js, source: schemas.Source(cfg.Role, cfg.Name), log: log, m: newBusMetrics(cfg.Metrics, nc),
+		replays: make(chan struct{}, cfg.MaxReplays)}
 	// A server that is not up yet, or a cluster that is still forming (no
 	// JetStream leader yet), refuses provisioning for a while; keep trying
 	// until ctx ends, saying so every few seconds. A connection the client
@@ -426,7 +440,7 @@ func (b *Bus) provision(ctx context.Context) error {
 	}
 	b.contexts, err = b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      schemas.BucketContexts,
-		Description: "a2abus owners of client-chosen context ids",
+		Description: "a2abus owners of context ids",
 		// A claim outlives the tasks of its context by at most this; a
 		// context nobody uses any more is free again after it.
 		TTL:      c.TaskTTL,

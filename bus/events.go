@@ -307,10 +307,18 @@ func (b *Bus) readEvents(ctx context.Context, taskID string, after uint64, buffe
 			case <-rctx.Done():
 			}
 		}()
+		// A replay waits for a place (Config.MaxReplays); a reader
+		// closed meanwhile gives up its turn.
+		select {
+		case b.replays <- struct{}{}:
+		case <-rctx.Done():
+			return
+		}
 		err := retryWithin(rctx, readerOpenRetryFor, func(actx context.Context) (bool, error) {
 			err := r.replay(actx, pos)
 			return !retryable(err), err
 		})
+		<-b.replays
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if err != nil {
@@ -501,7 +509,9 @@ func (r *EventReader) Events() iter.Seq[TaskUpdate] {
 	}
 }
 
-// Err tells why C was closed: ErrReaderOverflow, or nil after Close.
+// Err tells why C was closed: ErrReaderOverflow; the error that ended a
+// replay of what was stored (the bus could not serve it within
+// readerOpenRetryFor); or nil after Close.
 func (r *EventReader) Err() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

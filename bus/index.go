@@ -787,7 +787,9 @@ func pipelined[T any](ctx context.Context, items []T, do func(T) bool) int {
 
 // leaseTTL is how long a lease outlives its holder's last renewal. A
 // holder renews it each time it does the work (the edge sweeps every few
-// seconds), so a lease changes hands only when its holder stops.
+// seconds), so a lease changes hands only when its holder stops: at once
+// when it stops cleanly (ReleaseSweep), and when it restarts under the
+// same Config.Name (the same source holds it), else after leaseTTL.
 const leaseTTL = 90 * time.Second
 
 // holdLease takes the lease name for this process, or renews it if this
@@ -812,6 +814,32 @@ func (b *Bus) holdLease(ctx context.Context, name string) (bool, error) {
 		return false, nil // lost it meanwhile
 	}
 	return true, nil
+}
+
+// ReleaseSweep gives up the sweep lease if this process holds it, so
+// another process (or this one, restarted) takes it at its next sweep
+// instead of after leaseTTL. An edge calls it when it stops.
+func (x *TaskIndex) ReleaseSweep(ctx context.Context) error {
+	return x.b.releaseLease(ctx, "sweep")
+}
+
+// releaseLease deletes the lease name if this process holds it, on the
+// revision it read, so a lease another process took meanwhile stays.
+func (b *Bus) releaseLease(ctx context.Context, name string) error {
+	e, err := b.leases.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return errUnavailable("bus: read lease "+name, err)
+	}
+	if string(e.Value()) != b.source {
+		return nil
+	}
+	if err := b.leases.Delete(ctx, name, jetstream.LastRevision(e.Revision())); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return errUnavailable("bus: release lease "+name, err)
+	}
+	return nil
 }
 
 // errNotIdle ends an expiry of a task that moved meanwhile.

@@ -301,6 +301,48 @@ func TestIndexSweepDeletesOldestFinishedOnly(t *testing.T) {
 	eventually(t, "the index to drop the deleted tasks", func() bool { return x.Len() == 20+len(open) })
 }
 
+// The sweep lease does not outlive a clean stop (ReleaseSweep hands it on
+// at once), and a process restarted under the same name holds it again
+// at its first sweep: after a restart the sweep went on only once the
+// lease's TTL (90s) ran out.
+func TestSweepLeaseHandedOnAtStopAndRestart(t *testing.T) {
+	srv := startServer(t, "")
+	ctx := testCtx(t)
+	keep := SweepOptions{Keep: Retention{MaxCount: 1}}
+	first := connect(t, srv, Config{MemoryStorage: true, Name: "edge-a"})
+	x := runIndex(t, first)
+	mkTask(t, first, "echo", "alice", "c", schemas.TaskStateCompleted, time.Now().Add(-time.Minute))
+	mkTask(t, first, "echo", "alice", "c", schemas.TaskStateCompleted, time.Now())
+	if r, err := x.Sweep(ctx, keep); err != nil || r.Deleted != 1 {
+		t.Fatalf("the first sweeper deleted %d (%v), want 1", r.Deleted, err)
+	}
+	// The holder dies without releasing: the same name takes it back.
+	_ = first.Close()
+	again := connect(t, srv, Config{MemoryStorage: true, Name: "edge-a"})
+	y := runIndex(t, again)
+	mkTask(t, again, "echo", "alice", "c", schemas.TaskStateCompleted, time.Now())
+	if r, err := y.Sweep(ctx, keep); err != nil || r.Deleted != 1 {
+		t.Fatalf("the restarted holder deleted %d (%v), want 1", r.Deleted, err)
+	}
+	// Released on a clean stop: another process sweeps at once.
+	if err := y.ReleaseSweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := runIndex(t, connect(t, srv, Config{MemoryStorage: true, Name: "edge-b"}))
+	mkTask(t, again, "echo", "alice", "c", schemas.TaskStateCompleted, time.Now())
+	eventually(t, "the other index to see the tasks", func() bool { return other.Len() == 2 })
+	if r, err := other.Sweep(ctx, keep); err != nil || r.Deleted != 1 {
+		t.Fatalf("after the release, another process deleted %d (%v), want 1", r.Deleted, err)
+	}
+	// A release by a process that does not hold the lease leaves it.
+	if err := y.ReleaseSweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := other.b.holdLease(ctx, "sweep"); err != nil || !held {
+		t.Fatalf("the holder lost the lease to another's release (%v, %v)", held, err)
+	}
+}
+
 // A task that has waited for input longer than IdleAfter is canceled with
 // the reason, and the change is published; a younger one and a task at
 // work stay as they are.

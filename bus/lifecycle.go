@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/a2abus/a2abus/schemas"
@@ -231,14 +232,16 @@ type Follow func(rec *schemas.TaskRecord, rev uint64)
 // orphan sweep. The two steps run to their end even if ctx is canceled
 // mid-way (each bounds its own retries): a caller that goes away must not
 // leave a task half submitted. The message gets the task's id and context
-// (a new context when it names none).
+// (a new context when it names none, claimed for s.Owner like a named one:
+// see claimContext).
 func (b *Bus) Submit(ctx context.Context, s Submission, follow Follow) (*schemas.TaskRecord, uint64, error) {
 	msg := s.Message
 	id := s.TaskID
 	if id == "" {
 		id = schemas.NewID()
 	}
-	if msg.ContextID == "" {
+	newContext := msg.ContextID == ""
+	if newContext {
 		msg.ContextID = schemas.NewID()
 	} else if err := b.claimContext(ctx, msg.ContextID, s.Owner, s.Tenant); err != nil {
 		return nil, 0, err
@@ -249,6 +252,10 @@ func (b *Bus) Submit(ctx context.Context, s Submission, follow Follow) (*schemas
 		if push, err = newPushConfig(*s.PushConfig, id, s.PushDialect); err != nil {
 			return nil, 0, err
 		}
+	}
+	var claimed func(context.Context) error
+	if newContext {
+		claimed = b.claimNewContext(msg.ContextID, s.Owner, s.Tenant)
 	}
 	msg.TaskID = id
 	now := schemas.Now()
@@ -275,7 +282,12 @@ func (b *Bus) Submit(ctx context.Context, s Submission, follow Follow) (*schemas
 		return nil, 0, err
 	}
 	var qerr error
-	if push != nil {
+	if claimed != nil {
+		// Before the context id leaves this call (to the caller, a
+		// follower or the agent), it must be its creator's.
+		qerr = claimed(sctx)
+	}
+	if qerr == nil && push != nil {
 		qerr = b.changePushConfigs(sctx, id, func(set *schemas.PushConfigSet) error {
 			set.Configs = append(set.Configs[:0], *push)
 			return nil
@@ -444,12 +456,13 @@ func (b *Bus) Await(ctx context.Context, o Owner, id string) (*schemas.TaskRecor
 	}
 }
 
-// claimContext makes a client-chosen context id its first caller's: the
-// first task that names it records its owner and tenant, and a task of
-// another caller naming it is refused, so no caller attaches work to (or
-// an agent's memory of) another's conversation. A context the server made
-// is an unguessable id, claimed only once a caller names it again. An edge
-// without authentication has one caller and claims nothing.
+// claimContext makes a context id its first caller's: the first task that
+// names it records its owner and tenant, and a task of another caller
+// naming it is refused, so no caller attaches work to (or an agent's
+// memory of) another's conversation. A context the server makes for a new
+// task is claimed for that task's caller as the task is created
+// (claimNewContext), so whoever learns its id later cannot take it over.
+// An edge without authentication has one caller and claims nothing.
 //
 // A claim lives TaskTTL from its last write. This process remembers the
 // claims it created or read (contextClaims), so a caller continuing its
@@ -512,6 +525,47 @@ func (b *Bus) claimContext(ctx context.Context, contextID, owner, tenant string)
 		return refuse()
 	}
 	return nil
+}
+
+// claimNewContext starts claiming a context id the server just made, for
+// owner in tenant, and returns what waits for the claim to be stored (nil
+// when nothing is claimed: an edge without authentication). The write is
+// sent at once and its answer awaited only after the task is created, so
+// the claim costs a create no extra round trip. The id is new, so the
+// write is a create that meets no claim; one without a clear answer is
+// settled by claimContext, which also tells a claim of ours whose answer
+// was lost from another's.
+func (b *Bus) claimNewContext(contextID, owner, tenant string) func(context.Context) error {
+	if owner == "" && tenant == "" {
+		return nil
+	}
+	key := schemas.ContextKey(contextID)
+	want := schemas.ContextClaim{Owner: owner, Tenant: tenant}
+	val, err := json.Marshal(want)
+	if err != nil {
+		return func(context.Context) error { return err }
+	}
+	m := nats.NewMsg(kvPrefix(schemas.BucketContexts) + key)
+	m.Data = val
+	ack, err := b.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(0))
+	return func(ctx context.Context) error {
+		if err == nil {
+			// The bus's async publish timeout ends the wait for an
+			// answer that never comes.
+			select {
+			case <-ack.Ok():
+				b.claims.put(key, confirmedClaim{want, time.Now()})
+				return nil
+			case <-ack.Err():
+			case <-ctx.Done():
+				return errUnavailable("bus: claim context", ctx.Err())
+			}
+		}
+		return retryWithin(ctx, submitRetryFor, func(actx context.Context) (bool, error) {
+			err := b.claimContext(actx, contextID, owner, tenant)
+			return err == nil || !errors.Is(err, schemas.ErrUnavailable), err
+		})
+	}
 }
 
 // contextClaims remembers the context claims this process has confirmed.

@@ -141,6 +141,82 @@ func TestLifecycleContextsBelongToTheirFirstCaller(t *testing.T) {
 	}
 }
 
+// A context the server makes for a caller's first task is that caller's
+// from the moment the task is created: another caller naming it — in
+// this process or through another, before its owner ever names it — is
+// refused, and the owner goes on in it. Anonymous callers claim nothing.
+func TestLifecycleServerMadeContextsBelongToTheirCreator(t *testing.T) {
+	ctx := context.Background()
+	srv := startServer(t, "")
+	first := connect(t, srv, Config{MemoryStorage: true})
+	other := connect(t, srv, Config{MemoryStorage: true})
+	if err := first.EnsureAgent(ctx, "echo"); err != nil {
+		t.Fatal(err)
+	}
+	submit := func(b *Bus, owner, tenant, contextID string) (*schemas.TaskRecord, error) {
+		msg := &schemas.Message{MessageID: schemas.NewID(), ContextID: contextID, Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("hi")}}
+		rec, _, err := b.Submit(ctx, Submission{Agent: "echo", Owner: owner, Tenant: tenant, Message: msg}, nil)
+		return rec, err
+	}
+	for _, through := range []struct {
+		name string
+		b    *Bus
+	}{{"the creating process", first}, {"another process", other}} {
+		alice, err := submit(first, "alice", "t1", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		made := alice.Task.ContextID
+		for _, who := range [][2]string{{"bob", "t1"}, {"alice", "t2"}} {
+			_, err := submit(through.b, who[0], who[1], made)
+			if !errors.Is(err, schemas.ErrInvalidParams) || !strings.Contains(schemas.AsError(err).Message, "belongs to another caller") {
+				t.Errorf("through %s, %q in %q naming alice's server-made context: %v", through.name, who[0], who[1], err)
+			}
+		}
+		for _, b := range []*Bus{first, other} {
+			rec, err := submit(b, "alice", "t1", made)
+			if err != nil || rec.Task.ContextID != made {
+				t.Fatalf("through %s, alice continuing her context: %+v %v", through.name, rec, err)
+			}
+		}
+	}
+	anon, err := submit(first, "", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.leaderGet(ctx, kvStream(schemas.BucketContexts), kvPrefix(schemas.BucketContexts)+schemas.ContextKey(anon.Task.ContextID)); !errors.Is(err, errNoMessage) {
+		t.Fatalf("an anonymous task's context was claimed: %v", err)
+	}
+	for range 2 {
+		if _, err := submit(other, "", "", anon.Task.ContextID); err != nil {
+			t.Fatalf("anonymous in an anonymous context: %v", err)
+		}
+	}
+}
+
+// A new context's claim that meets a claim already stored (its own
+// write, stored though the answer was lost, and retried) is settled by
+// reading it: the same caller's is taken as done, another's refused.
+func TestClaimNewContextMeetingAStoredClaim(t *testing.T) {
+	ctx := context.Background()
+	srv := startServer(t, "")
+	first := connect(t, srv, Config{MemoryStorage: true})
+	other := connect(t, srv, Config{MemoryStorage: true}) // remembers no claim
+	id := schemas.NewID()
+	if err := first.claimNewContext(id, "alice", "t1")(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.claimNewContext(id, "alice", "t1")(ctx); err != nil {
+		t.Fatalf("the same claim again: %v", err)
+	}
+	if err := other.claimNewContext(id, "bob", "t1")(ctx); !errors.Is(err, schemas.ErrInvalidParams) {
+		t.Fatalf("another caller's claim over it: %v", err)
+	}
+	if claimed := first.claimNewContext(id, "", ""); claimed != nil {
+		t.Fatal("an anonymous caller claims a context")
+	}
+}
+
 // A claim decides the same in every process (one that created it, one
 // that only reads it), and a context still in use past half its TTL has
 // its claim rewritten, so the owner keeps it for another TTL.

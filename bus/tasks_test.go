@@ -729,6 +729,48 @@ func TestEventReaderReplaysMoreThanItsBuffer(t *testing.T) {
 	}
 }
 
+// Replays beyond Config.MaxReplays wait for a place instead of taking
+// more consumers: with one place, a crowd of readers from the start of a
+// task each still gets every stored event, in turn, and the stream never
+// has more than the hub's consumer and one replay's (and the one before,
+// while the server deletes it), where twenty replays at once had twenty.
+func TestReplaysBoundedPerProcess(t *testing.T) {
+	b := newTestBus(t, Config{MaxReplays: 1})
+	ctx := testCtx(t)
+	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}, Agent: "a"}
+	rev, err := b.CreateTask(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, rev, err = b.ApplyFrom(ctx, rec.Task.ID, rec, rev, artifact(fmt.Sprintf("a%d", i), "x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readers := make([]*EventReader, 20)
+	for i := range readers {
+		if readers[i], err = b.ReadEvents(ctx, rec.Task.ID, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		defer readers[i].Close()
+	}
+	most := 0
+	for i, r := range readers {
+		for j := range 5 {
+			u, ok := nextEvent(r)
+			if want := fmt.Sprintf("a%d", j); !ok || u.Artifact == nil || u.Artifact.Artifact.ArtifactID != want {
+				t.Fatalf("reader %d event %d: %+v (%v), want %s", i, j, u, ok, want)
+			}
+			if n, err := b.EventReaders(ctx); err == nil {
+				most = max(most, n)
+			}
+		}
+	}
+	if most > 3 {
+		t.Fatalf("%d consumers of the events stream at once with one replay place", most)
+	}
+}
+
 // Readers cost no consumer each: two thousand readers of forty tasks are
 // served by the process's one hub consumer, each gets its task's events
 // and only those, and a reader from the start of a task that has events

@@ -15,10 +15,12 @@ import (
 
 // PushConfig is a config as an agent answers it; Delivery is a2abus's
 // report of how delivery to it stands (nil from other servers, and while
-// all is well).
+// all is well). a2abus never answers a config's secrets: Redacted names
+// those set but withheld ("token", "authentication.credentials").
 type PushConfig struct {
 	schemas.TaskPushNotificationConfig
 	Delivery *PushDelivery `json:"a2abusDelivery,omitempty"`
+	Redacted []string      `json:"a2abusRedacted,omitempty"`
 }
 
 // PushDelivery is a failing or disabled config's state, as a2abus reports
@@ -32,6 +34,7 @@ type PushDelivery struct {
 type pushConfig03 struct {
 	schemas.V03TaskPushNotificationConfig
 	Delivery *PushDelivery `json:"a2abusDelivery,omitempty"`
+	Redacted []string      `json:"a2abusRedacted,omitempty"`
 }
 
 func (p pushConfig03) v1() (*PushConfig, error) {
@@ -39,7 +42,7 @@ func (p pushConfig03) v1() (*PushConfig, error) {
 	if err != nil {
 		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "a push notification config: %v", err)
 	}
-	return &PushConfig{TaskPushNotificationConfig: *c, Delivery: p.Delivery}, nil
+	return &PushConfig{TaskPushNotificationConfig: *c, Delivery: p.Delivery, Redacted: p.Redacted}, nil
 }
 
 func (c *Client) noPush() error {

@@ -9,6 +9,7 @@ package discovery
 // addresses and DNS rebinding are caught too.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -36,9 +37,11 @@ import (
 //  2. Allow: an address inside an Allow prefix is permitted, even if a
 //     rule below would refuse it (metadata addresses included).
 //  3. Unspecified (0.0.0.0/8, ::), multicast (224.0.0.0/4, ff00::/8),
-//     broadcast (255.255.255.255) and cloud metadata addresses
-//     (169.254.169.254, 169.254.170.2, 100.100.100.200, fd00:ec2::254,
-//     168.63.129.16) are refused, whatever the Allow* flags say.
+//     broadcast (255.255.255.255) and the cloud metadata and credential
+//     endpoints (169.254.169.254, fd00:ec2::254, 169.254.170.2,
+//     169.254.170.23, fd00:ec2::23, fd20:ce::254, 100.100.100.200,
+//     168.63.129.16, 192.0.0.192) are refused, whatever the Allow* flags
+//     say.
 //  4. Loopback (127.0.0.0/8, ::1) is refused unless AllowLoopback.
 //  5. Link-local (169.254.0.0/16, fe80::/10) is refused unless
 //     AllowLinkLocal.
@@ -97,8 +100,12 @@ var (
 		netip.MustParseAddr("169.254.169.254"): "cloud metadata endpoint",
 		netip.MustParseAddr("fd00:ec2::254"):   "cloud metadata endpoint (AWS IPv6)",
 		netip.MustParseAddr("169.254.170.2"):   "cloud metadata endpoint (AWS ECS task credentials)",
+		netip.MustParseAddr("169.254.170.23"):  "cloud metadata endpoint (AWS EKS pod identity credentials)",
+		netip.MustParseAddr("fd00:ec2::23"):    "cloud metadata endpoint (AWS EKS pod identity credentials, IPv6)",
+		netip.MustParseAddr("fd20:ce::254"):    "cloud metadata endpoint (Google Cloud IPv6)",
 		netip.MustParseAddr("100.100.100.200"): "cloud metadata endpoint (Alibaba Cloud)",
 		netip.MustParseAddr("168.63.129.16"):   "cloud host endpoint (Azure WireServer)",
+		netip.MustParseAddr("192.0.0.192"):     "cloud metadata endpoint (Oracle Cloud)",
 	}
 )
 
@@ -235,6 +242,74 @@ func (p Policy) CheckURL(u *url.URL) error {
 	}
 	if looksNumeric(host) {
 		return refuse("refusing %s: host %q is not a canonical IP address or a DNS name", redact(u), host)
+	}
+	return nil
+}
+
+// HostResolver finds the addresses of a host name; *net.Resolver is one.
+type HostResolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// ErrUnresolvable is wrapped by CheckResolved's error (an
+// *UnresolvableError) for a host name that resolves to no address.
+var ErrUnresolvable = errors.New("discovery: the host name could not be resolved")
+
+// UnresolvableError is a host name that resolved to no address. Its
+// message does not name the resolver asked (an address of the network
+// this runs in), only what happened.
+type UnresolvableError struct {
+	Host string
+	// Reason is "it does not exist", "the lookup timed out" or "the
+	// lookup failed".
+	Reason string
+}
+
+func (e *UnresolvableError) Error() string {
+	return fmt.Sprintf("discovery: the host name %q could not be resolved: %s", e.Host, e.Reason)
+}
+
+// Unwrap returns ErrUnresolvable.
+func (e *UnresolvableError) Unwrap() error { return ErrUnresolvable }
+
+// CheckResolved is CheckURL and, when the URL's host is a name, the
+// address rule applied to every address the name resolves to now (with
+// r; net.DefaultResolver when nil): it tells the one who registers a URL
+// at once that a request to it would be refused, where the check at
+// connect (Transport) tells only whoever later makes the request. It does
+// not replace that check: a name may resolve elsewhere later. A refused
+// address wraps ErrForbiddenAddress, a name that resolves to nothing (or
+// whose lookup fails, or outlasts ctx) ErrUnresolvable; bound the lookup
+// with ctx.
+func (p Policy) CheckResolved(ctx context.Context, r HostResolver, u *url.URL) error {
+	if err := p.CheckURL(u); err != nil {
+		return err
+	}
+	host := u.Hostname()
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil // an IP literal, checked by CheckURL
+	}
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	addrs, err := r.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(addrs) == 0 {
+		ue := &UnresolvableError{Host: host, Reason: "it does not exist"}
+		var de *net.DNSError
+		switch {
+		case ctx.Err() != nil, errors.As(err, &de) && de.IsTimeout:
+			ue.Reason = "the lookup timed out"
+		case errors.As(err, &de) && !de.IsNotFound:
+			ue.Reason = "the lookup failed"
+		}
+		return ue
+	}
+	for _, a := range addrs {
+		// A resolver answers an IPv4 address IPv4-mapped: judged the
+		// same, said as the address it is.
+		if err := p.CheckAddr(a.Unmap()); err != nil {
+			return err
+		}
 	}
 	return nil
 }

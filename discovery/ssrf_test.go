@@ -69,6 +69,10 @@ func TestCheckAddr(t *testing.T) {
 		{"metadata AWS v6, all flags", all, "fd00:ec2::254", false, "AWS IPv6"},
 		{"metadata ECS, all flags", all, "169.254.170.2", false, "ECS"},
 		{"metadata Alibaba, all flags", all, "100.100.100.200", false, "Alibaba"},
+		{"credentials EKS pod identity, all flags", all, "169.254.170.23", false, "EKS pod identity"},
+		{"credentials EKS pod identity v6, all flags", all, "fd00:ec2::23", false, "EKS pod identity credentials, IPv6"},
+		{"metadata Google v6, all flags", all, "fd20:ce::254", false, "Google Cloud IPv6"},
+		{"metadata Oracle, all flags", all, "192.0.0.192", false, "Oracle Cloud"},
 		{"Azure WireServer, all flags", all, "168.63.129.16", false, "Azure"},
 		{"other link-local, all flags", all, "169.254.169.253", true, ""},
 
@@ -116,6 +120,70 @@ func TestCheckAddr(t *testing.T) {
 				t.Fatalf("CheckAddr(%s) = %q, want it to mention %q", tt.addr, err, tt.hint)
 			}
 		})
+	}
+}
+
+// names resolves fixed names as a network's DNS would.
+type names map[string][]netip.Addr
+
+func (n names) LookupNetIP(ctx context.Context, _, host string) ([]netip.Addr, error) {
+	if host == "slow.example" {
+		<-ctx.Done()
+		return nil, &net.DNSError{Err: "i/o timeout", Name: host, Server: "10.0.0.2:53", IsTimeout: true}
+	}
+	if host == "broken.example" {
+		return nil, &net.DNSError{Err: "server misbehaving", Name: host, Server: "10.0.0.2:53"}
+	}
+	if a, ok := n[host]; ok {
+		return a, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, Server: "10.0.0.2:53", IsNotFound: true}
+}
+
+// CheckResolved judges a host name by every address it resolves to (an
+// IPv4-mapped answer as its IPv4 address), refuses one that resolves to
+// nothing with ErrUnresolvable and a reason naming no resolver, and
+// leaves IP literals to CheckURL.
+func TestCheckResolved(t *testing.T) {
+	r := names{
+		"public.example": {netip.MustParseAddr("203.0.113.5")},
+		"mapped.example": {netip.MustParseAddr("::ffff:127.0.0.1")},
+		"mixed.example":  {netip.MustParseAddr("203.0.113.5"), netip.MustParseAddr("192.168.1.1")},
+		"meta.example":   {netip.MustParseAddr("169.254.169.254")},
+		"oracle.example": {netip.MustParseAddr("192.0.0.192")},
+	}
+	all := Policy{AllowLoopback: true, AllowPrivate: true, AllowLinkLocal: true}
+	for _, tt := range []struct {
+		policy Policy
+		url    string
+		want   error  // nil: accepted
+		says   string // the message contains it
+	}{
+		{Policy{}, "https://public.example/h", nil, ""},
+		{Policy{}, "https://203.0.113.5/h", nil, ""},
+		{Policy{}, "https://127.0.0.1/h", ErrForbiddenAddress, "127.0.0.1 (loopback)"},
+		{Policy{}, "https://mapped.example/h", ErrForbiddenAddress, "refusing to connect to 127.0.0.1 (loopback)"},
+		{Policy{}, "https://mixed.example/h", ErrForbiddenAddress, "192.168.1.1 (private network)"},
+		{all, "https://mixed.example/h", nil, ""},
+		{all, "https://meta.example/h", ErrForbiddenAddress, "cloud metadata endpoint"},
+		{all, "https://oracle.example/h", ErrForbiddenAddress, "Oracle Cloud"},
+		{Policy{}, "https://nowhere.example/h", ErrUnresolvable, `"nowhere.example" could not be resolved: it does not exist`},
+		{Policy{}, "https://broken.example/h", ErrUnresolvable, "the lookup failed"},
+		{Policy{}, "https://slow.example/h", ErrUnresolvable, "the lookup timed out"},
+		{Policy{}, "ftp://public.example/h", ErrForbiddenAddress, "scheme"},
+	} {
+		u, _ := url.Parse(tt.url)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		err := tt.policy.CheckResolved(ctx, r, u)
+		cancel()
+		switch {
+		case tt.want == nil && err != nil:
+			t.Errorf("%s: %v", tt.url, err)
+		case tt.want != nil && (!errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.says)):
+			t.Errorf("%s: %v, want %v saying %q", tt.url, err, tt.want, tt.says)
+		case err != nil && strings.Contains(err.Error(), "10.0.0.2"):
+			t.Errorf("%s: the error names the resolver: %v", tt.url, err)
+		}
 	}
 }
 

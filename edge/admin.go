@@ -25,17 +25,18 @@ import (
 //	DELETE /a2a/admin/agents/{agent}  remove it (a remote agent stops)
 
 func (s *Server) adminRoutes() {
-	s.mux.HandleFunc("GET /a2a/admin/agents", s.adminOnly(s.handleRegistryList, false))
-	s.mux.HandleFunc("GET /a2a/admin/agents/{agent}", s.adminOnly(s.handleRegistryGet, false))
-	s.mux.HandleFunc("PUT /a2a/admin/agents/{agent}", s.adminWrite(s.handleRegistryPut))
-	s.mux.HandleFunc("DELETE /a2a/admin/agents/{agent}", s.adminWrite(s.handleRegistryDelete))
+	s.handle("GET /a2a/admin/agents", s.adminOnly(s.handleRegistryList, false))
+	s.handle("GET /a2a/admin/agents/{agent}", s.adminOnly(s.handleRegistryGet, false))
+	s.handle("PUT /a2a/admin/agents/{agent}", s.adminWrite(s.handleRegistryPut))
+	s.handle("DELETE /a2a/admin/agents/{agent}", s.adminWrite(s.handleRegistryDelete))
 }
 
 // adminWrite guards a route that changes the registry: rate-limited by
-// address, and for admin principals only. An edge that authenticates no
-// one lets its callers change it only while it listens on loopback (the
-// local development serve); one serving anonymous callers beyond it
-// (--allow-anonymous) does not let them point agents anywhere.
+// address, and for admin principals only (adminOnly). An edge that
+// authenticates no one lets its callers change it only when told so
+// (Config.OpenAdmin: the local development serve) and while it listens on
+// loopback; one serving anonymous callers beyond it (--allow-anonymous)
+// does not let them point agents anywhere.
 func (s *Server) adminWrite(h http.HandlerFunc) http.HandlerFunc {
 	guarded := s.adminOnly(h, false)
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -93,7 +94,7 @@ func (s *Server) handleRegistryPut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e.Agent = agent
-	if err := checkEntry(&e); err != nil {
+	if err := checkEntry(&e, s.cfg.RemoteEnvAllow); err != nil {
 		writePlain(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -123,9 +124,11 @@ func (s *Server) handleRegistryDelete(w http.ResponseWriter, r *http.Request) {
 
 // checkEntry checks what an admin sent: an agent name, and for a remote
 // agent an absolute http(s) URL, a duration, a binding, header names and
-// values fit for headers. Where the URL may point is checked by the
-// processes that run the agent (their outbound policy).
-func checkEntry(e *schemas.RegistryEntry) error {
+// values fit for headers, and environment variables the operator lets
+// registered agents read (envAllow: see schemas.RemoteEnvAllowed). Where
+// the URL may point is checked by the processes that run the agent (their
+// outbound policy), which check the variables again.
+func checkEntry(e *schemas.RegistryEntry, envAllow []string) error {
 	if !schemas.ValidAgentName(e.Agent) {
 		return fmt.Errorf("%q is not an agent name (lowercase letters, digits, '-', '_')", e.Agent)
 	}
@@ -155,7 +158,7 @@ func checkEntry(e *schemas.RegistryEntry) error {
 	}
 	for k := range r.Headers {
 		if credentialHeader(k) {
-			return fmt.Errorf("remote.headers: %s carries a credential, which the registry does not store (every admin can read it); name the workers' environment variable holding it in remote.headersFromEnv", k)
+			return fmt.Errorf("remote.headers: %s is named like a header carrying a credential, which the registry does not store (every admin can read it); name the workers' environment variable holding it in remote.headersFromEnv", k)
 		}
 	}
 	for _, m := range []map[string]string{r.Headers, r.HeadersFromEnv} {
@@ -165,6 +168,9 @@ func checkEntry(e *schemas.RegistryEntry) error {
 			}
 		}
 	}
+	if err := r.CheckRemoteEnv(envAllow); err != nil {
+		return err
+	}
 	for _, t := range r.Tags {
 		if t == "" || len(t) > 64 {
 			return fmt.Errorf("remote.tags: %q is not a tag (1 to 64 characters)", t)
@@ -173,15 +179,26 @@ func checkEntry(e *schemas.RegistryEntry) error {
 	return nil
 }
 
-// credentialHeader reports whether a header name is one that carries a
-// credential.
+// credentialHeader reports whether a header name is one that carries, or
+// looks like it carries, a credential: its name contains, in any case, a
+// word of credentialWords (Authorization, Cookie, X-Auth-Token, Api-Key,
+// X-Goog-Api-Key, X-Session-Id, ...). The registry's plain headers are
+// shown to every admin, so such a header is refused there and belongs in
+// headersFromEnv, whatever its value; a name that merely looks like one
+// (Keyboard-Layout) goes there too, at no cost.
 func credentialHeader(name string) bool {
-	switch http.CanonicalHeaderKey(name) {
-	case "Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key":
-		return true
+	name = strings.ToLower(name)
+	for _, w := range credentialWords {
+		if strings.Contains(name, w) {
+			return true
+		}
 	}
 	return false
 }
+
+// credentialWords are what the names of headers carrying credentials
+// contain.
+var credentialWords = []string{"token", "key", "secret", "auth", "password", "passwd", "cookie", "session", "credential", "signature"}
 
 // writeUnavailable answers a bus failure: retry later.
 func writeUnavailable(w http.ResponseWriter, err error) {

@@ -196,6 +196,7 @@ func TestCallersSeeOnlyTheirOwnTasks(t *testing.T) {
 	for _, cursor := range []string{"", "1"} {
 		req, _ := http.NewRequest("POST", h.url+"/agents/echo", strings.NewReader(rpcBody(1, "SubscribeToTask", map[string]any{"id": ask.ID})))
 		req.Header.Set("Authorization", "Bearer "+bobKey)
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "text/event-stream")
 		if cursor != "" {
 			req.Header.Set("Last-Event-ID", cursor)

@@ -100,15 +100,17 @@ func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
 // AgentEntry is one agent in GET /a2a/agents: its served card (the list
 // is of cards, as OpenFang's GET /a2a/agents is), and beside the card's
 // fields the agent's registered name, whether it runs here ("local") or is
-// proxied to an external A2A agent ("remote"), and for a remote one, that
-// agent's address and health.
+// proxied to an external A2A agent ("remote"), and its health. Remote, the
+// external agent's address and how its checks went, is operational: it is
+// shown to admins only (see seesOperations).
 type AgentEntry struct {
 	schemas.AgentCard
 	Agent  string                     `json:"agent"`
 	Kind   string                     `json:"kind"`
 	Remote *schemas.RemoteAgentStatus `json:"remote,omitempty"`
 	// Health is "maintenance" while an admin has the agent out of service
-	// (Maintenance says why), else a remote agent's health.
+	// (Maintenance says why), else a remote agent's health, and "online"
+	// for a local agent (one listed is one whose workers are live).
 	Health      string `json:"health,omitempty"`
 	Maintenance string `json:"maintenance,omitempty"`
 }
@@ -122,6 +124,8 @@ type AgentList struct {
 // handleAgentList lists the live registry. Query parameters narrow it:
 // skill=ID and tag=TAG (each repeatable; an agent must offer all of them),
 // kind=local|remote, health=online|degraded|offline|maintenance and q=words.
+// The list needs no credentials; what it shows depends on the caller (see
+// seesOperations), so it is cacheable by the caller only.
 func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	for k := range q {
@@ -132,13 +136,17 @@ func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	operator := s.seesOperations(r)
 	regs := s.agents.List()
 	terms := strings.Fields(strings.ToLower(q.Get("q")))
 	out := AgentList{Agents: make([]AgentEntry, 0, len(regs))}
 	for _, reg := range regs {
-		e := AgentEntry{AgentCard: s.card(reg), Agent: reg.Agent, Kind: "local", Remote: reg.Remote, Maintenance: reg.Maintenance}
+		e := AgentEntry{AgentCard: s.card(reg), Agent: reg.Agent, Kind: "local", Health: schemas.HealthOnline, Maintenance: reg.Maintenance}
 		if reg.Remote != nil {
 			e.Kind, e.Health = "remote", reg.Remote.Health
+			if operator {
+				e.Remote = reg.Remote
+			}
 		}
 		if reg.Maintenance != "" {
 			e.Health = schemas.HealthMaintenance
@@ -148,7 +156,40 @@ func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	out.Total = len(out.Agents)
-	s.writeCacheable(w, r, out)
+	b, err := json.Marshal(out)
+	if err != nil {
+		http.Error(w, "encoding the list failed", http.StatusInternalServerError)
+		return
+	}
+	s.writeETagged(w, r, b, s.agentListCacheControl())
+}
+
+// seesOperations reports whether r's caller is shown the operational side
+// of the registry in GET /a2a/agents — a remote agent's URL (an internal
+// host, port and path, often) and how its checks went, lastError
+// included: whoever may read the registry's admin API (/a2a/admin/agents),
+// that is an admin principal of an edge that authenticates, or every
+// caller of one that authenticates no one and serves its admin routes to
+// all (Config.OpenAdmin, the local development serve). Everyone else sees
+// the cards with each agent's name, kind and health. A caller whose
+// credentials are refused is seen as one who sent none: the list needs
+// none.
+func (s *Server) seesOperations(r *http.Request) bool {
+	if !s.authenticates() {
+		return s.cfg.OpenAdmin
+	}
+	who, err := s.authenticate(r)
+	return err == nil && who.admin
+}
+
+// agentListCacheControl is the Cache-Control of GET /a2a/agents: public
+// when every caller is shown the same list, private (a shared cache must
+// not hand an admin's list to another caller) when it depends on who asks.
+func (s *Server) agentListCacheControl() string {
+	if s.authenticates() {
+		return fmt.Sprintf("private, max-age=%d", int(s.cfg.CardMaxAge.Seconds()))
+	}
+	return s.publicCacheControl()
 }
 
 func (e AgentEntry) matches(skills, tags []string, kind, health string) bool {
@@ -214,10 +255,22 @@ func (s *Server) handleJWKS(w http.ResponseWriter, r *http.Request) {
 // writeCacheableJSON writes a public JSON document with an ETag and the
 // cards' max-age, answering a matching If-None-Match with 304.
 func (s *Server) writeCacheableJSON(w http.ResponseWriter, r *http.Request, b []byte) {
+	s.writeETagged(w, r, b, s.publicCacheControl())
+}
+
+// publicCacheControl is the Cache-Control of what every caller is shown
+// alike: the cards' max-age, for any cache.
+func (s *Server) publicCacheControl() string {
+	return fmt.Sprintf("public, max-age=%d", int(s.cfg.CardMaxAge.Seconds()))
+}
+
+// writeETagged writes a JSON document with cacheControl and a content
+// ETag, answering a matching If-None-Match with 304.
+func (s *Server) writeETagged(w http.ResponseWriter, r *http.Request, b []byte, cacheControl string) {
 	sum := sha256.Sum256(b)
 	etag := `"` + hex.EncodeToString(sum[:12]) + `"`
 	h := w.Header()
-	h.Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(s.cfg.CardMaxAge.Seconds())))
+	h.Set("Cache-Control", cacheControl)
 	h.Set("ETag", etag)
 	for _, m := range strings.Split(r.Header.Get("If-None-Match"), ",") {
 		if m = strings.TrimSpace(m); m == etag || m == "*" {

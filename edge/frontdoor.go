@@ -134,12 +134,16 @@ type binding struct {
 type decodeFunc func(s *Server, w http.ResponseWriter, r *http.Request, c *call) error
 
 // serve is the front door of every A2A route: see the top of this file.
-func (s *Server) serve(b *binding, decode decodeFunc) http.HandlerFunc {
+func (s *Server) serve(b *binding, decode decodeFunc) frontDoorHandler {
 	return func(w http.ResponseWriter, r *http.Request) {
 		o := s.observe(b.name)
 		defer o.done()
 		c := &call{obs: o, version: a2aVersion(r), trace: r.Header.Get("traceparent"),
 			lastEventID: r.Header.Get("Last-Event-ID"), accept: r.Header.Get("Accept")}
+		if e := s.checkRoute(r); e != nil {
+			s.refuse(w, b, c, e, 0)
+			return
+		}
 		c.pathTenant, _ = r.Context().Value(tenantKey{}).(string)
 		who, err := s.authenticate(r)
 		if err != nil {
@@ -199,6 +203,7 @@ func (s *Server) serve(b *binding, decode decodeFunc) http.HandlerFunc {
 // binding and shaped for the dialect.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, b *binding, c *call, fn streamFunc) {
 	defer s.streamOpen(c.obs)()
+	defer s.drain.streamOpen(r.Context())()
 	out := &sseStream{sseWriter: newSSEWriter(w, s.cfg.StreamWriteTimeout), shape: c.d.event(c)}
 	if b.rpc {
 		out.rpcID = c.rpcID()
@@ -315,11 +320,18 @@ func adminCaller(r *http.Request) string {
 	return who.principal
 }
 
-// adminOnly serves h to admin principals only when the edge authenticates
-// (and to anyone when public or anonymous).
+// adminOnly serves h to admin principals only when the edge authenticates,
+// and to anyone when public. An edge that authenticates no one has no
+// admin to tell apart: it serves h to every caller only when the operator
+// said so (Config.OpenAdmin), and refuses it otherwise.
 func (s *Server) adminOnly(h http.HandlerFunc, public bool) http.HandlerFunc {
-	if public || !s.authenticates() {
+	if public || (!s.authenticates() && s.cfg.OpenAdmin) {
 		return h
+	}
+	if !s.authenticates() {
+		return func(w http.ResponseWriter, r *http.Request) {
+			writePlain(w, http.StatusForbidden, errNoAdmins)
+		}
 	}
 	a := s.cfg.Auth
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -341,6 +353,11 @@ func (s *Server) adminOnly(h http.HandlerFunc, public bool) http.HandlerFunc {
 		}
 	}
 }
+
+// errNoAdmins is why an edge that authenticates no one refuses its admin
+// routes (see adminOnly).
+const errNoAdmins = "only an admin principal may use this, and this edge authenticates no one: the registry and the metrics are shared by every edge on the bus; " +
+	"configure authentication (--api-key-file, $A2ABUS_API_KEYS or --jwt-*) with --admins, or start this edge with --open-admin to let every caller on loopback act as an admin"
 
 // refuse answers a call with an error in its binding's form.
 func (s *Server) refuse(w http.ResponseWriter, b *binding, c *call, e *schemas.Error, status int) {
@@ -388,15 +405,11 @@ func acceptsSSE(accept string) bool {
 // root routes (the default agent).
 func pathAgent(s *Server, r *http.Request) (string, bool) { return s.resolveAgent(r) }
 
-// readBody reads a request body within the edge's limits, after checking
-// that its media type is JSON (a missing Content-Type is taken as JSON:
-// many clients send none). The body passes a bodyGuard as it arrives; when
+// readBody reads a request body within the edge's limits (serve checked
+// its media type: see checkRoute). The body passes a bodyGuard as it arrives; when
 // the guard or a limit stops the read, c.id is the JSON-RPC id the guard
 // saw, so the refusal answers it.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, c *call) ([]byte, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !jsonMediaType(ct) {
-		return nil, schemas.Errorf(schemas.ErrContentTypeNotSupported, "Content-Type %q is not supported; send %s or application/json", ct, contentA2A)
-	}
 	// A body that says its length is read into one buffer of that size
 	// (within the limit), not grown by doubling, which for a large body
 	// leaves about twice its size behind as garbage. The buffer is memory
@@ -504,11 +517,14 @@ func withoutTrailingSlash(next http.Handler) http.Handler {
 	})
 }
 
-// loopbackHosts serves only requests whose Host names this loopback edge:
-// localhost, a loopback address, or the host of publicURL. A browser sends
-// the page's own DNS name as Host, so a page that rebinds its name to
-// 127.0.0.1 cannot use the visitor's browser to reach a local edge.
-func loopbackHosts(publicURL string, next http.Handler) http.Handler {
+// LoopbackHosts serves next only to requests whose Host names a listener
+// on loopback: localhost, a loopback address, or the host of publicURL
+// ("" for none); others are refused (403). A browser sends the page's own
+// DNS name as Host, so a page that rebinds its name to 127.0.0.1 cannot
+// use the visitor's browser to reach a local listener. The edge applies it
+// when it listens on loopback (Config.LoopbackOnly); cmd applies it to its
+// metrics and profiler listeners there too.
+func LoopbackHosts(publicURL string, next http.Handler) http.Handler {
 	public := ""
 	if u, err := url.Parse(publicURL); err == nil {
 		public = strings.ToLower(u.Hostname())
@@ -522,6 +538,6 @@ func loopbackHosts(publicURL string, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		writePlain(w, http.StatusForbidden, "host "+strconv.Quote(r.Host)+" is not served by this edge, which listens on loopback only; use localhost or 127.0.0.1 (or set the public URL)")
+		writePlain(w, http.StatusForbidden, "host "+strconv.Quote(r.Host)+" is not served here: this listener is on loopback only; use localhost or 127.0.0.1 (or the edge's public URL)")
 	})
 }

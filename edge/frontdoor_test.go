@@ -356,20 +356,16 @@ func TestRecancelIsAnError(t *testing.T) {
 	})
 }
 
-// The JSON-RPC endpoint takes application/json (with parameters),
-// application/a2a+json or no Content-Type, and refuses any other with
-// ContentTypeNotSupported.
+// The JSON-RPC endpoint takes application/json (with parameters) and
+// application/a2a+json, and refuses a body of any other media type, or of
+// none (what a browser's no-cors fetch sends), with ContentTypeNotSupported.
 func TestContentTypeOnJSONRPC(t *testing.T) {
 	h := newHarness(t, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo")}})
 	body := func() string {
 		return rpcBody("ct", "SendMessage", map[string]any{"message": map[string]any{"messageId": schemas.NewID(), "role": "ROLE_USER", "parts": []any{map[string]any{"text": "typed"}}}})
 	}
-	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "application/a2a+json", ""} {
-		header := map[string]string{"A2A-Version": "1.0"}
-		if ct != "" {
-			header["Content-Type"] = ct
-		}
-		resp, raw := h.do("POST", "/agents/echo", body(), header)
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "application/a2a+json"} {
+		resp, raw := h.do("POST", "/agents/echo", body(), map[string]string{"A2A-Version": "1.0", "Content-Type": ct})
 		var r rpcReply
 		if err := json.Unmarshal(raw, &r); err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("Content-Type %q: HTTP %d, body %s", ct, resp.StatusCode, raw)
@@ -378,14 +374,20 @@ func TestContentTypeOnJSONRPC(t *testing.T) {
 			t.Fatalf("Content-Type %q: %s", ct, raw)
 		}
 	}
-	resp, raw := h.do("POST", "/agents/echo", body(), map[string]string{"A2A-Version": "1.0", "Content-Type": "text/plain"})
-	var r rpcReply
-	if err := json.Unmarshal(raw, &r); err != nil {
-		t.Fatalf("text/plain: HTTP %d, body not JSON-RPC: %s", resp.StatusCode, raw)
-	}
-	mustError(t, &r, schemas.ErrContentTypeNotSupported)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("text/plain: HTTP %d, want 200 for a JSON-RPC error", resp.StatusCode)
+	for _, ct := range []string{"text/plain", ""} {
+		header := map[string]string{"A2A-Version": "1.0"}
+		if ct != "" {
+			header["Content-Type"] = ct
+		}
+		resp, raw := h.do("POST", "/agents/echo", body(), header)
+		var r rpcReply
+		if err := json.Unmarshal(raw, &r); err != nil {
+			t.Fatalf("Content-Type %q: HTTP %d, body not JSON-RPC: %s", ct, resp.StatusCode, raw)
+		}
+		mustError(t, &r, schemas.ErrContentTypeNotSupported)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("Content-Type %q: HTTP %d, want 200 for a JSON-RPC error", ct, resp.StatusCode)
+		}
 	}
 }
 

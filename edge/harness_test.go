@@ -24,6 +24,8 @@ type harness struct {
 	srv *bus.Server
 	b   *bus.Bus
 	url string
+	// edges are the edges startEdge started, the first serving url.
+	edges []*edge.Server
 }
 
 type harnessOptions struct {
@@ -70,6 +72,7 @@ func (h *harness) startEdge(b *bus.Bus, cfg edge.Config) string {
 		cfg.PublicURL = "http://" + ts.Listener.Addr().String()
 	}
 	e := edge.New(b, cfg)
+	h.edges = append(h.edges, e)
 	ts.Config.Handler = e.Handler()
 	ts.Start()
 	ctx, cancel := context.WithCancel(context.Background())

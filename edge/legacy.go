@@ -187,7 +187,7 @@ func (s *Server) openFangDialect() dialect {
 
 func (s *Server) legacyRoutes() {
 	route := func(pattern string, decode decodeFunc) {
-		s.mux.HandleFunc(pattern, s.serve(openFangREST, func(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
+		s.handle(pattern, s.serve(openFangREST, func(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
 			c.d = &s.openFang
 			return decode(s, w, r, c)
 		}))

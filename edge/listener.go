@@ -100,9 +100,10 @@ func (c HTTPConfig) withDefaults() HTTPConfig {
 type HTTPListener struct {
 	ln net.Listener
 	hs *http.Server
-	// endRequests cancels the context of every request, so streams and
-	// blocking calls end when a shutdown's grace is over.
-	endRequests context.CancelFunc
+	// endRequests cancels the context of every request with errGraceOver,
+	// so streams and blocking calls end when a shutdown's grace is over
+	// (and the edge tells them from requests whose client left).
+	endRequests context.CancelCauseFunc
 	done        chan error
 	stopOnce    sync.Once
 }
@@ -120,7 +121,7 @@ func Listen(addr string, h http.Handler, cfg HTTPConfig) (*HTTPListener, error) 
 	if cfg.TLS != nil {
 		ln = tls.NewListener(ln, cfg.TLS)
 	}
-	base, endRequests := context.WithCancel(context.Background())
+	base, endRequests := context.WithCancelCause(context.Background())
 	l := &HTTPListener{ln: ln, endRequests: endRequests, done: make(chan error, 1)}
 	l.hs = &http.Server{
 		Handler:           h,
@@ -156,17 +157,18 @@ const stopCloseWait = time.Second
 
 // Stop stops accepting connections, closes idle ones and lets requests in
 // flight finish for up to grace. Then it cancels the context of every
-// request still running — streams end, blocking calls return — and closes
-// every connection after at most stopCloseWait more: nothing a client
-// holds open keeps Stop past grace + stopCloseWait. Only the first call
-// acts; later ones wait for it.
+// request still running, with errGraceOver as the cause — streams end
+// with a retryable error event, blocking calls return, and an edge's Cut
+// counts them — and closes every connection after at most stopCloseWait
+// more: nothing a client holds open keeps Stop past grace +
+// stopCloseWait. Only the first call acts; later ones wait for it.
 func (l *HTTPListener) Stop(grace time.Duration) {
 	l.stopOnce.Do(func() {
-		defer l.endRequests()
+		defer l.endRequests(errGraceOver)
 		if grace > 0 && shutdownWithin(l.hs, grace) {
 			return
 		}
-		l.endRequests()
+		l.endRequests(errGraceOver)
 		if !shutdownWithin(l.hs, stopCloseWait) {
 			_ = l.hs.Close()
 		}

@@ -51,7 +51,7 @@ func (p preEncoded) write(w http.ResponseWriter, contentType, before, after stri
 
 // checkSend validates a send of any dialect (see input.go) and returns the
 // message and the historyLength asked for.
-func (s *Server) checkSend(c *call, req *schemas.SendMessageRequest) (*schemas.Message, *int32, error) {
+func (s *Server) checkSend(ctx context.Context, c *call, req *schemas.SendMessageRequest) (*schemas.Message, *int32, error) {
 	if err := req.CheckInput(s.cfg.partLimits(), c.d.names); err != nil {
 		return nil, nil, err
 	}
@@ -69,7 +69,7 @@ func (s *Server) checkSend(c *call, req *schemas.SendMessageRequest) (*schemas.M
 			if p.TaskID != "" && p.TaskID != req.Message.TaskID {
 				return nil, nil, schemas.Errorf(schemas.ErrInvalidParams, "configuration.taskPushNotificationConfig.taskId must be empty: the config is for the message's task")
 			}
-			if err := s.checkWebhookConfig(&p); err != nil {
+			if err := s.checkWebhookConfig(ctx, &p); err != nil {
 				return nil, nil, err
 			}
 			c.push = &p
@@ -87,7 +87,7 @@ func (s *Server) sendMessage(ctx context.Context, c *call, req *schemas.SendMess
 // that needs no reshaping (no historyLength asked) comes back as the
 // encoded response instead.
 func (s *Server) send(ctx context.Context, c *call, req *schemas.SendMessageRequest, allowRaw bool) (*schemas.SendMessageResponse, preEncoded, error) {
-	msg, histLen, err := s.checkSend(c, req)
+	msg, histLen, err := s.checkSend(ctx, c, req)
 	if err != nil {
 		return nil, nil, err
 	}

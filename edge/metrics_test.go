@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/schemas"
 	"github.com/a2abus/a2abus/workers"
 )
@@ -16,7 +17,7 @@ import (
 // become a label), unary durations, open streams, and what the bus
 // recorded for the same tasks (work acked, tasks finished).
 func TestMetricsEndpoint(t *testing.T) {
-	h := newHarness(t, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo")}})
+	h := newHarness(t, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo")}, edge: edge.Config{OpenAdmin: true}})
 	res := mustResult[schemas.SendMessageResponse](t, h.call("echo", "SendMessage", schemas.SendMessageRequest{Message: ptr(userMessage("count me"))}))
 	mustError(t, h.call("echo", "GetTask", map[string]any{"id": schemas.NewID()}), schemas.ErrTaskNotFound)
 	mustError(t, h.call("echo", "NoSuchMethod/"+schemas.NewID(), map[string]any{}), schemas.ErrMethodNotFound)

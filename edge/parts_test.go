@@ -217,6 +217,8 @@ func partCases() []partCase {
 		filename("file name with a slash", "../etc/passwd"),
 		filename("file name with a backslash", `dir\a.txt`),
 		filename("file name ..", ".."),
+		filename("file name .", "."),
+		filename("file name through ..", "a/../b"),
 		filename("file name with NUL", "a\x00b"),
 		filename("file name with a control character", "a\x07b"),
 		filename("file name too long", long),
@@ -266,6 +268,27 @@ func TestPartRules(t *testing.T) {
 				}
 				if r.field != field || !strings.HasPrefix(r.message, field+" ") {
 					t.Fatalf("field %q, message %q; want both to name %s", r.field, r.message, field)
+				}
+			})
+		}
+	}
+}
+
+// Dots inside a file name are the name's own: only "." and ".." as whole
+// names (and separators) are refused.
+func TestFileNamesWithDotsAccepted(t *testing.T) {
+	h := newHarness(t, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo")}, edge: partsEdge})
+	for _, name := range []string{"report..v2.pdf", "...", ".profile"} {
+		v1 := []any{map[string]any{"raw": "aGk=", "mediaType": "application/pdf", "filename": name}}
+		v03 := []any{file03(map[string]any{"bytes": "aGk=", "mimeType": "application/pdf", "name": name})}
+		for _, d := range partDialects {
+			parts := v03
+			if d.v1 {
+				parts = v1
+			}
+			t.Run(name+"/"+d.name, func(t *testing.T) {
+				if r := d.send(t, h.url, parts); r != nil {
+					t.Fatalf("refused: %d %s (field %s)", r.code, r.message, r.field)
 				}
 			})
 		}

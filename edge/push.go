@@ -42,7 +42,7 @@ func (s *Server) createPushConfig(ctx context.Context, c *call, cfg schemas.Task
 	if cfg.TaskID == "" {
 		return nil, schemas.Errorf(schemas.ErrInvalidParams, "taskId is required")
 	}
-	if err := s.checkWebhookConfig(&cfg); err != nil {
+	if err := s.checkWebhookConfig(ctx, &cfg); err != nil {
 		return nil, err
 	}
 	return s.b.CreatePushConfig(ctx, c.owner(), cfg, dialect)
@@ -50,13 +50,13 @@ func (s *Server) createPushConfig(ctx context.Context, c *call, cfg schemas.Task
 
 // checkWebhookConfig checks a config's fields and its URL against the
 // outbound policy.
-func (s *Server) checkWebhookConfig(cfg *schemas.TaskPushNotificationConfig) error {
+func (s *Server) checkWebhookConfig(ctx context.Context, cfg *schemas.TaskPushNotificationConfig) error {
 	if err := bus.CheckPushConfig(cfg); err != nil {
 		return err
 	}
 	if s.cfg.CheckWebhook != nil {
 		u, _ := url.Parse(cfg.URL) // parsed by CheckPushConfig
-		if err := s.cfg.CheckWebhook(u); err != nil {
+		if err := s.cfg.CheckWebhook(ctx, u); err != nil {
 			return schemas.Errorf(schemas.ErrInvalidParams, "url: %v", err)
 		}
 	}
@@ -72,7 +72,7 @@ func (s *Server) rpcCreatePushConfig(ctx context.Context, c *call) (any, error) 
 	if err != nil {
 		return nil, err
 	}
-	return pr.Config, nil
+	return viewOf(pr), nil
 }
 
 // configRef reads the params of a 1.0 get or delete: a task and one of its
@@ -100,19 +100,22 @@ func (s *Server) rpcGetPushConfig(ctx context.Context, c *call) (any, error) {
 	return viewOf(pr), nil
 }
 
-// pushConfigView is a config as get and list answer it: the config and,
-// while its webhook fails or after it was disabled, how delivery stands,
-// under a member of a2abus's own name (clients that do not know it ignore
-// it).
+// pushConfigView is a config as every method answers it (create, get,
+// list, in every binding): its secrets withheld (see shown), and, while
+// its webhook fails or after it was disabled, how delivery stands. Both
+// are under members of a2abus's own name, which clients that do not know
+// them ignore.
 type pushConfigView struct {
 	schemas.TaskPushNotificationConfig
 	Delivery *pushDelivery `json:"a2abusDelivery,omitempty"`
+	Redacted []string      `json:"a2abusRedacted,omitempty"`
 }
 
 // pushConfigView03 is pushConfigView in 0.3's shape.
 type pushConfigView03 struct {
 	schemas.V03TaskPushNotificationConfig
 	Delivery *pushDelivery `json:"a2abusDelivery,omitempty"`
+	Redacted []string      `json:"a2abusRedacted,omitempty"`
 }
 
 // pushDelivery is a config's delivery state, when it is not simply well.
@@ -128,12 +131,31 @@ func deliveryOf(pr *schemas.PushConfigRecord) *pushDelivery {
 	return &pushDelivery{Failing: pr.Failing, Disabled: pr.Disabled}
 }
 
+// shown is a config as the edge shows it, to its owner and to admins
+// alike: a config's secrets — its token and its authentication's
+// credentials — are write-only (as A2A#1681 proposes for Get and List),
+// so they are left out, and redacted names those that are set (an
+// authentication scheme shown without credentials would otherwise read as
+// "Bearer with a2abus's signed token"). Only the push sender reads the
+// stored record, to deliver.
+func shown(c schemas.TaskPushNotificationConfig) (_ schemas.TaskPushNotificationConfig, redacted []string) {
+	if c.Token != "" {
+		c.Token, redacted = "", append(redacted, "token")
+	}
+	if a := c.Authentication; a != nil && a.Credentials != "" {
+		c.Authentication, redacted = &schemas.AuthenticationInfo{Scheme: a.Scheme}, append(redacted, "authentication.credentials")
+	}
+	return c, redacted
+}
+
 func viewOf(pr *schemas.PushConfigRecord) pushConfigView {
-	return pushConfigView{pr.Config, deliveryOf(pr)}
+	c, redacted := shown(pr.Config)
+	return pushConfigView{c, deliveryOf(pr), redacted}
 }
 
 func view03Of(pr *schemas.PushConfigRecord) pushConfigView03 {
-	return pushConfigView03{schemas.PushConfigToV03(pr.Config), deliveryOf(pr)}
+	c, redacted := shown(pr.Config)
+	return pushConfigView03{schemas.PushConfigToV03(c), deliveryOf(pr), redacted}
 }
 
 // rpcListPushConfigs answers every config of the task in one page: a task
@@ -187,7 +209,7 @@ func (s *Server) v03SetPushConfig(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return schemas.PushConfigToV03(pr.Config), nil
+	return view03Of(pr), nil
 }
 
 // v03GetPushConfig reads the config named, or — as 0.3's deprecated form

@@ -32,7 +32,7 @@ func TestReadyFollowsWhetherTheBusTakesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	e := edge.New(b, edge.Config{})
+	e := edge.New(b, edge.Config{OpenAdmin: true}) // it reads /metrics without credentials
 	runEdge(t, e)
 	ts := httptest.NewServer(e.Handler())
 	t.Cleanup(ts.Close)

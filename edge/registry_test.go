@@ -96,6 +96,7 @@ func TestAgentRegistryListingQueryAndExpiry(t *testing.T) {
 	h := newHarness(t, harnessOptions{
 		bus:    bustest.Options{Config: bus.Config{AgentTTL: 2 * time.Second}},
 		agents: []workers.Definition{workers.EchoDefinition("echo"), rl.def()},
+		edge:   edge.Config{OpenAdmin: true}, // every caller sees the remote agent's status
 	})
 
 	st, all := listAgents(t, h.url, "")
@@ -124,7 +125,7 @@ func TestAgentRegistryListingQueryAndExpiry(t *testing.T) {
 		{"?skill=nothing", nil},
 		{"?kind=remote", []string{"weather"}},
 		{"?kind=local", []string{"echo"}},
-		{"?health=online", []string{"weather"}},
+		{"?health=online", []string{"echo", "weather"}}, // a live local agent is online (issue 30)
 	} {
 		st, l := listAgents(t, h.url, c.query)
 		if got := names(l); st != 200 || len(got) != len(c.want) || (len(got) > 0 && got[0] != c.want[0]) {

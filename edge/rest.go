@@ -35,7 +35,7 @@ var httpJSON = &binding{
 
 func (s *Server) restRoutes(prefix string) {
 	route := func(pattern string, decode decodeFunc) {
-		s.mux.HandleFunc(pattern, s.serve(httpJSON, func(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
+		s.handle(pattern, s.serve(httpJSON, func(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
 			c.d = &s.v1
 			return decode(s, w, r, c)
 		}))

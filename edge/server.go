@@ -20,10 +20,12 @@ type Config struct {
 	// Push serves the push-notification config methods and declares
 	// pushNotifications in the cards; without it they answer "not
 	// supported". CheckWebhook is the outbound policy a webhook URL must
-	// pass when a config is created (where it may point; nil: any URL
-	// CheckPushConfig accepts).
+	// pass when a config is created (where it may point, its host name
+	// resolved; nil: any URL CheckPushConfig accepts); it is called with
+	// the request's context and should bound its own lookups. Its error is
+	// answered as invalid params, so it should say what to change.
 	Push         bool
-	CheckWebhook func(*url.URL) error
+	CheckWebhook func(context.Context, *url.URL) error
 	// MCP, when set, is served at /mcp (MCP's Streamable HTTP): the MCP
 	// bridge cmd builds (discovery/mcpbridge), whose every tool call is an
 	// A2A call through this edge's front door.
@@ -123,6 +125,19 @@ type Config struct {
 	// host comes from a browser page whose DNS name was rebound to
 	// 127.0.0.1 to reach this edge, and is refused (403).
 	LoopbackOnly bool
+	// OpenAdmin lets an edge that authenticates no one serve its admin
+	// routes to every caller: the registry's admin API (writes only while
+	// LoopbackOnly) and /metrics. Without it such an edge refuses them
+	// (403): the registry is shared by every edge of the bus, so whether
+	// a caller may change it cannot depend on entering through an edge
+	// that knows no one. An edge that authenticates serves them to its
+	// admin principals and ignores this.
+	OpenAdmin bool
+	// RemoteEnvAllow are the environment variables, beyond those named
+	// with schemas.RemoteEnvPrefix, that a remote agent registered here
+	// may name in headersFromEnv (see schemas.RemoteEnvAllowed); an entry
+	// naming another is refused (400).
+	RemoteEnvAllow []string
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -205,11 +220,12 @@ type Server struct {
 	agents   *bus.AgentDirectory
 	writes   *bus.WriteProbe
 	mux      *http.ServeMux
+	table    []Route // every route mux serves (routes.go)
 	handler  http.Handler
 	v1, v03  dialect
 	openFang dialect
 	backlog  backlogCache
-	draining atomic.Bool
+	drain    drainState // what a shutdown waits for and ends (drain.go)
 	m        edgeMetrics
 
 	// bodyReserved is the memory held for request bodies whose bytes have
@@ -237,41 +253,41 @@ func New(b *bus.Bus, cfg Config) *Server {
 	s.routes()
 	s.handler = withoutTrailingSlash(s.tenantPaths())
 	if cfg.LoopbackOnly {
-		s.handler = loopbackHosts(cfg.PublicURL, s.handler)
+		s.handler = LoopbackHosts(cfg.PublicURL, s.handler)
 	}
+	s.handler = s.counted(s.handler)
 	return s
 }
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("POST /{$}", s.serve(jsonRPC, decodeJSONRPC))
-	s.mux.HandleFunc("POST /agents/{agent}", s.serve(jsonRPC, decodeJSONRPC))
-	s.mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
-	s.mux.HandleFunc("GET /.well-known/agent.json", s.handleCard) // the path older clients fetch
-	s.mux.HandleFunc("GET /agents/{agent}/.well-known/agent-card.json", s.handleCard)
-	s.mux.HandleFunc("GET /a2a/agents", s.handleAgentList)
+	s.handle("POST /{$}", s.serve(jsonRPC, decodeJSONRPC))
+	s.handle("POST /agents/{agent}", s.serve(jsonRPC, decodeJSONRPC))
+	s.handle("GET /.well-known/agent-card.json", http.HandlerFunc(s.handleCard))
+	s.handle("GET /.well-known/agent.json", http.HandlerFunc(s.handleCard)) // the path older clients fetch
+	s.handle("GET /agents/{agent}/.well-known/agent-card.json", http.HandlerFunc(s.handleCard))
+	s.handle("GET /a2a/agents", http.HandlerFunc(s.handleAgentList))
 	s.adminRoutes()
-	s.mux.HandleFunc("POST /a2a/remote/{agent}/tasks/{task}/push", s.handleRemotePush)
+	s.handle("POST /a2a/remote/{agent}/tasks/{task}/push", http.HandlerFunc(s.handleRemotePush))
 	if s.cfg.MCP != nil {
 		// Not an A2A call: limited by address here (each tool call it
 		// makes passes the front door as well), its bodies bounded as the
 		// edge's are, and refused to a browser page of another origin.
-		mcp := http.NewCrossOriginProtection().Handler(s.cfg.MCP)
-		s.mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		s.handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if s.allowAddress(w, r, "mcp") {
 				r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-				mcp.ServeHTTP(w, r)
+				s.cfg.MCP.ServeHTTP(w, r)
 			}
-		})
+		}))
 	}
 	if s.cfg.NotificationKeys != nil {
-		s.mux.HandleFunc("GET /.well-known/jwks.json", s.handleJWKS)
+		s.handle("GET /.well-known/jwks.json", http.HandlerFunc(s.handleJWKS))
 	}
 	s.legacyRoutes()
 	s.restRoutes("")
 	s.restRoutes("/agents/{agent}")
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writePlain(w, http.StatusOK, "ok") })
-	s.mux.HandleFunc("GET /readyz", s.handleReady)
-	s.mux.HandleFunc("GET /metrics", s.adminOnly(MetricsHandler(s.b.Metrics()), s.cfg.PublicMetrics))
+	s.handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writePlain(w, http.StatusOK, "ok") }))
+	s.handle("GET /readyz", http.HandlerFunc(s.handleReady))
+	s.handle("GET /metrics", s.adminOnly(MetricsHandler(s.b.Metrics()), s.cfg.PublicMetrics))
 }
 
 // Handler returns the HTTP handler of the edge. Every route is also served
@@ -315,6 +331,13 @@ func (s *Server) sweep(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			// Handed on at once, not after the lease's TTL: the sweep of
+			// a restarted or surviving edge goes on at its next tick.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			if err := s.index.ReleaseSweep(rctx); err != nil {
+				s.log.Warn("releasing the sweep lease failed; another edge takes it when it expires", "err", err)
+			}
 			return nil
 		case <-t.C:
 			r, err := s.index.Sweep(ctx, o)
@@ -351,12 +374,8 @@ func (s *Server) WaitReady(ctx context.Context) error {
 	return nil
 }
 
-// Drain marks the edge not ready, so load balancers stop sending it new
-// requests before the HTTP server shuts down (first step of shutdown).
-func (s *Server) Drain() { s.draining.Store(true) }
-
 func (s *Server) ready() bool {
-	if s.draining.Load() || !s.b.Connected() {
+	if s.drain.draining() || !s.b.Connected() {
 		return false
 	}
 	for _, ch := range s.followers() {

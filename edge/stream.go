@@ -164,7 +164,7 @@ func (s *Server) rpcSendStreamingMessage(ctx context.Context, c *call, out strea
 const streamHeadersWait = 50 * time.Millisecond
 
 func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas.SendMessageRequest, out streamOut) error {
-	msg, histLen, err := s.checkSend(c, req)
+	msg, histLen, err := s.checkSend(ctx, c, req)
 	if err != nil {
 		return err
 	}
@@ -217,6 +217,14 @@ func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas
 	for {
 		select {
 		case <-ctx.Done():
+			if graceOver(ctx) {
+				// Cut by shutdown before the agent said anything: the
+				// client gets the task, to resume it by, and the error.
+				t := snap.Task.WithHistoryLength(histLen)
+				if out.send(snapRev, &schemas.StreamResponse{Task: &t}) == nil {
+					_ = out.fail(errResumeElsewhere())
+				}
+			}
 			return nil
 		case <-headers.C:
 			if out.start() != nil {
@@ -228,8 +236,12 @@ func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas
 			}
 		case us, ok := <-reader.C():
 			if !ok {
-				_ = out.start()
-				return nil // overflow: the client resumes with SubscribeToTask
+				// The client gets the task, to resume it by, and why.
+				t := snap.Task.WithHistoryLength(histLen)
+				if out.send(snapRev, &schemas.StreamResponse{Task: &t}) == nil {
+					readerBroke(out, reader)
+				}
+				return nil
 			}
 			if u := us[0]; u.Reply != nil {
 				out.hold()
@@ -246,7 +258,7 @@ func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas
 			if end {
 				return nil
 			}
-			s.relay(ctx, c, snap.Task.ID, last, reader, out, keep, schemas.TaskState.Settled)
+			s.relay(ctx, c, snap.Task.ID, last, reader, out, keep, nil, schemas.TaskState.Settled)
 			return nil
 		}
 	}
@@ -293,6 +305,8 @@ func (s *Server) subscribe(ctx context.Context, c *call, id string, out streamOu
 		return err
 	}
 	defer reader.Close()
+	task := s.drain.watchTask(state) // before the client sees the stream open
+	defer task.close()
 	if !resume {
 		t := rec.Task
 		if out.send(after, &schemas.StreamResponse{Task: &t}) != nil {
@@ -303,7 +317,7 @@ func (s *Server) subscribe(ctx context.Context, c *call, id string, out streamOu
 	}
 	keep := time.NewTicker(s.cfg.KeepAlive)
 	defer keep.Stop()
-	s.relay(ctx, c, id, after, reader, out, keep, schemas.TaskState.Terminal)
+	s.relay(ctx, c, id, after, reader, out, keep, task, schemas.TaskState.Terminal)
 	return nil
 }
 
@@ -350,12 +364,37 @@ func parseCursor(id string) (uint64, error) {
 // that ended without its last event reaching the stream (a writer crashed
 // between storing and publishing) is closed with a final Task snapshot
 // instead of hanging.
-func (s *Server) relay(ctx context.Context, c *call, id string, last uint64, reader *bus.EventReader, out streamOut, keep *time.Ticker, ends func(schemas.TaskState) bool) {
+//
+// A stream that can stay open while its task waits for input (task, nil
+// for one that ends there) notes each state it passes on. Once the edge
+// drains, it ends as soon as its task waits for input: at once when it
+// already does (see Drain), or with the event that says so. The end of a
+// shutdown's grace ends any stream. Either way the last event is
+// errResumeElsewhere.
+func (s *Server) relay(ctx context.Context, c *call, id string, last uint64, reader *bus.EventReader, out streamOut, keep *time.Ticker, task *streamTask, ends func(schemas.TaskState) bool) {
+	stops := ends
+	var drained <-chan struct{}
+	if task != nil {
+		drained = s.drain.begun()
+		stops = func(st schemas.TaskState) bool {
+			task.set(st)
+			return ends(st) || (st.Interrupted() && s.drain.draining())
+		}
+	}
 	quiet := false // no event since the last tick
 	for {
 		select {
 		case <-ctx.Done():
+			if graceOver(ctx) {
+				_ = out.fail(errResumeElsewhere())
+			}
 			return
+		case <-drained:
+			drained = nil
+			if task.waitsForInput() {
+				_ = out.fail(errResumeElsewhere())
+				return
+			}
 		case <-keep.C:
 			if out.keepAlive() != nil {
 				return
@@ -379,15 +418,36 @@ func (s *Server) relay(ctx context.Context, c *call, id string, last uint64, rea
 			quiet = true
 		case us, ok := <-reader.C():
 			if !ok {
+				readerBroke(out, reader)
 				return
 			}
 			quiet = false
 			var end bool
-			if last, end = s.sendReady(out, us, reader, ends); end {
+			if last, end = s.sendReady(out, us, reader, stops); end {
+				if task != nil && task.waitsForInput() && s.drain.draining() {
+					_ = out.fail(errResumeElsewhere())
+				}
 				return
 			}
 		}
 	}
+}
+
+// readerBroke ends a stream whose event reader stopped on its own — the
+// stream fell behind (bus.ErrReaderOverflow), or what the task stored
+// could not be read (the bus's consumers ran out, its leader moved) — with
+// a retryable error event: official clients take a stream's end for the
+// task's, so a stream never ends like a finished one when it is not.
+func readerBroke(out streamOut, reader *bus.EventReader) {
+	err := reader.Err()
+	if err == nil {
+		return // closed by this stream
+	}
+	why := "this stream fell behind the task's events"
+	if !errors.Is(err, bus.ErrReaderOverflow) {
+		why = "the task's stored events cannot be read now"
+	}
+	_ = out.fail(schemas.Errorf(schemas.ErrUnavailable, "%s; resume it with SubscribeToTask and Last-Event-ID", why))
 }
 
 // sendReady writes us and every group of updates the reader has ready
@@ -413,6 +473,7 @@ func (s *Server) sendReady(out streamOut, us []bus.TaskUpdate, reader *bus.Event
 		select {
 		case us, ok = <-reader.C():
 			if !ok {
+				readerBroke(out, reader)
 				return last, true
 			}
 		default:

@@ -32,6 +32,10 @@ type sseStream struct {
 	r        *bufio.Reader
 	comments int
 	pending  *sseEvent // read ahead by openStreamWith, returned by next
+	// cut is the retryable error (UNAVAILABLE) that ended the stream, read
+	// by all; a stream the edge had to cut ends with one, never like a
+	// finished one.
+	cut *rpcReply
 }
 
 // openStream POSTs a JSON-RPC streaming call and returns the stream, or the
@@ -135,13 +139,19 @@ func (s *sseStream) result(ev sseEvent) schemas.StreamResponse {
 	return env.Result
 }
 
-// all reads events until the stream ends.
+// all reads events until the stream ends, or until an UNAVAILABLE error
+// event cuts it (kept in s.cut; any other error event fails the test).
 func (s *sseStream) all() ([]sseEvent, []schemas.StreamResponse) {
 	var evs []sseEvent
 	var rs []schemas.StreamResponse
 	for {
 		ev, ok := s.next()
 		if !ok {
+			return evs, rs
+		}
+		var r rpcReply
+		if json.Unmarshal([]byte(ev.data), &r) == nil && r.Error != nil && r.Error.Code == schemas.ErrUnavailable.Code {
+			s.cut = &r
 			return evs, rs
 		}
 		evs = append(evs, ev)
@@ -518,6 +528,70 @@ func TestStalledSubscriberDoesNotBlockOthers(t *testing.T) {
 	// The stalled stream was cut (or finished) rather than holding anyone up;
 	// reading it now ends.
 	stalled.all()
+}
+
+// A stream that falls behind its task's events is cut with a retryable
+// error event (UNAVAILABLE, "resume it"), not ended like a finished one
+// (official clients take a stream's end for the task's); resumed from its
+// last event id it gets the rest. The subscriber reads nothing while the
+// agent writes more than the connection buffers, so the edge cannot keep
+// its reader drained and the reader overflows.
+func TestStreamThatFellBehindEndsWithRetryableError(t *testing.T) {
+	const chunks = 32 // 8 MiB: more than a loopback connection buffers unread
+	big := strings.Repeat("x", 256<<10)
+	gate := make(chan struct{})
+	producer := workers.AgentFunc(func(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
+		if err := out.Working(ctx, "waiting for the subscriber"); err != nil {
+			return err
+		}
+		if err := out.Flush(ctx); err != nil {
+			return err
+		}
+		<-gate
+		for i := range chunks {
+			// Each chunk replaces the last: the record stays small while
+			// the stream carries every chunk.
+			a := schemas.Artifact{ArtifactID: "big", Parts: []schemas.Part{schemas.TextPart(big)}}
+			if err := out.ArtifactChunk(ctx, a, false, i == chunks-1); err != nil {
+				return err
+			}
+			if err := out.Flush(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	h := newHarness(t, harnessOptions{
+		agents: []workers.Definition{{Name: "big", Agent: producer}},
+		edge:   edge.Config{StreamBuffer: 4},
+	})
+	task := mustResult[schemas.SendMessageResponse](t, h.call("big", "SendMessage", send(userMessage("go"), true))).Task
+	h.waitState(h.url, "big", task.ID, schemas.TaskStateWorking)
+	stalled, _ := openStream(t, h.url, "big", "SubscribeToTask", map[string]any{"id": task.ID}, "")
+	if _, ok := stalled.next(); !ok {
+		t.Fatal("no snapshot")
+	}
+	close(gate)
+	h.waitState(h.url, "big", task.ID, schemas.TaskStateCompleted)
+	evs, _ := stalled.all()
+	if stalled.cut == nil {
+		t.Fatalf("a stream %d events behind ended without an error event", chunks+2-len(evs))
+	}
+	if !strings.Contains(stalled.cut.Error.Message, "fell behind") || stalled.cut.reason(t) != schemas.ErrUnavailable.Reason {
+		t.Fatalf("cut with %s: %s", stalled.cut.reason(t), stalled.cut.Error.Message)
+	}
+	last := "" // the snapshot's id when no event came through
+	if len(evs) > 0 {
+		last = evs[len(evs)-1].id
+	}
+	if last == "" {
+		t.Fatal("no event id to resume from")
+	}
+	resumed, _ := openStream(t, h.url, "big", "SubscribeToTask", map[string]any{"id": task.ID}, last)
+	_, rs := resumed.all()
+	if len(rs) == 0 || kind(rs[len(rs)-1]) != "status:TASK_STATE_COMPLETED" || resumed.cut != nil {
+		t.Fatalf("the resumed stream got %d events ending %s (cut %+v)", len(rs), kind(rs[len(rs)-1]), resumed.cut)
+	}
 }
 
 func TestKeepAliveAndDisconnectFreesReader(t *testing.T) {

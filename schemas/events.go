@@ -117,8 +117,9 @@ type PushFailure struct {
 }
 
 // ContextClaim is the value under ContextKey(contextId) in
-// BucketContexts: the principal and tenant of the first task that named
-// the context.
+// BucketContexts: the principal and tenant of the context's first task
+// (the one the server made it for, or the first to name a client-chosen
+// id).
 type ContextClaim struct {
 	Owner  string `json:"owner"`
 	Tenant string `json:"tenant,omitempty"`

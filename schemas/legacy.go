@@ -138,10 +138,17 @@ func LegacyPartFromV1(p Part) LegacyPart {
 }
 
 // ToV1 converts tasks/send params: a message with a new id, in the session
-// as its context.
+// as its context. The task id and sessionId are checked as a client's ids
+// (CheckID); the message, as any client's, by CheckInput.
 func (p *LegacySendParams) ToV1() (*SendMessageRequest, error) {
 	if p.ID == "" {
 		return nil, Errorf(ErrInvalidParams, "id (the task id) is required")
+	}
+	if err := CheckID("id", p.ID); err != nil {
+		return nil, err
+	}
+	if err := CheckID("sessionId", p.SessionID); err != nil {
+		return nil, err
 	}
 	if p.Message == nil {
 		return nil, Errorf(ErrInvalidParams, "message is required")

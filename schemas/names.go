@@ -30,9 +30,10 @@ const (
 	BucketAgents = "A2A_AGENTS"
 	// BucketCards caches discovered external agent cards.
 	BucketCards = "A2A_CARDS"
-	// BucketContexts records who a client-chosen context id belongs to:
-	// ContextClaim keyed by ContextKey(contextId), created by the first
-	// task that names it, so another caller cannot attach tasks to it.
+	// BucketContexts records who a context id belongs to: ContextClaim
+	// keyed by ContextKey(contextId), created by the task the server made
+	// the context for, or by the first task that names a client-chosen
+	// one, so another caller cannot attach tasks to it.
 	BucketContexts = "A2A_CONTEXTS"
 	// BucketLeases holds short leases on work that one process of the
 	// system does at a time (the sweep of finished and orphaned tasks):

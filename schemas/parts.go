@@ -106,14 +106,18 @@ func InvalidField(path, format string, args ...any) *Error {
 }
 
 // CheckInput checks a client's SendMessage request: Validate, then the
-// bounds of l and the form of every part of its message (see PartLimits
-// and checkPart), naming fields as names spells them. It returns an
-// ErrInvalidParams occurrence naming the first field at fault.
+// ids its message carries (see CheckID), the bounds of l and the form of
+// every part of its message (see PartLimits and checkPart), naming fields
+// as names spells them. It returns an ErrInvalidParams occurrence naming
+// the first field at fault.
 func (r *SendMessageRequest) CheckInput(l PartLimits, names FieldNames) error {
 	if r.Message != nil && len(r.Message.Parts) > l.MaxParts {
 		return InvalidField("message.parts", "holds %d parts, more than the limit of %d", len(r.Message.Parts), l.MaxParts)
 	}
 	if err := r.Validate(); err != nil {
+		return err
+	}
+	if err := r.Message.checkIDs("message"); err != nil {
 		return err
 	}
 	total := 0
@@ -205,7 +209,9 @@ func checkMediaType(mt string) string {
 
 // checkFilename returns why name may not name a file ("" if it may): an
 // agent may store the file under it, so it is one name, not a path: no
-// separator, no "..", no control character, at most 255 bytes of UTF-8.
+// separator, not "." or ".." (which name directories), no control
+// character, at most 255 bytes of UTF-8. Dots within a name
+// (report..v2.pdf) are a name's own.
 func checkFilename(name string) string {
 	switch {
 	case len(name) > maxFilenameBytes:
@@ -214,8 +220,8 @@ func checkFilename(name string) string {
 		return "is not valid UTF-8"
 	case strings.ContainsAny(name, `/\`):
 		return `holds a path separator (/ or \); send a file name, not a path`
-	case strings.Contains(name, ".."):
-		return `holds ".."; send a file name, not a path`
+	case name == "." || name == "..":
+		return fmt.Sprintf("is %q, which names a directory; send a file name", name)
 	case strings.ContainsFunc(name, unicode.IsControl):
 		return "holds a control character"
 	}

@@ -9,8 +9,11 @@
 //
 // Built-in agent kinds: echo (the demo), exec (a command per task), tck
 // (the conformance agent), remote (a local name proxied to an external A2A
-// agent through a RemoteClient that cmd adapts from discovery) and fanout
-// (child tasks on several agents, answers merged into the parent). See
+// agent through a RemoteClient that cmd adapts from discovery), fanout
+// (child tasks on several agents, answers merged into the parent), router
+// (a child task on the live agent with the skill asked for), llm (an
+// OpenAI-compatible chat endpoint), langgraph (a LangGraph Platform
+// assistant) and mcp (an MCP server's tools, through a ToolClient). See
 // ARCHITECTURE.md, "Workers" and "Client and gateway side".
 //
 // Dependency rule: workers depends on schemas and bus only; it never

@@ -11,7 +11,9 @@ import (
 
 // Echo is the demo agent: it streams the user's text back as an artifact,
 // a few words per chunk (append/lastChunk), and completes. A short message
-// is one chunk. A message starting with "/ask" makes it ask what to echo
+// is one chunk; a long one is at most MaxEchoChunks chunks, so what a
+// message costs to echo follows its size, not its number of words (each
+// chunk is an event stored and sent). A message starting with "/ask" makes it ask what to echo
 // (INPUT_REQUIRED); the answer, sent on the same task, is echoed. It shows
 // every part of the runtime a real agent uses.
 type Echo struct {
@@ -21,6 +23,10 @@ type Echo struct {
 	// load runs can measure a fleet of workers on a sleep-bound agent.
 	Delay time.Duration
 }
+
+// MaxEchoChunks bounds the chunks of one echo: past WordsPerChunk ×
+// MaxEchoChunks words, chunks hold more words each.
+const MaxEchoChunks = 64
 
 // AskCommand starts a message that makes the echo agent ask for input.
 const AskCommand = "/ask"
@@ -67,7 +73,7 @@ func (e Echo) Execute(ctx context.Context, req *Request, out *Emitter) error {
 	if n <= 0 {
 		n = 4
 	}
-	chunks := chunkWords(text, n)
+	chunks := chunkWords(text, n, len(text)/MaxEchoChunks)
 	art := schemas.Artifact{ArtifactID: "echo-" + req.Task.ID, Name: "echo"}
 	last := len(chunks) - 1
 	for i, c := range chunks[:last] {
@@ -80,16 +86,17 @@ func (e Echo) Execute(ctx context.Context, req *Request, out *Emitter) error {
 	return out.CompleteWith(ctx, art, last > 0, fmt.Sprintf("echoed %d characters in %d chunk(s)", len(text), len(chunks)))
 }
 
-// chunkWords splits s after every n words, keeping the whitespace, so the
-// chunks concatenate back to s.
-func chunkWords(s string, n int) []string {
+// chunkWords splits s before a word once a chunk holds n words and at
+// least minBytes bytes, keeping the whitespace, so the chunks concatenate
+// back to s.
+func chunkWords(s string, n, minBytes int) []string {
 	var out []string
 	words, start := 0, 0
 	inWord := false
 	for i, r := range s {
 		space := strings.ContainsRune(" \t\n\r", r)
 		if !space && !inWord {
-			if words == n {
+			if words >= n && i-start >= minBytes {
 				out = append(out, s[start:i])
 				start, words = i, 0
 			}

@@ -9,11 +9,14 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
-	"net/url"
+	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
@@ -470,7 +473,9 @@ func (s *PushSender) deliverConfig(ctx context.Context, taskID string, rec *sche
 			if saved() {
 				o.retryIn = s.backoff(f.Attempts)
 			}
-			log.Warn("push notification failed; retrying", "config_id", c.Config.ID, "attempts", f.Attempts, "retry_in", o.retryIn.Round(time.Millisecond), "err", why)
+			// The operator's log keeps what the network said (the owner
+			// is shown why): the resolver or address is theirs to see.
+			log.Warn("push notification failed; retrying", "config_id", c.Config.ID, "attempts", f.Attempts, "retry_in", o.retryIn.Round(time.Millisecond), "err", operatorCause(why, err))
 			return o
 		}
 		// Given up on: this and the rest of the batch go to the
@@ -583,16 +588,68 @@ func (s *PushSender) post(ctx context.Context, taskID string, c *schemas.PushCon
 	return resp.StatusCode, nil
 }
 
-// describeFailure says what an attempt met, without the URL (which may
-// carry a secret) that net/http's errors repeat.
+// describeFailure says what an attempt met, as the config's lastError
+// shows it to the task's owner: the one place a delivery's failure is put
+// into words. It names neither the URL (which may carry a secret) nor
+// what the network beneath said of itself — the resolver asked, the
+// address a name resolved to, the local address — which net's errors
+// repeat and which are the deployment's, not the owner's.
 func describeFailure(status int, err error) string {
 	if err == nil {
 		return fmt.Sprintf("the webhook answered %d %s", status, http.StatusText(status))
 	}
-	if ue := (*url.Error)(nil); errors.As(err, &ue) && ue.Timeout() {
+	var dns *net.DNSError
+	var ne net.Error
+	var op *net.OpError
+	switch {
+	case errors.As(err, &dns) && dns.IsTimeout:
+		return "the webhook's host name could not be resolved in time"
+	case errors.As(err, &dns):
+		return "the webhook's host name could not be resolved"
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
 		return "no answer within the attempt's timeout"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "the webhook's host refused the connection"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "the webhook's host reset the connection"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "the webhook's host could not be reached"
+	case errors.As(err, &op):
+		// A refusal of the outbound guard, a TLS failure: what went
+		// wrong, without the addresses the operation names.
+		return withoutAddresses(fmt.Sprintf("%s: %v", op.Op, op.Err))
+	}
+	return withoutAddresses(unwrapURLError(err).Error())
+}
+
+// operatorCause is a failed attempt as the operator's log says it: the
+// error itself (without the URL net/http repeats), or why when there is
+// none.
+func operatorCause(why string, err error) string {
+	if err == nil {
+		return why
 	}
 	return unwrapURLError(err).Error()
+}
+
+// addrLike finds what may be an IP address in an error's text: a run of
+// the characters addresses and ports are written with.
+var addrLike = regexp.MustCompile(`\[?[0-9A-Fa-f:.]*[:.][0-9A-Fa-f:.]*(%[0-9A-Za-z_-]+)?\]?(:[0-9]+)?`)
+
+// withoutAddresses replaces the IP addresses an error's text names (the
+// one a host name resolved to, a refused one, with or without a port)
+// with a word: what is left still says what went wrong.
+func withoutAddresses(msg string) string {
+	return addrLike.ReplaceAllStringFunc(msg, func(m string) string {
+		t := strings.TrimRight(m, ".:")
+		if _, err := netip.ParseAddrPort(t); err == nil {
+			return "an address" + m[len(t):]
+		}
+		if _, err := netip.ParseAddr(strings.Trim(t, "[]")); err == nil {
+			return "an address" + m[len(t):]
+		}
+		return m
+	})
 }
 
 // backoff is the delay before the attempt after attempt failures.

@@ -3,14 +3,18 @@ package workers_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -500,5 +504,56 @@ func TestPushRefusesAWebhookThatResolvesToARefusedAddress(t *testing.T) {
 	defer hook.mu.Unlock()
 	if len(hook.all) != 0 {
 		t.Fatalf("the refused webhook got %d requests", len(hook.all))
+	}
+}
+
+// failingDialer is a transport whose every connection fails with err, as
+// net's dialer reports a failure it met below HTTP.
+type failingDialer struct{ err error }
+
+func (f failingDialer) RoundTrip(*http.Request) (*http.Response, error) { return nil, f.err }
+
+// The failure a config shows its owner (lastError) says what went wrong
+// without naming what the deployment's network said of itself: not the
+// resolver asked, not the address a name resolved to, not the local
+// address; a connection refused by a real closed port on loopback
+// included.
+func TestPushLastErrorNamesNoInternalAddress(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	deadURL := closed.URL + "/hook" // nobody listens there once closed
+	closed.Close()
+	_, deadPort, _ := strings.Cut(strings.TrimPrefix(deadURL, "http://127.0.0.1:"), "/")
+	dnsFailure := &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "hooks.example", Server: "10.0.0.2:53", IsNotFound: true}}
+	refusedAt := &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 443}, Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	resetFrom := &net.OpError{Op: "read", Net: "tcp", Source: &net.TCPAddr{IP: net.ParseIP("10.0.0.5"), Port: 40000}, Addr: &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 443}, Err: errors.New("tls: bad record from 10.1.2.3:443")}
+	for _, c := range []struct {
+		name   string
+		client *http.Client
+		url    string
+		want   string
+	}{
+		{"a closed port", loopbackClient(), deadURL, "the webhook's host refused the connection"},
+		{"a name that does not resolve", &http.Client{Transport: failingDialer{dnsFailure}}, "https://hooks.example/a2a", "the webhook's host name could not be resolved"},
+		{"a refused connection", &http.Client{Transport: failingDialer{refusedAt}}, "https://hooks.example/a2a", "the webhook's host refused the connection"},
+		{"another failure", &http.Client{Transport: failingDialer{resetFrom}}, "https://hooks.example/a2a", "read: tls: bad record from an address"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, b := bustest.New(t, bustest.Options{})
+			startRunner(t, b, steps(1), workers.Options{})
+			st := startSender(t, b, workers.PushOptions{Client: c.client, MaxAttempts: 1})
+			id := pushTask(t, b, "ask", schemas.TaskPushNotificationConfig{ID: "c", URL: c.url}, "1.0")
+			cfgs := st.waitConfigs(t, b, id, "the config failing", func(cs []schemas.PushConfigRecord) bool {
+				return len(cs) == 1 && cs[0].Failing != nil
+			})
+			got := cfgs[0].Failing.LastError
+			if got != c.want {
+				t.Errorf("lastError %q, want %q", got, c.want)
+			}
+			for _, internal := range []string{"10.0.0.2", "10.1.2.3", "10.0.0.5", "127.0.0.1", ":" + deadPort, "hooks.example"} {
+				if strings.Contains(got, internal) {
+					t.Errorf("lastError %q names %s", got, internal)
+				}
+			}
+		})
 	}
 }

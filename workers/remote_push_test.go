@@ -82,6 +82,7 @@ func TestRemoteAgentInPushMode(t *testing.T) {
 		{"/a2a/remote/far/tasks/" + schemas.NewID() + "/push", "wrong", 404},
 	} {
 		req, _ := http.NewRequest("POST", base+c.path, strings.NewReader(`{"statusUpdate":{"taskId":"x","status":{"state":"TASK_STATE_COMPLETED"}}}`))
+		req.Header.Set("Content-Type", "application/json")
 		if c.token != "" {
 			req.Header.Set(schemas.HeaderNotificationToken, c.token)
 		}

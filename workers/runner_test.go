@@ -2,6 +2,7 @@ package workers_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -89,6 +90,27 @@ func TestEchoCompletesWithChunkedArtifact(t *testing.T) {
 	got := artifactText(rec.Task.Artifacts[0])
 	if got != "one two three four five six seven" || len(rec.Task.Artifacts[0].Parts) != 2 {
 		t.Fatalf("artifact text %q in %d parts", got, len(rec.Task.Artifacts[0].Parts))
+	}
+}
+
+// A long message of short words is echoed in at most MaxEchoChunks
+// chunks: its cost follows its size, and what the edge accepts the demo
+// agent can answer (a chunk per four words made 100 000 events of this
+// message, and a record past the task bound: the task FAILED).
+func TestEchoChunksByteSizeNotWordCount(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	startRunner(t, b, workers.EchoDefinition("echo"), workers.Options{})
+	text := strings.Repeat("ab ", 100_000) // 300 KB
+	rec := waitSettled(t, b, submit(t, b, "echo", text))
+	if rec.Task.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("state = %s: %s", rec.Task.Status.State, rec.Task.Status.Message.Text())
+	}
+	a := rec.Task.Artifacts[0]
+	if got := artifactText(a); got != text {
+		t.Fatalf("echoed %d bytes, sent %d", len(got), len(text))
+	}
+	if n := len(a.Parts); n > workers.MaxEchoChunks || n < workers.MaxEchoChunks/2 {
+		t.Fatalf("%d chunks, want about %d", n, workers.MaxEchoChunks)
 	}
 }
 

@@ -149,6 +149,10 @@ func TestServeMutualTLS(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling another process
 	}
+	// The banner names the one scheme, not an empty line.
+	if out := p.output(); !strings.Contains(out, "  auth           client certificates\n") {
+		t.Fatalf("banner:\n%s", out)
+	}
 	body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`
 	post := func(c *http.Client) (string, error) {
 		resp, err := c.Post(base+"/", "application/json", strings.NewReader(body))

@@ -122,7 +122,9 @@ type Config struct {
 	// tasks get 503 + Retry-After. Default 10000.
 	MaxBacklog int `json:"maxBacklog"`
 	// Limits bounds each caller of an edge: request rate and unfinished
-	// tasks (see LimitsConfig).
+	// tasks (see LimitsConfig). Default: the rate decided by the edge's
+	// exposure (autoRate), a burst of 1000, 1000 unfinished tasks holding
+	// at most 256 MiB.
 	Limits LimitsConfig `json:"limits"`
 	// MaxBodyBytes bounds an HTTP request body. Default 4 MiB.
 	MaxBodyBytes int64 `json:"maxBodyBytes"`
@@ -164,6 +166,12 @@ type Config struct {
 	// register at run time (GET/PUT/DELETE /a2a/admin/agents). Default
 	// true.
 	RegistryAgents *bool `json:"registryAgents,omitempty"`
+	// RemoteEnvAllow are the environment variables, beyond those named
+	// A2ABUS_REMOTE_…, that a remote agent registered at run time may name
+	// in headersFromEnv: an edge refuses an entry naming another, and a
+	// serve or worker process does not run one (schemas.RemoteEnvAllowed).
+	// Agents of this file may name any variable.
+	RemoteEnvAllow []string `json:"remoteEnvAllow,omitempty"`
 	// Auth is how an edge authenticates its callers. With no scheme
 	// configured the edge serves everyone as one anonymous principal, which
 	// it does only on a loopback address unless AllowAnonymous says so.
@@ -210,13 +218,27 @@ type AuthConfig struct {
 	APIKeyHeader string         `json:"apiKeyHeader,omitempty"`
 	JWT          *JWTConfig     `json:"jwt,omitempty"`
 	// Admins name the principals that see every principal's tasks (of
-	// their tenant) and read /metrics.
+	// their tenant) and read /metrics, by their full names: a bare name is
+	// an API key's principal; "jwt:ISSUER#SUB" ("jwt:SUB" without an
+	// issuer) and "cert:NAME" name JWT and client certificate principals
+	// (see edge/auth's Principal.Name).
 	Admins []string `json:"admins,omitempty"`
+	// LegacyPrincipalNames names JWT and client certificate principals
+	// by their bare claim or name, as before principal names carried their
+	// scheme, so their tasks stored then stay readable; it puts them back
+	// in the API keys' namespace. Default false.
+	LegacyPrincipalNames bool `json:"legacyPrincipalNames,omitempty"`
 	// AllowAnonymous lets an edge without authentication listen beyond
 	// loopback.
 	AllowAnonymous bool `json:"allowAnonymous,omitempty"`
 	// PublicMetrics serves /metrics without credentials.
 	PublicMetrics bool `json:"publicMetrics,omitempty"`
+	// OpenAdmin lets an edge without authentication, on loopback, serve
+	// the registry's admin API and /metrics to every caller (see
+	// edge.Config.OpenAdmin). Default: true for serve on a loopback
+	// address (one process, the user's own), false for edge; no effect on
+	// an edge that authenticates.
+	OpenAdmin *bool `json:"openAdmin,omitempty"`
 
 	apiKeysEnv string // $A2ABUS_API_KEYS
 }
@@ -367,7 +389,7 @@ func defaultConfig() Config {
 		MaxFinishedTasks: 100000,
 		MaxFinishedBytes: 512 << 20,
 		SweepEvery:       Duration(10 * time.Second),
-		Limits:           LimitsConfig{Limits: Limits{Rate: 500, Burst: 1000, MaxUnfinished: 1000, MaxUnfinishedBytes: 256 << 20}},
+		Limits:           LimitsConfig{Limits: Limits{Rate: autoRate, Burst: 1000, MaxUnfinished: 1000, MaxUnfinishedBytes: 256 << 20}},
 		OrphanAfter:      Duration(30 * time.Second),
 		IdleAfter:        Duration(24 * time.Hour),
 		ShutdownGrace:    Duration(10 * time.Second),
@@ -430,8 +452,8 @@ func settings() []setting {
 		{"routes", "A2ABUS_ROUTES", "route URLs of the cluster members, comma-separated (nats://host:port)", str(func(c *Config) *string { return &c.Routes })},
 		{"nats", "NATS_URL", "NATS server URLs, comma-separated, for edge and worker (default nats://127.0.0.1:4222)", str(func(c *Config) *string { return &c.NATSURL })},
 		{"nats-creds", "NATS_CREDS", "credentials file edge and worker present to NATS: user:password (e.g. <data-dir>/nats-credentials/worker of a serve) or a NATS .creds file", str(func(c *Config) *string { return &c.NATSCreds })},
-		{"nats-users", "A2ABUS_NATS_USERS", `users of the embedded NATS server, JSON [{"user","password"|"passwordHash","role":"admin|edge|worker"}] (default: a standalone serve or node makes one per role in <data-dir>/nats-credentials/; required in a cluster)`, str(func(c *Config) *string { return &c.NATSUsers })},
-		{"cluster-creds", "A2ABUS_CLUSTER_CREDS", "user:password file cluster members authenticate their routes with (required with --cluster-listen)", str(func(c *Config) *string { return &c.ClusterCreds })},
+		{"nats-users", "A2ABUS_NATS_USERS", `path of a JSON file of the users of the embedded NATS server, [{"user","password"|"passwordHash","role":"admin|edge|worker"}] (default: a standalone serve or node makes one per role in <data-dir>/nats-credentials/; required in a cluster)`, str(func(c *Config) *string { return &c.NATSUsers })},
+		{"cluster-creds", "A2ABUS_CLUSTER_CREDS", "path of a user:password file cluster members authenticate their routes with (required with --cluster-listen)", str(func(c *Config) *string { return &c.ClusterCreds })},
 		{"nats-tls-cert", "A2ABUS_NATS_TLS_CERT", "PEM certificate of the embedded NATS server: TLS on its client and route listeners (with --nats-tls-key)", str(func(c *Config) *string { return &c.NATSTLSCert })},
 		{"nats-tls-key", "A2ABUS_NATS_TLS_KEY", "PEM private key of --nats-tls-cert", str(func(c *Config) *string { return &c.NATSTLSKey })},
 		{"nats-tls-ca", "A2ABUS_NATS_TLS_CA", "PEM CA that cluster members verify each other with and edges and workers verify their NATS server with", str(func(c *Config) *string { return &c.NATSTLSCA })},
@@ -448,7 +470,7 @@ func settings() []setting {
 		{"idle-after", "A2ABUS_IDLE_AFTER", "how long a task may wait for input (INPUT_REQUIRED, AUTH_REQUIRED) before a sweep cancels it (default 24h)", dur(func(c *Config) *Duration { return &c.IdleAfter })},
 		{"orphan-after", "A2ABUS_ORPHAN_AFTER", "how long a task may stay SUBMITTED with no work queued before a sweep queues it (default 30s)", dur(func(c *Config) *Duration { return &c.OrphanAfter })},
 		{"max-finished-bytes", "A2ABUS_MAX_FINISHED_BYTES", "stored bytes of finished tasks kept before the oldest are deleted (default 536870912)", size(func(c *Config) *int64 { return &c.MaxFinishedBytes })},
-		{"rate-limit", "A2ABUS_RATE_LIMIT", "requests a second one caller (a principal, or an anonymous source address) may send to an edge (default 500; 0 for no limit)", func(c *Config, v string) error {
+		{"rate-limit", "A2ABUS_RATE_LIMIT", "requests a second one caller (a principal, or an anonymous source address) may send to an edge (default 500 when the edge authenticates or listens beyond loopback, none on a loopback-only edge without authentication; 0 for no limit; a value given here applies everywhere)", func(c *Config, v string) error {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil || f < 0 {
 				return fmt.Errorf("must be a number of requests a second, got %q", v)
@@ -487,9 +509,12 @@ func settings() []setting {
 		{"jwt-tenant-claim", "A2ABUS_JWT_TENANT_CLAIM", "JWT claim naming the tenant (default none)", jwt(func(j *JWTConfig, v string) { j.TenantClaim = v })},
 		{"tls-cert", "A2ABUS_TLS_CERT", "PEM certificate (chain) the edge serves HTTPS with (default: plain HTTP)", str(func(c *Config) *string { return &c.TLSCert })},
 		{"tls-key", "A2ABUS_TLS_KEY", "PEM private key of --tls-cert", str(func(c *Config) *string { return &c.TLSKey })},
-		{"tls-client-ca", "A2ABUS_TLS_CLIENT_CA", "PEM CA bundle: a client certificate it issued authenticates its subject (mutual TLS; needs --tls-cert)", str(func(c *Config) *string { return &c.TLSClientCA })},
-		{"admins", "A2ABUS_ADMINS", "principals that see every principal's tasks and read /metrics, comma-separated", func(c *Config, v string) error { c.Auth.Admins = splitList(v); return nil }},
+		{"tls-client-ca", "A2ABUS_TLS_CLIENT_CA", "PEM CA bundle: a client certificate it issued authenticates the principal cert:NAME, NAME its first URI, DNS or e-mail SAN, else its common name, else sha256:FINGERPRINT (mutual TLS; needs --tls-cert)", str(func(c *Config) *string { return &c.TLSClientCA })},
+		{"admins", "A2ABUS_ADMINS", "principals that see every principal's tasks and read /metrics, comma-separated: an API key's principal as named, jwt:ISSUER#SUB (jwt:SUB without --jwt-issuer) for a JWT's, cert:NAME for a client certificate's", func(c *Config, v string) error { c.Auth.Admins = splitList(v); return nil }},
+		{"legacy-principal-names", "A2ABUS_LEGACY_PRINCIPAL_NAMES", "name JWT and client certificate principals by their bare sub or certificate name, as before names carried their scheme, to keep reading tasks stored then; it lets a token or certificate be the API key principal of the same name: true or false (default false)", boolean(func(c *Config) *bool { return &c.Auth.LegacyPrincipalNames })},
 		{"allow-anonymous", "A2ABUS_ALLOW_ANONYMOUS", "let an edge without authentication listen beyond loopback: true or false (default false)", boolean(func(c *Config) *bool { return &c.Auth.AllowAnonymous })},
+		{"open-admin", "A2ABUS_OPEN_ADMIN", "let an edge without authentication, on loopback, serve the agent registry's admin API (/a2a/admin/agents) and /metrics to every caller: true or false (default true for serve on loopback, false for edge)", setBool(func(c *Config, b bool) { c.Auth.OpenAdmin = &b })},
+		{"remote-env-allow", "A2ABUS_REMOTE_ENV_ALLOW", "environment variables, comma-separated, that remote agents registered at run time may name in headersFromEnv besides those named A2ABUS_REMOTE_* (serve, edge, worker; default none)", func(c *Config, v string) error { c.RemoteEnvAllow = splitList(v); return nil }},
 		{"registry-agents", "A2ABUS_REGISTRY_AGENTS", "run the remote agents admins register at run time (/a2a/admin/agents) in this serve or worker process: true or false (default true)", setBool(func(c *Config, b bool) { c.RegistryAgents = &b })},
 		{"push", "A2ABUS_PUSH", "push notifications: serve the config methods, declare them in the cards and (serve, worker) deliver them: true or false (default false)", boolean(func(c *Config) *bool { return &c.Push.Enabled })},
 		{"push-keys", "A2ABUS_PUSH_KEYS", "JWK set of the private keys push notifications are signed with, the same file for every edge and worker (make and rotate with: a2abus push-keys --file FILE; serve without it makes a key at start-up)", str(func(c *Config) *string { return &c.Push.KeysFile })},
@@ -533,7 +558,8 @@ func setBool(set func(*Config, bool)) func(*Config, string) error {
 	}
 }
 
-// Limits bounds one caller: see edge.Limits.
+// Limits bounds one caller: see edge.Limits. Rate is autoRate in the
+// default Limits unless configured.
 type Limits struct {
 	Rate               float64 `json:"rate"`
 	Burst              int     `json:"burst"`
@@ -549,8 +575,37 @@ type LimitsConfig struct {
 	Tenants    map[string]Limits `json:"tenants,omitempty"`
 }
 
-// edge converts the configuration for the edge.
-func (lc LimitsConfig) edge() edge.LimitsConfig {
+// autoRate, the default of Limits.Rate, leaves the per-caller request
+// rate to LimitsConfig.edge: defaultRate on an edge others can reach (one
+// that authenticates, or listens beyond loopback), none on a loopback-only
+// edge that authenticates no one. Every caller of that edge is a process
+// of this machine, and all of them share one address, so they are one
+// anonymous caller: a rate there throttles only the user's own clients and
+// benchmarks, and protects nothing the user does not already own. Its
+// connection caps, body bounds, unfinished-task quotas and backlog bound
+// still apply. A rate given in the file, the environment or a flag is
+// applied as given, on loopback too.
+const (
+	autoRate    = -1
+	defaultRate = 500
+)
+
+// edgeLimits are the limits of the process's edge, once its
+// authentication is known (authenticator).
+func (p *process) edgeLimits() edge.LimitsConfig {
+	return p.cfg.Limits.edge(p.anonymous && loopbackAddr(p.cfg.Listen))
+}
+
+// edge converts the configuration for an edge; localAnonymous says the
+// edge listens on loopback only and authenticates no one. This is the one
+// place an automatic rate (autoRate) is decided.
+func (lc LimitsConfig) edge(localAnonymous bool) edge.LimitsConfig {
+	if lc.Rate == autoRate {
+		lc.Rate = defaultRate
+		if localAnonymous {
+			lc.Rate = 0
+		}
+	}
 	conv := func(m map[string]Limits) map[string]edge.Limits {
 		out := make(map[string]edge.Limits, len(m))
 		for k, l := range m {
@@ -700,6 +755,9 @@ func (c *Config) validate() error {
 	}
 	if h := c.HTTP; h.MaxConnections < 0 || h.MaxConnectionsPerAddr < 0 || h.FDReserve < 0 {
 		errs = append(errs, errors.New("connection caps and the file descriptor reserve cannot be negative"))
+	}
+	if c.Limits.Rate < 0 && c.Limits.Rate != autoRate {
+		errs = append(errs, fmt.Errorf("limits.rate cannot be negative (got %g); 0 is no limit", c.Limits.Rate))
 	}
 	if _, err := c.Push.policy(); err != nil {
 		errs = append(errs, err)

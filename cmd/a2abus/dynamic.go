@@ -75,6 +75,12 @@ func (d *dynamicAgents) apply(ctx context.Context, e schemas.RegistryEntry, dele
 }
 
 func (d *dynamicAgents) start(ctx context.Context, name string, r *schemas.RemoteAgentSpec, spec string) error {
+	// The edge that took the entry checked its variables, but the entry
+	// may predate the rule or have come through an edge with another
+	// list: this process reads only what its own operator allows.
+	if err := r.CheckRemoteEnv(d.p.cfg.RemoteEnvAllow); err != nil {
+		return err
+	}
 	a := AgentConfig{Name: name, Kind: "remote", URL: r.URL, Binding: r.Binding, Push: r.Push, Headers: map[string]string{}}
 	for k, v := range r.Headers {
 		a.Headers[k] = v

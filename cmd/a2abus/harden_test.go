@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -303,6 +304,17 @@ func TestShutdownBoundedByGrace(t *testing.T) {
 		t.Logf("serve exited %v after SIGTERM with --shutdown-grace %v", took.Round(time.Millisecond), grace)
 	case <-time.After(grace + 10*time.Second):
 		t.Fatalf("serve still running %v after SIGTERM with --shutdown-grace %v:\n%s", grace+10*time.Second, grace, serve.output())
+	}
+	// The log says what the shutdown waits for (the streams of the task
+	// waiting for input end at once, so not those), and what the end of
+	// the grace cut.
+	for _, want := range []string{
+		`msg="shutting down" waiting_for="1 stream and 2 requests" up_to=2s ended_at_once="3 streams of tasks waiting for input"`,
+		`msg="edge drained" cut_at_grace_end="1 stream and 2 requests"`,
+	} {
+		if !strings.Contains(serve.output(), want) {
+			t.Errorf("the log does not say %s:\n%s", want, serve.output())
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,6 +38,9 @@ import (
 //     on a terminal state. Time to first event is reported as well.
 //   - fanout: one SendMessage to every --url at once; the operation takes
 //     as long as the slowest and is ok when all are.
+//
+// A run whose answers are mostly the server's rate-limit refusals stops
+// early and fails (see limitedMinAnswers): it would measure the limiter.
 
 const loadUsage = `Usage: a2abus load --url URL [--url URL ...] [flags]
 
@@ -60,6 +64,9 @@ type loadOptions struct {
 	header    http.Header
 	timeout   time.Duration
 	allowAddr bool
+	// stopLimited stops a run on the server's rate limit (see
+	// limitedMinAnswers); off, a run measures the limiter on purpose.
+	stopLimited bool
 }
 
 type multiFlag []string
@@ -103,6 +110,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "timeout of one operation")
 	fs.Var(headerFlag(o.header), "header", "extra request header \"Name: value\" (repeatable)")
 	fs.BoolVar(&o.allowAddr, "allow-private", true, "allow loopback and private agent addresses (load runs usually target them)")
+	fs.BoolVar(&o.stopLimited, "stop-when-limited", true, "stop early and fail when most answers (of at least 200) are the server's rate-limit refusals (429 / RATE_LIMITED); false keeps going, to measure the limiter itself")
 	cpuProfile := fs.String("cpuprofile", "", "write the load generator's own CPU profile to this file (is the generator the bottleneck?)")
 	fs.Usage = func() { fmt.Fprint(stderr, loadUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
@@ -154,10 +162,32 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	} else {
 		res.print(stdout)
 	}
+	if st := res.StoppedLimited; st != nil {
+		return &cliError{msg: fmt.Sprintf("load: stopped early: %d of %d answers were RATE_LIMITED (HTTP 429 / JSON-RPC -31429), so this run measured the server's per-caller rate limiter, not the server. "+
+			"Raise the limit where the server runs (a2abus serve or edge --rate-limit N, or --rate-limit 0 for none; --rate-burst for the burst; --max-unfinished if the refusals name unfinished tasks) and run again",
+			st.RateLimited, st.Answers)}
+	}
 	if res.OK == 0 {
 		return errors.New("load: no operation succeeded")
 	}
 	return nil
+}
+
+// A run stops early once at least limitedMinAnswers answers have come
+// (warm-up included) and more than half of them were refusals of the
+// server's per-caller limits (429 / -31429 RATE_LIMITED, on any binding):
+// going on would measure the server's limiter and report its rate as the
+// server's throughput. The minimum keeps a few refusals at the start (a
+// burst allowance being spent) from ending a run.
+const limitedMinAnswers = 200
+
+// rateLimited reports whether err is the server refusing the caller over
+// its limits: a RATE_LIMITED protocol error (JSON-RPC, HTTP+JSON, 0.3), or
+// an HTTP 429 that is not an A2A answer (a route limited by address, a
+// proxy).
+func rateLimited(err error) bool {
+	var te *discovery.TransportError
+	return errors.Is(err, schemas.ErrRateLimited) || errors.As(err, &te) && te.Status == http.StatusTooManyRequests
 }
 
 // loadClients builds one A2A client per URL, sharing one HTTP transport
@@ -218,6 +248,16 @@ type loadResult struct {
 	Latency    percentiles    `json:"latencyMs"`
 	FirstEvent *percentiles   `json:"firstEventMs,omitempty"`
 	Events     int            `json:"events,omitempty"`
+	// StoppedLimited is set when the run stopped early because most
+	// answers were rate-limit refusals (see limitedMinAnswers).
+	StoppedLimited *limitedStop `json:"stoppedRateLimited,omitempty"`
+}
+
+// limitedStop is what stopped a run early: of Answers (warm-up
+// included), RateLimited were refusals of the server's limits.
+type limitedStop struct {
+	Answers     int `json:"answers"`
+	RateLimited int `json:"rateLimited"`
 }
 
 type percentiles struct {
@@ -243,6 +283,9 @@ func percentilesOf(d []time.Duration) percentiles {
 func (r *loadResult) print(w io.Writer) {
 	fmt.Fprintf(w, "mode %s, %d clients, %.1fs, target %s\n", r.Mode, r.Clients, r.Seconds, strings.Join(r.Targets, " "))
 	fmt.Fprintf(w, "  ok %d  failed %d  throughput %.1f/s\n", r.OK, r.Failed, r.PerSecond)
+	if st := r.StoppedLimited; st != nil {
+		fmt.Fprintf(w, "  STOPPED EARLY: %d of %d answers were RATE_LIMITED; this measured the server's rate limiter\n", st.RateLimited, st.Answers)
+	}
 	fmt.Fprintf(w, "  latency ms   p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", r.Latency.P50, r.Latency.P90, r.Latency.P99, r.Latency.Max)
 	if r.FirstEvent != nil {
 		fmt.Fprintf(w, "  first event  p50 %.2f  p90 %.2f  p99 %.2f  max %.2f   events %d\n",
@@ -258,11 +301,13 @@ func (r *loadResult) print(w io.Writer) {
 	}
 }
 
-// sample is one measured operation.
+// sample is one measured operation; limited says its error was the
+// server's rate limit (rateLimited).
 type sample struct {
 	took, first time.Duration
 	events      int
 	err         error
+	limited     bool
 }
 
 func runLoadClients(ctx context.Context, o loadOptions, clients []*discovery.Client) *loadResult {
@@ -294,6 +339,9 @@ func runLoadClients(ctx context.Context, o loadOptions, clients []*discovery.Cli
 	done := make(chan struct{})
 	var once sync.Once
 	finish := func() { once.Do(func() { end = time.Now(); close(done) }) }
+	// Every answer counts towards stopping on the limiter, measured or not.
+	var answers, limited atomic.Int64
+	var limitedOnce sync.Once
 	for range o.clients {
 		wg.Go(func() {
 			for {
@@ -313,6 +361,15 @@ func runLoadClients(ctx context.Context, o loadOptions, clients []*discovery.Cli
 				octx, cancel := context.WithTimeout(ctx, o.timeout)
 				s := op(octx)
 				cancel()
+				all, refused := answers.Add(1), limited.Load()
+				if s.limited {
+					refused = limited.Add(1)
+				}
+				if o.stopLimited && all >= limitedMinAnswers && 2*refused > all {
+					limitedOnce.Do(func() { res.StoppedLimited = &limitedStop{Answers: int(all), RateLimited: int(refused)} })
+					finish()
+					return
+				}
 				if !inWindow {
 					continue
 				}
@@ -334,6 +391,7 @@ func runLoadClients(ctx context.Context, o loadOptions, clients []*discovery.Cli
 	select {
 	case <-time.After(time.Until(warmEnd)):
 	case <-ctx.Done():
+	case <-done: // stopped on the limiter while warming up
 	}
 	start = time.Now()
 	close(measuring)
@@ -341,6 +399,7 @@ func runLoadClients(ctx context.Context, o loadOptions, clients []*discovery.Cli
 		select {
 		case <-time.After(o.duration):
 		case <-ctx.Done():
+		case <-done:
 		}
 		finish()
 	} else {
@@ -355,7 +414,7 @@ func runLoadClients(ctx context.Context, o loadOptions, clients []*discovery.Cli
 	mu.Unlock()
 	wg.Wait()
 
-	res.Seconds = end.Sub(start).Seconds()
+	res.Seconds = max(end.Sub(start).Seconds(), 0)
 	var lat, first []time.Duration
 	for _, s := range got {
 		if s.err != nil {
@@ -400,7 +459,7 @@ func errorKey(err error) error {
 func sendOnce(ctx context.Context, c *discovery.Client, text string) sample {
 	t0 := time.Now()
 	res, err := c.SendMessage(ctx, newLoadMessage(text))
-	s := sample{took: time.Since(t0)}
+	s := sample{took: time.Since(t0), limited: rateLimited(err)}
 	switch {
 	case err != nil:
 		s.err = errorKey(err)
@@ -416,7 +475,7 @@ func streamOnce(ctx context.Context, c *discovery.Client, text string) sample {
 	t0 := time.Now()
 	st, err := c.SendStreamingMessage(ctx, newLoadMessage(text))
 	if err != nil {
-		return sample{took: time.Since(t0), err: errorKey(err)}
+		return sample{took: time.Since(t0), err: errorKey(err), limited: rateLimited(err)}
 	}
 	defer st.Close()
 	var s sample
@@ -427,7 +486,7 @@ func streamOnce(ctx context.Context, c *discovery.Client, text string) sample {
 			break
 		}
 		if err != nil {
-			s.err = errorKey(err)
+			s.err, s.limited = errorKey(err), rateLimited(err)
 			break
 		}
 		if s.events == 0 {
@@ -453,10 +512,14 @@ func streamOnce(ctx context.Context, c *discovery.Client, text string) sample {
 func fanoutOnce(ctx context.Context, cs []*discovery.Client, text string) sample {
 	t0 := time.Now()
 	errs := make([]error, len(cs))
+	limited := make([]bool, len(cs))
 	var wg sync.WaitGroup
 	for i, c := range cs {
-		wg.Go(func() { errs[i] = sendOnce(ctx, c, text).err })
+		wg.Go(func() {
+			s := sendOnce(ctx, c, text)
+			errs[i], limited[i] = s.err, s.limited
+		})
 	}
 	wg.Wait()
-	return sample{took: time.Since(t0), err: errors.Join(errs...)}
+	return sample{took: time.Since(t0), err: errors.Join(errs...), limited: slices.Contains(limited, true)}
 }

@@ -180,6 +180,9 @@ type process struct {
 	// the schemes it takes otherwise (for the start-up banner).
 	anonymous bool
 	schemes   []string
+	// openAdmin is set when such an edge serves its admin routes to every
+	// caller (see decideOpenAdmin).
+	openAdmin bool
 	// credsDir is where the embedded server's credentials were made, if
 	// it made them.
 	credsDir string
@@ -206,7 +209,31 @@ func (p *process) busConfig(role string, srv *bus.Server, na clientAuth) bus.Con
 		AckWait:    time.Duration(c.AckWait),
 		MaxDeliver: c.MaxDeliver,
 		BindOnly:   role == "worker",
+		Name:       edgeInstance(role, c.Listen),
 	}
+}
+
+// edgeInstance names a process that serves an edge by its host and listen
+// port, which no other process on the host holds at the same time, so
+// that the same process restarted is the same instance on the bus and
+// takes back at once the sweep lease it held when it died. Other
+// processes keep a random name ("").
+func edgeInstance(role, listen string) string {
+	if role != "serve" && role != "edge" {
+		return ""
+	}
+	host, err := os.Hostname()
+	_, port, perr := net.SplitHostPort(listen)
+	if err != nil || perr != nil || host == "" || port == "" || port == "0" {
+		return ""
+	}
+	name := []byte(host + "-" + port)
+	for i, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			name[i] = '-'
+		}
+	}
+	return role + "-" + string(name)
 }
 
 func (p *process) run(ctx context.Context, cmd string) error {
@@ -269,6 +296,9 @@ func (p *process) run(ctx context.Context, cmd string) error {
 	if cmd == "serve" || cmd == "edge" {
 		var err error
 		if authn, err = p.authenticator(ctx); err != nil {
+			return err
+		}
+		if p.openAdmin, err = p.decideOpenAdmin(cmd); err != nil {
 			return err
 		}
 		if web, err = p.listen(); err != nil {
@@ -403,7 +433,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		DefaultAgent:       p.cfg.DefaultAgent,
 		MaxBodyBytes:       p.cfg.MaxBodyBytes,
 		MaxBacklogPerAgent: uint64(max(p.cfg.MaxBacklog, 0)),
-		Limits:             p.cfg.Limits.edge(),
+		Limits:             p.edgeLimits(),
 		MaxFinishedTasks:   p.cfg.MaxFinishedTasks,
 		MaxFinishedBytes:   p.cfg.MaxFinishedBytes,
 		SweepEvery:         time.Duration(p.cfg.SweepEvery),
@@ -414,6 +444,8 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		Auth:               authn,
 		ExtendedSkills:     p.extendedSkills(),
 		PublicMetrics:      p.cfg.Auth.PublicMetrics,
+		OpenAdmin:          p.openAdmin,
+		RemoteEnvAllow:     p.cfg.RemoteEnvAllow,
 		Logger:             p.log,
 	}
 	if keys != nil {
@@ -462,19 +494,34 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		stopWorkers()
 		return fmt.Errorf("edge http: %w", err)
 	}
-	p.log.Info("shutting down", "grace", time.Duration(p.cfg.ShutdownGrace).String())
-	// 1. not ready  2. stop accepting HTTP; requests, streams and work in
-	// flight get the one grace together: the workers take no new work
-	// from the moment the edge takes no new requests, and whatever still
-	// runs when the grace is over is ended (requests canceled and their
-	// connections closed, work handed back)  3./4. (deferred) drain the
-	// connection, stop the server. Nothing a client or an agent holds
-	// keeps the process past the grace and a second or two.
-	e.Drain()
+	// 1. not ready, and the streams of tasks that only wait for input end
+	// at once (their clients resume elsewhere)  2. stop accepting HTTP;
+	// requests, streams and work in flight get the one grace together:
+	// the workers take no new work from the moment the edge takes no new
+	// requests, and whatever still runs when the grace is over is ended
+	// (requests canceled and their connections closed, work handed back)
+	// 3./4. (deferred) drain the connection, stop the server. Nothing a
+	// client or an agent holds keeps the process past the grace and a
+	// second or two. The log says what the shutdown waits for and, when
+	// it waited for something, what it cut.
+	grace := time.Duration(p.cfg.ShutdownGrace)
+	d := e.Drain()
+	attrs := []any{"waiting_for", d.WaitFor.String(), "up_to", grace.String()}
+	if d.EndedNow > 0 {
+		what := "streams of tasks"
+		if d.EndedNow == 1 {
+			what = "stream of a task"
+		}
+		attrs = append(attrs, "ended_at_once", fmt.Sprintf("%d %s waiting for input", d.EndedNow, what))
+	}
+	p.log.Info("shutting down", attrs...)
 	var httpDone sync.WaitGroup
-	httpDone.Go(func() { web.stop(time.Duration(p.cfg.ShutdownGrace)) })
+	httpDone.Go(func() { web.stop(grace) })
 	stopWorkers()
 	httpDone.Wait()
+	if d.WaitFor != (edge.InFlight{}) {
+		p.log.Info("edge drained", "cut_at_grace_end", e.Cut().String())
+	}
 	return nil
 }
 
@@ -534,7 +581,13 @@ func (p *process) listen() (*edgeHTTP, error) {
 		}
 		hc.TLS, scheme = tc, "https"
 	}
-	w := &edgeHTTP{start: edge.NewStarting(p.metrics)}
+	// Until the edge is ready no one is authenticated: the metrics are
+	// served meanwhile only where the edge serves them to every caller.
+	var m *bus.Metrics
+	if p.cfg.Auth.PublicMetrics || (p.anonymous && p.openAdmin) {
+		m = p.metrics
+	}
+	w := &edgeHTTP{start: edge.NewStarting(m)}
 	l, err := edge.Listen(p.cfg.Listen, w.start, hc)
 	if err != nil {
 		return nil, fmt.Errorf("edge listen: %w", err)
@@ -631,6 +684,11 @@ func (p *process) announce(cmd, addr string, srv *bus.Server) {
 	if p.anonymous {
 		fmt.Fprintf(&out, "  AUTH           NONE: anyone who can reach %s can read, list and cancel every task.\n", addr)
 		fmt.Fprintf(&out, "                 Configure --api-key-file, $A2ABUS_API_KEYS or --jwt-* before exposing it (see README).\n")
+		if p.openAdmin {
+			fmt.Fprintf(&out, "  admin          OPEN: every caller may change the agent registry and read /metrics (--open-admin=false closes them).\n")
+		} else {
+			fmt.Fprintf(&out, "  admin          closed: the agent registry's admin API and /metrics need authentication and --admins (or --open-admin).\n")
+		}
 	} else {
 		fmt.Fprintf(&out, "  auth           %s\n", strings.Join(p.schemes, ", "))
 	}
@@ -691,7 +749,7 @@ func (p *process) definitions() ([]workers.Definition, error) {
 func serveMetrics(addr string, m *bus.Metrics, hc edge.HTTPConfig, log *slog.Logger) (stop func(), err error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", edge.MetricsHandler(m))
-	l, err := edge.Listen(addr, mux, hc)
+	l, err := edge.Listen(addr, opsHosts(addr, mux), hc)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listen: %w", err)
 	}
@@ -708,12 +766,47 @@ func servePprof(addr string, hc edge.HTTPConfig, log *slog.Logger) (stop func(),
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	l, err := edge.Listen(addr, mux, hc)
+	l, err := edge.Listen(addr, opsHosts(addr, mux), hc)
 	if err != nil {
 		return nil, fmt.Errorf("pprof listen: %w", err)
 	}
 	log.Info("profiler listening", "addr", "http://"+l.Addr().String()+"/debug/pprof/")
 	return func() { l.Stop(0) }, nil
+}
+
+// opsHosts guards the metrics or profiler listener at addr as the edge
+// guards its own: on loopback, only requests whose Host is a loopback name
+// are served, so a browser page whose DNS name was rebound to 127.0.0.1
+// reads neither goroutine dumps nor profiles (edge.LoopbackHosts). A
+// listener beyond loopback is reached by address (a scraper's Host is the
+// pod's IP) and is the operator's to firewall.
+func opsHosts(addr string, h http.Handler) http.Handler {
+	if !loopbackAddr(addr) {
+		return h
+	}
+	return edge.LoopbackHosts("", h)
+}
+
+// decideOpenAdmin is whether the edge of cmd, if it authenticates no one,
+// serves the registry's admin API and /metrics to every caller
+// (edge.Config.OpenAdmin): as --open-admin says, by default only for serve
+// on loopback, the user's own single process. An edge joining a bus others
+// share does not by default: its callers would change the registry of
+// every edge, whatever those require. It is refused beyond loopback, where
+// "every caller" is the network.
+func (p *process) decideOpenAdmin(cmd string) (bool, error) {
+	if !p.anonymous {
+		return false, nil
+	}
+	loopback := loopbackAddr(p.cfg.Listen)
+	o := p.cfg.Auth.OpenAdmin
+	if o == nil {
+		return cmd == "serve" && loopback, nil
+	}
+	if *o && !loopback {
+		return false, fmt.Errorf("--open-admin lets every caller change the agent registry, and %s is not a loopback address; configure authentication and --admins instead (for /metrics alone: --metrics-public or --metrics-listen)", p.cfg.Listen)
+	}
+	return *o, nil
 }
 
 // loopbackAddr reports whether a listen address (host:port) accepts
@@ -728,7 +821,8 @@ func loopbackAddr(addr string) bool {
 // a loopback address unless anonymity is allowed explicitly.
 func (p *process) authenticator(ctx context.Context) (*auth.Authenticator, error) {
 	ac := p.cfg.Auth
-	cfg := auth.Config{APIKeyHeader: ac.APIKeyHeader, Admins: ac.Admins, ClientCertificates: p.cfg.TLSClientCA != ""}
+	cfg := auth.Config{APIKeyHeader: ac.APIKeyHeader, Admins: ac.Admins, ClientCertificates: p.cfg.TLSClientCA != "",
+		LegacyPrincipalNames: ac.LegacyPrincipalNames}
 	for _, k := range ac.APIKeys {
 		cfg.APIKeys = append(cfg.APIKeys, auth.APIKey{Key: k.Key, Principal: k.Principal, Admin: k.Admin, Tenants: k.Tenants})
 	}
@@ -749,6 +843,11 @@ func (p *process) authenticator(ctx context.Context) (*auth.Authenticator, error
 	if j := ac.JWT; j != nil {
 		cfg.JWT = &auth.JWTConfig{JWKSURL: j.JWKSURL, Issuer: j.Issuer, Audience: j.Audience, Algorithms: j.Algorithms,
 			PrincipalClaim: j.PrincipalClaim, TenantClaim: j.TenantClaim}
+		client, err := p.keyFetchClient(j)
+		if err != nil {
+			return nil, err
+		}
+		cfg.HTTPClient = client
 	}
 	if p.cfg.TLSClientCA != "" && p.cfg.TLSCert == "" {
 		return nil, fmt.Errorf("--tls-client-ca needs --tls-cert: client certificates come only over TLS")
@@ -766,7 +865,35 @@ func (p *process) authenticator(ctx context.Context) (*auth.Authenticator, error
 		return a, nil
 	}
 	p.schemes = a.LegacySchemes()
+	if cfg.ClientCertificates {
+		p.schemes = append(p.schemes, "client certificates")
+	}
+	if cfg.LegacyPrincipalNames {
+		p.schemes = append(p.schemes, "(legacy principal names: JWT and certificate users share the API keys' names)")
+	}
 	return a, nil
+}
+
+// keyFetchClient fetches the JWT issuer's discovery document and keys
+// through the outbound guard, as every other request this process makes
+// to a configured URL: the issuer or JWKS URL must be one the outbound
+// policy lets it reach (a local issuer needs "outbound": {"allowLoopback":
+// true}, one on a private network allowPrivate), checked now when it is
+// an address; every address dialled, redirects included, is checked when
+// connecting.
+func (p *process) keyFetchClient(j *JWTConfig) (*http.Client, error) {
+	what, u := "jwt issuer", j.Issuer
+	if j.JWKSURL != "" {
+		what, u = "jwt jwks url", j.JWKSURL
+	}
+	if u == "" {
+		return nil, nil // auth.New says what is missing
+	}
+	pol, err := p.outboundURL(what, u)
+	if err != nil {
+		return nil, err
+	}
+	return pol.Client(auth.DefaultFetchTimeout), nil
 }
 
 // extendedSkills are the configured agents' extended-card skills, by name.

@@ -87,17 +87,42 @@ func parsePrefixes(in []string, wrong string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// webhookResolveTimeout bounds the lookup of a webhook's host name when
+// its config is created: the caller waits for it.
+const webhookResolveTimeout = 5 * time.Second
+
 // checkWebhook is the edge's check of a new config's URL against policy,
-// saying how to change what it refuses.
-func checkWebhook(p discovery.Policy) func(*url.URL) error {
-	return func(u *url.URL) error {
+// its host name resolved now with the system's resolver, saying how to
+// change what it refuses.
+func checkWebhook(p discovery.Policy) func(context.Context, *url.URL) error {
+	return checkWebhookWith(p, nil)
+}
+
+// checkWebhookWith is checkWebhook resolving with r (nil: the system's).
+// A name that resolves to a refused address is refused as the address
+// would be (the sender's dial-time check stays: a name may resolve
+// elsewhere later); a name that resolves to nothing is refused too, its
+// message naming no resolver.
+func checkWebhookWith(p discovery.Policy, r discovery.HostResolver) func(context.Context, *url.URL) error {
+	return func(ctx context.Context, u *url.URL) error {
 		if p.RequireHTTPS && strings.EqualFold(u.Scheme, "http") {
 			return errors.New("plain http webhooks are refused here; use https")
 		}
-		if err := p.CheckURL(u); err != nil {
+		ctx, cancel := context.WithTimeout(ctx, webhookResolveTimeout)
+		defer cancel()
+		err := p.CheckResolved(ctx, r, u)
+		var ue *discovery.UnresolvableError
+		switch {
+		case errors.As(err, &ue):
+			return fmt.Errorf("the webhook's host name %q could not be resolved by this server (%s); use a name that resolves to a public address", ue.Host, ue.Reason)
+		case err != nil:
 			// The guard's own advice names discovery's settings; say it
 			// in push's terms.
-			return fmt.Errorf("the webhook is refused by this server's outbound policy: %s is not allowed (webhooks must be on public addresses; an operator may allow loopback and private ones with --push-allow-private, never cloud metadata addresses)", refusedClass(err, "this address"))
+			where := "this address"
+			if _, perr := netip.ParseAddr(u.Hostname()); perr != nil {
+				where = "the address the host name resolves to"
+			}
+			return fmt.Errorf("the webhook is refused by this server's outbound policy: %s is not allowed (webhooks must be on public addresses; an operator may allow loopback and private ones with --push-allow-private, never cloud metadata addresses)", refusedClass(err, where))
 		}
 		return nil
 	}

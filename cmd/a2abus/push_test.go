@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -18,8 +19,11 @@ import (
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/bus/bustest"
 	"github.com/a2abus/a2abus/discovery"
+	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/schemas"
+	"github.com/a2abus/a2abus/workers"
 )
 
 // describeEvent names a task event by what a client sees of it.
@@ -220,7 +224,7 @@ func TestWebhookPolicyAtCreate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return checkWebhook(p)(u)
+		return checkWebhookWith(p, testNames)(context.Background(), u)
 	}
 	def := PushConfig{Enabled: true}
 	open := PushConfig{Enabled: true, AllowHTTP: true, AllowLoopback: true, AllowPrivate: true}
@@ -251,6 +255,131 @@ func TestWebhookPolicyAtCreate(t *testing.T) {
 	if _, err := (PushConfig{Allow: []string{"nope"}}).policy(); err == nil {
 		t.Error("a bad CIDR prefix was accepted")
 	}
+}
+
+// testNames is a resolver of fixed names, as a network's DNS would
+// answer them: a public host, names of refused addresses, and a name
+// that does not exist (whatever is not listed).
+var testNames = fixedResolver{
+	"hooks.example":            {netip.MustParseAddr("203.0.113.10")},
+	"localhost":                {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")},
+	"metadata.google.internal": {netip.MustParseAddr("169.254.169.254")},
+	"inside.example":           {netip.MustParseAddr("203.0.113.11"), netip.MustParseAddr("10.0.0.7")},
+	"gcp6.example":             {netip.MustParseAddr("fd20:ce::254")},
+}
+
+type fixedResolver map[string][]netip.Addr
+
+func (f fixedResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := f[host]; ok {
+		return a, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, Server: "10.0.0.2:53", IsNotFound: true}
+}
+
+// A webhook named by a host name is checked when its config is created
+// on the addresses the name resolves to, not only when dialled: a name of
+// a loopback, private or metadata address is refused (every address must
+// pass), and so is a name that does not resolve, without naming the
+// resolver asked. With private addresses allowed, the cloud credential
+// endpoints are refused still.
+func TestWebhookHostNamesResolvedAtCreate(t *testing.T) {
+	def := PushConfig{Enabled: true}
+	open := PushConfig{Enabled: true, AllowHTTP: true, AllowLoopback: true, AllowPrivate: true}
+	for _, c := range []struct {
+		cfg    PushConfig
+		url    string
+		refuse string // "" accepted
+	}{
+		{def, "https://hooks.example/a2a", ""},
+		{def, "https://localhost/x", "a loopback address is not allowed"},
+		{def, "https://metadata.google.internal/computeMetadata/v1/", "a cloud metadata endpoint address is not allowed"},
+		{def, "https://inside.example/x", "a private network address is not allowed"},
+		{def, "https://nowhere.example/x", `the webhook's host name "nowhere.example" could not be resolved by this server (it does not exist)`},
+		{open, "http://localhost/x", ""},
+		{open, "http://inside.example/x", ""},
+		{open, "http://metadata.google.internal/", "never cloud metadata addresses"},
+		{open, "http://gcp6.example/", "never cloud metadata addresses"},
+		{open, "http://[fd20:ce::254]/", "never cloud metadata addresses"},
+		{open, "http://169.254.170.23/", "never cloud metadata addresses"},
+		{open, "http://[fd00:ec2::23]/", "never cloud metadata addresses"},
+		{open, "http://192.0.0.192/", "never cloud metadata addresses"},
+	} {
+		p, err := c.cfg.policy()
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := url.Parse(c.url)
+		err = checkWebhookWith(p, testNames)(context.Background(), u)
+		switch {
+		case c.refuse == "" && err != nil:
+			t.Errorf("%s refused: %v", c.url, err)
+		case c.refuse != "" && (err == nil || !strings.Contains(err.Error(), c.refuse)):
+			t.Errorf("%s: %v, want a refusal saying %q", c.url, err, c.refuse)
+		case err != nil && strings.Contains(err.Error(), "10.0.0.2"):
+			t.Errorf("%s: the refusal names the resolver: %v", c.url, err)
+		}
+	}
+}
+
+// Through a real edge with the webhook policy cmd wires into it (the
+// system's resolver), a config for https://localhost/x is invalid params
+// when it is created, on every way a config is created.
+func TestWebhookNamingLoopbackRefusedAtCreate(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	r := workers.NewRunner(b, workers.EchoDefinition("echo"), workers.Options{ShutdownGrace: time.Second})
+	rdone := make(chan error, 1)
+	go func() { rdone <- r.Run(ctx) }()
+	<-r.Ready()
+	p, err := PushConfig{Enabled: true}.policy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(nil)
+	e := edge.New(b, edge.Config{PublicURL: "http://" + ts.Listener.Addr().String(), DefaultAgent: "echo", Push: true, CheckWebhook: checkWebhook(p)})
+	ts.Config.Handler = e.Handler()
+	ts.Start()
+	edone := make(chan error, 1)
+	go func() { edone <- e.Run(ctx) }()
+	t.Cleanup(func() { ts.Close(); cancel(); <-edone; <-rdone })
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if err := e.WaitReady(rctx); err != nil {
+		t.Fatal(err)
+	}
+	var sent schemas.SendMessageResponse
+	msg := schemas.Message{MessageID: "m1", Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("hi")}}
+	if err := json.Unmarshal(rpc(t, ts.URL+"/agents/echo", "SendMessage", map[string]any{"message": msg}), &sent); err != nil || sent.Task == nil {
+		t.Fatalf("send: %+v %v", sent, err)
+	}
+	inline := schemas.Message{MessageID: "m2", Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("hi")}}
+	for _, c := range []struct{ method, params string }{
+		{"CreateTaskPushNotificationConfig", `{"taskId":"` + sent.Task.ID + `","url":"https://localhost/x"}`},
+		{"tasks/pushNotificationConfig/set", `{"taskId":"` + sent.Task.ID + `","pushNotificationConfig":{"url":"https://localhost/x"}}`},
+		{"SendMessage", `{"message":` + mustJSON(t, inline) + `,"configuration":{"taskPushNotificationConfig":{"url":"https://localhost/x"}}}`},
+	} {
+		raw, err := tryRPC(ts.URL+"/agents/echo", c.method, json.RawMessage(c.params), new(json.RawMessage))
+		var r struct {
+			Error struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal([]byte(raw), &r)
+		if err == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, "a loopback address is not allowed") {
+			t.Errorf("%s with https://localhost/x: %s", c.method, raw)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // At delivery, a webhook whose name resolves to a refused address is

@@ -38,10 +38,12 @@ func waitAgents(t *testing.T, base, query, what string, cond func(edge.AgentList
 	return l
 }
 
+// health is a remote agent's health as the listing shows it to any
+// caller (its remote status is shown to admins only).
 func health(l edge.AgentList, name string) string {
 	for _, a := range l.Agents {
-		if a.Agent == name && a.Remote != nil {
-			return a.Remote.Health
+		if a.Agent == name && a.Kind == "remote" {
+			return a.Health
 		}
 	}
 	return ""

@@ -35,6 +35,8 @@ func newKeyStore(keys []APIKey, admins map[string]bool) (*keyStore, error) {
 			return nil, fmt.Errorf("%w: APIKeys[%d] (principal %q): a key is printable ASCII without spaces", ErrInvalidConfig, i, k.Principal)
 		case k.Principal == "" || strings.IndexFunc(k.Principal, unicode.IsControl) >= 0:
 			return nil, fmt.Errorf("%w: APIKeys[%d]: the principal must be a non-empty name without control characters", ErrInvalidConfig, i)
+		case strings.HasPrefix(k.Principal, PrefixJWT) || strings.HasPrefix(k.Principal, PrefixCert):
+			return nil, fmt.Errorf("%w: APIKeys[%d] (principal %q): names starting with %q or %q are those of JWT and client certificate principals; name the key's principal otherwise", ErrInvalidConfig, i, k.Principal, PrefixJWT, PrefixCert)
 		}
 		sum := sha256.Sum256([]byte(k.Key))
 		if j, dup := seen[sum]; dup {

@@ -207,6 +207,12 @@ func TestConfigRefused(t *testing.T) {
 		{"negative skew", Config{JWT: jwt(func(c *JWTConfig) { c.ClockSkew = -1 })}},
 		{"negative refresh", Config{JWT: jwt(func(c *JWTConfig) { c.KeyRefreshInterval = -1 })}},
 		{"negative cache", Config{JWT: jwt(func(*JWTConfig) {}), MaxCachedTokens: -1}},
+		{"key principal named like a JWT principal", Config{APIKeys: []APIKey{{Key: secret, Principal: "jwt:https://issuer.example#ops"}}}},
+		{"key principal named like a certificate principal", Config{APIKeys: []APIKey{{Key: secret, Principal: "cert:ops"}}}},
+		{"empty admin", Config{APIKeys: []APIKey{{Key: secret, Principal: "a"}}, Admins: []string{""}}},
+		{"JWT admin without the issuer", Config{JWT: jwt(func(*JWTConfig) {}), Admins: []string{"jwt:ops"}}},
+		{"JWT admin of another issuer", Config{JWT: jwt(func(*JWTConfig) {}), Admins: []string{"jwt:https://other.example#ops"}}},
+		{"JWT admin without a name", Config{JWT: jwt(func(*JWTConfig) {}), Admins: []string{"jwt:https://issuer.example#"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

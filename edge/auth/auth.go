@@ -1,9 +1,11 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/textproto"
@@ -22,6 +24,21 @@ const (
 
 // AnonymousName is the name of the principal of an anonymous authenticator.
 const AnonymousName = "anonymous"
+
+// The prefixes of scheme-qualified principal names. API-key principals
+// keep their bare names; JWT and certificate principals carry one of
+// these, so no identity provider or CA can name another scheme's
+// principal, or an admin listed for another scheme, by choosing a name.
+// An API key's principal may not start with either.
+const (
+	// PrefixJWT starts a JWT principal's name: "jwt:<issuer>#<claim>"
+	// when JWTConfig.Issuer is set, "jwt:<claim>" when it is not (the
+	// claim is JWTConfig.PrincipalClaim's value).
+	PrefixJWT = "jwt:"
+	// PrefixCert starts a client certificate principal's name:
+	// "cert:<name>" (see Config.ClientCertificates).
+	PrefixCert = "cert:"
+)
 
 // Defaults, applied by New.
 const (
@@ -46,10 +63,14 @@ const MinAPIKeyLength = 16
 
 // Principal is who a request acts for.
 type Principal struct {
-	// Name identifies the principal: the API key's principal, the JWT's
-	// principal claim, or AnonymousName.
+	// Name identifies the principal: the API key's principal as written,
+	// "jwt:" + issuer + "#" + the JWT's principal claim ("jwt:" + the claim
+	// without a configured issuer; PrefixJWT), "cert:" + the client
+	// certificate's name (PrefixCert), or
+	// AnonymousName. It is never "". With Config.LegacyPrincipalNames, a
+	// JWT or named certificate principal is the bare claim or name.
 	Name string
-	// Scheme is SchemeAPIKey, SchemeBearer or SchemeAnonymous.
+	// Scheme is SchemeAPIKey, SchemeBearer, SchemeMTLS or SchemeAnonymous.
 	Scheme string
 	// Tenant is the tenant the principal acts in when a request names
 	// none: the JWT's tenant claim when one is configured and present, or
@@ -58,8 +79,8 @@ type Principal struct {
 	// Tenants are the other tenants the principal may act in, by naming
 	// one in a request (an API key's further tenants).
 	Tenants []string
-	// Admin is true when Name is in Config.Admins, or the API key's entry
-	// says so.
+	// Admin is true when the principal's scheme-qualified name is in
+	// Config.Admins, or the API key's entry says so.
 	Admin bool
 }
 
@@ -78,15 +99,35 @@ type Config struct {
 	JWT *JWTConfig
 	// ClientCertificates accepts a client certificate that the edge's TLS
 	// listener verified against its client CA bundle (mutual TLS): the
-	// principal is the certificate's first URI, DNS or e-mail SAN, else its
-	// subject's common name. The listener, not this package, checks the
-	// chain; a request without a verified certificate falls to the other
-	// schemes.
+	// principal is "cert:" and the certificate's name: its first URI, DNS
+	// or e-mail SAN, else its subject's common name, else (a certificate
+	// naming no one, e.g. only an IP SAN or O/OU fields) "sha256:" and the
+	// lower-case hex SHA-256 of the whole certificate (DER), so that two
+	// such certificates are two principals, and a renewed one a new
+	// principal. The listener, not this package, checks the chain; a
+	// request without a verified certificate falls to the other schemes.
 	ClientCertificates bool
-	// Admins names the principals (of any scheme) that are admins.
+	// Admins names the principals that are admins, by their full names:
+	// a bare name is an API-key principal's only; a JWT or certificate
+	// admin is listed as "jwt:…" or "cert:…" (see Principal.Name). New
+	// refuses a "jwt:" entry that no token of the configured issuer can
+	// name.
 	Admins []string
-	// HTTPClient fetches the OIDC discovery document and the JWKS.
-	// Default: a client with a DefaultFetchTimeout timeout.
+	// LegacyPrincipalNames names JWT principals by their bare principal
+	// claim and certificate principals by their bare name, as before
+	// principal names carried their scheme, so tasks stored under those
+	// names stay readable. It puts JWT and certificate users back in the
+	// API keys' namespace (a token with sub "alice" is the key principal
+	// "alice"): leave it off (the default) unless old tasks must be read;
+	// finished ones go when the task TTL ends. Admins are still matched on the
+	// scheme-qualified names, so no issuer or CA can name an admin.
+	// A certificate naming no one is "cert:sha256:…" either way.
+	LegacyPrincipalNames bool
+	// HTTPClient fetches the OIDC discovery document and the JWKS; give
+	// it one that applies the deployment's outbound policy. Whatever its
+	// own redirect rule, a redirect is followed only to https, or http on
+	// a loopback host (as JWT.JWKSURL and JWT.Issuer must be). Default: a
+	// client with a DefaultFetchTimeout timeout.
 	HTTPClient *http.Client
 	// Realm is the realm of the WWW-Authenticate challenges. Default
 	// "a2abus".
@@ -160,6 +201,9 @@ type Authenticator struct {
 	jwt *jwtVerifier // nil without JWT
 
 	certs bool // verified client certificates authenticate
+	// legacyNames: JWT and certificate principals are named bare
+	// (Config.LegacyPrincipalNames).
+	legacyNames bool
 
 	card cardSecurity
 }
@@ -174,13 +218,19 @@ type Authenticator struct {
 // a short, empty or repeated API key (named by its index, never its
 // value), an API key header that is not a header name, a JWT config
 // without audience, without JWKS URL or issuer, with an http URL that is
-// not loopback, or with an algorithm outside the allowed list.
+// not loopback, or with an algorithm outside the allowed list, an API key
+// principal named like a JWT or certificate principal ("jwt:…",
+// "cert:…"), or a "jwt:" entry of Admins that names no principal of the
+// configured issuer.
 func New(ctx context.Context, cfg Config) (*Authenticator, error) {
-	a := &Authenticator{now: cfg.now, admins: map[string]bool{}}
+	a := &Authenticator{now: cfg.now, admins: map[string]bool{}, legacyNames: cfg.LegacyPrincipalNames}
 	if a.now == nil {
 		a.now = time.Now
 	}
 	for _, name := range cfg.Admins {
+		if err := checkAdmin(name, cfg.JWT); err != nil {
+			return nil, err
+		}
 		a.admins[name] = true
 	}
 	realm := cfg.Realm
@@ -221,7 +271,7 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 		if client == nil {
 			client = &http.Client{Timeout: DefaultFetchTimeout}
 		}
-		v, err := newJWTVerifier(ctx, *cfg.JWT, client, maxCached, a.admins, a.now)
+		v, err := newJWTVerifier(ctx, *cfg.JWT, keyFetchClient(client), maxCached, a.admins, a.legacyNames, a.now)
 		if err != nil {
 			return nil, err
 		}
@@ -348,18 +398,62 @@ func validHeaderName(h string) bool {
 	return true
 }
 
-// certPrincipal names the principal of a verified client certificate: its
-// first URI SAN (e.g. a SPIFFE id), DNS SAN or e-mail SAN, else the
-// subject's common name.
-func (a *Authenticator) certPrincipal(c *x509.Certificate) Principal {
-	name := c.Subject.CommonName
-	switch {
-	case len(c.URIs) > 0:
-		name = c.URIs[0].String()
-	case len(c.DNSNames) > 0:
-		name = c.DNSNames[0]
-	case len(c.EmailAddresses) > 0:
-		name = c.EmailAddresses[0]
+// checkAdmin refuses an Admins entry that can name no one: empty, or
+// "jwt:" without the configured issuer's prefix (an entry written before
+// JWT names carried the issuer, which would otherwise make no admin,
+// silently).
+func checkAdmin(name string, jwt *JWTConfig) error {
+	if name == "" {
+		return fmt.Errorf("%w: Admins: an empty name", ErrInvalidConfig)
 	}
-	return Principal{Name: name, Scheme: SchemeMTLS, Admin: a.admins[name]}
+	if jwt == nil || jwt.Issuer == "" || !strings.HasPrefix(name, PrefixJWT) {
+		return nil
+	}
+	if want := jwtPrefix(jwt.Issuer); !strings.HasPrefix(name, want) || len(name) == len(want) {
+		return fmt.Errorf("%w: Admins: %q names no JWT principal: with issuer %q a JWT principal is named %q followed by its %s claim", ErrInvalidConfig, name, jwt.Issuer, want, cmp.Or(jwt.PrincipalClaim, "sub"))
+	}
+	return nil
+}
+
+// jwtPrefix is what the names of the JWT principals of issuer ("" when iss
+// is not checked) start with.
+func jwtPrefix(issuer string) string {
+	if issuer == "" {
+		return PrefixJWT
+	}
+	return PrefixJWT + issuer + "#"
+}
+
+// certPrincipal names the principal of a verified client certificate (see
+// Config.ClientCertificates). A certificate naming no one is never the
+// empty principal, which the edge would take for an anonymous caller
+// shared with every other nameless certificate.
+func (a *Authenticator) certPrincipal(c *x509.Certificate) Principal {
+	name, named := certName(c)
+	p := Principal{Name: PrefixCert + name, Scheme: SchemeMTLS}
+	p.Admin = a.admins[p.Name]
+	if a.legacyNames && named {
+		p.Name = name
+	}
+	return p
+}
+
+// certName is a certificate's name: its first URI SAN (e.g. a SPIFFE id),
+// DNS SAN or e-mail SAN, else its subject's common name (named); else its
+// SHA-256 fingerprint, "sha256:<hex>".
+func certName(c *x509.Certificate) (name string, named bool) {
+	for _, u := range c.URIs {
+		if s := u.String(); s != "" {
+			return s, true
+		}
+	}
+	for _, names := range [][]string{c.DNSNames, c.EmailAddresses, {c.Subject.CommonName}} {
+		for _, n := range names {
+			if n != "" {
+				return n, true
+			}
+		}
+	}
+	sum := sha256.Sum256(c.Raw)
+	return "sha256:" + hex.EncodeToString(sum[:]), false
 }

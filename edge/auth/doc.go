@@ -20,8 +20,19 @@
 //     until it expires, so a client that repeats its token costs one map
 //     lookup.
 //
-// With neither configured the authenticator is anonymous: every request is
+// A client certificate the edge's TLS listener verified is accepted too
+// when Config.ClientCertificates is set.
+//
+// With none configured the authenticator is anonymous: every request is
 // the anonymous principal and the card declares no scheme.
+//
+// Principal names carry their scheme, so that no identity provider or CA
+// can name another scheme's principal, or an admin, by choosing a name:
+// an API key's principal keeps its bare name (so stored task owners, limits
+// and admins written for keys stay valid), a JWT's is
+// "jwt:<issuer>#<claim>" ("jwt:<claim>" without a configured issuer), a
+// certificate's "cert:<name>", or "cert:sha256:<hex>" for a certificate
+// that names no one. Admins are listed by these full names.
 //
 // What is checked is what the A2A specification asks of a server (§7, §13):
 // credentials only in headers, 401 with a challenge for missing or bad

@@ -92,6 +92,8 @@ type testIssuer struct {
 	discoveryHits int
 	// When set, discovery signals entered and waits for release to close.
 	entered, release chan struct{}
+	// redirects answers a GET of a path with 302 to a URL.
+	redirects map[string]string
 }
 
 func newTestIssuer(t testing.TB, keys ...signingKey) *testIssuer {
@@ -123,7 +125,16 @@ func newTestIssuer(t testing.TB, keys ...signingKey) *testIssuer {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(set)
 	})
-	is.srv = httptest.NewServer(mux) // listens on 127.0.0.1
+	is.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		is.mu.Lock()
+		to, ok := is.redirects[r.URL.Path]
+		is.mu.Unlock()
+		if ok {
+			http.Redirect(w, r, to, http.StatusFound)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})) // listens on 127.0.0.1
 	t.Cleanup(is.srv.Close)
 	is.issuerInDoc = is.srv.URL
 	is.publish(keys...)
@@ -147,6 +158,16 @@ func (is *testIssuer) holdDiscovery(entered, release chan struct{}) {
 	is.mu.Lock()
 	defer is.mu.Unlock()
 	is.entered, is.release = entered, release
+}
+
+// redirect makes a GET of path answer 302 to target.
+func (is *testIssuer) redirect(path, target string) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	if is.redirects == nil {
+		is.redirects = map[string]string{}
+	}
+	is.redirects[path] = target
 }
 
 func (is *testIssuer) unpublishAll() {

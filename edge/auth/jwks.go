@@ -270,6 +270,34 @@ func usable(k jose.JSONWebKey) (verifyKey, bool) {
 	return verifyKey{kid: k.KeyID, alg: k.Algorithm, key: pub.Key}, true
 }
 
+// maxFetchRedirects is how many redirects a fetch of keys follows, as
+// net/http does by default.
+const maxFetchRedirects = 10
+
+// keyFetchClient returns a shallow copy of client whose redirects are held
+// to the rule of the first hop (checkFetchURL: https, or http on a loopback
+// host) before anything is dialled, and then to client's own
+// CheckRedirect, if any. The rule is kept here whatever client the caller
+// gives: keys fetched over plain HTTP at any hop could be replaced on the
+// way, so a redirect must not lower what the configured URL promised.
+func keyFetchClient(client *http.Client) *http.Client {
+	c := *client
+	next := client.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if err := checkFetchURL(req.URL.String()); err != nil {
+			return fmt.Errorf("refusing the redirect to %s: %v", redact(req.URL.String()), err)
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= maxFetchRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxFetchRedirects)
+		}
+		return nil
+	}
+	return &c
+}
+
 // getJSON GETs u and decodes its JSON body into v: status 200, at most
 // maxDocumentBytes.
 func getJSON(ctx context.Context, client *http.Client, u string, v any) error {

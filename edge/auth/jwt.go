@@ -38,7 +38,11 @@ type jwtVerifier struct {
 	tenantClaim    string
 	skew           time.Duration
 	admins         map[string]bool
-	now            func() time.Time
+	// prefix starts the principal names of this issuer (jwtPrefix);
+	// legacyNames: Principal.Name is the bare claim.
+	prefix      string
+	legacyNames bool
+	now         func() time.Time
 
 	keys  *keySet
 	cache *tokenCache
@@ -49,7 +53,7 @@ type tokenError string
 
 func (e tokenError) Error() string { return string(e) }
 
-func newJWTVerifier(ctx context.Context, cfg JWTConfig, client *http.Client, maxCached int, admins map[string]bool, now func() time.Time) (*jwtVerifier, error) {
+func newJWTVerifier(ctx context.Context, cfg JWTConfig, client *http.Client, maxCached int, admins map[string]bool, legacyNames bool, now func() time.Time) (*jwtVerifier, error) {
 	v := &jwtVerifier{
 		issuer:         cfg.Issuer,
 		audience:       jwt.Audience(cfg.Audience),
@@ -57,6 +61,8 @@ func newJWTVerifier(ctx context.Context, cfg JWTConfig, client *http.Client, max
 		tenantClaim:    cfg.TenantClaim,
 		skew:           cfg.ClockSkew,
 		admins:         admins,
+		prefix:         jwtPrefix(cfg.Issuer),
+		legacyNames:    legacyNames,
 		now:            now,
 		cache:          newTokenCache(maxCached),
 	}
@@ -168,7 +174,11 @@ func (v *jwtVerifier) verify(ctx context.Context, token string, now time.Time) (
 	if name == "" {
 		return Principal{}, time.Time{}, tokenError("token has no " + v.principalClaim + " claim naming the principal")
 	}
-	p := Principal{Name: name, Scheme: SchemeBearer, Admin: v.admins[name]}
+	p := Principal{Name: v.prefix + name, Scheme: SchemeBearer}
+	p.Admin = v.admins[p.Name]
+	if v.legacyNames {
+		p.Name = name
+	}
 	if v.tenantClaim != "" {
 		switch t := extra[v.tenantClaim].(type) {
 		case nil:

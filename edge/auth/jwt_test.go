@@ -55,12 +55,15 @@ func TestJWT(t *testing.T) {
 	clock := newFakeClock()
 	now := clock.Now()
 	iss := is.url()
+	// JWT principals are named by issuer and subject; a bare name in
+	// Admins is an API-key principal's, which no token can be.
+	name := func(sub string) string { return "jwt:" + iss + "#" + sub }
 	a := newAuth(t, Config{
 		JWT: &JWTConfig{
 			Issuer: iss, Audience: []string{"other", testAudience},
 			TenantClaim: "tenant",
 		},
-		Admins:     []string{"root"},
+		Admins:     []string{name("root"), "ops"},
 		HTTPClient: is.srv.Client(),
 	}, clock)
 
@@ -75,14 +78,16 @@ func TestJWT(t *testing.T) {
 		kind  error
 		why   string // the failure's Reason
 	}{
-		{"RS256", sign(t, rs, claims(iss, now)), Principal{Name: "alice", Scheme: SchemeBearer}, nil, ""},
-		{"ES256", sign(t, es, claims(iss, now)), Principal{Name: "alice", Scheme: SchemeBearer}, nil, ""},
-		{"tenant claim", sign(t, es, claims(iss, now, set("tenant", "acme"), set("sub", "bob"))), Principal{Name: "bob", Scheme: SchemeBearer, Tenant: "acme"}, nil, ""},
-		{"admin", sign(t, rs, claims(iss, now, set("sub", "root"))), Principal{Name: "root", Scheme: SchemeBearer, Admin: true}, nil, ""},
-		{"audience list", sign(t, es, claims(iss, now, set("aud", []string{"x", testAudience}))), Principal{Name: "alice", Scheme: SchemeBearer}, nil, ""},
-		{"within skew: expired 20s ago", sign(t, es, claims(iss, now, set("exp", now.Add(-20*time.Second).Unix()))), Principal{Name: "alice", Scheme: SchemeBearer}, nil, ""},
-		{"within skew: valid in 20s", sign(t, es, claims(iss, now, set("nbf", now.Add(20*time.Second).Unix()))), Principal{Name: "alice", Scheme: SchemeBearer}, nil, ""},
-		{"no nbf or iat", sign(t, es, claims(iss, now, del("nbf"), del("iat"))), Principal{Name: "alice", Scheme: SchemeBearer}, nil, ""},
+		{"RS256", sign(t, rs, claims(iss, now)), Principal{Name: name("alice"), Scheme: SchemeBearer}, nil, ""},
+		{"ES256", sign(t, es, claims(iss, now)), Principal{Name: name("alice"), Scheme: SchemeBearer}, nil, ""},
+		{"tenant claim", sign(t, es, claims(iss, now, set("tenant", "acme"), set("sub", "bob"))), Principal{Name: name("bob"), Scheme: SchemeBearer, Tenant: "acme"}, nil, ""},
+		{"admin", sign(t, rs, claims(iss, now, set("sub", "root"))), Principal{Name: name("root"), Scheme: SchemeBearer, Admin: true}, nil, ""},
+		{"sub of a bare admin name is no admin", sign(t, rs, claims(iss, now, set("sub", "ops"))), Principal{Name: name("ops"), Scheme: SchemeBearer}, nil, ""},
+		{"sub shaped like a qualified admin name", sign(t, rs, claims(iss, now, set("sub", name("root")))), Principal{Name: name(name("root")), Scheme: SchemeBearer}, nil, ""},
+		{"audience list", sign(t, es, claims(iss, now, set("aud", []string{"x", testAudience}))), Principal{Name: name("alice"), Scheme: SchemeBearer}, nil, ""},
+		{"within skew: expired 20s ago", sign(t, es, claims(iss, now, set("exp", now.Add(-20*time.Second).Unix()))), Principal{Name: name("alice"), Scheme: SchemeBearer}, nil, ""},
+		{"within skew: valid in 20s", sign(t, es, claims(iss, now, set("nbf", now.Add(20*time.Second).Unix()))), Principal{Name: name("alice"), Scheme: SchemeBearer}, nil, ""},
+		{"no nbf or iat", sign(t, es, claims(iss, now, del("nbf"), del("iat"))), Principal{Name: name("alice"), Scheme: SchemeBearer}, nil, ""},
 
 		{"expired", sign(t, es, claims(iss, now, set("exp", now.Add(-time.Minute).Unix()))), Principal{}, ErrInvalidCredentials, "token expired"},
 		{"not yet valid", sign(t, es, claims(iss, now, set("nbf", now.Add(time.Minute).Unix()))), Principal{}, ErrInvalidCredentials, "token not valid yet (nbf)"},
@@ -173,7 +178,8 @@ func TestJWTOptions(t *testing.T) {
 	}, clock)
 
 	p, err := a.Authenticate(request(bearer(sign(t, es, claims("anyone", now, set("email", "a@example.com"))))...))
-	if err != nil || !reflect.DeepEqual(p, Principal{Name: "a@example.com", Scheme: SchemeBearer}) {
+	// Without a configured issuer (iss not checked), "jwt:" and the claim.
+	if err != nil || !reflect.DeepEqual(p, Principal{Name: "jwt:a@example.com", Scheme: SchemeBearer}) {
 		t.Fatalf("email principal: %+v, %v", p, err)
 	}
 	if _, err := a.Authenticate(request(bearer(sign(t, es, claims("anyone", now)))...)); !errors.Is(err, ErrInvalidCredentials) {
@@ -183,7 +189,7 @@ func TestJWTOptions(t *testing.T) {
 		t.Fatalf("RS256 outside the allow-list: %v", err)
 	}
 	noKid := signingKey{alg: jose.ES256, priv: es.priv}
-	if p, err := a.Authenticate(request(bearer(sign(t, noKid, claims("x", now, set("email", "c@example.com"))))...)); err != nil || p.Name != "c@example.com" {
+	if p, err := a.Authenticate(request(bearer(sign(t, noKid, claims("x", now, set("email", "c@example.com"))))...)); err != nil || p.Name != "jwt:c@example.com" {
 		t.Fatalf("token without kid, signed by a published key: %+v, %v", p, err)
 	}
 	if _, err := a.Authenticate(request(bearer(sign(t, signingKey{alg: jose.ES256, priv: ecKey(t, "").priv}, claims("x", now, set("email", "d@example.com"))))...)); !errors.Is(err, ErrInvalidCredentials) {
@@ -222,7 +228,7 @@ func TestKeyRotation(t *testing.T) {
 	}
 	clock.Advance(time.Second)
 	p, err := a.Authenticate(request(bearer(newTok)...))
-	if err != nil || p.Name != "alice" {
+	if err != nil || p.Name != "jwt:"+is.url()+"#alice" {
 		t.Fatalf("new key after the refresh interval: %+v, %v", p, err)
 	}
 	if _, j := is.hits(); j != 2 {
@@ -319,7 +325,7 @@ func TestTokenCache(t *testing.T) {
 	clock.Advance(DefaultKeyRefreshInterval)
 	for i := range 10 {
 		tok := sign(t, k, claims(is.url(), clock.Now(), set("sub", string(rune('a'+i)))))
-		if p, err := a.Authenticate(request(bearer(tok)...)); err != nil || p.Name != string(rune('a'+i)) {
+		if p, err := a.Authenticate(request(bearer(tok)...)); err != nil || p.Name != "jwt:"+is.url()+"#"+string(rune('a'+i)) {
 			t.Fatalf("token %d: %+v, %v", i, p, err)
 		}
 		if n := a.jwt.cache.len(); n > 4 {
@@ -397,7 +403,10 @@ func TestFetchOutlivesCaller(t *testing.T) {
 }
 
 // TestAPIKeysAndJWT: with both, a Bearer credential is an API key when it
-// is one, else a JWT; X-API-Key still carries keys.
+// is one, else a JWT; X-API-Key still carries keys. The two schemes name
+// principals apart: a token whose sub is a key principal's name is neither
+// that principal nor, when that one is an admin, an admin; Admins names
+// each scheme's admins by their full names.
 func TestAPIKeysAndJWT(t *testing.T) {
 	k := ecKey(t, "k")
 	is := newTestIssuer(t, k)
@@ -405,7 +414,7 @@ func TestAPIKeysAndJWT(t *testing.T) {
 	a := newAuth(t, Config{
 		APIKeys: testKeys(),
 		JWT:     &JWTConfig{Issuer: is.url(), Audience: []string{testAudience}},
-		Admins:  []string{"alice"},
+		Admins:  []string{"alice", "jwt:" + is.url() + "#bob"},
 	}, clock)
 	now := clock.Now()
 	tests := []struct {
@@ -416,7 +425,10 @@ func TestAPIKeysAndJWT(t *testing.T) {
 	}{
 		{"key as bearer", bearer(keyBob), Principal{Name: "bob", Scheme: SchemeAPIKey}, ""},
 		{"key in X-API-Key", []string{"X-API-Key", keyRoot}, Principal{Name: "root", Scheme: SchemeAPIKey, Admin: true}, ""},
-		{"jwt", bearer(sign(t, k, claims(is.url(), now))), Principal{Name: "alice", Scheme: SchemeBearer, Admin: true}, ""},
+		{"key admin by Admins", bearer(keyAlice), Principal{Name: "alice", Scheme: SchemeAPIKey, Admin: true}, ""},
+		{"jwt sub of a key admin", bearer(sign(t, k, claims(is.url(), now))), Principal{Name: "jwt:" + is.url() + "#alice", Scheme: SchemeBearer}, ""},
+		{"jwt sub of a key admin entry", bearer(sign(t, k, claims(is.url(), now, set("sub", "root")))), Principal{Name: "jwt:" + is.url() + "#root", Scheme: SchemeBearer}, ""},
+		{"jwt admin by Admins", bearer(sign(t, k, claims(is.url(), now, set("sub", "bob")))), Principal{Name: "jwt:" + is.url() + "#bob", Scheme: SchemeBearer, Admin: true}, ""},
 		{"unknown key", bearer("no-such-key-0123456789"), Principal{}, "unknown API key"},
 		{"expired jwt", bearer(sign(t, k, claims(is.url(), now, set("exp", now.Add(-time.Hour).Unix())))), Principal{}, "token expired"},
 	}

@@ -260,8 +260,9 @@ type NotificationVerifier struct {
 
 // NewNotificationVerifier verifies tokens of issuer (empty: any issuer),
 // with the keys at jwksURL (https, or http on a loopback host), fetched
-// with client (nil: a client with DefaultFetchTimeout). ctx bounds the
-// fetches.
+// with client (nil: a client with DefaultFetchTimeout); a redirect is
+// followed only to https, or http on a loopback host, whatever client's
+// own rule. ctx bounds the fetches.
 func NewNotificationVerifier(ctx context.Context, jwksURL, issuer string, client *http.Client) (*NotificationVerifier, error) {
 	if err := checkFetchURL(jwksURL); err != nil {
 		return nil, fmt.Errorf("%w: JWKS URL: %v", ErrInvalidConfig, err)
@@ -270,7 +271,7 @@ func NewNotificationVerifier(ctx context.Context, jwksURL, issuer string, client
 		client = &http.Client{Timeout: DefaultFetchTimeout}
 	}
 	return &NotificationVerifier{
-		keys:   &keySet{ctx: ctx, client: client, jwksURL: jwksURL, minInterval: time.Minute, now: time.Now},
+		keys:   &keySet{ctx: ctx, client: keyFetchClient(client), jwksURL: jwksURL, minInterval: time.Minute, now: time.Now},
 		issuer: issuer, skew: DefaultClockSkew, now: time.Now,
 	}, nil
 }

@@ -12,7 +12,9 @@ work="$(mktemp -d)"
 pid=; epid=
 trap 'kill $pid $epid 2>/dev/null || true; wait $pid $epid 2>/dev/null || true; rm -rf "$work"' EXIT
 (cd "$root" && go build -o "$work/a2abus" ./cmd/a2abus)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 18089)
+# A free loopback port and a random key, with what this script needs
+# anyway (Node.js, coreutils): nothing beyond the README's prerequisites.
+port=$(node -e 'const s=require("net").createServer(); s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close() })')
 # The suite runs twice: against an a2abus without authentication, and
 # against one that takes API keys (the SDK then presents one on every call).
 serve() {
@@ -29,7 +31,7 @@ serve() {
 serve anonymous
 A2ABUS_URL="http://127.0.0.1:$port" "$here/run.sh"
 kill "$pid"; wait "$pid" 2>/dev/null || true
-key="js-interop-$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
+key="js-interop-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"
 A2ABUS_API_KEYS="$key=js-interop" serve keys
 A2ABUS_URL="http://127.0.0.1:$port" A2ABUS_API_KEY="$key" "$here/run.sh"
 kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
