@@ -22,7 +22,10 @@ func (b *Bus) registry(ctx context.Context) (jetstream.KeyValue, error) {
 	return b.reg.get(ctx, b.js, schemas.BucketRegistry)
 }
 
-// PutRegistryEntry stores an agent's entry (replacing it).
+// PutRegistryEntry stores an agent's entry (replacing it). It returns
+// ErrNotPermitted (classified as schemas.ErrPermissionDenied) at once when
+// the server refuses the write to this connection's NATS user (a role
+// other than RoleAdminEdge or RoleAdmin).
 func (b *Bus) PutRegistryEntry(ctx context.Context, e schemas.RegistryEntry) error {
 	if !schemas.ValidAgentName(e.Agent) {
 		return schemas.Errorf(schemas.ErrInvalidParams, "%q is not an agent name (lowercase letters, digits, '-', '_')", e.Agent)
@@ -35,10 +38,23 @@ func (b *Bus) PutRegistryEntry(ctx context.Context, e schemas.RegistryEntry) err
 	if err != nil {
 		return err
 	}
-	if _, err := kv.Put(ctx, e.Agent, val); err != nil {
-		return errUnavailable("bus: store registry entry", err)
+	wctx, stop := b.refusals.watch(ctx, kvPrefix(schemas.BucketRegistry)+e.Agent)
+	defer stop()
+	if _, err := kv.Put(wctx, e.Agent, val); err != nil {
+		return errRegistryChange("bus: store registry entry", wctx, err)
 	}
 	return nil
+}
+
+// errRegistryChange classifies a failed change of the registry: refused
+// to this connection's user (the refusal that ended wctx), or a bus that
+// cannot take it now.
+func errRegistryChange(op string, wctx context.Context, err error) error {
+	if cause := refusedCause(wctx); cause != nil {
+		return fmt.Errorf("%s: %w: %w", op, schemas.Errorf(schemas.ErrPermissionDenied,
+			"this process's NATS user may not change the agent registry (it needs the %s role)", RoleAdminEdge), cause)
+	}
+	return errUnavailable(op, err)
 }
 
 // RegistryEntry reads an agent's entry; ok is false when there is none.
@@ -62,14 +78,17 @@ func (b *Bus) RegistryEntry(ctx context.Context, agent string) (schemas.Registry
 }
 
 // DeleteRegistryEntry removes an agent's entry (nothing to remove is not
-// an error).
+// an error). Like PutRegistryEntry, it returns ErrNotPermitted at once
+// when the server refuses the change to this connection's NATS user.
 func (b *Bus) DeleteRegistryEntry(ctx context.Context, agent string) error {
 	kv, err := b.registry(ctx)
 	if err != nil {
 		return err
 	}
-	if err := kv.Delete(ctx, agent); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return errUnavailable("bus: delete registry entry", err)
+	wctx, stop := b.refusals.watch(ctx, kvPrefix(schemas.BucketRegistry)+agent)
+	defer stop()
+	if err := kv.Delete(wctx, agent); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return errRegistryChange("bus: delete registry entry", wctx, err)
 	}
 	return nil
 }

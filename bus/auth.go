@@ -30,10 +30,24 @@ import (
 //     task records, queues work, publishes task events and cancel notices,
 //     follows the task bucket, the agent registry, a task's events and the
 //     dead-letter stream with consumers of its own, reads a work consumer's
-//     backlog, reads and writes the card cache. It cannot delete or purge a
-//     stream or bucket, restore or snapshot one, delete or create a
-//     consumer of the work stream, take or acknowledge work, register an
-//     agent, or write to the dead-letter stream.
+//     backlog, reads and writes the card cache, and reads and follows the
+//     run-time registry (BucketRegistry: maintenance and remote agents,
+//     which every edge shows). It cannot delete or purge a stream or
+//     bucket, restore or snapshot one, delete or create a consumer of the
+//     work stream, take or acknowledge work, register an agent, write to
+//     the dead-letter stream, or change the run-time registry: an edge
+//     serves the registry's admin API only with RoleAdminEdge.
+//   - RoleAdminEdge is RoleEdge plus writing the run-time registry (put,
+//     delete and purge its entries): the credentials of edges whose
+//     admins change it (--admins, with authentication). The registry is
+//     shared by every edge and worker of the bus: an entry puts an agent
+//     in maintenance for every caller, or makes serve and worker processes
+//     call a URL an admin chose. Whether a caller may do that is decided
+//     by the edge it came through (its authentication and --admins), so
+//     only edges trusted to decide it get this role; an edge that
+//     authenticates no one, or has no admins, runs as RoleEdge and cannot
+//     change the registry whatever its callers send (a refused write is
+//     ErrNotPermitted at once, not a timeout).
 //   - RoleWorker takes work (creates and binds the durable work-<agent>
 //     consumers, pulls, acknowledges), reads and writes task records,
 //     publishes task events, registers agents and refreshes them, receives
@@ -67,25 +81,28 @@ import (
 //
 // The roles keep a leaked worker or edge credential from deleting the bus
 // (streams, buckets, work consumers), from changing how streams keep
-// data, and keep an edge from posing as an agent's worker.
+// data, keep an edge from posing as an agent's worker, and keep an edge
+// credential other than RoleAdminEdge's from changing the registry every
+// edge and worker follows.
 
-// Role is what a NATS user of the bus may do: RoleAdmin, RoleEdge or
-// RoleWorker.
+// Role is what a NATS user of the bus may do: RoleAdmin, RoleEdge,
+// RoleAdminEdge or RoleWorker.
 type Role string
 
 // The roles of NATS users; see the comment above.
 const (
-	RoleAdmin  Role = "admin"
-	RoleEdge   Role = "edge"
-	RoleWorker Role = "worker"
+	RoleAdmin     Role = "admin"
+	RoleEdge      Role = "edge"
+	RoleAdminEdge Role = "edge-admin"
+	RoleWorker    Role = "worker"
 )
 
 // Roles lists every role.
-var Roles = []Role{RoleAdmin, RoleEdge, RoleWorker}
+var Roles = []Role{RoleAdmin, RoleEdge, RoleAdminEdge, RoleWorker}
 
 // Valid reports whether r is one of Roles.
 func (r Role) Valid() bool {
-	return r == RoleAdmin || r == RoleEdge || r == RoleWorker
+	return r == RoleAdmin || r == RoleEdge || r == RoleAdminEdge || r == RoleWorker
 }
 
 // NATSUser is one user of the embedded server's client listener.
@@ -252,7 +269,7 @@ func serverUsers(users []NATSUser, inProcessPass string) ([]*server.User, error)
 		case u.Password == "":
 			return nil, fmt.Errorf("%w: user %q has no password", ErrBadUsers, u.Name)
 		case !u.Role.Valid():
-			return nil, fmt.Errorf("%w: user %q has role %q; want admin, edge or worker", ErrBadUsers, u.Name, u.Role)
+			return nil, fmt.Errorf("%w: user %q has role %q; want admin, edge, edge-admin or worker", ErrBadUsers, u.Name, u.Role)
 		}
 		seen[u.Name] = true
 		out = append(out, &server.User{Username: u.Name, Password: u.Password, Permissions: u.Role.permissions()})
@@ -334,7 +351,7 @@ func (r Role) permissions() *server.Permissions {
 	deny = append(deny, jsAPIPrefix+"META.>", jsAPIPrefix+"SERVER.>", jsAPIPrefix+"ACCOUNT.>")
 
 	switch r {
-	case RoleEdge:
+	case RoleEdge, RoleAdminEdge:
 		// Provisioning: every edge creates or updates the streams and
 		// buckets at start-up, by name.
 		pub = append(pub, api("STREAM.CREATE", busStreams...)...)
@@ -350,9 +367,16 @@ func (r Role) permissions() *server.Permissions {
 		deny = append(deny, api("CONSUMER.CREATE", schemas.StreamNotify, schemas.StreamNotify+".>")...)
 		deny = append(deny, api("CONSUMER.MSG.NEXT", schemas.StreamNotify+".>")...)
 		deny = append(deny, jsAckPrefix+schemas.StreamNotify+".>")
-		// The sweep lease: edges sweep. The run-time registry: edges
-		// serve its admin API.
-		pub = append(pub, kvPrefix(schemas.BucketLeases)+">", kvPrefix(schemas.BucketRegistry)+">")
+		// The sweep lease: edges sweep.
+		pub = append(pub, kvPrefix(schemas.BucketLeases)+">")
+		// The run-time registry: every edge reads and follows it (above:
+		// direct gets and consumers of its stream); only an admin edge
+		// writes it, serving its admin API.
+		if r == RoleAdminEdge {
+			pub = append(pub, kvPrefix(schemas.BucketRegistry)+">")
+		} else {
+			deny = append(deny, kvPrefix(schemas.BucketRegistry)+">")
+		}
 		// The queued work of a task canceled before a worker took it
 		// (Cancel withdraws it).
 		pub = append(pub, api("STREAM.MSG.DELETE", schemas.StreamWork)...)

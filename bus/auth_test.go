@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,15 +30,17 @@ import (
 // its password ("hashed-worker-pass") instead of the password.
 var testUsers = []NATSUser{
 	{Name: "edge-1", Password: "edge-pass", Role: RoleEdge},
+	{Name: "edge-admin-1", Password: "edge-admin-pass", Role: RoleAdminEdge},
 	{Name: "worker-1", Password: "worker-pass", Role: RoleWorker},
 	{Name: "worker-2", Password: "$2a$04$mnPH8xx4e1vZgg7OgmFTLO5Ip39VTc8Lh5Sv8a557f7JbSQhKUALu", Role: RoleWorker},
 	{Name: "ops", Password: "admin-pass", Role: RoleAdmin},
 }
 
 var (
-	edgeCreds   = Credentials{User: "edge-1", Password: "edge-pass"}
-	workerCreds = Credentials{User: "worker-1", Password: "worker-pass"}
-	adminCreds  = Credentials{User: "ops", Password: "admin-pass"}
+	edgeCreds      = Credentials{User: "edge-1", Password: "edge-pass"}
+	edgeAdminCreds = Credentials{User: "edge-admin-1", Password: "edge-admin-pass"}
+	workerCreds    = Credentials{User: "worker-1", Password: "worker-pass"}
+	adminCreds     = Credentials{User: "ops", Password: "admin-pass"}
 )
 
 // startAuthServer starts a server listening on loopback with testUsers.
@@ -156,8 +159,8 @@ func TestNetworkClientsNeedCredentials(t *testing.T) {
 	}
 
 	connect(t, s, Config{MemoryStorage: true}) // in-process: the server's own admin
-	for _, c := range []Credentials{edgeCreds, workerCreds, {User: "worker-2", Password: "hashed-worker-pass"}, adminCreds} {
-		b, v := connectAs(t, url, c, Config{BindOnly: c.User != "edge-1" && c.User != "ops"})
+	for _, c := range []Credentials{edgeCreds, edgeAdminCreds, workerCreds, {User: "worker-2", Password: "hashed-worker-pass"}, adminCreds} {
+		b, v := connectAs(t, url, c, Config{BindOnly: c.User != "edge-1" && c.User != "edge-admin-1" && c.User != "ops"})
 		if !b.Connected() {
 			t.Errorf("%s not connected", c.User)
 		}
@@ -213,6 +216,9 @@ func TestRolesCannotDestroyTheBus(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := admin.QueueWork(ctx, workItem(rec), PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.PutRegistryEntry(ctx, schemas.RegistryEntry{Agent: "far", Maintenance: "upgrading"}); err != nil {
 		t.Fatal(err)
 	}
 	events, err := admin.js.Stream(ctx, schemas.StreamEvents)
@@ -275,6 +281,28 @@ func TestRolesCannotDestroyTheBus(t *testing.T) {
 			_, err := js.Publish(ctx, schemas.SubjectDLQ("echo"), []byte("x"))
 			return err
 		},
+		"put a registry entry": func(ctx context.Context, js jetstream.JetStream) error {
+			kv, err := js.KeyValue(ctx, schemas.BucketRegistry)
+			if err != nil {
+				return err
+			}
+			_, err = kv.Put(ctx, "far", []byte(`{"agent":"far","maintenance":"taken"}`))
+			return err
+		},
+		"delete a registry entry": func(ctx context.Context, js jetstream.JetStream) error {
+			kv, err := js.KeyValue(ctx, schemas.BucketRegistry)
+			if err != nil {
+				return err
+			}
+			return kv.Delete(ctx, "far")
+		},
+		"purge a registry entry": func(ctx context.Context, js jetstream.JetStream) error {
+			kv, err := js.KeyValue(ctx, schemas.BucketRegistry)
+			if err != nil {
+				return err
+			}
+			return kv.Purge(ctx, "far")
+		},
 	}
 	for what, op := range both {
 		denied(t, url, workerCreds, what, op)
@@ -310,6 +338,117 @@ func TestRolesCannotDestroyTheBus(t *testing.T) {
 	}
 	if n := streamMsgs(t, admin, schemas.StreamDLQ); n != 0 {
 		t.Errorf("dead-letter stream holds %d, want 0", n)
+	}
+	if e, ok, err := admin.RegistryEntry(ctx, "far"); err != nil || !ok || e.Maintenance != "upgrading" {
+		t.Errorf("the registry entry after the attempts: %+v %v %v, want it as it was", e, ok, err)
+	}
+}
+
+// The run-time registry is every edge's to read and follow, and only an
+// admin edge's to change: an edge's put and delete are refused by the
+// server and fail at once with ErrNotPermitted (classified as permission
+// denied), not after a publish timeout that would read as a bus to retry,
+// and the entry stays as it was (the refusal is returned, not logged as
+// well); an admin edge changes it without a single violation.
+func TestOnlyTheAdminEdgeChangesTheRegistry(t *testing.T) {
+	s := startAuthServer(t)
+	url := s.ClientURL()
+	ctx := testCtx(t)
+	admin := connect(t, s, Config{MemoryStorage: true})
+	if err := admin.PutRegistryEntry(ctx, schemas.RegistryEntry{Agent: "far", Maintenance: "upgrading"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The edge reads the registry: one entry, all entries, and follows it.
+	eb, ev := connectAs(t, url, edgeCreds, Config{})
+	if e, ok, err := eb.RegistryEntry(ctx, "far"); err != nil || !ok || e.Maintenance != "upgrading" {
+		t.Fatalf("the edge reading an entry: %+v %v %v", e, ok, err)
+	}
+	if es, err := eb.RegistryEntries(ctx); err != nil || len(es) != 1 {
+		t.Fatalf("the edge listing the registry: %+v %v", es, err)
+	}
+	seen := make(chan schemas.RegistryEntry, 4)
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan error, 1)
+	go func() {
+		watched <- eb.WatchRegistry(wctx, func(e schemas.RegistryEntry, deleted bool) {
+			if !deleted {
+				seen <- e
+			}
+		})
+	}()
+	select {
+	case e := <-seen:
+		if e.Agent != "far" {
+			t.Fatalf("the edge following the registry saw %+v", e)
+		}
+	case <-ctx.Done():
+		t.Fatal("the edge following the registry saw nothing")
+	}
+	stopWatch()
+	if err := <-watched; err != nil {
+		t.Fatal(err)
+	}
+	ev.check(t, "the edge reading the registry")
+
+	// The edge cannot change it: refused at once, well inside a deadline
+	// the publish would otherwise wait for.
+	for what, change := range map[string]func(context.Context) error{
+		"put": func(ctx context.Context) error {
+			return eb.PutRegistryEntry(ctx, schemas.RegistryEntry{Agent: "far", Remote: &schemas.RemoteAgentSpec{URL: "http://attacker.example/a2a"}})
+		},
+		"delete": func(ctx context.Context) error { return eb.DeleteRegistryEntry(ctx, "far") },
+	} {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := change(cctx)
+		if !errors.Is(err, ErrNotPermitted) || !errors.Is(err, schemas.ErrPermissionDenied) || !errors.Is(err, nats.ErrPermissionViolation) || cctx.Err() != nil {
+			t.Errorf("the edge's registry %s: %v (deadline: %v), want the server's refusal as ErrNotPermitted at once", what, err, cctx.Err())
+		}
+		cancel()
+	}
+	// Returned, the refusals are not logged as the connection's errors too.
+	ev.check(t, "the edge after its refused changes")
+	if e, ok, err := admin.RegistryEntry(ctx, "far"); err != nil || !ok || e.Maintenance != "upgrading" || e.Remote != nil {
+		t.Fatalf("the entry after the edge's attempts: %+v %v %v, want it as it was", e, ok, err)
+	}
+
+	// The admin edge changes it, and its reads go on as the edge's.
+	ab, av := connectAs(t, url, edgeAdminCreds, Config{})
+	if err := ab.PutRegistryEntry(ctx, schemas.RegistryEntry{Agent: "far", Maintenance: "moved"}); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok, err := ab.RegistryEntry(ctx, "far"); err != nil || !ok || e.Maintenance != "moved" {
+		t.Fatalf("the admin edge reading its change: %+v %v %v", e, ok, err)
+	}
+	if err := ab.DeleteRegistryEntry(ctx, "far"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := admin.RegistryEntry(ctx, "far"); err != nil || ok {
+		t.Fatalf("the entry after the admin edge removed it: %v %v", ok, err)
+	}
+	av.check(t, "the admin edge")
+}
+
+// The admin edge's permissions are the edge's plus writing the registry,
+// nothing more: what holds for the edge's work holds for its.
+func TestAdminEdgeIsTheEdgeWithRegistryWrites(t *testing.T) {
+	e, a := RoleEdge.permissions(), RoleAdminEdge.permissions()
+	reg := kvPrefix(schemas.BucketRegistry) + ">"
+	sorted := func(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
+	if got, want := sorted(a.Publish.Allow), sorted(append(slices.Clone(e.Publish.Allow), reg)); !slices.Equal(got, want) {
+		t.Errorf("admin edge publish allow:\n %v\nwant the edge's plus %s:\n %v", got, reg, want)
+	}
+	if !slices.Contains(e.Publish.Deny, reg) {
+		t.Errorf("the edge's publish deny lacks %s", reg)
+	}
+	if got, want := sorted(a.Publish.Deny), sorted(slices.DeleteFunc(slices.Clone(e.Publish.Deny), func(s string) bool { return s == reg })); !slices.Equal(got, want) {
+		t.Errorf("admin edge publish deny:\n %v\nwant the edge's without %s:\n %v", got, reg, want)
+	}
+	if !slices.Equal(a.Subscribe.Allow, e.Subscribe.Allow) || a.Subscribe.Deny != nil || a.Response != nil || e.Response != nil {
+		t.Errorf("subscribe/response: admin edge %+v %+v, edge %+v %+v", a.Subscribe, a.Response, e.Subscribe, e.Response)
+	}
+	if !RoleAdminEdge.Valid() || !slices.Contains(Roles, RoleAdminEdge) {
+		t.Error("the admin edge is not a role of Roles")
 	}
 }
 

@@ -182,6 +182,9 @@ type Bus struct {
 	push lazyBucket
 	// reg holds the run-time registry, bound on first use.
 	reg lazyBucket
+	// refusals are the server's refusals of this connection's publishes,
+	// for the operations waiting on them (see refusals).
+	refusals *refusals
 	// hub serves the event readers of this process (see eventHub).
 	hub     *eventHub
 	hubOnce sync.Once
@@ -198,6 +201,7 @@ type Bus struct {
 func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 	cfg = cfg.withDefaults()
 	log := cfg.Logger.With("component", "bus")
+	refused := &refusals{}
 	opts := []nats.Option{
 		nats.Name("a2abus-" + cfg.Role + "-" + cfg.Name),
 		nats.MaxReconnects(-1),
@@ -213,6 +217,9 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if refused.refused(err) {
+				return // the refused operation returns it (ErrNotPermitted)
+			}
 			subj := ""
 			if sub != nil {
 				subj = sub.Subject
@@ -259,6 +266,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 	}
 	b := &Bus{cfg: cfg, nc: nc, js: js, source: schemas.Source(cfg.Role, cfg.Name), log: log, m: newBusMetrics(cfg.Metrics, nc),
 		replays: make(chan struct{}, cfg.MaxReplays)}
+	b.refusals = refused
 	// A server that is not up yet, or a cluster that is still forming (no
 	// JetStream leader yet), refuses provisioning for a while; keep trying
 	// until ctx ends, saying so every few seconds. A connection the client

@@ -5,9 +5,10 @@
 //     drain, Abort for crash tests) and idempotent provisioning of every
 //     stream, consumer and bucket the bus contract names;
 //   - who may use the bus (auth.go): the server's NATS users and their
-//     roles (admin, edge, worker) as subject permissions, route
-//     credentials between cluster members, TLS, and the credentials a
-//     connection presents;
+//     roles (admin, edge, edge-admin, worker) as subject permissions,
+//     route credentials between cluster members, TLS, and the credentials
+//     a connection presents; the server's refusals of a connection's
+//     publishes, handed to the operation refused (refusals.go);
 //   - the CloudEvents-on-NATS codec: binary mode written, structured mode
 //     and JSON batches read, the event id as Nats-Msg-Id;
 //   - the task store on KV: create once, compare-and-swap updates that fold

@@ -3,6 +3,7 @@ package edge
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -105,7 +107,7 @@ func (s *Server) handleRegistryPut(w http.ResponseWriter, r *http.Request) {
 			writePlain(w, http.StatusBadRequest, se.Message)
 			return
 		}
-		writeUnavailable(w, err)
+		s.writeChangeFailed(w, agent, err)
 		return
 	}
 	s.log.Info("registry entry set", "agent", agent, "by", e.UpdatedBy, "remote", e.Remote != nil, "maintenance", e.Maintenance != "")
@@ -115,7 +117,7 @@ func (s *Server) handleRegistryPut(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleRegistryDelete(w http.ResponseWriter, r *http.Request) {
 	agent := r.PathValue("agent")
 	if err := s.b.DeleteRegistryEntry(r.Context(), agent); err != nil {
-		writeUnavailable(w, err)
+		s.writeChangeFailed(w, agent, err)
 		return
 	}
 	s.log.Info("registry entry removed", "agent", agent)
@@ -199,6 +201,25 @@ func credentialHeader(name string) bool {
 // credentialWords are what the names of headers carrying credentials
 // contain.
 var credentialWords = []string{"token", "key", "secret", "auth", "password", "passwd", "cookie", "session", "credential", "signature"}
+
+// writeChangeFailed answers a registry change the bus did not make: one
+// this edge's NATS user may not make (403: other credentials help, a
+// retry does not; said in the log too, since the operator must act), or a
+// bus failure (retry later).
+func (s *Server) writeChangeFailed(w http.ResponseWriter, agent string, err error) {
+	if errors.Is(err, bus.ErrNotPermitted) {
+		s.log.Warn("an admin's registry change refused: this edge's NATS user may not change the registry; give the edge the "+string(bus.RoleAdminEdge)+" credentials",
+			"agent", agent)
+		writePlain(w, http.StatusForbidden, errRegistryReadOnly)
+		return
+	}
+	writeUnavailable(w, err)
+}
+
+// errRegistryReadOnly is why an edge whose NATS user may not write the
+// registry (bus.RoleEdge) refuses a change an admin asked for.
+const errRegistryReadOnly = "this edge's NATS credentials (role " + string(bus.RoleEdge) + ") may not change the registry; give it the " +
+	string(bus.RoleAdminEdge) + " credentials (--nats-creds DIR/" + string(bus.RoleAdminEdge) + ", made by serve or \"a2abus credentials\")"
 
 // writeUnavailable answers a bus failure: retry later.
 func writeUnavailable(w http.ResponseWriter, err error) {

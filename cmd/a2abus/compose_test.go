@@ -76,7 +76,9 @@ func splitFlow(list string) []string {
 // flag it passes is one the binary accepts. No NATS port is anonymous:
 // one service makes the credentials ("a2abus credentials"), every node
 // takes its users and route credentials from what it made, and every edge
-// and worker presents its role's. (Docker is not available where CI runs,
+// and worker presents its role's: the edges authenticate (API keys), so
+// they present the edge-admin role's, which may change the agent registry
+// their admins manage. (Docker is not available where CI runs,
 // so this is what keeps the file honest.)
 func TestComposeMatchesProcessTopology(t *testing.T) {
 	b, err := os.ReadFile("../../compose.yaml")
@@ -142,7 +144,7 @@ func TestComposeMatchesProcessTopology(t *testing.T) {
 			if flags["default-agent"] != "echo" || flags["listen"] == "" || flags["public-url"] == "" {
 				t.Errorf("%s: edge flags %v differ from the process test's", name, flags)
 			}
-			creds(name, "nats-creds", flags["nats-creds"], string(bus.RoleEdge))
+			creds(name, "nats-creds", flags["nats-creds"], string(bus.RoleAdminEdge))
 		case "worker":
 			workerAgents = append(workerAgents, flags["agent"])
 			creds(name, "nats-creds", flags["nats-creds"], string(bus.RoleWorker))

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/a2abus/a2abus/bus"
@@ -17,9 +18,9 @@ import (
 
 // Credentials on the NATS listeners. An embedded server that listens on
 // the network (serve with --nats-listen other than "off", node) accepts
-// only its users, each with a role (bus.Role: admin, edge, worker), and a
-// cluster member accepts routes only from members presenting the
-// cluster's credentials:
+// only its users, each with a role (bus.Role: admin, edge, edge-admin,
+// worker), and a cluster member accepts routes only from members
+// presenting the cluster's credentials:
 //
 //   - --nats-users FILE is the server's users, a JSON list of
 //     {"user", "password" or "passwordHash" (bcrypt), "role"}. Every
@@ -29,6 +30,8 @@ import (
 //     (directory 0700, one file per role, 0600, "user:password") and used
 //     again on the next start, so processes that joined keep working;
 //     delete the directory to make new ones. Its log says where they are.
+//     A role added by a newer release gets its file (and its user) on the
+//     first start after the upgrade; the others are kept.
 //     A cluster member cannot make its own (all members must agree) and
 //     refuses to start without --nats-users.
 //   - --cluster-creds FILE ("user:password") authenticates the routes of
@@ -36,15 +39,19 @@ import (
 //   - --nats-creds FILE is what an edge or worker presents: a
 //     "user:password" file like the ones above, or a NATS .creds file
 //     (user JWT and nkey seed) to join a NATS deployment that uses
-//     decentralized (operator/JWT) authentication.
+//     decentralized (operator/JWT) authentication. An edge whose admins
+//     change the agent registry presents the edge-admin role's; the edge
+//     role's may read the registry but not change it.
 //   - --nats-tls-cert, --nats-tls-key (serve, node): TLS on the client
 //     listener and the routes; --nats-tls-ca: the CA that members verify
 //     each other's certificates with (mutual TLS on routes), and that an
 //     edge or worker verifies its server's with.
 //
 // "a2abus credentials --dir DIR" makes a set for a deployment (compose.yaml
-// does): DIR/admin, DIR/edge, DIR/worker, DIR/cluster and DIR/users.json
-// naming the three users.
+// does): DIR/admin, DIR/edge, DIR/edge-admin, DIR/worker, DIR/cluster and
+// DIR/users.json naming the four users. Run again on a set made by an
+// earlier release, it makes the files of roles added since and adds their
+// users to the users.json it kept (see runCredentials).
 
 // credentialsDir is where serve and a standalone node keep the
 // credentials they made, under the data directory.
@@ -195,18 +202,21 @@ func (c *Config) readTLS(withKey bool) (*bus.TLSFiles, error) {
 
 // ensureCredentials returns the "user:password" credentials of every role
 // kept in dir, making (0600, in a 0700 directory) those that are
-// missing. made tells whether any was made.
-func ensureCredentials(dir string) (creds map[bus.Role]bus.Credentials, made bool, err error) {
+// missing. made are the roles whose files were made.
+func ensureCredentials(dir string) (creds map[bus.Role]bus.Credentials, made []bus.Role, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, false, fmt.Errorf("nats credentials: %w", err)
+		return nil, nil, fmt.Errorf("nats credentials: %w", err)
 	}
 	creds = map[bus.Role]bus.Credentials{}
 	for _, role := range bus.Roles {
 		c, m, err := ensureCredentialsFile(filepath.Join(dir, string(role)), string(role))
 		if err != nil {
-			return nil, false, err
+			return nil, nil, err
 		}
-		creds[role], made = c, made || m
+		creds[role] = c
+		if m {
+			made = append(made, role)
+		}
 	}
 	return creds, made, nil
 }
@@ -290,12 +300,15 @@ func (p *process) serverAuth(sc *bus.ServerConfig) error {
 	}
 	p.credsDir = dir
 	what := "using the NATS credentials kept"
-	if made {
+	switch {
+	case len(made) == len(bus.Roles):
 		what = "made NATS credentials"
+	case len(made) > 0:
+		what = "using the NATS credentials kept, and made those of " + joinRoles(made)
 	}
 	p.log.Info(what+"; other processes join with --nats-creds FILE",
-		"edge", filepath.Join(dir, string(bus.RoleEdge)), "worker", filepath.Join(dir, string(bus.RoleWorker)),
-		"admin", filepath.Join(dir, string(bus.RoleAdmin)))
+		"edge", filepath.Join(dir, string(bus.RoleEdge)), "edge_admin", filepath.Join(dir, string(bus.RoleAdminEdge)),
+		"worker", filepath.Join(dir, string(bus.RoleWorker)), "admin", filepath.Join(dir, string(bus.RoleAdmin)))
 	return nil
 }
 
@@ -312,9 +325,14 @@ func runCredentials(args []string, stdout, stderr io.Writer) error {
 Makes the NATS credentials of a deployment, keeping any already in DIR:
   DIR/users.json  the users of the NATS servers (node --nats-users)
   DIR/cluster     route credentials of the cluster (node --cluster-creds)
-  DIR/edge        what edges present (edge --nats-creds)
+  DIR/edge        what edges present (edge --nats-creds): reads the agent
+                  registry, cannot change it
+  DIR/edge-admin  what edges whose admins change the agent registry present
+                  (edge --nats-creds, with authentication and --admins)
   DIR/worker      what workers present (worker --nats-creds)
   DIR/admin       everything, for operators (e.g. the nats CLI: --user/--password)
+A users.json kept from an earlier run gets the users of the files this run
+makes (a role added by a newer release); restart the nodes with it.
 `)
 	}
 	if err := flags.Parse(args); err != nil {
@@ -324,7 +342,7 @@ Makes the NATS credentials of a deployment, keeping any already in DIR:
 		flags.Usage()
 		return errors.New("credentials needs --dir and nothing else")
 	}
-	creds, _, err := ensureCredentials(*dir)
+	creds, made, err := ensureCredentials(*dir)
 	if err != nil {
 		return err
 	}
@@ -332,21 +350,99 @@ Makes the NATS credentials of a deployment, keeping any already in DIR:
 		return err
 	}
 	usersPath := filepath.Join(*dir, "users.json")
-	if _, err := os.Stat(usersPath); errors.Is(err, fs.ErrNotExist) {
+	added, stale, err := ensureUsersFile(usersPath, creds, made)
+	if err != nil {
+		return err
+	}
+	files := []string{"users.json", "cluster"}
+	for _, role := range bus.Roles {
+		files = append(files, string(role))
+	}
+	fmt.Fprintf(stdout, "NATS credentials in %s: %s\n", *dir, strings.Join(files, ", "))
+	if len(added) > 0 {
+		fmt.Fprintf(stdout, "added the users of %s (files this run made) to the users.json kept there; restart every node with it (--nats-users %s) before a process presents them\n",
+			joinRoles(added), usersPath)
+	}
+	if len(stale) > 0 {
+		fmt.Fprintf(stdout, "warning: the files of %s were made anew, but %s names their users with other passwords: put the new ones there, or remove both to make a matching set\n",
+			joinRoles(stale), usersPath)
+	}
+	return nil
+}
+
+// ensureUsersFile writes the users.json of a deployment naming the users
+// of creds, or, when one was kept from an earlier run, adds to it the
+// users of the roles in made (files made by this run: roles added by a
+// newer release) that it does not name, and returns those roles (added).
+// Users it names stay as they are, and users an operator removed from it
+// stay removed: only a role whose file did not exist is added. stale are
+// roles in made whose user it names with another password in clear.
+func ensureUsersFile(path string, creds map[bus.Role]bus.Credentials, made []bus.Role) (added, stale []bus.Role, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
 		var entries []usersFileEntry
 		for _, role := range bus.Roles {
 			entries = append(entries, usersFileEntry{User: creds[role].User, Password: creds[role].Password, Role: string(role)})
 		}
-		b, err := json.MarshalIndent(entries, "", "  ")
-		if err != nil {
-			return err
+		return nil, nil, writeUsersFile(path, entries, false)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("nats credentials: %w", err)
+	}
+	var entries []usersFileEntry
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&entries); err != nil {
+		return nil, nil, fmt.Errorf("nats credentials: %s is not a list of users (%w); fix it, or remove it to make a new one", path, err)
+	}
+	for _, role := range made {
+		c := creds[role]
+		i := slices.IndexFunc(entries, func(e usersFileEntry) bool { return e.User == c.User })
+		switch {
+		case i < 0:
+			entries = append(entries, usersFileEntry{User: c.User, Password: c.Password, Role: string(role)})
+			added = append(added, role)
+		case entries[i].Password != "" && entries[i].Password != c.Password:
+			stale = append(stale, role)
 		}
-		if err := writeSecret(usersPath, append(b, '\n')); err != nil {
-			return err
-		}
-	} else if err != nil {
+	}
+	if len(added) == 0 {
+		return nil, stale, nil
+	}
+	return added, stale, writeUsersFile(path, entries, true)
+}
+
+// writeUsersFile writes entries to path (0600), replacing it (through a
+// new file renamed over it, so a reader never sees half of it) when
+// replace is set.
+func writeUsersFile(path string, entries []usersFileEntry, replace bool) error {
+	b, err := json.MarshalIndent(entries, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if !replace {
+		return writeSecret(path, b)
+	}
+	tmp := path + ".new"
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("nats credentials: %w", err)
 	}
-	fmt.Fprintf(stdout, "NATS credentials in %s: users.json, cluster, edge, worker, admin\n", *dir)
+	if err := writeSecret(tmp, b); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("nats credentials: %w", err)
+	}
 	return nil
+}
+
+// joinRoles names roles for a message: "edge-admin", "edge-admin, worker".
+func joinRoles(roles []bus.Role) string {
+	s := make([]string, len(roles))
+	for i, r := range roles {
+		s[i] = string(r)
+	}
+	return strings.Join(s, ", ")
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -81,7 +83,7 @@ func TestCredentialsCommand(t *testing.T) {
 	if err := runCredentials([]string{"--dir", dir}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	files := []string{"users.json", "cluster", "edge", "worker", "admin"}
+	files := []string{"users.json", "cluster", "edge", "edge-admin", "worker", "admin"}
 	before := map[string]string{}
 	for _, f := range files {
 		path := filepath.Join(dir, f)
@@ -118,6 +120,120 @@ func TestCredentialsCommand(t *testing.T) {
 	}
 	if err := runCredentials(nil, io.Discard, io.Discard); err == nil {
 		t.Error("no --dir: no error")
+	}
+}
+
+// A set made by a release without the edge-admin role (files admin, edge,
+// worker, cluster and a users.json naming three users): "a2abus
+// credentials" makes the edge-admin file, adds its user to the users.json
+// kept, keeps every other file and user as it was, says so, and does not
+// bring back a user the operator removed.
+func TestCredentialsCommandAddsANewRoleToAnOlderSet(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "creds")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old := map[string]string{"admin": "admin:a0", "edge": "edge:e0", "worker": "worker:w0", "cluster": "route:r0"}
+	for f, line := range old {
+		writeFile(t, filepath.Join(dir, f), line+"\n")
+	}
+	oldUsers := `[{"user":"admin","password":"a0","role":"admin"},{"user":"edge","password":"e0","role":"edge"},` +
+		`{"user":"worker","passwordHash":"$2a$04$mnPH8xx4e1vZgg7OgmFTLO5Ip39VTc8Lh5Sv8a557f7JbSQhKUALu","role":"worker"}]`
+	usersPath := filepath.Join(dir, "users.json")
+	writeFile(t, usersPath, oldUsers)
+	var out bytes.Buffer
+	if err := runCredentials([]string{"--dir", dir}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for f, line := range old {
+		if b, _ := os.ReadFile(filepath.Join(dir, f)); string(b) != line+"\n" {
+			t.Errorf("%s changed: %q", f, b)
+		}
+	}
+	ea, err := readCredentialsFile(filepath.Join(dir, string(bus.RoleAdminEdge)))
+	if err != nil || ea.User != string(bus.RoleAdminEdge) {
+		t.Fatalf("edge-admin: %+v %v", ea, err)
+	}
+	if fi, err := os.Stat(usersPath); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("users.json: %v %v, want mode 0600", fi, err)
+	}
+	users, err := readUsersFile(usersPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []bus.NATSUser{{Name: "admin", Password: "a0", Role: bus.RoleAdmin}, {Name: "edge", Password: "e0", Role: bus.RoleEdge},
+		{Name: "worker", Password: "$2a$04$mnPH8xx4e1vZgg7OgmFTLO5Ip39VTc8Lh5Sv8a557f7JbSQhKUALu", Role: bus.RoleWorker},
+		{Name: ea.User, Password: ea.Password, Role: bus.RoleAdminEdge}}
+	if !slices.Equal(users, want) {
+		t.Fatalf("users.json:\n %+v\nwant the three kept and the edge-admin:\n %+v", users, want)
+	}
+	if !strings.Contains(out.String(), "added the users of edge-admin") || !strings.Contains(out.String(), "restart every node") {
+		t.Errorf("the output does not say users.json gained a user:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), ea.Password) {
+		t.Error("the output shows a password")
+	}
+
+	// Run again: nothing changes, nothing is said to have been added.
+	before, _ := os.ReadFile(usersPath)
+	out.Reset()
+	if err := runCredentials([]string{"--dir", dir}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(usersPath); string(b) != string(before) || strings.Contains(out.String(), "added") {
+		t.Errorf("a second run changed users.json or added users:\n%s", out.String())
+	}
+
+	// A user the operator took out of users.json stays out while its file
+	// is kept.
+	writeFile(t, usersPath, oldUsers[:strings.Index(oldUsers, `{"user":"worker"`)-1]+"]")
+	if err := runCredentials([]string{"--dir", dir}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if users, err := readUsersFile(usersPath); err != nil || len(users) != 2 {
+		t.Errorf("users.json after the operator removed two users: %+v %v, want them still removed", users, err)
+	}
+}
+
+// A serve's data directory made by a release without the edge-admin role:
+// the first start after the upgrade makes its file, serves its user with
+// the others, keeps the files there, and names the new file in its log.
+func TestServeCredentialsGainTheEdgeAdminRole(t *testing.T) {
+	data := t.TempDir()
+	dir := filepath.Join(data, credentialsDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old := map[bus.Role]string{bus.RoleAdmin: "admin:a0", bus.RoleEdge: "edge:e0", bus.RoleWorker: "worker:w0"}
+	for role, line := range old {
+		writeFile(t, servedCreds(data, role), line+"\n")
+	}
+	var logs bytes.Buffer
+	p := &process{cfg: Config{DataDir: data}, log: slog.New(slog.NewTextHandler(&logs, nil))}
+	sc := &bus.ServerConfig{Listen: "127.0.0.1:0"}
+	if err := p.serverAuth(sc); err != nil {
+		t.Fatal(err)
+	}
+	for role, line := range old {
+		if b, _ := os.ReadFile(servedCreds(data, role)); string(b) != line+"\n" {
+			t.Errorf("%s changed: %q", role, b)
+		}
+	}
+	path := servedCreds(data, bus.RoleAdminEdge)
+	ea, err := readCredentialsFile(path)
+	if fi, serr := os.Stat(path); err != nil || serr != nil || fi.Mode().Perm() != 0o600 || ea.User != string(bus.RoleAdminEdge) {
+		t.Fatalf("%s: %+v %v %v", path, ea.User, err, serr)
+	}
+	roles := map[bus.Role]bus.NATSUser{}
+	for _, u := range sc.Users {
+		roles[u.Role] = u
+	}
+	if len(sc.Users) != len(bus.Roles) || roles[bus.RoleAdminEdge] != (bus.NATSUser{Name: ea.User, Password: ea.Password, Role: bus.RoleAdminEdge}) ||
+		roles[bus.RoleEdge].Password != "e0" {
+		t.Fatalf("the server's users: %+v", sc.Users)
+	}
+	if !strings.Contains(logs.String(), "edge_admin="+path) || !strings.Contains(logs.String(), "made those of edge-admin") || strings.Contains(logs.String(), ea.Password) {
+		t.Errorf("the log does not name the new file (or shows its password):\n%s", logs.String())
 	}
 }
 

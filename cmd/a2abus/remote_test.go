@@ -186,7 +186,11 @@ func TestRemoteAgentInPushModeSurvivesAKilledProcess(t *testing.T) {
 // The run-time registry with real processes: an admin registers a remote
 // agent on one edge (a non-admin may not), and a second edge on the same
 // bus serves it too; maintenance shows on both and refuses new tasks;
-// removing it takes it off both at once.
+// removing it takes it off both at once. The second edge presents the
+// edge role's NATS credentials, which read the registry but cannot change
+// it: its admin's change is refused at once with 403 and what to do (not
+// a publish timeout answered 503 "retry"); a third edge presenting the
+// edge-admin role's changes it for all.
 func TestRegistryChangedAtRunTimeSeenByASecondEdge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -233,10 +237,28 @@ func TestRegistryChangedAtRunTimeSeenByASecondEdge(t *testing.T) {
 		t.Fatalf("task through the registered agent: %s %q", task.Status.State, artifactText(task))
 	}
 
-	if _, _, err := cli(t, "agents", "update", gwBase, "far", "--maintenance", "upgrading", "--api-key", "ops-key-0123456789abcdef"); err != nil {
-		t.Fatal(err)
+	// The second edge's NATS user may not change the registry.
+	update := []string{"agents", "update", edgeBase, "far", "--maintenance", "upgrading", "--api-key", "ops-key-0123456789abcdef"}
+	for what, args := range map[string][]string{"update": update, "remove": {"agents", "remove", edgeBase, "far", "--api-key", "ops-key-0123456789abcdef"}} {
+		_, _, err := cli(t, args...)
+		if err == nil || !strings.Contains(err.Error(), "403") ||
+			!strings.Contains(err.Error(), "this edge's NATS credentials (role edge) may not change the registry") || !strings.Contains(err.Error(), "--nats-creds DIR/edge-admin") {
+			t.Fatalf("an admin's %s through an edge with the edge role's credentials: %v, want 403 naming the edge-admin credentials", what, err)
+		}
 	}
-	for _, base := range []string{gwBase, edgeBase} {
+	if l := waitAgents(t, gwBase, "", "the agent as it was", func(edge.AgentList) bool { return true }); health(l, "far") != "online" {
+		t.Fatalf("after the refused changes: %+v", l)
+	}
+	adminAddr := freeAddr(t)
+	adminEdge := startProcEnv(t, keys, "edge", "--listen", adminAddr, "--public-url", "http://"+adminAddr, "--nats", "nats://"+natsAddr,
+		"--nats-creds", servedCreds(filepath.Join(dir, "gw"), bus.RoleAdminEdge), "--admins", "ops")
+	adminBase := "http://" + adminAddr
+	waitReady(t, adminEdge, adminBase)
+	update[2] = adminBase
+	if out, stderr, err := cli(t, update...); err != nil {
+		t.Fatalf("update through the edge with the edge-admin role's credentials: %v\n%s%s", err, out, stderr)
+	}
+	for _, base := range []string{gwBase, edgeBase, adminBase} {
 		waitAgents(t, base, "?health=maintenance", "maintenance on "+base, func(l edge.AgentList) bool {
 			return len(l.Agents) == 1 && l.Agents[0].Maintenance == "upgrading"
 		})
