@@ -50,6 +50,7 @@ type TaskIndex struct {
 	asking    orderedList                  // tasks waiting for input, for idle expiry
 	submitted map[string]*indexEntry       // SUBMITTED tasks, for orphaned work
 	open      map[ownerKey]openCount       // unfinished tasks per principal and tenant
+	queued    map[queueKey]int             // SUBMITTED or WORKING tasks per caller and agent
 	bytes     int64                        // stored size of every task
 	shared    map[string]string            // see share
 	applied   uint64                       // stream sequence of the last write applied
@@ -78,6 +79,19 @@ type listKey struct {
 // ownerKey names a principal in a tenant, and the origin of an anonymous
 // one.
 type ownerKey struct{ tenant, owner, origin string }
+
+// queueKey names a caller (as ownerKey) at one agent: whose share of the
+// agent's backlog Queued counts.
+type queueKey struct {
+	ownerKey
+	agent string
+}
+
+// inQueue reports whether a task counts in its agent's backlog: queued
+// (SUBMITTED) or running (WORKING), not a fan-out's reply.
+func inQueue(e *indexEntry) bool {
+	return !e.Reply && (e.State == schemas.TaskStateSubmitted || e.State == schemas.TaskStateWorking)
+}
 
 // openCount is how many unfinished tasks a principal has, and their size.
 type openCount struct {
@@ -128,6 +142,7 @@ func (b *Bus) NewTaskIndex() *TaskIndex {
 		submitted: map[string]*indexEntry{},
 		finished:  orderedList{byWrite: true},
 		open:      map[ownerKey]openCount{},
+		queued:    map[queueKey]int{},
 		shared:    map[string]string{},
 		progress:  make(chan struct{}),
 		ready:     make(chan struct{}),
@@ -300,6 +315,9 @@ func (x *TaskIndex) attach(e *indexEntry) {
 		c.bytes += int64(e.size)
 		x.open[k] = c
 	}
+	if inQueue(e) {
+		x.queued[queueKey{ownerKey{e.Tenant, e.Owner, e.Origin}, e.Agent}]++
+	}
 	x.bytes += int64(e.size)
 }
 
@@ -344,6 +362,14 @@ func (x *TaskIndex) detach(e *indexEntry) {
 			delete(x.open, k)
 		} else {
 			x.open[k] = c
+		}
+	}
+	if inQueue(e) {
+		k := queueKey{ownerKey{e.Tenant, e.Owner, e.Origin}, e.Agent}
+		if x.queued[k] <= 1 {
+			delete(x.queued, k)
+		} else {
+			x.queued[k]--
 		}
 	}
 	x.bytes -= int64(e.size)
@@ -580,6 +606,16 @@ func (x *TaskIndex) Unfinished(principal, tenant, origin string) (tasks int, byt
 	defer x.mu.RUnlock()
 	c := x.open[ownerKey{tenant, principal, origin}]
 	return c.tasks, c.bytes
+}
+
+// Queued counts the tasks of a caller (principal in tenant, and origin
+// for the anonymous principal, as Unfinished) at agent that are queued or
+// running (SUBMITTED or WORKING): the caller's part of the agent's
+// backlog, from the index, without asking the bus.
+func (x *TaskIndex) Queued(principal, tenant, origin, agent string) int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.queued[queueKey{ownerKey{tenant, principal, origin}, agent}]
 }
 
 // StoredBytes is the stored size of every task record: how full the task

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -47,8 +48,8 @@ func (b *Bus) createTask(ctx context.Context, rec *schemas.TaskRecord) (uint64, 
 	if err != nil {
 		return 0, nil, fmt.Errorf("bus: encode task: %w", err)
 	}
-	if len(val) > int(b.cfg.TaskMaxValueSize) {
-		return 0, nil, schemas.Errorf(schemas.ErrInvalidParams, "the task would take %d bytes, more than the limit of %d", len(val), b.cfg.TaskMaxValueSize)
+	if len(val) > b.ClientRecordMax() {
+		return 0, nil, b.messageTooLarge(len(val))
 	}
 	id := rec.Task.ID
 	var rev uint64
@@ -242,7 +243,8 @@ func (b *Bus) UpdateTask(ctx context.Context, id string, change func(*schemas.Ta
 // cached is modified in place and must not be shared.
 //
 // A record that would grow past TaskMaxValueSize (plus slack) is not
-// written: the error matches errTooLarge.
+// written: the error matches errTooLarge. A negative slack (clientSlack)
+// bounds a client's write, whose refusal is ErrInvalidParams.
 func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord, cachedRev uint64, change func(*schemas.TaskRecord) error, slack int) (*schemas.TaskRecord, uint64, error) {
 	// The first read may come from a replica that lags (see consistent.go);
 	// once that read lost a compare-and-swap, or change refused what it
@@ -281,6 +283,9 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 			return nil, 0, fmt.Errorf("bus: encode task: %w", err)
 		}
 		if len(val) > int(b.cfg.TaskMaxValueSize)+slack {
+			if slack < 0 {
+				return nil, 0, fmt.Errorf("%w: %w", errTooLarge, b.messageTooLarge(len(val)).With("taskId", id))
+			}
 			return nil, 0, fmt.Errorf("%w: %w", errTooLarge, schemas.Errorf(schemas.ErrInvalidAgentResponse, "task %s would grow to %d bytes, more than the limit of %d", id, len(val), b.cfg.TaskMaxValueSize))
 		}
 		finished := rec.Task.Status.State.Terminal()
@@ -489,11 +494,18 @@ func (b *Bus) applyEventsIf(ctx context.Context, taskID string, cached *schemas.
 		r.LastEventID, r.LastEventIndex = lastID, len(evs)-1
 		return nil
 	}
-	rec, rev, err := b.update(ctx, taskID, cached, cachedRev, change, 0)
-	if unclear(err) {
-		rec, rev, err = b.settleUnclear(ctx, taskID, change, 0)
+	// A client's answer (a Continue) is bounded as its create was, and
+	// refused when too large: the task keeps waiting for input. Only what
+	// an agent writes can fail a task for its size.
+	slack := 0
+	if slices.ContainsFunc(evs, func(e TaskEvent) bool { return e.Continue != nil }) {
+		slack = b.clientSlack()
 	}
-	if errors.Is(err, errTooLarge) {
+	rec, rev, err := b.update(ctx, taskID, cached, cachedRev, change, slack)
+	if unclear(err) {
+		rec, rev, err = b.settleUnclear(ctx, taskID, change, slack)
+	}
+	if errors.Is(err, errTooLarge) && slack >= 0 {
 		// What the agent made cannot be stored. The task fails instead,
 		// saying why, in the room the bucket keeps past the record limit
 		// (the record as stored is within it, and the failure adds a
@@ -525,6 +537,33 @@ func (b *Bus) applyEventsIf(ctx context.Context, taskID string, cached *schemas.
 // errTooLarge marks a task write refused because the record would pass
 // the size limit.
 var errTooLarge = errors.New("task record too large")
+
+// answerRoomShare is the share of TaskMaxValueSize a client's message (a
+// create, an answer to a task waiting for input) must leave free: the
+// room its agent has at least for its own answer (its status changes, a
+// question, a short reply). 1/256: 4032 bytes of the default 1008 KiB
+// record. A larger result still fails the task, saying why (see
+// applyEventsIf).
+const answerRoomShare = 256
+
+// ClientRecordMax is the most a task record may take once a client's
+// message is in it (CreateTask, Continue): TaskMaxValueSize less the room
+// kept for the agent's answer. A message past it is refused with
+// schemas.ErrInvalidParams and changes nothing.
+func (b *Bus) ClientRecordMax() int {
+	return int(b.cfg.TaskMaxValueSize) + b.clientSlack()
+}
+
+// clientSlack is update's slack for a client's write: negative, the room
+// kept for the agent's answer.
+func (b *Bus) clientSlack() int { return -int(b.cfg.TaskMaxValueSize) / answerRoomShare }
+
+// messageTooLarge refuses a client's message whose task record would take
+// size bytes, past ClientRecordMax.
+func (b *Bus) messageTooLarge(size int) *schemas.Error {
+	return schemas.Errorf(schemas.ErrInvalidParams, "the message would make the task record %d bytes, more than the limit of %d (the %d-byte record bound less %d kept for the agent's answer); send a smaller message, or large content as a URL part",
+		size, b.ClientRecordMax(), b.cfg.TaskMaxValueSize, -b.clientSlack())
+}
 
 // failureSlack is how far past TaskMaxValueSize the write that fails a
 // task for a result too large may go: the bucket's MaxValueSize keeps

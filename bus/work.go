@@ -217,13 +217,32 @@ func (b *Bus) SubscribeCancels(agent string, fn func(schemas.CancelNotice)) (sto
 // AgentBacklog returns how many work items of agent are queued or in
 // progress (the durable consumer's pending plus unacknowledged counts).
 func (b *Bus) AgentBacklog(ctx context.Context, agent string) (uint64, error) {
+	l, err := b.AgentLoad(ctx, agent)
+	return l.Backlog, err
+}
+
+// AgentLoad is an agent's work as its consumer counts it.
+type AgentLoad struct {
+	// Backlog is the work items queued or in progress (AgentBacklog).
+	Backlog uint64
+	// Done is a running count of deliveries that ended (acknowledged,
+	// given up or redelivered): its growth between two readings over
+	// their interval is the pace the agent works through its backlog.
+	Done uint64
+}
+
+// AgentLoad reads agent's backlog and its running count of work done, in
+// one request for the durable consumer's state. It returns an error
+// matching schemas.ErrUnavailable if the bus cannot say.
+func (b *Bus) AgentLoad(ctx context.Context, agent string) (AgentLoad, error) {
 	c, err := b.js.Consumer(ctx, schemas.StreamWork, schemas.ConsumerWork(agent))
 	if err != nil {
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return 0, nil // no worker ever ran: the queue holds what was sent
+			return AgentLoad{}, nil // no worker ever ran: the queue holds what was sent
 		}
-		return 0, errUnavailable("bus: agent backlog", err)
+		return AgentLoad{}, errUnavailable("bus: agent backlog", err)
 	}
 	info := c.CachedInfo()
-	return info.NumPending + uint64(info.NumAckPending), nil
+	ended := info.Delivered.Consumer - min(uint64(info.NumAckPending), info.Delivered.Consumer)
+	return AgentLoad{Backlog: info.NumPending + uint64(info.NumAckPending), Done: ended}, nil
 }

@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/bus/bustest"
 	"github.com/a2abus/a2abus/edge"
+	"github.com/a2abus/a2abus/edge/auth"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -90,5 +92,50 @@ func TestRefusedRequestLeavesNothingBehind(t *testing.T) {
 	}
 	if len(list.Tasks) != len(accepted) {
 		t.Fatalf("listed %d tasks, accepted %d", len(list.Tasks), len(accepted))
+	}
+}
+
+// One caller holds at most its share of an agent's backlog bound (1/32,
+// at least 16 tasks: 16 of 64 here), counted per caller by the task index:
+// past it the caller gets 429 with Retry-After, saying so, while another
+// caller is still accepted and the agent's bound is far from reached.
+// (Before, one caller could queue up to the agent's bound, and a handful
+// of callers kept everyone out with 503.)
+func TestOneCallerHoldsItsShareOfTheBacklog(t *testing.T) {
+	a, err := auth.New(context.Background(), auth.Config{APIKeys: []auth.APIKey{{Key: aliceKey, Principal: "alice"}, {Key: bobKey, Principal: "bob"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOptions{edge: edge.Config{Auth: a, MaxBacklogPerAgent: 64}})
+	if err := h.b.RegisterAgent(context.Background(), schemas.AgentRegistration{Agent: "queue", Card: schemas.AgentCard{Name: "queue"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.b.EnsureAgent(context.Background(), "queue"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitAgent(h.url, "queue")
+	send := func(key string) (int, http.Header, []byte) {
+		return as(t, key, "POST", h.url+"/agents/queue/message:send", "application/json",
+			`{"message":{"messageId":"`+schemas.NewID()+`","role":"ROLE_USER","parts":[{"text":"x"}]},"configuration":{"returnImmediately":true}}`)
+	}
+	accepted := 0
+	for ; accepted <= 64; accepted++ {
+		status, hdr, b := send(aliceKey)
+		if status == http.StatusOK {
+			continue
+		}
+		rateLimited(t, "alice past her share of the backlog", status, hdr, b, false)
+		if !bytes.Contains(b, []byte("its share of the agent's backlog (at most 16 of 64)")) {
+			t.Fatalf("alice refused without saying why: %s", b)
+		}
+		break
+	}
+	// The index follows the store within milliseconds: a caller may pass
+	// its share by the few tasks created meanwhile, never by much.
+	if accepted < 16 || accepted >= 48 {
+		t.Fatalf("alice had %d tasks accepted, want her share of 16 (and a few)", accepted)
+	}
+	if status, _, b := send(bobKey); status != http.StatusOK {
+		t.Fatalf("bob while alice holds her share: %d %s", status, b)
 	}
 }

@@ -16,6 +16,10 @@ import (
 //   - nesting deeper than MaxJSONDepth;
 //   - one string longer than the largest part can be once encoded (its
 //     decoded length counted, so escapes do not inflate it);
+//   - strings longer in all than the largest message can be once encoded,
+//     with room for its names, ids and metadata (strTotal), so a body
+//     of several strings each within the bound above is refused at the
+//     byte that makes it unacceptable, not buffered whole;
 //   - more JSON values in all than MaxJSONValues;
 //   - more parts in a message than the part limits allow.
 //
@@ -32,7 +36,8 @@ import (
 // read, and on invalid JSON the guard's counts are only bounds.
 type bodyGuard struct {
 	depth, str, values, parts int // the bounds
-	partBytes                 int // the largest part, which str allows for
+	strTotal                  int // the bound on every string's bytes together
+	partBytes, messageBytes   int // the largest part and message, which str and strTotal allow for
 
 	off    int // the offset of the byte being scanned
 	frames []guardFrame
@@ -41,6 +46,7 @@ type bodyGuard struct {
 	inStr, esc, scalar, isKey bool
 	hex                       int     // hex digits of a \u escape still to come
 	strLen                    int     // decoded bytes of the current string so far (a lower bound)
+	strSeen                   int     // decoded bytes of every string so far (a lower bound)
 	key                       keyName // the key being read
 
 	// idAt and idEnd are where the value of the top-level "id" member
@@ -76,13 +82,22 @@ func (k *keyName) String() string { return string(k.b[:k.n]) }
 func (s *Server) newBodyGuard() *bodyGuard {
 	l := s.cfg.partLimits()
 	return &bodyGuard{
-		depth:     s.cfg.MaxJSONDepth,
-		str:       base64Len(l.MaxPartBytes),
-		partBytes: l.MaxPartBytes,
-		values:    s.cfg.MaxJSONValues,
-		parts:     l.MaxParts,
+		depth:        s.cfg.MaxJSONDepth,
+		str:          base64Len(l.MaxPartBytes),
+		strTotal:     base64Len(l.MaxMessageBytes) + l.MaxMessageBytes/stringSlackShare,
+		partBytes:    l.MaxPartBytes,
+		messageBytes: l.MaxMessageBytes,
+		values:       s.cfg.MaxJSONValues,
+		parts:        l.MaxParts,
 	}
 }
+
+// stringSlackShare sets the room strTotal leaves beside the message's
+// parts, base64-encoded, for the strings a request holds besides them
+// (ids, media types, file names, keys, metadata): an eighth of the
+// message bound, 256 KiB by default. (The task record that stores the
+// message is smaller still: 1 MiB by default.)
+const stringSlackShare = 8
 
 // base64Len is the length of n bytes in padded base64: the longest a raw
 // part's string may be.
@@ -132,6 +147,7 @@ func (g *bodyGuard) stringByte(c byte) {
 	// Every byte outside an escape and every escape decode to at least one
 	// byte.
 	g.strLen++
+	g.strSeen++
 	if g.isKey && g.key.n < keyShown {
 		g.key.b[g.key.n] = c
 		g.key.n++
@@ -142,6 +158,12 @@ func (g *bodyGuard) stringByte(c byte) {
 			what = "has a key"
 		}
 		g.refuse(len(g.frames), "%s longer than %d bytes, more than the largest part (%d bytes) takes even base64-encoded", what, g.str, g.partBytes)
+	} else if g.strSeen > g.strTotal {
+		what := "holds a string that takes"
+		if g.isKey {
+			what = "has a key that takes"
+		}
+		g.refuse(len(g.frames), "%s the request's strings past %d bytes in all, more than the largest message (%d bytes) takes base64-encoded with its ids and metadata", what, g.strTotal, g.messageBytes)
 	}
 }
 

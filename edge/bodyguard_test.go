@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -94,7 +95,7 @@ func FuzzBodyGuard(f *testing.F) {
 		}
 		depth, longest, values, parts := guardReference(t, body)
 		const lim = 4
-		g := &bodyGuard{depth: lim, str: 12, values: 3 * lim, parts: lim}
+		g := &bodyGuard{depth: lim, str: 12, strTotal: math.MaxInt, values: 3 * lim, parts: lim} // the total of strings: TestBodyGuardStringTotal
 		// Fed in pieces of a size the fuzzer picks.
 		step := int(split%16) + 1
 		var err error
@@ -240,4 +241,45 @@ func TestBodyGuardKeysCostNoAllocation(t *testing.T) {
 	if allocs > 4 {
 		t.Fatalf("the guard allocated %.0f times for a body of 1000 keys", allocs)
 	}
+}
+
+// Issue 29, defect 1: strings each within the largest part but together
+// past what the largest message takes (base64-encoded, with room for its
+// ids and metadata) are refused at the byte past that total, naming the
+// field where it was passed, not buffered whole: three metadata strings
+// of 1.3 MiB, a body of 4 MiB, are refused after about 2.9 MiB.
+func TestBodyGuardStringTotal(t *testing.T) {
+	s := fuzzServer()
+	str := strings.Repeat("s", 1300<<10)
+	body := `{"jsonrpc":"2.0","id":"r2","method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}],` +
+		`"metadata":{"k0":"` + str + `","k1":"` + str + `","k2":"` + str + `"}}}}`
+	pr, pw := io.Pipe()
+	r := httptest.NewRequest("POST", "/", pr)
+	r.ContentLength = int64(len(body))
+	sent := make(chan int, 1)
+	go func() {
+		n := 0
+		for n < len(body) {
+			k, err := io.WriteString(pw, body[n:min(n+64<<10, len(body))])
+			if n += k; err != nil {
+				break
+			}
+		}
+		pw.Close()
+		sent <- n
+	}()
+	c := &call{}
+	_, err := s.readBody(httptest.NewRecorder(), r, c)
+	s.bodies.release(&c.body)
+	pr.CloseWithError(errors.New("answered"))
+	n := <-sent
+	var pe *schemas.Error
+	if !errors.As(err, &pe) || !errors.Is(pe, schemas.ErrInvalidParams) || pe.Metadata["field"] != "message.metadata.k2" {
+		t.Fatalf("refusal %v; want InvalidParams naming message.metadata.k2", err)
+	}
+	limits := s.cfg
+	if total := base64Len(limits.MaxMessageBytes) + limits.MaxMessageBytes/stringSlackShare; n > total+256<<10 {
+		t.Fatalf("the edge read %d of %d bytes, refusing strings past %d in all", n, len(body), total)
+	}
+	t.Logf("after %d of %d bytes: %s", n, len(body), pe.Message)
 }

@@ -24,7 +24,10 @@ import (
 
 // fuzzServer is a Server with the default Config and no bus: enough for
 // the decoders, which read only their limits.
-func fuzzServer() *Server { return &Server{cfg: Config{}.withDefaults()} }
+func fuzzServer() *Server {
+	cfg := Config{}.withDefaults()
+	return &Server{cfg: cfg, bodies: newBodyBudget(cfg.MaxBodyBuffer, cfg.MaxBodyBufferPerAddr, bus.Gauge{})}
+}
 
 // wantRow fails t unless err is a *schemas.Error of one of rows whose
 // "field" metadata, when set, starts its message.

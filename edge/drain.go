@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -40,8 +41,14 @@ type drainState struct {
 	started chan struct{} // closed by Drain; see begun
 
 	requests atomic.Int64 // requests being served, streams included
-	streams  atomic.Int64 // SSE streams open
+	streams  atomic.Int64 // SSE streams open; changed under streamsMu
 	waiting  atomic.Int64 // open streams whose task waits for input, as each last saw it
+
+	// streamsBy counts the open streams by source address, which
+	// Config.MaxStreams shares out (fairshare.go).
+	streamsMu    sync.Mutex
+	streamsBy    map[netip.Addr]int
+	streamsHeavy int // addresses holding at least shareFloor streams (fairShare)
 
 	cutRequests atomic.Int64 // requests ended by the end of the grace, streams included
 	cutStreams  atomic.Int64 // streams among them
@@ -136,16 +143,52 @@ func (s *Server) counted(next http.Handler) http.Handler {
 	})
 }
 
-// streamOpen counts an SSE stream of a request with ctx as open until the
-// returned func is called.
-func (d *drainState) streamOpen(ctx context.Context) func() {
+// streamRetry is the Retry-After of a stream refused by MaxStreams: the
+// time for a few streams to end.
+const streamRetry = 5
+
+// streamOpen counts an SSE stream of a request with ctx from src as open
+// until the returned func is called. With limit > 0 it refuses a stream
+// past src's fair share of limit (ErrRateLimited) or past limit itself
+// (ErrUnavailable), both with a Retry-After.
+func (d *drainState) streamOpen(ctx context.Context, src netip.Addr, limit int) (func(), *schemas.Error) {
+	d.streamsMu.Lock()
+	n, open := d.streamsBy[src], int(d.streams.Load())
+	var refused *schemas.Error
+	switch {
+	case limit <= 0:
+	case open >= limit:
+		refused = schemas.Errorf(schemas.ErrUnavailable, "this edge holds as many streams as it may (%d); retry later", limit)
+	case n >= fairShare(limit, open, d.streamsHeavy):
+		refused = schemas.Errorf(schemas.ErrRateLimited, "this address holds its share of the edge's streams (%d of %d open); close one or retry later", n, open)
+	}
+	if refused != nil {
+		d.streamsMu.Unlock()
+		refused.RetryAfter = streamRetry
+		return nil, refused
+	}
+	if d.streamsBy == nil {
+		d.streamsBy = map[netip.Addr]int{}
+	}
+	if d.streamsBy[src]++; d.streamsBy[src] == shareFloor {
+		d.streamsHeavy++
+	}
 	d.streams.Add(1)
+	d.streamsMu.Unlock()
 	return func() {
+		d.streamsMu.Lock()
+		if d.streamsBy[src] == shareFloor {
+			d.streamsHeavy--
+		}
+		if d.streamsBy[src]--; d.streamsBy[src] <= 0 {
+			delete(d.streamsBy, src) // only addresses with streams open
+		}
 		d.streams.Add(-1)
+		d.streamsMu.Unlock()
 		if graceOver(ctx) {
 			d.cutStreams.Add(1)
 		}
-	}
+	}, nil
 }
 
 // streamTask is the state of one stream's task as the stream last saw it,

@@ -47,6 +47,7 @@ type call struct {
 	id          json.RawMessage // JSON-RPC request id; nil on other bindings
 	caller      caller          // who is calling, as the pipeline authenticated it
 	pathTenant  string          // the tenant an HTTP+JSON path names (/{tenant}/…); "" if none
+	body        bodyHold        // what its body's buffer holds of the edge's bodyBudget (readBody)
 
 	// For tasks of the older dialect: the id to create the task under (""
 	// when continuing one), the client's own id for it (what answers
@@ -140,6 +141,8 @@ func (s *Server) serve(b *binding, decode decodeFunc) frontDoorHandler {
 		defer o.done()
 		c := &call{obs: o, version: a2aVersion(r), trace: r.Header.Get("traceparent"),
 			lastEventID: r.Header.Get("Last-Event-ID"), accept: r.Header.Get("Accept")}
+		// The body is read by decode and used until the answer is written.
+		defer s.bodies.release(&c.body)
 		if e := s.checkRoute(r); e != nil {
 			s.refuse(w, b, c, e, 0)
 			return
@@ -202,8 +205,13 @@ func (s *Server) serve(b *binding, decode decodeFunc) frontDoorHandler {
 // serveStream runs a streaming method over one SSE stream, framed for the
 // binding and shaped for the dialect.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, b *binding, c *call, fn streamFunc) {
+	closeStream, refused := s.drain.streamOpen(r.Context(), requestSource(r), s.cfg.MaxStreams)
+	if refused != nil {
+		s.refuse(w, b, c, refused, 0)
+		return
+	}
 	defer s.streamOpen(c.obs)()
-	defer s.drain.streamOpen(r.Context())()
+	defer closeStream()
 	out := &sseStream{sseWriter: newSSEWriter(w, s.cfg.StreamWriteTimeout), shape: c.d.event(c)}
 	if b.rpc {
 		out.rpcID = c.rpcID()
@@ -409,27 +417,62 @@ func pathAgent(s *Server, r *http.Request) (string, bool) { return s.resolveAgen
 // its media type: see checkRoute). The body passes a bodyGuard as it arrives; when
 // the guard or a limit stops the read, c.id is the JSON-RPC id the guard
 // saw, so the refusal answers it.
+//
+// The buffer is memory held for a client that may send its bytes slowly
+// or never end them (until the listener's body deadline), so it grows
+// only as bytes arrive, and every byte of it is taken from the edge's
+// bodyBudget (c.body, given back by serve once the request is answered):
+// past the edge's or the source address's share the read stops with a
+// retryable refusal. A body that states its length grows toward exactly
+// that length, so the last growth leaves no slack; one of up to
+// bodyFirstRead bytes, as most are, takes one allocation.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, c *call) ([]byte, error) {
-	// A body that says its length is read into one buffer of that size
-	// (within the limit), not grown by doubling, which for a large body
-	// leaves about twice its size behind as garbage. The buffer is memory
-	// held for bytes that have not arrived, which a client may never send
-	// (until the listener's body deadline): all such buffers together stay
-	// within bodyReserveBudget, and past it a body grows as it arrives.
-	stated := min(max(r.ContentLength, 0), s.cfg.MaxBodyBytes)
-	if s.bodyReserved.Add(stated) > bodyReserveBudget {
-		s.bodyReserved.Add(-stated)
-		stated = 0
+	limit := s.cfg.MaxBodyBytes
+	if r.ContentLength > limit {
+		// Refused before the body is read, but for a short head that
+		// names the JSON-RPC id the answer goes to (the connection is not
+		// reused).
+		w.Header().Set("Connection", "close")
+		head := make([]byte, min(bodyIDHead, limit))
+		n, _ := io.ReadFull(r.Body, head)
+		g := s.newBodyGuard()
+		_, _ = g.Write(head[:n])
+		c.id = g.id(head[:n])
+		return nil, schemas.Errorf(schemas.ErrInvalidRequest, "request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, limit)
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, stated+bytes.MinRead))
+	c.body.src = requestSource(r)
 	g := s.newBodyGuard()
-	_, err := buf.ReadFrom(io.TeeReader(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), g))
-	s.bodyReserved.Add(-stated)
-	body := buf.Bytes()
-	if err == nil {
-		return body, nil
+	in := http.MaxBytesReader(w, r.Body, limit)
+	var buf []byte
+	var err error
+	var over *schemas.Error // the body budget's refusal
+	for {
+		if len(buf) == cap(buf) {
+			next := bodyGrowth(int64(cap(buf)), r.ContentLength, limit)
+			if over = s.bodies.take(&c.body, next-int64(cap(buf))); over != nil {
+				break
+			}
+			grown := make([]byte, len(buf), next)
+			copy(grown, buf)
+			buf = grown
+		}
+		var n int
+		n, err = in.Read(buf[len(buf):cap(buf)])
+		if n > 0 {
+			_, _ = g.Write(buf[len(buf) : len(buf)+n])
+			buf = buf[:len(buf)+n]
+			if g.err != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
 	}
-	c.id = g.id(body)
+	if err == io.EOF && g.err == nil && over == nil {
+		return buf, nil
+	}
+	c.id = g.id(buf)
 	// The rest of a refused body is not read: the connection is not
 	// reused.
 	w.Header().Set("Connection", "close")
@@ -437,8 +480,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, c *call) ([]by
 	switch {
 	case g.err != nil:
 		return nil, g.err
+	case over != nil:
+		return nil, over
 	case errors.As(err, &tooBig):
-		return nil, schemas.Errorf(schemas.ErrInvalidRequest, "request body exceeds the limit of %d bytes", s.cfg.MaxBodyBytes)
+		return nil, schemas.Errorf(schemas.ErrInvalidRequest, "request body exceeds the limit of %d bytes", limit)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		// The listener's body deadline (HTTPConfig.ReadBodyTimeout).
 		return nil, schemas.Errorf(schemas.ErrInvalidRequest, "the request body did not arrive in time")
@@ -446,10 +491,26 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, c *call) ([]by
 	return nil, schemas.Errorf(schemas.ErrInvalidRequest, "reading request body: %v", err)
 }
 
-// bodyReserveBudget bounds the memory an edge holds for request bodies
-// before their bytes arrive (see readBody): sixteen bodies of the default
-// largest size.
-const bodyReserveBudget = 64 << 20
+// bodyIDHead is how much of a body stated too long is read to find the
+// JSON-RPC id to answer: clients put the envelope's members first.
+const bodyIDHead = 4 << 10
+
+// bodyFirstRead is the most a body's buffer takes before any of its bytes
+// have arrived: enough for most requests in one allocation, little for
+// one that never sends.
+const bodyFirstRead = 64 << 10
+
+// bodyGrowth is the next capacity of a body buffer that is full at have
+// bytes: double (bodyFirstRead at first), and never more than the stated
+// length or the limit, plus the one byte where the end of the body is
+// read.
+func bodyGrowth(have, stated, limit int64) int64 {
+	next := max(2*have, bodyFirstRead)
+	if stated >= 0 && stated >= have {
+		next = min(next, stated+1)
+	}
+	return min(next, limit+1)
+}
 
 // readParams reads a body that is a method's params object: valid JSON
 // within the guard's bounds; an empty body or null is {}.

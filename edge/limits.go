@@ -125,7 +125,15 @@ const unfinishedRetry = 5
 func (s *Server) limitUnfinished(c *call) error {
 	if limit := s.b.Config().TaskMaxBytes; limit > 0 {
 		if used := s.index.StoredBytes(); float64(used) > storeFullShare*float64(limit) {
-			e := schemas.Errorf(schemas.ErrUnavailable, "the task store is nearly full (%d of %d bytes, mostly tasks not finished); retry later", used, limit)
+			// What frees room is not for the edge to time: tasks finishing,
+			// answered or canceled, or waiting past IdleAfter for input and
+			// expiring; so the message names them and Retry-After is a
+			// modest poll interval, not the idle expiry's hours.
+			frees := "tasks finish, are answered or canceled"
+			if s.cfg.IdleAfter > 0 {
+				frees += ", or expire after waiting " + s.cfg.IdleAfter.String() + " for input"
+			}
+			e := schemas.Errorf(schemas.ErrUnavailable, "the task store is nearly full (%d of %d bytes, mostly tasks not finished); room frees as %s; retry later", used, limit, frees)
 			e.RetryAfter = storeFullRetry
 			return e
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -160,6 +161,69 @@ func TestOversizedAnswerFailsTheTask(t *testing.T) {
 	}
 	if st := task.Task.Status; st.State != schemas.TaskStateFailed || st.Message == nil || !strings.Contains(st.Message.Text(), "cannot be stored") {
 		t.Fatalf("the task: %+v", st)
+	}
+}
+
+// An answer to a task waiting for input that the task record cannot hold
+// is refused as a create is (400 / −32602, naming the size and the bound),
+// and the task still waits for input: a smaller answer then completes it.
+// (Before, the answer was taken and the task FAILED "the agent's result
+// cannot be stored".) So is one that would fit but leave the agent no room
+// to answer (Bus.ClientRecordMax).
+func TestOversizedAnswerToAskIsRefused(t *testing.T) {
+	h := newHarness(t, harnessOptions{bus: bustest.Options{Config: bus.Config{TaskMaxValueSize: 128 << 10}},
+		agents: []workers.Definition{workers.EchoDefinition("echo")}})
+	send := func(taskID, text string) (int, []byte) {
+		t.Helper()
+		m := map[string]any{"messageId": schemas.NewID(), "role": "ROLE_USER", "parts": []any{map[string]any{"text": text}}}
+		if taskID != "" {
+			m["taskId"] = taskID
+		}
+		body, _ := json.Marshal(map[string]any{"message": m})
+		status, _, b := as(t, "", "POST", h.url+"/agents/echo/message:send", "application/json", string(body))
+		return status, b
+	}
+	status, b := send("", workers.AskCommand+" "+strings.Repeat("q", 60<<10))
+	var asked schemas.SendMessageResponse
+	if status != 200 || json.Unmarshal(b, &asked) != nil || asked.Task == nil || asked.Task.Status.State != schemas.TaskStateInputRequired {
+		t.Fatalf("the ask: %d %.300s", status, b)
+	}
+	id := asked.Task.ID
+	room := 128<<10 - (128<<10)/256 // what a client's message may bring the record to
+	refused := func(what string, status int, b []byte) (size int) {
+		t.Helper()
+		var e struct {
+			Error struct {
+				Code    int
+				Message string
+			}
+		}
+		if status != http.StatusBadRequest || json.Unmarshal(b, &e) != nil || !strings.Contains(e.Error.Message, "more than the limit of "+strconv.Itoa(room)) {
+			t.Fatalf("an answer %s: %d %.400s; want 400 naming the limit of %d", what, status, b, room)
+		}
+		if _, err := fmt.Sscanf(e.Error.Message, "the message would make the task record %d bytes", &size); err != nil {
+			t.Fatalf("an answer %s: %q does not say the size", what, e.Error.Message)
+		}
+		status, _, b = as(t, "", "GET", h.url+"/agents/echo/tasks/"+id, "", "")
+		var task schemas.Task
+		if status != 200 || json.Unmarshal(b, &task) != nil || task.Status.State != schemas.TaskStateInputRequired {
+			t.Fatalf("the task after an answer %s: %d %.300s; want it still INPUT_REQUIRED", what, status, b)
+		}
+		return size
+	}
+	const over = 70 << 10
+	status, b = send(id, strings.Repeat("a", over))
+	rest := refused("past the record bound", status, b) - over // the record but for the answer's text
+	// One that fits the bound but would leave the agent less than the
+	// room kept for its answer.
+	status, b = send(id, strings.Repeat("a", room+256-rest))
+	if size := refused("leaving no room to answer", status, b); size <= room || size > 128<<10 {
+		t.Fatalf("the answer leaving no room made a record of %d bytes, want one between %d and %d", size, room, 128<<10)
+	}
+	status, b = send(id, "a short answer")
+	var done schemas.SendMessageResponse
+	if status != 200 || json.Unmarshal(b, &done) != nil || done.Task == nil || done.Task.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("a short answer: %d %.300s", status, b)
 	}
 }
 

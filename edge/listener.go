@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
@@ -29,6 +30,12 @@ import (
 //     (MaxConns, MaxConnsPerAddr), enforced at accept: a connection over a
 //     cap is closed at once (plain HTTP first gets a canned 503) and accept
 //     goes on, so the listener serves again the moment a flood stops;
+//   - how the pool of MaxConns is shared when a flood fills it: each
+//     address to its fair share (fairshare.go), and an address holding
+//     fewer than shareFloor connections — another caller, an
+//     orchestrator's /healthz and /readyz probe — is let in even into a
+//     full pool, in the place of the oldest idle connection of the heaviest
+//     address (connLimiter.evictable);
 //   - a shutdown that cannot be held past its grace by streams or blocking
 //     calls (Stop).
 //
@@ -59,7 +66,12 @@ type HTTPConfig struct {
 	// a larger one is answered 431. Default 64 KiB.
 	MaxHeaderBytes int
 	// MaxConns bounds the connections open at once; one more is refused at
-	// accept. 0: no cap.
+	// accept. Once half of them are open, an address may open one more only
+	// while it holds less than its fair share (MaxConns divided by the
+	// addresses holding connections, at least 4); when all are open, an
+	// address holding fewer than 4 still gets in, and the oldest idle
+	// connection of the heaviest address over its share is closed for it.
+	// 0: no cap.
 	MaxConns int
 	// MaxConnsPerAddr bounds the connections open at once from one source
 	// address (an IPv6 client counts by its /64, which one host can fill
@@ -117,7 +129,8 @@ func Listen(addr string, h http.Handler, cfg HTTPConfig) (*HTTPListener, error) 
 	if err != nil {
 		return nil, err
 	}
-	var ln net.Listener = newConnLimiter(raw, cfg)
+	limiter := newConnLimiter(raw, cfg)
+	var ln net.Listener = limiter
 	if cfg.TLS != nil {
 		ln = tls.NewListener(ln, cfg.TLS)
 	}
@@ -137,6 +150,7 @@ func Listen(addr string, h http.Handler, cfg HTTPConfig) (*HTTPListener, error) 
 		// No WriteTimeout: blocking calls and streams legitimately last
 		// long; each is bounded by its own timeout instead.
 		BaseContext: func(net.Listener) context.Context { return base },
+		ConnState:   limiter.connState,
 		ErrorLog:    slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	go func() { l.done <- l.hs.Serve(ln) }()
@@ -199,10 +213,25 @@ type connLimiter struct {
 
 	mu     sync.Mutex
 	open   int
-	byAddr map[netip.Addr]int
+	byAddr map[netip.Addr]*addrConns // only addresses with connections open
+	// victim is the address evictable last took a connection of; it is
+	// tried first next time, so a flood of evictions does not look over
+	// every address each time. noVictim says the last look found none and
+	// nothing was admitted since, so none can have appeared.
+	victim   *addrConns
+	noVictim bool
+	heavy    int // addresses holding at least shareFloor connections (fairShare)
 
 	gaugeOpen bus.Gauge   // a2a_http_connections_open{listener}
 	refused   bus.Counter // a2a_http_connections_refused_total{listener,reason}
+	evicted   bus.Counter // a2a_http_connections_evicted_total{listener}
+}
+
+// addrConns is the connections open from one source address, oldest
+// first.
+type addrConns struct {
+	n           int
+	first, last *limitedConn
 }
 
 // Reasons a connection is refused, as the refused counter labels them.
@@ -222,9 +251,10 @@ func newConnLimiter(ln net.Listener, cfg HTTPConfig) *connLimiter {
 	m := cfg.Metrics
 	l := &connLimiter{
 		Listener: ln, name: cfg.Name, maxConns: cfg.MaxConns, maxConnsPerAddr: cfg.MaxConnsPerAddr,
-		byAddr:    map[netip.Addr]int{},
+		byAddr:    map[netip.Addr]*addrConns{},
 		gaugeOpen: m.Gauge("a2a_http_connections_open", "HTTP connections open, by listener.", "listener"),
 		refused:   m.Counter("a2a_http_connections_refused_total", "HTTP connections closed at accept because a cap was reached, by listener and cap (max_connections, max_connections_per_addr).", "listener", "reason"),
+		evicted:   m.Counter("a2a_http_connections_evicted_total", "Idle HTTP connections closed to let an address below its fair share into a full pool, by listener.", "listener"),
 	}
 	if cfg.TLS == nil {
 		l.refusal = refusal503
@@ -242,41 +272,171 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		src := sourceOf(c.RemoteAddr())
-		if reason := l.admit(src); reason != "" {
+		lc := &limitedConn{Conn: c, l: l, src: sourceOf(c.RemoteAddr())}
+		reason, victim := l.admit(lc)
+		if reason != "" {
 			l.refused.Inc(l.name, reason)
 			l.refuse(c)
 			continue
 		}
-		l.gaugeOpen.Add(1, l.name)
-		return &limitedConn{Conn: c, release: func() { l.release(src) }}, nil
+		if victim != nil {
+			// Counted out already; its server goroutine sees the close and
+			// ends (Close again is a no-op for the count).
+			l.evicted.Inc(l.name)
+			_ = victim.Conn.Close()
+		} else {
+			l.gaugeOpen.Add(1, l.name)
+		}
+		return lc, nil
 	}
 }
 
-// admit counts a connection from src in, or says which cap refuses it.
-func (l *connLimiter) admit(src netip.Addr) (refusedBy string) {
+// admit counts c in, or says which cap refuses it. When the pool is full
+// and c's address holds fewer than shareFloor connections, it counts out
+// the idle connection evictable picks and returns it, for the caller to
+// close. O(1) but for that eviction (see evictable).
+func (l *connLimiter) admit(c *limitedConn) (refusedBy string, victim *limitedConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.maxConns > 0 && l.open >= l.maxConns {
-		return refusedTotal
+	a := l.byAddr[c.src]
+	n := 0
+	if a != nil {
+		n = a.n
 	}
-	if l.maxConnsPerAddr > 0 && l.byAddr[src] >= l.maxConnsPerAddr {
-		return refusedPerAddr
+	if l.maxConnsPerAddr > 0 && n >= l.maxConnsPerAddr {
+		return refusedPerAddr, nil
+	}
+	if l.maxConns > 0 {
+		// Refusals for the fair share are the total cap's: it is the pool
+		// being nearly full that shares it out.
+		share := fairShare(l.maxConns, l.open, l.heavy)
+		if n >= share {
+			return refusedTotal, nil
+		}
+		if l.open >= l.maxConns {
+			if n >= shareFloor {
+				return refusedTotal, nil
+			}
+			if victim = l.evictable(share); victim == nil {
+				return refusedTotal, nil
+			}
+			l.countOut(victim)
+		}
+	}
+	if a == nil {
+		a = &addrConns{}
+		l.byAddr[c.src] = a
+	}
+	if a.n++; a.n == shareFloor {
+		l.heavy++
 	}
 	l.open++
-	l.byAddr[src]++
-	return ""
+	c.addr, c.prev = a, a.last
+	if a.last != nil {
+		a.last.next = c
+	} else {
+		a.first = c
+	}
+	a.last = c
+	l.noVictim = false
+	return "", victim
 }
 
-// release counts a closed connection from src out.
-func (l *connLimiter) release(src netip.Addr) {
-	l.mu.Lock()
-	l.open--
-	if l.byAddr[src]--; l.byAddr[src] <= 0 {
-		delete(l.byAddr, src) // the map holds only addresses with connections open
+// evictable is the connection a full pool closes to let in an address
+// below shareFloor: the oldest idle one (waiting for a request head, or
+// kept alive between requests; never one serving a request or a stream)
+// of the heaviest address holding more than share; nil if there is none.
+// The heaviest is looked for over every address only when the one found
+// last has no connection left to give, and not again until something is
+// admitted, so a flood of newcomers into a pool with nothing to evict
+// costs O(1) each.
+func (l *connLimiter) evictable(share int) *limitedConn {
+	if v := l.victim; v != nil && v.n > share {
+		if c := v.oldestIdle(); c != nil {
+			return c
+		}
 	}
+	if l.noVictim {
+		return nil
+	}
+	var best *limitedConn
+	bestN := share
+	for _, a := range l.byAddr {
+		if a.n > bestN {
+			if c := a.oldestIdle(); c != nil {
+				best, bestN, l.victim = c, a.n, a
+			}
+		}
+	}
+	l.noVictim = best == nil
+	return best
+}
+
+// oldestIdle is the first of a's connections not serving a request.
+func (a *addrConns) oldestIdle() *limitedConn {
+	for c := a.first; c != nil; c = c.next {
+		if !c.busy.Load() {
+			return c
+		}
+	}
+	return nil
+}
+
+// countOut removes c from the counts, once; l.mu is held.
+func (l *connLimiter) countOut(c *limitedConn) bool {
+	a := c.addr
+	if a == nil {
+		return false
+	}
+	c.addr = nil
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		a.first = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		a.last = c.prev
+	}
+	c.prev, c.next = nil, nil
+	l.open--
+	if a.n == shareFloor {
+		l.heavy--
+	}
+	if a.n--; a.n <= 0 {
+		delete(l.byAddr, c.src) // the map holds only addresses with connections open
+	}
+	return true
+}
+
+// release counts a closed connection out, unless an eviction did.
+func (l *connLimiter) release(c *limitedConn) {
+	l.mu.Lock()
+	out := l.countOut(c)
 	l.mu.Unlock()
-	l.gaugeOpen.Add(-1, l.name)
+	if out {
+		l.gaugeOpen.Add(-1, l.name)
+	}
+}
+
+// connState follows the HTTP server's view of each connection: one
+// serving a request (or hijacked) is busy and never evicted. An atomic
+// store, so a request pays no lock for it.
+func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		return
+	}
+	switch st {
+	case http.StateActive, http.StateHijacked:
+		lc.busy.Store(true)
+	case http.StateIdle:
+		lc.busy.Store(false)
+	}
 }
 
 func (l *connLimiter) refuse(c net.Conn) {
@@ -309,6 +469,15 @@ func origin(r *http.Request) string {
 	return r.RemoteAddr
 }
 
+// requestSource is the source address r came from (see source); the zero
+// address if its peer is not an IP address.
+func requestSource(r *http.Request) netip.Addr {
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		return source(ap.Addr())
+	}
+	return netip.Addr{}
+}
+
 // source is the source an address counts as for every per-address limit
 // (connections here, the anonymous request rate and quota in limits.go): an IPv4
 // address, or the /64 an IPv6 address is in, as one host holds a whole
@@ -326,13 +495,20 @@ func source(ip netip.Addr) netip.Addr {
 // limitedConn is an admitted connection; closing it frees its place.
 type limitedConn struct {
 	net.Conn
-	release   func()
-	closeOnce sync.Once
+	l   *connLimiter
+	src netip.Addr
+	// busy: the server is serving a request on it (see connState).
+	busy atomic.Bool
+
+	// Guarded by l.mu: its address's counts (nil once counted out) and
+	// its place in the address's list.
+	addr       *addrConns
+	prev, next *limitedConn
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.closeOnce.Do(c.release)
+	c.l.release(c)
 	return err
 }
 

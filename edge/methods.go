@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -157,7 +158,7 @@ func (s *Server) createTask(ctx context.Context, c *call, msg *schemas.Message, 
 	if err := s.limitUnfinished(c); err != nil {
 		return nil, err
 	}
-	if err := s.admit(ctx, c.agent); err != nil {
+	if err := s.admit(ctx, c); err != nil {
 		return nil, err
 	}
 	if reg, ok := s.agents.Get(c.agent); ok && reg.Maintenance != "" {
@@ -359,18 +360,91 @@ type backlogCache struct {
 	seen map[string]backlogEntry
 }
 
+// backlogEntry is the last reading of an agent's backlog (n, plus the
+// tasks this edge admitted since) and what its pace is measured from: the
+// work done at two earlier readings about paceWindow apart, so the pace is
+// always measured over one to two windows once the edge has watched that
+// long.
 type backlogEntry struct {
-	n  uint64
-	at time.Time
+	n         uint64
+	at        time.Time
+	from, mid doneMark
+	done      uint64 // at the last reading
 }
 
-// admit refuses a new task when the agent's backlog is at its bound. The
-// backlog is read from the bus at most every 500ms; the tasks this edge
-// admits in between are added to that reading, so a burst cannot pass the
-// bound in the gap (other edges' admissions show at the next reading).
-func (s *Server) admit(ctx context.Context, agent string) error {
-	max := s.cfg.MaxBacklogPerAgent
-	if max == 0 {
+// doneMark is an agent's count of work done (bus.AgentLoad.Done) when read.
+type doneMark struct {
+	done uint64
+	at   time.Time
+}
+
+// paceWindow is the shortest span an agent's pace is measured over.
+const paceWindow = 10 * time.Second
+
+// read folds a new reading of the agent's load, taken at now, into e.
+func (e *backlogEntry) read(l bus.AgentLoad, now time.Time) {
+	switch {
+	case e.from.at.IsZero() || l.Done < e.mid.done: // first, or the consumer was made anew
+		e.from = doneMark{l.Done, now}
+		e.mid = e.from
+	case now.Sub(e.mid.at) >= paceWindow:
+		e.from, e.mid = e.mid, doneMark{l.Done, now}
+	}
+	e.n, e.at, e.done = l.Backlog, now, l.Done
+}
+
+// drainRetry is the Retry-After of a refusal by the agent's backlog.
+func (e *backlogEntry) drainRetry() int {
+	return drainRetry(e.n, e.done-e.from.done, e.at.Sub(e.from.at))
+}
+
+// Bounds of the wait a refusal by an agent's backlog tells (drainRetry).
+const (
+	minDrainRetry     = 1
+	maxDrainRetry     = 300
+	unknownDrainRetry = 5 // the edge has not watched the agent long enough to tell
+)
+
+// drainRetry is how long an agent takes to work through backlog items at
+// the pace it kept recently (done items over span), in whole seconds
+// within minDrainRetry..maxDrainRetry: the wait a refused caller is told.
+// An agent seen doing nothing for a whole paceWindow gets the most; one
+// watched for less than a second, unknownDrainRetry.
+func drainRetry(backlog, done uint64, span time.Duration) int {
+	switch {
+	case span < time.Second:
+		return unknownDrainRetry
+	case done == 0:
+		if span >= paceWindow {
+			return maxDrainRetry
+		}
+		return unknownDrainRetry
+	}
+	secs := math.Ceil(float64(backlog) * span.Seconds() / float64(done))
+	return int(min(max(secs, minDrainRetry), maxDrainRetry))
+}
+
+// backlogShare is the share of an agent's backlog bound
+// (MaxBacklogPerAgent) one caller may hold queued or running: 1/32, so a
+// few callers cannot fill an agent's queue for everyone (32 would have
+// to), but never fewer than minBacklogShare tasks, so a small bound still
+// lets a caller queue some work ahead (a bound below 32 × 16 = 512 is
+// that much easier to fill).
+const (
+	backlogShare    = 32
+	minBacklogShare = 16
+)
+
+// admit refuses a new task when the agent's backlog is at its bound, or
+// the caller already holds its share of that bound (backlogShare, counted
+// by the task index per caller and agent). The backlog is read from the
+// bus at most every 500ms; the tasks this edge admits in between are added
+// to that reading, so a burst cannot pass the bound in the gap (other
+// edges' admissions show at the next reading). A refusal tells the time
+// the agent's recent pace takes to work through its backlog.
+func (s *Server) admit(ctx context.Context, c *call) error {
+	bound, agent := s.cfg.MaxBacklogPerAgent, c.agent
+	if bound == 0 {
 		return nil
 	}
 	bc := &s.backlog
@@ -384,7 +458,7 @@ func (s *Server) admit(ctx context.Context, agent string) error {
 			// every request for the bus's whole request timeout.
 			rctx, cancel = context.WithTimeout(ctx, time.Second)
 		}
-		n, err := s.b.AgentBacklog(rctx, agent)
+		l, err := s.b.AgentLoad(rctx, agent)
 		cancel()
 		switch {
 		case err == nil:
@@ -392,7 +466,9 @@ func (s *Server) admit(ctx context.Context, agent string) error {
 			if bc.seen == nil {
 				bc.seen = map[string]backlogEntry{}
 			}
-			bc.seen[agent] = backlogEntry{n: n, at: time.Now()}
+			e := bc.seen[agent]
+			e.read(l, time.Now())
+			bc.seen[agent] = e
 			bc.mu.Unlock()
 		case !ok || time.Since(e.at) > backlogStaleFor:
 			return err
@@ -401,11 +477,21 @@ func (s *Server) admit(ctx context.Context, agent string) error {
 		// lost): the last reading, a few seconds old, still bounds the
 		// backlog, and creating the task needs the bus anyway.
 	}
+	share := max(bound/backlogShare, minBacklogShare)
+	held := uint64(s.index.Queued(c.caller.principal, c.caller.tenant, c.caller.origin, agent))
 	bc.mu.Lock()
 	defer bc.mu.Unlock()
 	e = bc.seen[agent]
-	if e.n >= max {
-		return schemas.Errorf(schemas.ErrUnavailable, "agent %s has %d tasks queued or running, its limit; retry shortly", agent, e.n)
+	switch {
+	case e.n >= bound:
+		wait := e.drainRetry()
+		err := schemas.Errorf(schemas.ErrUnavailable, "agent %s has %d tasks queued or running, its limit; at its recent pace it works through them in about %d s: retry after that", agent, e.n, wait)
+		err.RetryAfter = wait
+		return err
+	case held >= share:
+		err := schemas.Errorf(schemas.ErrRateLimited, "this caller has %d tasks queued or running at agent %s, its share of the agent's backlog (at most %d of %d); wait for some to finish, or cancel some, before starting another", held, agent, share, bound)
+		err.RetryAfter = e.drainRetry()
+		return err
 	}
 	e.n++
 	bc.seen[agent] = e

@@ -83,6 +83,7 @@ func TestRouteTableRefusesCrossSiteAndNonJSON(t *testing.T) {
 	if unsafe < 20 {
 		t.Fatalf("only %d state-changing routes in the table: %v", unsafe, routes)
 	}
+	t.Logf("%d routes, %d state-changing (route × method): %d cross-site and %d non-JSON requests refused", len(routes), unsafe, unsafe*len(crossSite), unsafe*3)
 	if n := mcpHits.Load(); n != 0 {
 		t.Fatalf("the MCP handler was reached %d times", n)
 	}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
@@ -42,6 +41,16 @@ type Config struct {
 	DefaultAgent string
 	// MaxBodyBytes bounds a request body; default 4 MiB.
 	MaxBodyBytes int64
+	// MaxBodyBuffer bounds the memory all request bodies being read or
+	// served hold together on this edge, and MaxBodyBufferPerAddr what
+	// those from one source address (an IPv4 address or an IPv6 /64,
+	// authenticated or not) hold; defaults 128 MiB and 16 MiB, never
+	// below MaxBodyBytes (the largest body always fits). A body's buffer
+	// counts as it grows with the bytes that arrive, until its request is
+	// answered; a body that would pass either bound is refused with a
+	// retryable error (503 + Retry-After, −31503 on JSON-RPC) instead of
+	// buffered.
+	MaxBodyBuffer, MaxBodyBufferPerAddr int64
 	// MaxJSONDepth bounds JSON nesting of a request; default 64.
 	MaxJSONDepth int
 	// MaxJSONValues bounds the JSON values (numbers, strings, objects,
@@ -107,6 +116,16 @@ type Config struct {
 	// StreamWriteTimeout bounds one write to an SSE client; a client that
 	// takes no data for this long is disconnected. Default 60s.
 	StreamWriteTimeout time.Duration
+	// MaxStreams bounds the SSE streams open at once, shared fairly by
+	// source address (an IPv6 /64): once half are open, an address may
+	// open one more only while it holds less than its fair share
+	// (MaxStreams divided by the addresses holding streams, at least 4).
+	// A stream is held for as long as its task runs and is never cut, so
+	// set it below the listener's MaxConns: the connections above it are
+	// never streams, and stay for other requests and for newcomers. A
+	// stream over it is refused: 429 (−31429) past the address's share,
+	// 503 (−31503) when all are open, each with Retry-After. 0: no bound.
+	MaxStreams int
 	// Auth authenticates every A2A request at the front door; nil (or an
 	// anonymous authenticator) serves every caller as one anonymous
 	// principal. The agent cards declare its schemes.
@@ -150,6 +169,15 @@ func (c Config) withDefaults() Config {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 4 << 20
 	}
+	if c.MaxBodyBuffer <= 0 {
+		c.MaxBodyBuffer = 128 << 20
+	}
+	if c.MaxBodyBufferPerAddr <= 0 {
+		c.MaxBodyBufferPerAddr = 16 << 20
+	}
+	// A buffer holds one byte past the body, where its end is read.
+	c.MaxBodyBuffer = max(c.MaxBodyBuffer, c.MaxBodyBytes+1)
+	c.MaxBodyBufferPerAddr = max(c.MaxBodyBufferPerAddr, c.MaxBodyBytes+1)
 	if c.MaxJSONDepth <= 0 {
 		c.MaxJSONDepth = 64
 	}
@@ -227,10 +255,7 @@ type Server struct {
 	backlog  backlogCache
 	drain    drainState // what a shutdown waits for and ends (drain.go)
 	m        edgeMetrics
-
-	// bodyReserved is the memory held for request bodies whose bytes have
-	// not arrived yet (readBody), within bodyReserveBudget.
-	bodyReserved atomic.Int64
+	bodies   *bodyBudget // the memory request bodies hold (readBody)
 }
 
 // New returns an edge on b. Call Run to start following the bus, and serve
@@ -247,6 +272,7 @@ func New(b *bus.Bus, cfg Config) *Server {
 		writes: b.NewWriteProbe(),
 		mux:    http.NewServeMux(),
 		m:      newEdgeMetrics(b.Metrics()),
+		bodies: newBodyBudget(cfg.MaxBodyBuffer, cfg.MaxBodyBufferPerAddr, newBodyGauge(b.Metrics())),
 	}
 	s.v1, s.v03 = s.dialects()
 	s.openFang = s.openFangDialect()

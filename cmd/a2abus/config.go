@@ -119,15 +119,22 @@ type Config struct {
 	// cancels it. Default 24h.
 	IdleAfter Duration `json:"idleAfter"`
 	// MaxBacklog bounds the tasks queued or running per agent; past it new
-	// tasks get 503 + Retry-After. Default 10000.
+	// tasks get 503 + Retry-After. One caller may hold 1/32 of it (429
+	// past that). Default 10000.
 	MaxBacklog int `json:"maxBacklog"`
 	// Limits bounds each caller of an edge: request rate and unfinished
 	// tasks (see LimitsConfig). Default: the rate decided by the edge's
 	// exposure (autoRate), a burst of 1000, 1000 unfinished tasks holding
-	// at most 256 MiB.
+	// at most defaultUnfinishedBytes.
 	Limits LimitsConfig `json:"limits"`
 	// MaxBodyBytes bounds an HTTP request body. Default 4 MiB.
 	MaxBodyBytes int64 `json:"maxBodyBytes"`
+	// MaxBodyBuffer bounds the memory request bodies hold on an edge
+	// together, and MaxBodyBufferPerAddr those from one source address;
+	// past either a body is refused with 503 + Retry-After. Defaults
+	// 128 MiB and 16 MiB (see edge.Config).
+	MaxBodyBuffer        int64 `json:"maxBodyBuffer"`
+	MaxBodyBufferPerAddr int64 `json:"maxBodyBufferPerAddr"`
 	// HTTP bounds what clients of the process's HTTP listeners may hold:
 	// time, head size, connections (see HTTPLimits).
 	HTTP HTTPLimits `json:"http"`
@@ -202,6 +209,12 @@ type HTTPLimits struct {
 	// source address (an IPv6 /64). Default 256; 0: no cap, for an edge
 	// behind a proxy, whose address every client has.
 	MaxConnectionsPerAddr int `json:"maxConnectionsPerAddr"`
+	// MaxStreams bounds the edge's open SSE streams, shared fairly by
+	// source address (see edge.Config.MaxStreams). It is kept below the
+	// edge's connection cap by streamReserve, so held streams never take
+	// the connections other requests and newcomers need. Default 0: the
+	// connection cap less that reserve.
+	MaxStreams int `json:"maxStreams"`
 	// FDReserve is the file descriptors HTTP connections may never take:
 	// the NATS connection, the embedded server's clients and store files,
 	// exec agents' pipes, logs. Default 1024.
@@ -380,6 +393,10 @@ func defaultConfig() Config {
 		MaxDeliver:      5,
 		BlockingTimeout: Duration(60 * time.Second),
 		MaxBodyBytes:    4 << 20,
+
+		MaxBodyBuffer:        128 << 20,
+		MaxBodyBufferPerAddr: 16 << 20,
+
 		HTTP: HTTPLimits{
 			ReadHeaderTimeout: Duration(10 * time.Second), ReadBodyTimeout: Duration(30 * time.Second),
 			IdleTimeout: Duration(120 * time.Second), MaxHeaderBytes: 64 << 10,
@@ -389,7 +406,7 @@ func defaultConfig() Config {
 		MaxFinishedTasks: 100000,
 		MaxFinishedBytes: 512 << 20,
 		SweepEvery:       Duration(10 * time.Second),
-		Limits:           LimitsConfig{Limits: Limits{Rate: autoRate, Burst: 1000, MaxUnfinished: 1000, MaxUnfinishedBytes: 256 << 20}},
+		Limits:           LimitsConfig{Limits: Limits{Rate: autoRate, Burst: 1000, MaxUnfinished: 1000, MaxUnfinishedBytes: defaultUnfinishedBytes}},
 		OrphanAfter:      Duration(30 * time.Second),
 		IdleAfter:        Duration(24 * time.Hour),
 		ShutdownGrace:    Duration(10 * time.Second),
@@ -451,7 +468,7 @@ func settings() []setting {
 		{"cluster-listen", "A2ABUS_CLUSTER_LISTEN", "route address HOST:PORT of the embedded server in a cluster", str(func(c *Config) *string { return &c.ClusterListen })},
 		{"routes", "A2ABUS_ROUTES", "route URLs of the cluster members, comma-separated (nats://host:port)", str(func(c *Config) *string { return &c.Routes })},
 		{"nats", "NATS_URL", "NATS server URLs, comma-separated, for edge and worker (default nats://127.0.0.1:4222)", str(func(c *Config) *string { return &c.NATSURL })},
-		{"nats-creds", "NATS_CREDS", "credentials file edge and worker present to NATS: user:password (e.g. <data-dir>/nats-credentials/worker of a serve) or a NATS .creds file", str(func(c *Config) *string { return &c.NATSCreds })},
+		{"nats-creds", "NATS_CREDS", "credentials file edge and worker present to NATS: user:password (e.g. <data-dir>/nats-credentials/worker of a serve; edge-admin for an edge whose admins change the agent registry, edge for one that only reads it) or a NATS .creds file", str(func(c *Config) *string { return &c.NATSCreds })},
 		{"nats-users", "A2ABUS_NATS_USERS", `path of a JSON file of the users of the embedded NATS server, [{"user","password"|"passwordHash","role":"admin|edge|worker"}] (default: a standalone serve or node makes one per role in <data-dir>/nats-credentials/; required in a cluster)`, str(func(c *Config) *string { return &c.NATSUsers })},
 		{"cluster-creds", "A2ABUS_CLUSTER_CREDS", "path of a user:password file cluster members authenticate their routes with (required with --cluster-listen)", str(func(c *Config) *string { return &c.ClusterCreds })},
 		{"nats-tls-cert", "A2ABUS_NATS_TLS_CERT", "PEM certificate of the embedded NATS server: TLS on its client and route listeners (with --nats-tls-key)", str(func(c *Config) *string { return &c.NATSTLSCert })},
@@ -479,10 +496,12 @@ func settings() []setting {
 			return nil
 		}},
 		{"rate-burst", "A2ABUS_RATE_BURST", "requests one caller may send at once before the rate limit applies (default 1000)", num(func(c *Config) *int { return &c.Limits.Burst })},
-		{"max-unfinished-bytes", "A2ABUS_MAX_UNFINISHED_BYTES", "stored size of one caller's unfinished tasks before new ones get 429: bytes, or with KiB, MiB, GiB (default 256MiB; 0 for no limit)", size(func(c *Config) *int64 { return &c.Limits.MaxUnfinishedBytes })},
+		{"max-unfinished-bytes", "A2ABUS_MAX_UNFINISHED_BYTES", "stored size of one caller's unfinished tasks before new ones get 429: bytes, or with KiB, MiB, GiB (default 32MiB, 1/32 of the task store; 0 for no limit)", size(func(c *Config) *int64 { return &c.Limits.MaxUnfinishedBytes })},
 		{"max-unfinished", "A2ABUS_MAX_UNFINISHED", "unfinished tasks one caller may have before new ones get 429 (default 1000; 0 for no limit)", num(func(c *Config) *int { return &c.Limits.MaxUnfinished })},
-		{"max-backlog", "A2ABUS_MAX_BACKLOG", "tasks queued or running per agent before new ones get 503 + Retry-After (default 10000)", num(func(c *Config) *int { return &c.MaxBacklog })},
+		{"max-backlog", "A2ABUS_MAX_BACKLOG", "tasks queued or running per agent before new ones get 503 + Retry-After; one caller may hold 1/32 of them (default 10000)", num(func(c *Config) *int { return &c.MaxBacklog })},
 		{"max-body-bytes", "A2ABUS_MAX_BODY_BYTES", "largest HTTP request body (default 4194304)", size(func(c *Config) *int64 { return &c.MaxBodyBytes })},
+		{"max-body-buffer", "A2ABUS_MAX_BODY_BUFFER", "memory the request bodies being read or served hold on the edge together; a body past it gets 503 + Retry-After: bytes, or with KiB, MiB, GiB (default 128MiB; never below --max-body-bytes)", size(func(c *Config) *int64 { return &c.MaxBodyBuffer })},
+		{"max-body-buffer-per-addr", "A2ABUS_MAX_BODY_BUFFER_PER_ADDR", "memory the request bodies from one source address (an IPv6 /64) hold on the edge, authenticated or not; a body past it gets 503 + Retry-After (default 16MiB; never below --max-body-bytes)", size(func(c *Config) *int64 { return &c.MaxBodyBufferPerAddr })},
 		{"shutdown-grace", "A2ABUS_SHUTDOWN_GRACE", "time requests, streams and work in flight may finish on shutdown before they are ended (default 10s)", dur(func(c *Config) *Duration { return &c.ShutdownGrace })},
 		{"read-header-timeout", "A2ABUS_READ_HEADER_TIMEOUT", "longest time an HTTP request's head may take to arrive; a slower client is disconnected (default 10s)", dur(func(c *Config) *Duration { return &c.HTTP.ReadHeaderTimeout })},
 		{"read-body-timeout", "A2ABUS_READ_BODY_TIMEOUT", "longest time an HTTP request's body may take to arrive after its head (default 30s)", dur(func(c *Config) *Duration { return &c.HTTP.ReadBodyTimeout })},
@@ -490,6 +509,7 @@ func settings() []setting {
 		{"max-header-bytes", "A2ABUS_MAX_HEADER_BYTES", "largest HTTP request head: bytes, or with KiB, MiB (default 64KiB)", size(func(c *Config) *int64 { return &c.HTTP.MaxHeaderBytes })},
 		{"max-connections", "A2ABUS_MAX_CONNECTIONS", "open connections the edge holds; more are closed at accept; lowered to fit the file descriptor limit (default 4096; 0: only that limit)", num(func(c *Config) *int { return &c.HTTP.MaxConnections })},
 		{"max-connections-per-addr", "A2ABUS_MAX_CONNECTIONS_PER_ADDR", "open connections the edge holds from one source address; more are closed at accept (default 256; 0: no cap, e.g. behind a proxy)", num(func(c *Config) *int { return &c.HTTP.MaxConnectionsPerAddr })},
+		{"max-streams", "A2ABUS_MAX_STREAMS", "open SSE streams the edge holds, shared fairly by source address; more get 429 or 503 + Retry-After (default 0: --max-connections less min(1/8 of it, 64); at most that)", num(func(c *Config) *int { return &c.HTTP.MaxStreams })},
 		{"fd-reserve", "A2ABUS_FD_RESERVE", "file descriptors HTTP connections never take: NATS connections and store files, exec agents, logs (default 1024)", num(func(c *Config) *int { return &c.HTTP.FDReserve })},
 		{"log-level", "A2ABUS_LOG_LEVEL", "debug, info, warn or error (default info)", str(func(c *Config) *string { return &c.LogLevel })},
 		{"outbound-allow-private", "A2ABUS_OUTBOUND_ALLOW_PRIVATE", "let remote agents and discovery reach loopback, private and link-local addresses: true or false (default false; metadata addresses stay refused)", setBool(func(c *Config, b bool) {
@@ -574,6 +594,13 @@ type LimitsConfig struct {
 	Principals map[string]Limits `json:"principals,omitempty"`
 	Tenants    map[string]Limits `json:"tenants,omitempty"`
 }
+
+// defaultUnfinishedBytes, the default of Limits.MaxUnfinishedBytes, is
+// 1/32 of the task bucket (1 GiB, bus.Config.TaskMaxBytes): a caller that
+// leaves its tasks waiting holds at most that share of the store, so no
+// handful of callers brings it to the 90% past which the edge refuses
+// every new task (29 would have to).
+const defaultUnfinishedBytes = 1 << 30 / 32
 
 // autoRate, the default of Limits.Rate, leaves the per-caller request
 // rate to LimitsConfig.edge: defaultRate on an edge others can reach (one
@@ -753,7 +780,7 @@ func (c *Config) validate() error {
 	if h := c.HTTP; h.ReadHeaderTimeout <= 0 || h.ReadBodyTimeout <= 0 || h.IdleTimeout <= 0 || h.MaxHeaderBytes <= 0 || h.MaxHeaderBytes > 1<<30 {
 		errs = append(errs, errors.New("HTTP timeouts and the largest request head must be positive (and the head at most 1GiB)"))
 	}
-	if h := c.HTTP; h.MaxConnections < 0 || h.MaxConnectionsPerAddr < 0 || h.FDReserve < 0 {
+	if h := c.HTTP; h.MaxConnections < 0 || h.MaxConnectionsPerAddr < 0 || h.MaxStreams < 0 || h.FDReserve < 0 {
 		errs = append(errs, errors.New("connection caps and the file descriptor reserve cannot be negative"))
 	}
 	if c.Limits.Rate < 0 && c.Limits.Rate != autoRate {

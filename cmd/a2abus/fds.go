@@ -21,6 +21,9 @@ type connPlan struct {
 	soft, hard uint64
 	// edge and perAddr cap the edge listener (0: none).
 	edge, perAddr int
+	// streams caps the edge's SSE streams (0: none): below edge by
+	// streamReserve.
+	streams int
 	// nats caps the embedded server's clients (0: NATS's default).
 	nats int
 	// lowered says the file descriptors lowered --max-connections.
@@ -49,5 +52,20 @@ func planConns(soft, hard uint64, cfg HTTPLimits, opsListeners int, embedded boo
 	if p.perAddr > 0 && p.edge > 0 {
 		p.perAddr = min(p.perAddr, p.edge)
 	}
+	if p.edge > 0 {
+		p.streams = p.edge - streamReserve(p.edge)
+		if cfg.MaxStreams > 0 {
+			p.streams = min(cfg.MaxStreams, p.streams)
+		}
+	}
 	return p
 }
+
+// streamReserve is how many of an edge's conns connections are never SSE
+// streams: a stream is held as long as its task runs and nothing cuts
+// it, so a pool that streams could fill would turn away every other
+// request, /healthz included, for as long as the streams last. An eighth
+// of the pool, at most 64: enough for callers' requests and an
+// orchestrator's probes while the rest is held, small enough that an
+// edge sized for many subscribers keeps nearly all of it for them.
+func streamReserve(conns int) int { return max(min(conns/8, 64), 1) }

@@ -440,6 +440,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		OrphanAfter:        time.Duration(p.cfg.OrphanAfter),
 		IdleAfter:          time.Duration(p.cfg.IdleAfter),
 		BlockingTimeout:    time.Duration(p.cfg.BlockingTimeout),
+		MaxStreams:         p.conns.streams,
 		LoopbackOnly:       loopbackAddr(p.cfg.Listen),
 		Auth:               authn,
 		ExtendedSkills:     p.extendedSkills(),
@@ -448,6 +449,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		RemoteEnvAllow:     p.cfg.RemoteEnvAllow,
 		Logger:             p.log,
 	}
+	ec.MaxBodyBuffer, ec.MaxBodyBufferPerAddr = p.cfg.MaxBodyBuffer, p.cfg.MaxBodyBufferPerAddr
 	if keys != nil {
 		ec.Push, ec.CheckWebhook, ec.NotificationKeys = true, checkWebhook(pushPolicy), keys.jwks
 	}
@@ -637,7 +639,7 @@ func (p *process) planConns(cmd string) {
 	switch cmd {
 	case "serve", "edge":
 		p.log.Info("connection limits", "fd_soft_limit", c.soft, "fd_hard_limit", c.hard, "fd_reserve", p.cfg.HTTP.FDReserve,
-			"max_connections", c.edge, "max_connections_per_addr", c.perAddr, "nats_max_connections", c.nats)
+			"max_connections", c.edge, "max_connections_per_addr", c.perAddr, "max_streams", c.streams, "nats_max_connections", c.nats)
 		if c.lowered {
 			p.log.Warn("the open file limit lowers the edge's connection cap below --max-connections; raise it (ulimit -n) or lower --fd-reserve",
 				"max_connections", p.cfg.HTTP.MaxConnections, "lowered_to", c.edge)

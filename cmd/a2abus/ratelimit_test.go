@@ -65,7 +65,7 @@ func TestRateLimitDefault(t *testing.T) {
 				t.Fatal(err)
 			}
 			lim := p.edgeLimits()
-			if got := lim.Default; got.Rate != tc.rate || got.Burst != tc.burst || got.MaxUnfinished != 1000 || got.MaxUnfinishedBytes != 256<<20 {
+			if got := lim.Default; got.Rate != tc.rate || got.Burst != tc.burst || got.MaxUnfinished != 1000 || got.MaxUnfinishedBytes != 32<<20 {
 				t.Fatalf("edge limits %+v; want rate %g, burst %d and the unfinished-task quotas", got, tc.rate, tc.burst)
 			}
 			// A whole replacement is configured: it is applied as written.
