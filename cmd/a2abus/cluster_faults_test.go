@@ -769,9 +769,7 @@ func (tp *topology) workerOn(i int, args ...string) *proc {
 // on random nodes and no node reniced, about 0.05% of tasks were
 // stranded; set up like this, about 5%, with or without -race.)
 func TestClusterNoFaultStrandsNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("processes")
-	}
+	scenario(t)
 	if runtime.GOOS != "linux" {
 		t.Skip("renices a node's threads through /proc (Linux)")
 	}
@@ -939,9 +937,7 @@ func nodeLossAudited(t *testing.T, name string, plan nodeLossPlan) {
 // success and the throughput of each phase. CI size: about 50s when it
 // passes.
 func TestClusterNodeLossAudited(t *testing.T) {
-	if testing.Short() {
-		t.Skip("processes")
-	}
+	scenario(t)
 	nodeLossAudited(t, "node loss", nodeLossPlan{clientsPerEdge: 6, pace: 200 * time.Millisecond, kill: 6 * time.Second,
 		restart: 16 * time.Second, workerKill: 22 * time.Second, end: 28 * time.Second, within: 30 * time.Second})
 }

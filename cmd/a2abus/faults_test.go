@@ -312,9 +312,7 @@ func until(t *testing.T, within time.Duration, what string, cond func() bool) {
 // 1. Worker processes killed with SIGKILL mid-task, again and again, under
 // load: every accepted task completes exactly once; none is lost.
 func TestFaultWorkersKilledUnderLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("processes")
-	}
+	scenario(t)
 	t.Setenv("A2ABUS_ACK_WAIT", "2s") // inherited by every process: redelivery after 2s
 	tp := startTopology(t, nil, nil)
 	slow := tp.config("slow.json", `{"agents":[{"name":"slow","kind":"echo","delay":"150ms","concurrency":4}]}`)
@@ -347,9 +345,7 @@ func TestFaultWorkersKilledUnderLoad(t *testing.T) {
 // is lost, and all finish. (compose.yaml is this topology; see
 // TestComposeMatchesProcessTopology.)
 func TestClusterTopologySurvivesNodeLoss(t *testing.T) {
-	if testing.Short() {
-		t.Skip("processes")
-	}
+	scenario(t)
 	t.Setenv("A2ABUS_ACK_WAIT", "5s") // work held by a connection the node took down comes back soon
 	tp := startTopology(t, nil, [][]string{{"--agent", "echo"}, {"--agent", "tck"}}, "echo", "tck")
 	slow := tp.config("slow.json", `{"agents":[{"name":"slow","kind":"echo","delay":"100ms","concurrency":8}]}`)
@@ -379,9 +375,7 @@ func TestClusterTopologySurvivesNodeLoss(t *testing.T) {
 // 5. Overload: past the backlog bound new requests get 503 + Retry-After
 // (never a silent drop), and the work already accepted is unaffected.
 func TestFaultOverloadRefusesClearly(t *testing.T) {
-	if testing.Short() {
-		t.Skip("processes")
-	}
+	scenario(t)
 	tp := startTopology(t, []string{"--max-backlog", "10"}, nil)
 	slow := tp.config("slow.json", `{"agents":[{"name":"slow","kind":"echo","delay":"100ms","concurrency":4}]}`)
 	tp.worker("--config", slow)
@@ -406,9 +400,7 @@ func TestFaultOverloadRefusesClearly(t *testing.T) {
 // are deleted oldest first, finished tasks expire after the task TTL, and
 // a task that is not finished is never deleted.
 func TestFaultEvictionAndTTL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("processes")
-	}
+	scenario(t)
 	t.Setenv("A2ABUS_TASK_TTL", "8s")
 	const keep = 15
 	tp := startTopology(t, []string{"--max-finished-tasks", fmt.Sprint(keep), "--sweep-every", "300ms"}, [][]string{{"--agent", "echo"}}, "echo")

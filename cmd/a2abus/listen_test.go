@@ -90,9 +90,7 @@ func sendMessage(t *testing.T, url, mid, text string) (int, string, []byte) {
 // start and the cluster forms, the edge becomes ready and a message goes
 // through it to the worker and back.
 func TestEdgeListensBeforeItsClusterForms(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
+	scenario(t)
 	dir := t.TempDir()
 	nodeArgs, urls := cluster3(t, dir)
 	edgeAddr := freeAddr(t)
