@@ -317,7 +317,7 @@ func (l *connLimiter) admit(c *limitedConn) (refusedBy string, victim *limitedCo
 			if n >= shareFloor {
 				return refusedTotal, nil
 			}
-			if victim = l.evictable(share); victim == nil {
+			if victim = l.evictable(); victim == nil {
 				return refusedTotal, nil
 			}
 			l.countOut(victim)
@@ -345,13 +345,16 @@ func (l *connLimiter) admit(c *limitedConn) (refusedBy string, victim *limitedCo
 // evictable is the connection a full pool closes to let in an address
 // below shareFloor: the oldest idle one (waiting for a request head, or
 // kept alive between requests; never one serving a request or a stream)
-// of the heaviest address holding more than share; nil if there is none.
+// of the heaviest address holding more than shareFloor; nil if there is
+// none. Not only of one holding more than its fair share: a pool split
+// evenly among a few flooding addresses holds each at exactly its share,
+// and a newcomer must still get in (the share counted without it).
 // The heaviest is looked for over every address only when the one found
 // last has no connection left to give, and not again until something is
 // admitted, so a flood of newcomers into a pool with nothing to evict
 // costs O(1) each.
-func (l *connLimiter) evictable(share int) *limitedConn {
-	if v := l.victim; v != nil && v.n > share {
+func (l *connLimiter) evictable() *limitedConn {
+	if v := l.victim; v != nil && v.n > shareFloor {
 		if c := v.oldestIdle(); c != nil {
 			return c
 		}
@@ -360,7 +363,7 @@ func (l *connLimiter) evictable(share int) *limitedConn {
 		return nil
 	}
 	var best *limitedConn
-	bestN := share
+	bestN := shareFloor
 	for _, a := range l.byAddr {
 		if a.n > bestN {
 			if c := a.oldestIdle(); c != nil {

@@ -370,6 +370,26 @@ func flood(t *testing.T, addr string, froms []string, per int) {
 	}
 }
 
+// A pool split evenly among a few flooding addresses holds each at exactly
+// its fair share (here 4 addresses × 16 of 64); a newcomer still gets in,
+// in the place of an idle connection of one of them. (Evicting only above
+// the share let exactly 16 addresses × 256 lock a 4096 pool, as the issue
+// found, whenever the flood happened to land evenly.)
+func TestEvenlySplitPoolStillAdmitsNewcomers(t *testing.T) {
+	const addrs, per, pool = 4, 16, 64
+	canSendFrom(t, "127.0.3.2")
+	m, addr := listenCounted(t, edge.HTTPConfig{MaxConns: pool, MaxConnsPerAddr: per})
+	var froms []string
+	for i := range addrs {
+		froms = append(froms, fmt.Sprintf("127.0.3.%d", 2+i))
+	}
+	flood(t, addr, froms, per)
+	waitMetric(t, m, fmt.Sprintf(`a2a_http_connections_open{listener="a2a"} %d`, pool))
+	for i := range 5 {
+		getFrom(t, "http://"+addr+"/healthz", fmt.Sprintf("127.0.4.%d", 2+i))
+	}
+}
+
 // getFrom checks that url answers 200 to a new connection from from.
 func getFrom(t *testing.T, url, from string) {
 	t.Helper()
