@@ -466,8 +466,8 @@ func sourceOf(a net.Addr) netip.Addr {
 // caller's rate and quota of unfinished tasks are counted: the peer of its
 // connection (a proxy in front of the edge is one origin).
 func origin(r *http.Request) string {
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		return source(ap.Addr()).String()
+	if a := requestSource(r); a.IsValid() {
+		return a.String()
 	}
 	return r.RemoteAddr
 }

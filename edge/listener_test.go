@@ -376,18 +376,26 @@ func flood(t *testing.T, addr string, froms []string, per int) {
 // the share let exactly 16 addresses × 256 lock a 4096 pool, as the issue
 // found, whenever the flood happened to land evenly.)
 func TestEvenlySplitPoolStillAdmitsNewcomers(t *testing.T) {
-	const addrs, per, pool = 4, 16, 64
-	canSendFrom(t, "127.0.3.2")
-	m, addr := listenCounted(t, edge.HTTPConfig{MaxConns: pool, MaxConnsPerAddr: per})
-	var froms []string
-	for i := range addrs {
-		froms = append(froms, fmt.Sprintf("127.0.3.%d", 2+i))
-	}
-	flood(t, addr, froms, per)
-	waitMetric(t, m, fmt.Sprintf(`a2a_http_connections_open{listener="a2a"} %d`, pool))
+	_, addr := floodedPool(t, "127.0.3", 4, 16, 64)
 	for i := range 5 {
 		getFrom(t, "http://"+addr+"/healthz", fmt.Sprintf("127.0.4.%d", 2+i))
 	}
+}
+
+// floodedPool listens with a pool of pool connections, per per address,
+// and fills it from addrs addresses of subnet (subnet.2, subnet.3, …),
+// each re-opening its connections as soon as they are cut.
+func floodedPool(t *testing.T, subnet string, addrs, per, pool int) (*bus.Metrics, string) {
+	t.Helper()
+	canSendFrom(t, subnet+".2")
+	m, addr := listenCounted(t, edge.HTTPConfig{MaxConns: pool, MaxConnsPerAddr: per})
+	var froms []string
+	for i := range addrs {
+		froms = append(froms, fmt.Sprintf("%s.%d", subnet, 2+i))
+	}
+	flood(t, addr, froms, per)
+	waitMetric(t, m, fmt.Sprintf(`a2a_http_connections_open{listener="a2a"} %d`, pool))
+	return m, addr
 }
 
 // getFrom checks that url answers 200 to a new connection from from.
@@ -427,15 +435,7 @@ func canSendFrom(t *testing.T, ip string) {
 // idle connection of the heaviest address. (The same at the sizes it was
 // found at, against a real serve: TestAttackSharedPool.)
 func TestFloodingAddressesLeaveOthersServed(t *testing.T) {
-	const addrs, per, pool = 25, 16, 256
-	canSendFrom(t, "127.0.1.2")
-	m, addr := listenCounted(t, edge.HTTPConfig{MaxConns: pool, MaxConnsPerAddr: per})
-	var froms []string
-	for i := range addrs {
-		froms = append(froms, fmt.Sprintf("127.0.1.%d", 2+i))
-	}
-	flood(t, addr, froms, per)
-	waitMetric(t, m, fmt.Sprintf(`a2a_http_connections_open{listener="a2a"} %d`, pool))
+	m, addr := floodedPool(t, "127.0.1", 25, 16, 256)
 
 	// Other callers, each from its own address, as a client and an
 	// orchestrator's probes are: every request is served.
