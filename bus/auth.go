@@ -32,7 +32,10 @@ import (
 //     dead-letter stream with consumers of its own, reads a work consumer's
 //     backlog, reads and writes the card cache, and reads and follows the
 //     run-time registry (BucketRegistry: maintenance and remote agents,
-//     which every edge shows). It cannot delete or purge a stream or
+//     which every edge shows). It dispatches (dispatch.go): takes the
+//     dispatch lease, reads the intake with consumers of its own, sees
+//     the workers' pull requests and cancel notices, and moves work to
+//     the work stream. It cannot delete or purge a stream or
 //     bucket, restore or snapshot one, delete or create a consumer of the
 //     work stream, take or acknowledge work, register an agent, write to
 //     the dead-letter stream, or change the run-time registry: an edge
@@ -49,7 +52,8 @@ import (
 //     change the registry whatever its callers send (a refused write is
 //     ErrNotPermitted at once, not a timeout).
 //   - RoleWorker takes work (creates and binds the durable work-<agent>
-//     consumers, pulls, acknowledges), reads and writes task records,
+//     consumers, pulls, acknowledges; it queues work only in the intake,
+//     never on the work stream), reads and writes task records,
 //     publishes task events, registers agents and refreshes them, receives
 //     cancel notices and max-deliveries advisories, moves exhausted work to
 //     the dead-letter stream (which reads and deletes that one work
@@ -290,7 +294,7 @@ const (
 
 // busStreams are every stream of the bus contract, buckets' included.
 var busStreams = []string{
-	schemas.StreamWork, schemas.StreamEvents, schemas.StreamDLQ,
+	schemas.StreamWork, schemas.StreamIntake, schemas.StreamEvents, schemas.StreamDLQ,
 	kvStream(schemas.BucketTasks), kvStream(schemas.BucketAgents), kvStream(schemas.BucketCards),
 	kvStream(schemas.BucketContexts), kvStream(schemas.BucketLeases), kvStream(schemas.BucketPush),
 	schemas.StreamNotify, kvStream(schemas.BucketRegistry),
@@ -334,11 +338,15 @@ func (r Role) permissions() *server.Permissions {
 		pub = append(pub, api("CONSUMER.MSG.NEXT", s+".*")...)
 		pub = append(pub, api("CONSUMER.DELETE", s+".*")...)
 	}
-	// The work stream's backlog, read from its consumers.
-	pub = append(pub, api("CONSUMER.INFO", schemas.StreamWork+".*")...)
+	// The work stream's backlog, read from its consumers and the
+	// intake's.
+	pub = append(pub, api("CONSUMER.INFO", schemas.StreamWork+".*", schemas.StreamIntake+".*")...)
+	// The work of a task canceled before a worker took it (Cancel
+	// withdraws it from the intake, or from the work stream).
+	pub = append(pub, api("STREAM.MSG.DELETE", schemas.StreamWork, schemas.StreamIntake)...)
 	// Messages of the bus contract both write.
 	pub = append(pub, kvPrefix(schemas.BucketTasks)+">", kvPrefix(schemas.BucketCards)+">", kvPrefix(schemas.BucketContexts)+">", kvPrefix(schemas.BucketPush)+">",
-		schemas.SubjectWorkAll, schemas.SubjectEventsAll, schemas.SubjectCancelAll,
+		schemas.SubjectIntakeAll, schemas.SubjectEventsAll, schemas.SubjectCancelAll,
 		// Wake-ups of push senders, after writes and new configs.
 		schemas.SubjectNotifyAll)
 	sub := []string{inboxAll}
@@ -377,14 +385,20 @@ func (r Role) permissions() *server.Permissions {
 		} else {
 			deny = append(deny, kvPrefix(schemas.BucketRegistry)+">")
 		}
-		// The queued work of a task canceled before a worker took it
-		// (Cancel withdraws it).
-		pub = append(pub, api("STREAM.MSG.DELETE", schemas.StreamWork)...)
+		// Dispatch (dispatch.go): the holder of the lease reads the
+		// intake with consumers of its own, sees the workers' pull
+		// requests, and moves work to the work stream.
+		pub = append(pub, api("CONSUMER.CREATE", schemas.StreamIntake, schemas.StreamIntake+".>")...)
+		pub = append(pub, api("CONSUMER.DURABLE.CREATE", schemas.StreamIntake+".>")...)
+		pub = append(pub, api("CONSUMER.MSG.NEXT", schemas.StreamIntake+".*")...)
+		pub = append(pub, api("CONSUMER.DELETE", schemas.StreamIntake+".*")...)
+		pub = append(pub, api("CONSUMER.NAMES", schemas.StreamWork)...)
+		pub = append(pub, jsAckPrefix+schemas.StreamIntake+".>", schemas.SubjectWorkAll)
+		sub = append(sub, apiNextWork+"*", schemas.SubjectCancelAll)
 	case RoleWorker:
 		pub = append(pub, api("CONSUMER.CREATE", schemas.StreamWork, schemas.StreamWork+".>")...)
 		pub = append(pub, api("CONSUMER.MSG.NEXT", schemas.StreamWork+".*")...)
 		pub = append(pub, jsAckPrefix+schemas.StreamWork+".>")
-		pub = append(pub, api("STREAM.MSG.DELETE", schemas.StreamWork)...)
 		// Registrations: a worker removes those of agents an admin
 		// removed at once (edges may not touch the agents bucket).
 		pub = append(pub, kvPrefix(schemas.BucketAgents)+">", schemas.SubjectDLQAll)

@@ -40,6 +40,16 @@ type Config struct {
 	// until a process allowed to provision (an edge, serve) has made them:
 	// what a worker does, whose credentials may not change streams.
 	BindOnly bool
+	// NoDispatch keeps this process from dispatching work (see
+	// dispatch.go). A BindOnly process never dispatches either: its NATS
+	// user (RoleWorker) may not. Every other process takes the dispatch
+	// lease when it is free.
+	NoDispatch bool
+	// dispatchLeaseTTL, in tests, replaces dispatchLeaseTTL (a holder
+	// that dies is replaced sooner).
+	dispatchLeaseTTL time.Duration
+	// replayStall, in tests, replaces replayStall.
+	replayStall time.Duration
 	// Name identifies this connection and is the instance part of
 	// CloudEvent sources; default a random id.
 	Name string
@@ -70,11 +80,11 @@ type Config struct {
 	EventsMaxPerTask int64
 	// EventsMaxBytes bounds the events stream; default 1 GiB.
 	EventsMaxBytes int64
-	// MaxReplays bounds the event readers of this process that read what
-	// the events stream stored (each through a consumer of its own) at
-	// once; more wait for a place. It keeps a crowd of resuming streams
-	// from taking every consumer JetStream allows, which the process's own
-	// followers and push senders need as well. Default 64.
+	// MaxReplays bounds the event readers of this process that read a
+	// page of what the events stream stored (through its leader) at once;
+	// more wait for a place, which a reader holds only while it reads, not
+	// while its client is slow to take the page. It keeps a crowd of
+	// resuming streams from flooding the stream's leader. Default 64.
 	MaxReplays int
 	// WorkMaxAge is how long unclaimed work waits; default 24h.
 	WorkMaxAge time.Duration
@@ -191,8 +201,11 @@ type Bus struct {
 	hubStop context.CancelFunc
 	// replays holds a place for each replay under way (Config.MaxReplays).
 	replays chan struct{}
-	source  string
-	log     *slog.Logger
+	// dispatch takes the dispatch lease and moves work while it holds
+	// it; nil with Config.NoDispatch.
+	dispatch *dispatcher
+	source   string
+	log      *slog.Logger
 }
 
 // Connect connects to NATS (the embedded server in-process, or cfg.URL),
@@ -278,6 +291,9 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		err := b.provision(actx)
 		cancel()
 		if err == nil {
+			if !cfg.NoDispatch && !cfg.BindOnly {
+				b.startDispatch()
+			}
 			return b, nil
 		}
 		if nc.IsClosed() {
@@ -319,6 +335,9 @@ func (b *Bus) Close() error {
 		return nil
 	}
 	b.hubOnce.Do(func() {}) // no hub starts from now on
+	if b.dispatch != nil {
+		b.dispatch.close()
+	}
 	if b.hubStop != nil {
 		b.hubStop()
 	}
@@ -352,11 +371,13 @@ func (b *Bus) provision(ctx context.Context) error {
 		return b.bind(ctx)
 	}
 	c := b.cfg
-	streams := []jetstream.StreamConfig{
-		{
-			Name:        schemas.StreamWork,
-			Description: "a2abus work items, one subject per agent",
-			Subjects:    []string{schemas.SubjectWorkAll},
+	// The work stream and the intake bound work alike: the intake holds
+	// it until its caller's turn, the work stream while it runs.
+	workQueue := func(name, description, subjects string) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name:        name,
+			Description: description,
+			Subjects:    []string{subjects},
 			Retention:   jetstream.WorkQueuePolicy,
 			MaxAge:      c.WorkMaxAge,
 			MaxBytes:    c.WorkMaxBytes,
@@ -364,7 +385,11 @@ func (b *Bus) provision(ctx context.Context) error {
 			Duplicates:  min(c.Duplicates, c.WorkMaxAge),
 			Storage:     b.storage(),
 			Replicas:    c.Replicas,
-		},
+		}
+	}
+	streams := []jetstream.StreamConfig{
+		workQueue(schemas.StreamWork, "a2abus work items, one subject per agent", schemas.SubjectWorkAll),
+		workQueue(schemas.StreamIntake, "a2abus submitted work waiting for its caller's turn, one subject per caller and task", schemas.SubjectIntakeAll),
 		{
 			Name:              schemas.StreamEvents,
 			Description:       "a2abus task events, one subject per task",
@@ -462,11 +487,13 @@ func (b *Bus) provision(ctx context.Context) error {
 	b.leases, err = b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      schemas.BucketLeases,
 		Description: "a2abus leases of work one process does at a time",
-		// A lease its holder stopped renewing (it died) is free after this.
-		TTL:      leaseTTL,
-		History:  1,
-		Storage:  b.storage(),
-		Replicas: c.Replicas,
+		// A lease its holder stopped renewing (it died) is free after this,
+		// or after the shorter TTL of its own key (the dispatch lease).
+		TTL:            leaseTTL,
+		LimitMarkerTTL: time.Minute,
+		History:        1,
+		Storage:        b.storage(),
+		Replicas:       c.Replicas,
 	})
 	if err != nil {
 		return fmt.Errorf("bus: provision bucket %s: %w", schemas.BucketLeases, err)
@@ -499,7 +526,7 @@ func (b *Bus) provision(ctx context.Context) error {
 
 // bind looks up every stream and bucket, failing while one is missing.
 func (b *Bus) bind(ctx context.Context) error {
-	for _, name := range []string{schemas.StreamWork, schemas.StreamEvents, schemas.StreamDLQ} {
+	for _, name := range []string{schemas.StreamWork, schemas.StreamIntake, schemas.StreamEvents, schemas.StreamDLQ} {
 		if _, err := b.js.Stream(ctx, name); err != nil {
 			return fmt.Errorf("bus: bind stream %s: %w", name, err)
 		}
@@ -580,6 +607,8 @@ type busMetrics struct {
 	work        Counter // a2a_work_messages_total{agent,outcome}
 	redelivered Counter // a2a_work_redeliveries_total{agent}
 	deadLetters Counter // a2a_work_dead_letters_total{agent}
+	dispatched  Counter // a2a_work_dispatched_total{agent}
+	waiting     Gauge   // a2a_work_waiting{agent}
 	finished    Counter // a2a_tasks_finished_total{agent,state}
 	expired     Counter // a2a_tasks_expired_total{agent,state}
 	conflicts   Counter // a2a_task_store_conflicts_total
@@ -601,6 +630,8 @@ func newBusMetrics(m *Metrics, nc *nats.Conn) busMetrics {
 		work:        m.Counter("a2a_work_messages_total", "Work deliveries ended by this process, by how: ack (done or already finished), nak (handed back), term (never retried).", "agent", "outcome"),
 		redelivered: m.Counter("a2a_work_redeliveries_total", "Work deliveries taken that were not the first delivery of their item.", "agent"),
 		deadLetters: m.Counter("a2a_work_dead_letters_total", "Work items this process moved to the dead-letter stream.", "agent"),
+		dispatched:  m.Counter("a2a_work_dispatched_total", "Work items this process moved from the intake to their agent's workers, holding the dispatch lease.", "agent"),
+		waiting:     m.Gauge("a2a_work_waiting", "Work items waiting for their caller's turn that this process holds, holding the dispatch lease.", "agent"),
 		finished:    m.Counter("a2a_tasks_finished_total", "Tasks this process moved to a terminal state, by state.", "agent", "state"),
 		expired:     m.Counter("a2a_tasks_expired_total", "Tasks canceled after waiting too long for input, by the state they waited in.", "agent", "state"),
 		conflicts:   m.Counter("a2a_task_store_conflicts_total", "Task record writes that lost a compare-and-swap race and were retried."),

@@ -360,7 +360,7 @@ func TestSweepFinishedBytesBound(t *testing.T) {
 // of the bucket (found by the soak test). stopWatcher drains it, so the
 // channel closes.
 func TestStoppedWatcherIsReleased(t *testing.T) {
-	b := newTestBus(t, Config{})
+	b := newTestBus(t, Config{NoDispatch: true}) // counts goroutines
 	ctx := testCtx(t)
 	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}}, Agent: "a"}
 	if _, err := b.CreateTask(ctx, rec); err != nil {

@@ -16,12 +16,16 @@
 //     terminal write, list, and reads that decide confirmed with the stream
 //     leader (GetTaskAtLeast, and a leader read after a lost CAS);
 //   - the task lifecycle (lifecycle.go): the one place where a task is
-//     submitted (created, its work queued on its own subject under a
-//     deterministic id, withdrawn when the bus refuses the work), continued,
+//     submitted (created, its work queued in the intake on its caller's
+//     subject under a deterministic id, withdrawn when the bus refuses the
+//     work), continued,
 //     canceled, read on behalf of its owner (checked before anything is
 //     read) and followed to its end; the edge and the fan-out agent use it
 //     rather than composing those steps themselves;
 //   - retries that ride out a leader election (one loop, retry.go);
+//   - fair dispatch (dispatch.go): the holder of the dispatch lease moves
+//     queued work from the intake to an agent's work subject as its
+//     workers ask for it, taking callers in turn;
 //   - work delivery (WorkConsumer, Work: ack, nak with back-off, in-progress,
 //     term), cancel notices, the dead-letter stream and max-delivery
 //     advisories (dlq.go);

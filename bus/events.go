@@ -307,24 +307,55 @@ func (b *Bus) readEvents(ctx context.Context, taskID string, after uint64, buffe
 			case <-rctx.Done():
 			}
 		}()
-		// A replay waits for a place (Config.MaxReplays); a reader
-		// closed meanwhile gives up its turn.
-		select {
-		case b.replays <- struct{}{}:
-		case <-rctx.Done():
-			return
+		// A replay reads in a place (Config.MaxReplays) with a
+		// consumer of its own, as fast as its reader takes the events;
+		// a reader that stops taking them for replayStall loses the
+		// place and the consumer, gets what was read without them, and
+		// the replay goes on from there in a new place. A slow client
+		// so never holds up other resumes, and replays never hold more
+		// consumers than places. A reader closed meanwhile gives up
+		// its turn.
+		from := uint64(1)
+		for {
+			select {
+			case b.replays <- struct{}{}:
+			case <-rctx.Done():
+				return
+			}
+			var held []TaskUpdate
+			var done bool
+			var err error
+			// A run that fails (a leader being elected) is tried again
+			// from where it got to, for readerOpenRetryFor without
+			// progress.
+			for stuck, wait := time.Now(), 50*time.Millisecond; ; wait = min(2*wait, time.Second) {
+				at := from
+				held, from, done, err = r.replay(rctx, from, pos)
+				if err == nil || !retryable(err) || !sleepCtx(rctx, wait) {
+					break
+				}
+				if from != at {
+					stuck = time.Now()
+				} else if time.Since(stuck) > readerOpenRetryFor {
+					break
+				}
+			}
+			<-b.replays
+			if err != nil {
+				r.mu.Lock()
+				r.finish(err)
+				r.mu.Unlock()
+				return
+			}
+			if len(held) > 0 && !r.put(held) {
+				return
+			}
+			if done {
+				break
+			}
 		}
-		err := retryWithin(rctx, readerOpenRetryFor, func(actx context.Context) (bool, error) {
-			err := r.replay(actx, pos)
-			return !retryable(err), err
-		})
-		<-b.replays
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if err != nil {
-			r.finish(err)
-			return
-		}
 		r.endReplay()
 	}()
 	return r, nil
@@ -371,15 +402,29 @@ func (r *EventReader) behind(ctx context.Context) (bool, error) {
 // put passes on the events newer than the reader's cursor, waiting for
 // room in the buffer; false once the reader has ended.
 func (r *EventReader) put(us []TaskUpdate) bool {
+	_, open := r.putWithin(us, 0)
+	return open
+}
+
+// putWithin is put waiting at most d for room (0: as long as it takes):
+// taken reports whether the events went (or none was newer), open whether
+// the reader goes on.
+func (r *EventReader) putWithin(us []TaskUpdate, d time.Duration) (taken, open bool) {
+	var timeout <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
 	r.mu.Lock()
 	if r.done {
 		r.mu.Unlock()
-		return false
+		return false, false
 	}
 	us = r.newer(us)
 	if len(us) == 0 {
 		r.mu.Unlock()
-		return true
+		return true, true
 	}
 	r.sending = true
 	r.mu.Unlock()
@@ -388,6 +433,7 @@ func (r *EventReader) put(us []TaskUpdate) bool {
 	case r.ch <- us:
 		sent = true
 	case <-r.stopped:
+	case <-timeout:
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -399,18 +445,28 @@ func (r *EventReader) put(us []TaskUpdate) bool {
 		r.closeLater = false
 		close(r.ch)
 	}
-	return !r.done
+	return sent, !r.done
 }
 
-// replay delivers the task's events the stream stored up to pos (behind
-// said some are newer than the reader's cursor), through a consumer that
-// lives for the read, at the pace the reader is drained.
-func (r *EventReader) replay(ctx context.Context, pos uint64) error {
+// replayStall is how long a replay waits for its reader to take events
+// before it gives up its place and consumer until the reader has.
+const replayStall = time.Second
+
+// replay delivers the task's events the stream stored from stream
+// sequence from up to pos (behind said some are newer than the reader's
+// cursor), through a consumer that lives for the read, at the pace the
+// reader is drained. It returns the events the reader did not take within
+// replayStall (to be put without the place), the sequence to go on from,
+// and done when nothing more is to be read.
+func (r *EventReader) replay(ctx context.Context, from, pos uint64) (held []TaskUpdate, next uint64, done bool, err error) {
 	subject := schemas.SubjectEvents(r.taskID)
-	cons, err := r.b.js.OrderedConsumer(ctx, schemas.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy, InactiveThreshold: 30 * time.Second})
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy, InactiveThreshold: 30 * time.Second}
+	if from > 1 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	}
+	cons, err := r.b.js.OrderedConsumer(ctx, schemas.StreamEvents, cfg)
 	if err != nil {
-		return errUnavailable("bus: read task events", err)
+		return nil, from, false, errUnavailable("bus: read task events", err)
 	}
 	defer func() {
 		if info := cons.CachedInfo(); info != nil {
@@ -420,25 +476,41 @@ func (r *EventReader) replay(ctx context.Context, pos uint64) error {
 		}
 	}()
 	for {
-		m, err := cons.Next(jetstream.FetchContext(ctx))
+		m, err := cons.Next(jetstream.FetchMaxWait(attemptLimit))
 		if err != nil {
-			return errUnavailable("bus: read task events", err)
+			if ctx.Err() != nil {
+				return nil, from, false, ctx.Err()
+			}
+			return nil, from, false, errUnavailable("bus: read task events", err)
 		}
 		meta, err := m.Metadata()
 		if err != nil {
-			return errUnavailable("bus: read task events", err)
+			return nil, from, false, errUnavailable("bus: read task events", err)
 		}
 		if meta.Sequence.Stream > pos {
-			return nil // the hub hands on the rest
+			return nil, from, true, nil // the hub hands on the rest
 		}
+		from = meta.Sequence.Stream + 1
+		last := meta.Sequence.Stream == pos || meta.NumPending == 0
 		us, err := decodeUpdates(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
 		if err != nil {
 			r.b.log.Warn("skipping undecodable task event", "subject", m.Subject(), "err", err)
-		} else if !r.put(us) {
-			return nil
+		} else {
+			stall := replayStall
+			if r.b.cfg.replayStall > 0 {
+				stall = r.b.cfg.replayStall
+			}
+			switch taken, open := r.putWithin(us, stall); {
+			case !open:
+				return nil, from, true, nil
+			case !taken:
+				// The reader takes these in its own time, with no
+				// place or consumer held.
+				return us, from, last, nil
+			}
 		}
-		if meta.Sequence.Stream == pos || meta.NumPending == 0 {
-			return nil
+		if last {
+			return nil, from, true, nil
 		}
 	}
 }

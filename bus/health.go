@@ -24,7 +24,7 @@ import (
 // writableStreams are what an edge writes to serve at all (task records,
 // work, events) and the agent registry its agents stay listed by.
 var writableStreams = []string{
-	kvStream(schemas.BucketTasks), schemas.StreamWork, schemas.StreamEvents, kvStream(schemas.BucketAgents),
+	kvStream(schemas.BucketTasks), schemas.StreamIntake, schemas.StreamWork, schemas.StreamEvents, kvStream(schemas.BucketAgents),
 }
 
 // CheckWritable asks the leader of each stream an edge writes whether it

@@ -38,10 +38,12 @@ func refused(err error) bool {
 	return errors.Is(err, jetstream.ErrMaxBytesExceeded)
 }
 
-// QueueWork queues the work item of a task for its agent on the task's own
-// subject, with the event id schemas.WorkEventID(task, item.TaskRevision)
-// unless o.ID is set: a repeat of the same submission is de-duplicated by
-// JetStream, whoever sends it. A publish with no clear answer is repeated
+// QueueWork queues the work item of a task for its agent in the intake, on
+// the subject of the task and its caller (o.Caller), with the event id
+// schemas.WorkEventID(task, item.TaskRevision) unless o.ID is set: a repeat
+// of the same submission is de-duplicated by JetStream, whoever sends it.
+// The dispatch lease holder moves it to the agent's workers in the
+// caller's turn (dispatch.go). A publish with no clear answer is repeated
 // (same id) for up to submitRetryFor within ctx; a full work stream is
 // refused at once. Errors match schemas.ErrUnavailable when retrying later
 // may help.
@@ -60,7 +62,11 @@ func (b *Bus) QueueWork(ctx context.Context, item *schemas.WorkItem, o PublishOp
 	if err != nil {
 		return err
 	}
-	msg := encodeMsg(schemas.SubjectWorkTask(item.Agent, item.TaskID), &ce)
+	caller := o.Caller
+	if caller == "" {
+		caller = schemas.CallerKey("", "", "")
+	}
+	msg := encodeMsg(schemas.SubjectIntake(item.Agent, caller, item.TaskID), &ce)
 	err = retryWithin(ctx, submitRetryFor, func(actx context.Context) (bool, error) {
 		_, err := b.js.PublishMsg(actx, msg)
 		return err == nil || refused(err), err
@@ -99,6 +105,7 @@ func (b *Bus) queueSubmission(ctx context.Context, rec *schemas.TaskRecord, rev 
 		return fmt.Errorf("bus: queue work: task %s has no message to run", rec.Task.ID)
 	}
 	item := &schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: rec.Agent, Message: h[len(h)-1], TaskRevision: rev, Record: snap}
+	o.Caller = schemas.CallerKey(rec.Tenant, rec.Owner, rec.Origin)
 	return b.QueueWork(ctx, item, o)
 }
 
@@ -397,16 +404,21 @@ func (b *Bus) Cancel(ctx context.Context, o Owner, id string, why *schemas.Messa
 // delete that fails, is settled by that worker's first write, which finds
 // the task changed.
 func (b *Bus) withdrawQueuedWork(ctx context.Context, agent, id string) {
-	m, err := b.leaderGet(ctx, schemas.StreamWork, schemas.SubjectWorkTask(agent, id))
-	if err != nil {
-		return // none queued
-	}
-	st, err := b.js.Stream(ctx, schemas.StreamWork)
-	if err == nil {
-		err = st.DeleteMsg(ctx, m.Seq)
-	}
-	if err != nil {
-		b.log.Debug("withdrawing the work of a canceled task", "task_id", id, "err", err)
+	for _, w := range []struct{ stream, subject string }{
+		{schemas.StreamIntake, schemas.SubjectIntakeTask(agent, id)},
+		{schemas.StreamWork, schemas.SubjectWorkTask(agent, id)},
+	} {
+		m, err := b.leaderGet(ctx, w.stream, w.subject)
+		if err != nil {
+			continue // none queued
+		}
+		st, err := b.js.Stream(ctx, w.stream)
+		if err == nil {
+			err = st.DeleteMsg(ctx, m.Seq)
+		}
+		if err != nil {
+			b.log.Debug("withdrawing the work of a canceled task", "task_id", id, "err", err)
+		}
 	}
 }
 

@@ -298,16 +298,23 @@ func TestProvisionUpdatesBoundsInPlace(t *testing.T) {
 	if kvs.State.Msgs != 1 {
 		t.Errorf("task bucket holds %d records after re-provisioning, want 1", kvs.State.Msgs)
 	}
-	ws, err := b2.js.Stream(ctx, schemas.StreamWork)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wi, err := ws.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if wi.Config.MaxBytes != 32<<20 || wi.State.Msgs != 1 {
-		t.Errorf("work stream MaxBytes %d msgs %d, want %d and 1", wi.Config.MaxBytes, wi.State.Msgs, 32<<20)
+	for _, name := range []string{schemas.StreamWork, schemas.StreamIntake} {
+		ws, err := b2.js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wi, err := ws.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The item waits in the intake: no worker asked for it.
+		want := uint64(0)
+		if name == schemas.StreamIntake {
+			want = 1
+		}
+		if wi.Config.MaxBytes != 32<<20 || wi.State.Msgs != want {
+			t.Errorf("%s MaxBytes %d msgs %d, want %d and %d", name, wi.Config.MaxBytes, wi.State.Msgs, 32<<20, want)
+		}
 	}
 	es, err := b2.js.Stream(ctx, schemas.StreamEvents)
 	if err != nil {

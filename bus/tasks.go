@@ -815,8 +815,12 @@ func (b *Bus) requeueOrphans(ctx context.Context, cands []orphanCandidate) (int,
 	// from an edge that predates per-task subjects, which cannot be told
 	// apart: either way c is left alone.
 	queued := func(c orphanCandidate) (bool, error) {
-		for _, subject := range []string{schemas.SubjectWorkTask(c.agent, c.id), schemas.SubjectWork(c.agent)} {
-			_, err := b.leaderGet(ctx, schemas.StreamWork, subject)
+		for _, w := range []struct{ stream, subject string }{
+			{schemas.StreamIntake, schemas.SubjectIntakeTask(c.agent, c.id)},
+			{schemas.StreamWork, schemas.SubjectWorkTask(c.agent, c.id)},
+			{schemas.StreamWork, schemas.SubjectWork(c.agent)},
+		} {
+			_, err := b.leaderGet(ctx, w.stream, w.subject)
 			if errors.Is(err, errNoMessage) {
 				continue
 			}

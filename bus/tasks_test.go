@@ -729,14 +729,16 @@ func TestEventReaderReplaysMoreThanItsBuffer(t *testing.T) {
 	}
 }
 
-// Replays beyond Config.MaxReplays wait for a place instead of taking
-// more consumers: with one place, a crowd of readers from the start of a
-// task each still gets every stored event, in turn, and the stream has a
-// few consumers at most (the hub's, the replay's, and ordered consumers a
-// replay replaced, which linger until the server deletes them), where
-// twenty replays at once had twenty.
+// Replays beyond Config.MaxReplays wait for a place, and a replay holds
+// its place (and its consumer) only while its reader takes what it reads:
+// with one place and twenty readers from the start of a task, drained
+// last-opened first (so the first replays wait for the test), each still
+// gets every stored event, and the stream has a few consumers at most
+// (the hub's, the replay's, and ones being deleted). (Before, a replay
+// held its place until its reader had taken every event: one slow client
+// stalled every other resume.)
 func TestReplaysBoundedPerProcess(t *testing.T) {
-	b := newTestBus(t, Config{MaxReplays: 1})
+	b := newTestBus(t, Config{MaxReplays: 1, replayStall: 20 * time.Millisecond})
 	ctx := testCtx(t)
 	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}, Agent: "a"}
 	rev, err := b.CreateTask(ctx, rec)
@@ -756,9 +758,20 @@ func TestReplaysBoundedPerProcess(t *testing.T) {
 		defer readers[i].Close()
 	}
 	most := 0
-	for i, r := range readers {
+	for i := len(readers) - 1; i >= 0; i-- {
+		r := readers[i]
 		for j := range 5 {
-			u, ok := nextEvent(r)
+			var u TaskUpdate
+			var ok bool
+			select {
+			case us, open := <-r.C():
+				ok = open && len(us) == 1
+				if ok {
+					u = us[0]
+				}
+			case <-ctx.Done():
+				t.Fatalf("reader %d waits for event %d: a replay holds the only place", i, j)
+			}
 			if want := fmt.Sprintf("a%d", j); !ok || u.Artifact == nil || u.Artifact.Artifact.ArtifactID != want {
 				t.Fatalf("reader %d event %d: %+v (%v), want %s", i, j, u, ok, want)
 			}

@@ -12,9 +12,11 @@ import (
 	"github.com/a2abus/a2abus/schemas"
 )
 
-// Work items: the edge publishes a TypeWorkExecute event to
-// a2a.work.<agent>; the workers of that agent share one durable pull
-// consumer and take items from it with Fetch.
+// Work items: the edge queues a TypeWorkExecute event in the intake
+// (a2a.intake.<agent>.<caller>.<task>); the dispatch lease holder moves it
+// to a2a.work.<agent>.<task> when a worker asks (dispatch.go). The
+// workers of that agent share one durable pull consumer and take items
+// from it with Fetch.
 
 // PublishOptions carries request context into the published event.
 type PublishOptions struct {
@@ -25,6 +27,9 @@ type PublishOptions struct {
 	Traceparent string
 	// A2AVersion is the protocol version the client spoke.
 	A2AVersion string
+	// Caller is the schemas.CallerKey of the task's owner, whose turn
+	// the work waits for; default the key of no owner.
+	Caller string
 }
 
 // WorkConsumer takes work for one agent from its durable consumer.
@@ -244,5 +249,28 @@ func (b *Bus) AgentLoad(ctx context.Context, agent string) (AgentLoad, error) {
 	}
 	info := c.CachedInfo()
 	ended := info.Delivered.Consumer - min(uint64(info.NumAckPending), info.Delivered.Consumer)
-	return AgentLoad{Backlog: info.NumPending + uint64(info.NumAckPending), Done: ended}, nil
+	l := AgentLoad{Backlog: info.NumPending + uint64(info.NumAckPending), Done: ended}
+	// And what waits in the intake for its turn, as the dispatcher's
+	// consumer counts it (none while no dispatcher has read it yet).
+	ic, err := b.js.Consumer(ctx, schemas.StreamIntake, schemas.ConsumerIntake(agent))
+	if err == nil {
+		ii := ic.CachedInfo()
+		l.Backlog += ii.NumPending + uint64(ii.NumAckPending)
+		return l, nil
+	}
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return AgentLoad{}, errUnavailable("bus: agent backlog", err)
+	}
+	// No dispatcher reads it (yet): count its subjects, one per task.
+	st, err := b.js.Stream(ctx, schemas.StreamIntake)
+	if err == nil {
+		var info *jetstream.StreamInfo
+		if info, err = st.Info(ctx, jetstream.WithSubjectFilter(schemas.SubjectIntakeAgent(agent))); err == nil {
+			for _, n := range info.State.Subjects {
+				l.Backlog += n
+			}
+			return l, nil
+		}
+	}
+	return AgentLoad{}, errUnavailable("bus: agent backlog", err)
 }

@@ -284,13 +284,14 @@ func TestPublishWorkDeduplicatesByID(t *testing.T) {
 	if err := b.QueueWork(ctx, item, PublishOptions{ID: "other-id"}); err != nil {
 		t.Fatal(err)
 	}
-	if n := streamMsgs(t, b, schemas.StreamWork); n != 2 {
-		t.Fatalf("work stream holds %d items after publishing ids same, same, other; want 2", n)
+	if n := streamMsgs(t, b, schemas.StreamIntake); n != 2 {
+		t.Fatalf("intake holds %d items after publishing ids same, same, other; want 2", n)
 	}
-	// The consumer counts new messages asynchronously; it settles at 2.
-	eventually(t, "the consumer to count 2 pending items", func() bool {
-		p, _ := consumerCounts(t, b, "echo")
-		return p == 2
+	// The backlog counts them (the consumers count new messages
+	// asynchronously); it settles at 2.
+	eventually(t, "the backlog to count 2 items", func() bool {
+		n, err := b.AgentBacklog(ctx, "echo")
+		return err == nil && n == 2
 	})
 }
 
@@ -363,7 +364,7 @@ func TestPublishWorkWireFormat(t *testing.T) {
 	b := newTestBus(t, Config{Role: "edge", Name: "e1"})
 	ctx := testCtx(t)
 	item := workItem(newRecord("echo"))
-	sub, err := b.nc.SubscribeSync(schemas.SubjectWorkTask("echo", item.TaskID))
+	sub, err := b.nc.SubscribeSync(schemas.SubjectIntake("echo", schemas.CallerKey("", "", ""), item.TaskID))
 	if err != nil {
 		t.Fatal(err)
 	}

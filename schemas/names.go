@@ -21,6 +21,13 @@ const (
 	StreamEvents = "A2A_EVENTS"
 	// StreamDLQ keeps work that could not be processed, for inspection.
 	StreamDLQ = "A2A_DLQ"
+	// StreamIntake holds submitted work until it is the caller's turn:
+	// one subject per caller and task (SubjectIntake), work-queue
+	// retention. The holder of the dispatch lease moves each item to its
+	// agent's work subject as the agent's workers ask for work, taking
+	// callers in turn, so one caller's backlog does not queue every other
+	// caller behind it. Writers queue work here; workers never read it.
+	StreamIntake = "A2A_INTAKE"
 
 	// BucketTasks holds TaskRecord snapshots keyed by task id; updates are
 	// compare-and-swap on the revision.
@@ -63,6 +70,7 @@ const (
 	subjectDLQPrefix    = "a2a.dlq."
 	subjectNotifyPrefix = "a2a.notify."
 	subjectRemotePrefix = "a2a.remote."
+	subjectIntakePrefix = "a2a.intake."
 
 	// SubjectWorkAll, SubjectEventsAll and SubjectDLQAll are the wildcard
 	// subjects of the streams.
@@ -70,6 +78,7 @@ const (
 	SubjectEventsAll = subjectEventsPrefix + ">"
 	SubjectDLQAll    = subjectDLQPrefix + ">"
 	SubjectNotifyAll = subjectNotifyPrefix + "*"
+	SubjectIntakeAll = subjectIntakePrefix + ">"
 	// SubjectRemoteAll is the core-NATS (not stored) subject of push
 	// notifications an edge received for remote agents' tasks.
 	SubjectRemoteAll = subjectRemotePrefix + "*"
@@ -218,6 +227,55 @@ func TaskIDFromEventSubject(subject string) (string, bool) {
 
 // ConsumerWork is the durable pull consumer shared by all workers of agent.
 func ConsumerWork(agent string) string { return "work-" + agent }
+
+// AgentFromConsumerWork returns the agent of a ConsumerWork name.
+func AgentFromConsumerWork(consumer string) (string, bool) {
+	agent, ok := strings.CutPrefix(consumer, "work-")
+	return agent, ok && ValidAgentName(agent)
+}
+
+// ConsumerIntake is the durable consumer of an agent's intake, which only
+// the holder of the dispatch lease reads.
+func ConsumerIntake(agent string) string { return "intake-" + agent }
+
+// SubjectIntake is the subject of one task's submitted work while it
+// waits for its caller's turn: a2a.intake.<agent>.<caller>.<taskId>,
+// caller a CallerKey.
+func SubjectIntake(agent, caller, taskID string) string {
+	return subjectIntakePrefix + agent + "." + caller + "." + taskID
+}
+
+// SubjectIntakeAgent is the wildcard of every intake subject of agent.
+func SubjectIntakeAgent(agent string) string { return subjectIntakePrefix + agent + ".>" }
+
+// SubjectIntakeTask is the wildcard of a task's intake subject, whoever
+// its caller.
+func SubjectIntakeTask(agent, taskID string) string {
+	return subjectIntakePrefix + agent + ".*." + taskID
+}
+
+// ParseIntakeSubject splits an intake subject into its agent, caller and
+// task id.
+func ParseIntakeSubject(subject string) (agent, caller, taskID string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, subjectIntakePrefix)
+	if !ok {
+		return "", "", "", false
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) != 3 || !ValidAgentName(parts[0]) || parts[1] == "" || !ValidTaskID(parts[2]) {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], parts[2], true
+}
+
+// CallerKey names a caller in intake subjects: the owner of a task in its
+// tenant, and for the anonymous owner the origin it called from — the
+// caller a backlog share and a rate are counted for. It is a digest, so
+// no principal or address appears in a subject: 16 hex digits.
+func CallerKey(tenant, owner, origin string) string {
+	sum := sha256.Sum256([]byte(tenant + "\x00" + owner + "\x00" + origin))
+	return hex.EncodeToString(sum[:8])
+}
 
 // Source returns a CloudEvent source for a component instance, e.g.
 // urn:a2abus:worker:echo-1.

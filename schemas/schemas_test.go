@@ -734,6 +734,11 @@ func TestVocabNames(t *testing.T) {
 		SubjectEventsAll:               "a2a.events.>",
 		SubjectCancelAll:               "a2a.cancel.>",
 		SubjectDLQAll:                  "a2a.dlq.>",
+		SubjectIntakeAll:               "a2a.intake.>",
+		SubjectIntakeAgent("echo"):     "a2a.intake.echo.>",
+		SubjectIntakeTask("echo", "t"): "a2a.intake.echo.*.t",
+		ConsumerIntake("echo"):         "intake-echo",
+		CallerKey("", "", ""):          "96a296d224f285c6",
 		Source("worker", "e-1"):        "urn:a2abus:worker:e-1",
 		SequenceString(0):              "00000000000000000000",
 		SequenceString(42):             "00000000000000000042",
@@ -742,6 +747,26 @@ func TestVocabNames(t *testing.T) {
 		if got != want {
 			t.Errorf("%q, want %q", got, want)
 		}
+	}
+	taskID := NewID()
+	subject := SubjectIntake("echo", CallerKey("t1", "alice", ""), taskID)
+	if agent, caller, task, ok := ParseIntakeSubject(subject); !ok || agent != "echo" || caller != CallerKey("t1", "alice", "") || task != taskID {
+		t.Errorf("ParseIntakeSubject(%q) = %q %q %q %v", subject, agent, caller, task, ok)
+	}
+	for _, bad := range []string{"a2a.intake.echo." + taskID, "a2a.intake.Echo.k." + taskID, "a2a.intake.echo.k.not-a-uuid", "a2a.work.echo.k." + taskID, "a2a.intake.echo.k." + taskID + ".x"} {
+		if _, _, _, ok := ParseIntakeSubject(bad); ok {
+			t.Errorf("ParseIntakeSubject(%q) accepted", bad)
+		}
+	}
+	// Callers differ by tenant, owner and origin, however the strings split.
+	if CallerKey("t", "ab", "") == CallerKey("t", "a", "b") || CallerKey("t", "a", "") == CallerKey("", "a", "") {
+		t.Error("two callers share a key")
+	}
+	if agent, ok := AgentFromConsumerWork(ConsumerWork("echo")); !ok || agent != "echo" {
+		t.Errorf("AgentFromConsumerWork = %q %v", agent, ok)
+	}
+	if _, ok := AgentFromConsumerWork("intake-echo"); ok {
+		t.Error("AgentFromConsumerWork accepted another consumer")
 	}
 	// The sequence sorts as a string the way revisions sort as numbers.
 	if !(SequenceString(9) < SequenceString(10) && SequenceString(99999) < SequenceString(100000)) {

@@ -159,37 +159,16 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		})
 	}
-	for ctx.Err() == nil {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			continue
-		}
-		n := 1
-		for n < r.opt.Concurrency {
-			select {
-			case sem <- struct{}{}:
-				n++
-				continue
-			default:
-			}
-			break
-		}
-		works, err := wc.Fetch(ctx, n, r.opt.FetchWait)
-		for i := len(works); i < n; i++ {
-			<-sem
-		}
-		if err != nil && ctx.Err() == nil {
-			r.log.Warn("fetching work failed; retrying", "err", err)
-			select {
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-			}
-		}
-		for _, w := range works {
-			jobs <- w
-		}
+	// Several fetches wait at once, each for one free slot: work moves to
+	// an agent only when one of its workers asks (bus dispatch), so one
+	// fetch at a time would take one item per round trip through the
+	// dispatcher, and a fetch for more slots than items waiting would
+	// hold those slots while it waits.
+	var fetchers sync.WaitGroup
+	for range min(r.opt.Concurrency, maxFetchers) {
+		fetchers.Go(func() { r.fetchLoop(ctx, wc, sem, jobs) })
 	}
+	fetchers.Wait()
 	close(jobs)
 
 	// Shutdown: give in-flight work the grace period, then stop it.
@@ -591,4 +570,33 @@ func (r *Runner) relatedTasks(ctx context.Context, rec *schemas.TaskRecord, msg 
 		out[i] = t.Task
 	}
 	return out
+}
+
+// maxFetchers bounds the fetches one runner has waiting at once.
+const maxFetchers = 16
+
+// fetchLoop takes work for a free slot of sem at a time and hands it to
+// jobs until ctx ends.
+func (r *Runner) fetchLoop(ctx context.Context, wc *bus.WorkConsumer, sem chan struct{}, jobs chan<- *bus.Work) {
+	for ctx.Err() == nil {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
+		works, err := wc.Fetch(ctx, 1, r.opt.FetchWait)
+		if len(works) == 0 {
+			<-sem
+		}
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("fetching work failed; retrying", "err", err)
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+		}
+		for _, w := range works {
+			jobs <- w
+		}
+	}
 }

@@ -1,0 +1,131 @@
+package bus
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// queueFor queues n new tasks of agent for caller and returns their ids.
+func queueFor(t *testing.T, b *Bus, agent, caller string, n int) []string {
+	t.Helper()
+	var ids []string
+	for range n {
+		rec := newRecord(agent)
+		if err := b.QueueWork(testCtx(t), workItem(rec), PublishOptions{Caller: caller}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, rec.Task.ID)
+	}
+	return ids
+}
+
+// heldByDispatcher is how many of agent's intake items b's dispatcher
+// holds (delivered to it and taken in, not yet moved).
+func heldByDispatcher(t *testing.T, b *Bus, agent string) int {
+	t.Helper()
+	return b.dispatch.held(agent)
+}
+
+// The agent's workers get the callers' work in turn, not in the order it
+// was queued: a caller with five tasks queued first does not keep another
+// caller's single task waiting behind them.
+func TestDispatchTakesCallersInTurn(t *testing.T) {
+	b := newTestBus(t, Config{})
+	wc := workConsumer(t, b, "fair")
+	callerOf := map[string]string{}
+	for _, q := range []struct {
+		caller string
+		n      int
+	}{{"a", 5}, {"b", 1}, {"c", 2}} {
+		for _, id := range queueFor(t, b, "fair", schemas.CallerKey("", q.caller, ""), q.n) {
+			callerOf[id] = q.caller
+		}
+	}
+	var order []string
+	take := func() {
+		w := fetchOne(t, wc)
+		order = append(order, callerOf[w.Item.TaskID])
+		if err := w.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first request finds the agent (and a's first task, the oldest);
+	// then every item is held, waiting for its turn.
+	take()
+	eventually(t, "the dispatcher to hold the other seven items", func() bool { return heldByDispatcher(t, b, "fair") == 7 })
+	for range 7 {
+		take()
+	}
+	if want := []string{"a", "b", "c", "a", "c", "a", "a", "a"}; !slices.Equal(order, want) {
+		t.Fatalf("callers served in the order %v, want %v", order, want)
+	}
+	if p, ap := consumerCounts(t, b, "fair"); p != 0 || ap != 0 {
+		t.Fatalf("work stream holds %d pending and %d unacknowledged, want none", p, ap)
+	}
+}
+
+// Work waits in the intake until a worker asks for it: the work stream
+// never holds a queue that a later caller would wait behind.
+func TestDispatchMovesWorkOnlyWhenAWorkerAsks(t *testing.T) {
+	b := newTestBus(t, Config{})
+	wc := workConsumer(t, b, "asked")
+	queueFor(t, b, "asked", schemas.CallerKey("", "a", ""), 3)
+	take := func() {
+		w := fetchOne(t, wc)
+		if err := w.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take()
+	eventually(t, "the dispatcher to hold the other two", func() bool { return heldByDispatcher(t, b, "asked") == 2 })
+	if p, ap := consumerCounts(t, b, "asked"); p != 0 || ap != 0 {
+		t.Fatalf("work stream holds %d pending and %d unacknowledged with no worker asking, want none", p, ap)
+	}
+	if n, err := b.AgentBacklog(testCtx(t), "asked"); err != nil || n != 2 {
+		t.Fatalf("backlog %d (%v), want the 2 items waiting in the intake", n, err)
+	}
+	take()
+	take()
+}
+
+// A holder of the dispatch lease that dies holding work loses nothing:
+// the next holder takes the lease when it expires and gets back every item
+// the dead one held, each delivered once.
+func TestDispatchHolderThatDiesHandsItsWorkOn(t *testing.T) {
+	s := startServer(t, "")
+	first := connect(t, s, Config{MemoryStorage: true, Role: "edge", dispatchLeaseTTL: time.Second})
+	wc := workConsumer(t, first, "handover")
+	ids := queueFor(t, first, "handover", schemas.CallerKey("", "a", ""), 4)
+	w := fetchOne(t, wc)
+	if err := w.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the first holder to hold the other three", func() bool { return heldByDispatcher(t, first, "handover") == 3 })
+	// It dies: its connection ends without releasing anything.
+	first.Abort()
+	second := connect(t, s, Config{MemoryStorage: true, Role: "edge", dispatchLeaseTTL: time.Second})
+	wc2 := workConsumer(t, second, "handover")
+	got := []string{w.Item.TaskID}
+	for range 3 {
+		w := fetchOne(t, wc2)
+		got = append(got, w.Item.TaskID)
+		if err := w.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(ids)
+	if !slices.Equal(got, ids) {
+		t.Fatalf("tasks run %v, want each of %v once", got, ids)
+	}
+	ws, err := wc2.Fetch(testCtx(t), 1, 200*time.Millisecond)
+	if err != nil || len(ws) != 0 {
+		t.Fatalf("a fifth delivery: %d items, %v", len(ws), err)
+	}
+	if n := streamMsgs(t, second, schemas.StreamIntake); n != 0 {
+		t.Fatalf("the intake still holds %d items", n)
+	}
+}
