@@ -309,6 +309,7 @@ func TestRemoteAgentCredentials(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
+	t.Parallel()
 	upstream := echoA2Abus(t)
 	const (
 		clientSecret = "client-secret-do-not-print"

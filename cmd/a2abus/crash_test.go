@@ -65,6 +65,7 @@ func TestKilledWorkerProcessTaskFinishesElsewhere(t *testing.T) {
 	if testing.Short() {
 		t.Skip("processes")
 	}
+	t.Parallel()
 	dir := t.TempDir()
 	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
 	common := []string{"--ack-wait", "2s"}
@@ -203,6 +204,7 @@ func TestKilledEdgeProcessStreamResumesOnAnother(t *testing.T) {
 	if testing.Short() {
 		t.Skip("processes")
 	}
+	t.Parallel()
 	dir := t.TempDir()
 	httpAddr, natsAddr, edgeAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	serve := startProc(t, "serve", "--listen", httpAddr, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", natsAddr, "--agent", "echo")
@@ -278,6 +280,7 @@ func TestPoisonWorkEndsFailed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("processes")
 	}
+	t.Parallel()
 	dir := t.TempDir()
 	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
 	cfg := filepath.Join(dir, "poison.json")
@@ -337,6 +340,7 @@ func TestOrphanedTaskIsQueuedAfterAKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("processes")
 	}
+	t.Parallel()
 	dir := t.TempDir()
 	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
 	args := []string{"serve", "--listen", httpAddr, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", natsAddr,

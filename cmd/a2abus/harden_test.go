@@ -67,6 +67,7 @@ func TestSlowClientsDoNotExhaustTheEdge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
+	t.Parallel()
 	const timeout = 5 * time.Second
 	n := slowConns(t)
 	addr := freeAddr(t)
@@ -157,6 +158,7 @@ func TestConnectionsPerAddressCapped(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
+	t.Parallel()
 	const limit = 20
 	addr, metricsAddr := freeAddr(t), freeAddr(t)
 	base, metrics := "http://"+addr, "http://"+metricsAddr+"/metrics"
@@ -225,6 +227,7 @@ func TestShutdownBoundedByGrace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
+	t.Parallel()
 	const grace = 2 * time.Second
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "a2abus.json")

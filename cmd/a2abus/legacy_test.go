@@ -225,6 +225,7 @@ func TestRemoteAgentOfOlderDialectThroughServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
+	t.Parallel()
 	a, canceled := agentOSAgent(t)
 	dir := t.TempDir()
 	addr := freeAddr(t)

@@ -63,6 +63,7 @@ func TestMCPServerAsAnAgent(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
+	t.Parallel()
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	cfg := filepath.Join(dir, "mcp.json")
@@ -118,6 +119,7 @@ func TestMCPServerOverHTTPAsAnAgent(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
+	t.Parallel()
 	dir := t.TempDir()
 	extAddr, gwAddr := freeAddr(t), freeAddr(t)
 	ext := startProc(t, "serve", "--listen", extAddr, "--data-dir", filepath.Join(dir, "ext"), "--nats-listen", "off")
