@@ -20,23 +20,6 @@ import (
 	"github.com/a2abus/a2abus/schemas"
 )
 
-// scenario skips a multi-node cluster scenario unless A2ABUS_SCENARIOS is
-// set: three JetStream servers on loopback, a member stopped or killed
-// and the elections that follow, tens of seconds each (about a minute and
-// a half together on 2 cores). The README's test command leaves them out,
-// as it does cmd/a2abus's cluster and fault scenarios; .ci/run always sets
-// A2ABUS_SCENARIOS=1, so nothing lands without them. startCluster and
-// startReaderCluster call it, so every test that forms a cluster is one.
-func scenario(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("cluster")
-	}
-	if os.Getenv("A2ABUS_SCENARIOS") == "" {
-		t.Skip("a multi-node cluster scenario: A2ABUS_SCENARIOS=1 runs it (.ci/run does)")
-	}
-}
-
 // freePort is a loopback port for a member that binds it later, perhaps
 // again after a restart (freeaddr says why not one of 127.0.0.1:0).
 func freePort(t *testing.T) int { return freeaddr.Port(t) }
@@ -55,10 +38,9 @@ type testCluster struct {
 }
 
 // startCluster starts the cluster; member proc (if in 0..2) is a child
-// process. It skips the test unless the cluster scenarios run (scenario).
+// process.
 func startCluster(t *testing.T, proc int) *testCluster {
 	t.Helper()
-	scenario(t)
 	const n = 3
 	var c testCluster
 	var clientPorts, routePorts [n]int
@@ -174,7 +156,9 @@ func (c *testCluster) allURLs() string { return strings.Join(c.urls[:], ",") }
 // buckets are R3; a task written before a member stops is read after, and
 // new tasks are taken while it is down.
 func TestThreeNodeClusterSurvivesLosingAMember(t *testing.T) {
-	scenario(t)
+	if testing.Short() {
+		t.Skip("cluster")
+	}
 	c := startCluster(t, -1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

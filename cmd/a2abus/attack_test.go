@@ -223,7 +223,6 @@ func TestAttackLargeBodies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	clients := attackSize(16, 50)
 	serve, base := attackServe(t, "--rate-limit", "0")
 	kinds := []struct {
@@ -376,7 +375,6 @@ func TestAttackStoreFill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	callers := attackSize(2, 5)
 	args, quota := []string{"--rate-limit", "0"}, 32
 	if !fullAttack() {
@@ -450,7 +448,6 @@ func TestAttackBacklogShare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	callers, bound := attackSize(4, 10), attackSize(2000, 10000)
 	share := bound / 32
 	cfg := filepath.Join(t.TempDir(), "config.json")

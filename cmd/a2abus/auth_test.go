@@ -47,7 +47,6 @@ func TestServeWithAPIKeys(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	const key = "a-key-of-alice-0123456789"
 	httpAddr := freeAddr(t)
 	p := startProcEnv(t, []string{"A2ABUS_API_KEYS=" + key + "=alice"},
@@ -111,7 +110,6 @@ func TestServeMutualTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	mine, other := bustest.TLS(t), bustest.TLS(t)
 	write := func(name string, b []byte) string {

@@ -309,7 +309,6 @@ func TestRemoteAgentCredentials(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	upstream := echoA2Abus(t)
 	const (
 		clientSecret = "client-secret-do-not-print"

@@ -209,7 +209,6 @@ func TestCLIAgainstServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	cfg := filepath.Join(dir, "a2abus.json")

@@ -90,7 +90,6 @@ func tryGetTask(base, agent, id string) (schemas.Task, error) {
 // (forwarding request bodies unbuffered, a few streams in a thousand were
 // cut short on two cores).
 func TestFrontKeepsStreamsWhole(t *testing.T) {
-	t.Parallel()
 	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")

@@ -65,7 +65,6 @@ func TestKilledWorkerProcessTaskFinishesElsewhere(t *testing.T) {
 	if testing.Short() {
 		t.Skip("processes")
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
 	common := []string{"--ack-wait", "2s"}
@@ -204,7 +203,6 @@ func TestKilledEdgeProcessStreamResumesOnAnother(t *testing.T) {
 	if testing.Short() {
 		t.Skip("processes")
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	httpAddr, natsAddr, edgeAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	serve := startProc(t, "serve", "--listen", httpAddr, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", natsAddr, "--agent", "echo")
@@ -280,7 +278,6 @@ func TestPoisonWorkEndsFailed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("processes")
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
 	cfg := filepath.Join(dir, "poison.json")
@@ -340,7 +337,6 @@ func TestOrphanedTaskIsQueuedAfterAKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("processes")
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
 	args := []string{"serve", "--listen", httpAddr, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", natsAddr,

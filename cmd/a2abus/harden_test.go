@@ -67,7 +67,6 @@ func TestSlowClientsDoNotExhaustTheEdge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	const timeout = 5 * time.Second
 	n := slowConns(t)
 	addr := freeAddr(t)
@@ -158,7 +157,6 @@ func TestConnectionsPerAddressCapped(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	const limit = 20
 	addr, metricsAddr := freeAddr(t), freeAddr(t)
 	base, metrics := "http://"+addr, "http://"+metricsAddr+"/metrics"
@@ -227,7 +225,6 @@ func TestShutdownBoundedByGrace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	const grace = 2 * time.Second
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "a2abus.json")

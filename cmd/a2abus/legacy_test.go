@@ -225,7 +225,6 @@ func TestRemoteAgentOfOlderDialectThroughServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	a, canceled := agentOSAgent(t)
 	dir := t.TempDir()
 	addr := freeAddr(t)

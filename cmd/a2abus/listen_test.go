@@ -176,7 +176,6 @@ func TestEdgeStopsCleanlyWhileWaitingForNATS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	addr := freeAddr(t)
 	p := startProc(t, "edge", "--nats", "nats://"+freeAddr(t), "--listen", addr)
 	waitListening(t, p, "http://"+addr)
@@ -197,7 +196,6 @@ func TestEdgeStartFailures(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	exitsWith := func(t *testing.T, p *proc, within time.Duration, want string) {
 		t.Helper()
 		select {

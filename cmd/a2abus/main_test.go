@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,21 +38,6 @@ func TestMain(m *testing.M) {
 		os.Args = append([]string{"a2abus"}, os.Args[1:]...)
 		main()
 		os.Exit(0)
-	}
-	// The tests marked parallel start a2abus processes and spend their
-	// time waiting on them (readiness, redelivery, a killed process's
-	// work coming back): little CPU in this process or theirs. -parallel
-	// defaults to GOMAXPROCS, made for tests that use CPU; on 2 cores it
-	// would run them two at a time. Unless -parallel is given, they run
-	// four at a time. Of the tests that load a serve with CPU-bound work
-	// only two are parallel (the large bodies and the store fill: they
-	// assert answers and quotas, no time); those that measure rates or
-	// answers "at once" are not.
-	flag.Parse()
-	parallelGiven := false
-	flag.Visit(func(f *flag.Flag) { parallelGiven = parallelGiven || f.Name == "test.parallel" })
-	if !parallelGiven {
-		_ = flag.Set("test.parallel", strconv.Itoa(max(4, runtime.GOMAXPROCS(0))))
 	}
 	os.Exit(m.Run())
 }
@@ -240,7 +224,6 @@ func TestServeEdgeAndWorkerProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	httpAddr, natsAddr, edgeAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	cfg := filepath.Join(dir, "a2abus.json")
@@ -348,7 +331,6 @@ func TestServeNATSNeedsCredentials(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	httpAddr, natsAddr := freeAddr(t), freeAddr(t)

@@ -63,7 +63,6 @@ func TestMCPServerAsAnAgent(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	cfg := filepath.Join(dir, "mcp.json")
@@ -119,7 +118,6 @@ func TestMCPServerOverHTTPAsAnAgent(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	extAddr, gwAddr := freeAddr(t), freeAddr(t)
 	ext := startProc(t, "serve", "--listen", extAddr, "--data-dir", filepath.Join(dir, "ext"), "--nats-listen", "off")

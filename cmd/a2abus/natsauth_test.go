@@ -243,7 +243,6 @@ func TestServeNATSOverTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	tf := bustest.TLS(t)
 	cert, key, ca := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")

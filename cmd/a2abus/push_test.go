@@ -74,7 +74,6 @@ func TestPushSenderProcessKilledMidBacklogDeliversAll(t *testing.T) {
 	if testing.Short() {
 		t.Skip("processes")
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "push-keys.json")
 	if err := runPushKeys([]string{"--file", keys}, &strings.Builder{}, &strings.Builder{}); err != nil {

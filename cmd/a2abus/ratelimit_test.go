@@ -172,7 +172,6 @@ func TestLoadStopsOnRateLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	serve, base := rateServe(t, "--rate-limit", "1", "--rate-burst", "5")
 	if n := rateRefusals(t, base, 200); n == 0 {
 		t.Fatal("a serve with --rate-limit 1 --rate-burst 5 refused none of 200 calls")

@@ -59,7 +59,6 @@ func TestRemoteAndFanOutAgentsThroughServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	extAddr, downAddr, gwAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	ext := startProc(t, "serve", "--listen", extAddr, "--data-dir", filepath.Join(dir, "ext"), "--nats-listen", "off")
@@ -145,7 +144,6 @@ func TestRemoteAgentInPushModeSurvivesAKilledProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	extAddr, gwAddr := freeAddr(t), freeAddr(t)
 	ext := startProc(t, "serve", "--listen", extAddr, "--data-dir", filepath.Join(dir, "ext"), "--nats-listen", "off", "--agent", "tck",
@@ -197,7 +195,6 @@ func TestRegistryChangedAtRunTimeSeenByASecondEdge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	t.Parallel()
 	dir := t.TempDir()
 	extAddr, gwAddr, natsAddr, edgeAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	ext := startProc(t, "serve", "--listen", extAddr, "--data-dir", filepath.Join(dir, "ext"), "--nats-listen", "off")
