@@ -26,8 +26,11 @@ type readerCluster struct {
 	urls       string // every member's client URL, for Config.URL
 }
 
+// startReaderCluster starts the cluster; it skips the test unless the
+// cluster scenarios run (scenario).
 func startReaderCluster(t *testing.T) *readerCluster {
 	t.Helper()
+	scenario(t)
 	c := &readerCluster{t: t}
 	var routes []string
 	for i := range c.cfgs {
@@ -75,9 +78,7 @@ const jsErrClusterNotAvailable = 10008
 // member comes back a second later. The reader replays the task's whole
 // event log.
 func TestEventReaderOpensOnceALeaderIsElected(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster")
-	}
+	scenario(t)
 	// Regaining a lost quorum can take longer than the election after one
 	// node is lost, which the product's bound is made for (seen: 13s).
 	defer func(d time.Duration) { readerOpenRetryFor = d }(readerOpenRetryFor)

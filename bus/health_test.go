@@ -39,9 +39,7 @@ func TestCheckWritableStandalone(t *testing.T) {
 // A cluster member cut off from the other two keeps its clients, but the
 // streams it holds have no majority: nothing written there is stored.
 func TestCheckWritableWithoutAMajority(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster")
-	}
+	scenario(t)
 	c := startCluster(t, -1)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -2,7 +2,10 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // retryWithin is the one retry loop of the bus: for a step that must ride
@@ -11,7 +14,10 @@ import (
 // pauses growing from 50ms to 1s, until attempt reports done, window
 // passes or ctx ends, and returns the last attempt's error (ctx's, if no
 // attempt finished). Each attempt gets at most attemptLimit, so a request
-// to a dead node cannot take the whole window.
+// to a dead node cannot take the whole window. A connection that is
+// closed (Close, Abort, or reconnecting given up) never comes back, so its
+// error ends the loop at once: a caller learns in a moment that this
+// process can no longer reach the bus.
 func retryWithin(ctx context.Context, window time.Duration, attempt func(context.Context) (done bool, err error)) error {
 	ctx, cancel := context.WithTimeout(ctx, window)
 	defer cancel()
@@ -26,6 +32,9 @@ func retryWithin(ctx context.Context, window time.Duration, attempt func(context
 		}
 		if err != nil {
 			last = err
+			if errors.Is(err, nats.ErrConnectionClosed) {
+				return err
+			}
 		}
 		select {
 		case <-ctx.Done():

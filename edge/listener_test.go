@@ -218,8 +218,10 @@ func TestSlowBodyCutLongStreamKept(t *testing.T) {
 		}
 	})
 	t.Run("trickled head", func(t *testing.T) {
-		c := hold(t, l.Addr().String(), "", 1)[0]
+		// From before the dial: the server's clock starts at its accept,
+		// which may come a moment before the dial returns here.
 		begin := time.Now()
+		c := hold(t, l.Addr().String(), "", 1)[0]
 		_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nX-Slow: ")
 		done := make(chan struct{})
 		go func() {

@@ -41,9 +41,11 @@ func fullAttack() bool { return os.Getenv("A2ABUS_ATTACK") == "full" }
 
 // attackServe starts a serve on a free loopback port with a fresh data
 // directory and no NATS port, with extra flags, and waits until it is
-// ready; it returns the process and its base URL.
+// ready; it returns the process and its base URL. An attack is a scenario
+// (see scenario): the README's test command leaves it out, CI runs it.
 func attackServe(t *testing.T, extra ...string) (*proc, string) {
 	t.Helper()
+	scenario(t)
 	addr := freeAddr(t)
 	base := "http://" + addr
 	// The limit is given, not the default: inside a container the default

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -270,11 +271,24 @@ func TestMCPInitializeNegotiatesVersions(t *testing.T) {
 	}
 }
 
-// buildA2Abus builds the a2abus binary for process tests.
+// buildA2Abus returns the a2abus binary for process tests: the one
+// run.sh built ($A2ABUS_INTEROP_BIN), else one built here as this test
+// binary was (with the race detector if it has it; without cmd/a2abus's
+// profile, which would make every package a variant of its own): the
+// packages are then those compiled for the tests already, and only the
+// link is new, where a plain build compiles nats-server and the whole
+// standard library once more (about two minutes on 2 cores).
 func buildA2Abus(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("A2ABUS_INTEROP_BIN"); bin != "" {
+		return bin
+	}
 	bin := filepath.Join(t.TempDir(), "a2abus")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/a2abus/a2abus/cmd/a2abus")
+	args := []string{"build", "-pgo=off", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "github.com/a2abus/a2abus/cmd/a2abus")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building a2abus: %v\n%s", err, out)
 	}
@@ -309,6 +323,13 @@ func TestOfficialMCPClientOverStdio(t *testing.T) {
 			res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "a2a_echo", Arguments: map[string]any{"message": "hello over stdio"}})
 			if err != nil || res.IsError || !strings.Contains(contentText(res), "hello over stdio") {
 				t.Fatalf("echo over stdio: %+v %v\n%s", res, err, cmd.Stderr)
+			}
+			// Close ends the process (its stdin closes) and waits for it. A
+			// binary built with the race detector (buildA2Abus) says on
+			// stderr if it saw a race.
+			closed := cs.Close()
+			if stderr := cmd.Stderr.(*strings.Builder).String(); strings.Contains(stderr, "WARNING: DATA RACE") {
+				t.Fatalf("a2abus %s saw a data race (%v):\n%s", strings.Join(args, " "), closed, stderr)
 			}
 		})
 	}

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# CI entry of the JS interop test: builds a2abus, starts `a2abus serve` on a
+# CI entry of the JS interop test: builds a2abus (or takes the binary
+# $A2ABUS_INTEROP_BIN, which ../run.sh builds), starts `a2abus serve` on a
 # free loopback port with a throwaway data dir, waits until it is ready,
 # runs the @a2a-js/sdk client tests against it, and stops it. Then it checks
 # the JS baseline of compare.sh, echo-server.mjs (an @a2a-js/sdk server):
@@ -11,14 +12,22 @@ root="$(cd "$here/../../.." && pwd)"
 work="$(mktemp -d)"
 pid=; epid=
 trap 'kill $pid $epid 2>/dev/null || true; wait $pid $epid 2>/dev/null || true; rm -rf "$work"' EXIT
-(cd "$root" && go build -o "$work/a2abus" ./cmd/a2abus)
+# Built as the README's tests build (race detector, no profile-guided
+# optimisation): their build cache then holds every package it needs; and
+# a race in serve or load fails this script (see stop_serve; load exits
+# non-zero).
+bin="${A2ABUS_INTEROP_BIN:-}"
+if [ -z "$bin" ]; then
+	bin="$work/a2abus"
+	(cd "$root" && go build -race -pgo=off -o "$bin" ./cmd/a2abus)
+fi
 # A free loopback port and a random key, with what this script needs
 # anyway (Node.js, coreutils): nothing beyond the README's prerequisites.
 port=$(node -e 'const s=require("net").createServer(); s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close() })')
 # The suite runs twice: against an a2abus without authentication, and
 # against one that takes API keys (the SDK then presents one on every call).
 serve() {
-	"$work/a2abus" serve --listen "127.0.0.1:$port" --nats-listen off --data-dir "$work/data-$1" --agent echo --agent tck \
+	"$bin" serve --listen "127.0.0.1:$port" --nats-listen off --data-dir "$work/data-$1" --agent echo --agent tck \
 		--push true --push-allow-http true --push-allow-private true >"$work/serve.log" 2>&1 &
 	pid=$!
 	for _ in $(seq 1 120); do
@@ -28,13 +37,20 @@ serve() {
 	done
 	cat "$work/serve.log"; exit 1
 }
+# stop_serve stops it; a race it saw fails the run.
+stop_serve() {
+	kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+	if grep -q 'WARNING: DATA RACE' "$work/serve.log"; then
+		cat "$work/serve.log"; exit 1
+	fi
+}
 serve anonymous
 A2ABUS_URL="http://127.0.0.1:$port" "$here/run.sh"
-kill "$pid"; wait "$pid" 2>/dev/null || true
+stop_serve
 key="js-interop-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"
 A2ABUS_API_KEYS="$key=js-interop" serve keys
 A2ABUS_URL="http://127.0.0.1:$port" A2ABUS_API_KEY="$key" "$here/run.sh"
-kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+stop_serve
 
 # The JS echo server (node_modules is installed by run.sh above).
 node "$here/echo-server.mjs" --listen "127.0.0.1:$port" >"$work/echo.log" 2>&1 &
@@ -55,7 +71,7 @@ if (t?.status?.state !== "TASK_STATE_COMPLETED" || text !== "hello js echo") {
 	process.exit(1);
 }' "$work/send.json"
 for mode in send stream; do
-	"$work/a2abus" load --url "http://127.0.0.1:$port" --mode "$mode" --clients 4 --requests 50 --warmup 0s -o json >"$work/load-$mode.json"
+	"$bin" load --url "http://127.0.0.1:$port" --mode "$mode" --clients 4 --requests 50 --warmup 0s -o json >"$work/load-$mode.json"
 	node -e '
 const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
 if (r.ok < 50 || r.failed !== 0) {
