@@ -25,33 +25,12 @@ import (
 //	GET    /a2a/admin/agents/{agent}  one
 //	PUT    /a2a/admin/agents/{agent}  set it: {"remote": {...}, "maintenance": "why"}
 //	DELETE /a2a/admin/agents/{agent}  remove it (a remote agent stops)
+//
+// Their rows in routeTable declare who may use them (PolicyAdmin, and
+// PolicyAdminWrite for the two that write) and their limits.
 
-func (s *Server) adminRoutes() {
-	s.handle("GET /a2a/admin/agents", s.adminOnly(s.handleRegistryList, false))
-	s.handle("GET /a2a/admin/agents/{agent}", s.adminOnly(s.handleRegistryGet, false))
-	s.handle("PUT /a2a/admin/agents/{agent}", s.adminWrite(s.handleRegistryPut))
-	s.handle("DELETE /a2a/admin/agents/{agent}", s.adminWrite(s.handleRegistryDelete))
-}
-
-// adminWrite guards a route that changes the registry: rate-limited by
-// address, and for admin principals only (adminOnly). An edge that
-// authenticates no one lets its callers change it only when told so
-// (Config.OpenAdmin: the local development serve) and while it listens on
-// loopback; one serving anonymous callers beyond it (--allow-anonymous)
-// does not let them point agents anywhere.
-func (s *Server) adminWrite(h http.HandlerFunc) http.HandlerFunc {
-	guarded := s.adminOnly(h, false)
-	return func(w http.ResponseWriter, r *http.Request) {
-		if !s.allowAddress(w, r, "admin") {
-			return
-		}
-		if !s.authenticates() && !s.cfg.LoopbackOnly {
-			writePlain(w, http.StatusForbidden, "the registry is changed by admin principals, and this edge authenticates no one; configure authentication and --admins")
-			return
-		}
-		guarded(w, r)
-	}
-}
+// registryEntryMax bounds the body of a registry PUT.
+const registryEntryMax = 64 << 10
 
 func (s *Server) handleRegistryList(w http.ResponseWriter, r *http.Request) {
 	es, err := s.b.RegistryEntries(r.Context())
@@ -79,7 +58,7 @@ func (s *Server) handleRegistryGet(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleRegistryPut(w http.ResponseWriter, r *http.Request) {
 	agent := r.PathValue("agent")
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writePlain(w, http.StatusRequestEntityTooLarge, "a registry entry is at most 64 KiB")
 		return

@@ -32,7 +32,9 @@ import (
 // for every request — authentication, authorization, rate limits — is
 // added to serve and applies to every binding and dialect at once; task
 // operations then go through the one lifecycle in bus, which checks the
-// owner. A route that does not go through serve is a defect.
+// owner. An A2A route that does not go through serve is a defect; the
+// routes that are not A2A calls are side doors of the route table
+// (routes.go), whose declared policy, limit and bounds handle applies.
 
 // call is one decoded request on its way to a method.
 type call struct {
@@ -143,7 +145,7 @@ func (s *Server) serve(b *binding, decode decodeFunc) frontDoorHandler {
 			lastEventID: r.Header.Get("Last-Event-ID"), accept: r.Header.Get("Accept")}
 		// The body is read by decode and used until the answer is written.
 		defer s.bodies.release(&c.body)
-		if e := s.checkRoute(r); e != nil {
+		if e := s.checkRoute(r, OriginsStateChanging); e != nil {
 			s.refuse(w, b, c, e, 0)
 			return
 		}
@@ -316,56 +318,6 @@ func (s *Server) refuseCaller(w http.ResponseWriter, r *http.Request, b *binding
 	}
 	s.refuse(w, b, c, schemas.Errorf(kind, "%s", f.Reason), status)
 }
-
-// adminKey carries the caller adminOnly authenticated to its handler
-// (adminCaller reads it), so no handler authenticates a second time.
-type adminKey struct{}
-
-// adminCaller is the principal adminOnly let through ("" on an edge that
-// authenticates no one, or on a public route).
-func adminCaller(r *http.Request) string {
-	who, _ := r.Context().Value(adminKey{}).(caller)
-	return who.principal
-}
-
-// adminOnly serves h to admin principals only when the edge authenticates,
-// and to anyone when public. An edge that authenticates no one has no
-// admin to tell apart: it serves h to every caller only when the operator
-// said so (Config.OpenAdmin), and refuses it otherwise.
-func (s *Server) adminOnly(h http.HandlerFunc, public bool) http.HandlerFunc {
-	if public || (!s.authenticates() && s.cfg.OpenAdmin) {
-		return h
-	}
-	if !s.authenticates() {
-		return func(w http.ResponseWriter, r *http.Request) {
-			writePlain(w, http.StatusForbidden, errNoAdmins)
-		}
-	}
-	a := s.cfg.Auth
-	return func(w http.ResponseWriter, r *http.Request) {
-		who, err := s.authenticate(r)
-		if err == nil && !who.admin {
-			err = a.Forbidden("only an admin principal may read this")
-		}
-		var f *auth.Failure
-		switch {
-		case errors.As(err, &f):
-			if f.Challenge != "" {
-				w.Header().Set("WWW-Authenticate", f.Challenge)
-			}
-			writePlain(w, f.Status, f.Reason)
-		case err != nil:
-			writePlain(w, http.StatusInternalServerError, "cannot check credentials")
-		default:
-			h(w, r.WithContext(context.WithValue(r.Context(), adminKey{}, who)))
-		}
-	}
-}
-
-// errNoAdmins is why an edge that authenticates no one refuses its admin
-// routes (see adminOnly).
-const errNoAdmins = "only an admin principal may use this, and this edge authenticates no one: the registry and the metrics are shared by every edge on the bus; " +
-	"configure authentication (--api-key-file, $A2ABUS_API_KEYS or --jwt-*) with --admins, or start this edge with --open-admin to let every caller on loopback act as an admin"
 
 // refuse answers a call with an error in its binding's form.
 func (s *Server) refuse(w http.ResponseWriter, b *binding, c *call, e *schemas.Error, status int) {

@@ -185,26 +185,29 @@ func (s *Server) openFangDialect() dialect {
 	}
 }
 
-func (s *Server) legacyRoutes() {
-	route := func(pattern string, decode decodeFunc) {
-		s.handle(pattern, s.serve(openFangREST, func(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
+// legacyRows are the rows of the route table of OpenFang's REST routes.
+func legacyRows() []routeDecl {
+	route := func(pattern string, decode decodeFunc) routeDecl {
+		return front(pattern, openFangREST, formLegacy, func(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
 			c.d = &s.openFang
 			return decode(s, w, r, c)
-		}))
+		})
 	}
-	route("POST /a2a/tasks/send", decodeOpenFangSend)
-	route("GET /a2a/tasks/{task}", func(_ *Server, _ http.ResponseWriter, r *http.Request, c *call) error {
-		c.method = "tasks/get"
-		p := map[string]any{"id": r.PathValue("task")}
-		err := queryInt32(r, p, "historyLength")
-		c.params = paramsOf(p)
-		return err
-	})
-	route("POST /a2a/tasks/{task}/cancel", func(_ *Server, _ http.ResponseWriter, r *http.Request, c *call) error {
-		c.method = "tasks/cancel"
-		c.params = paramsOf(map[string]any{"id": r.PathValue("task")})
-		return nil
-	})
+	return []routeDecl{
+		route("POST /a2a/tasks/send", decodeOpenFangSend),
+		readsNoBody(route("GET /a2a/tasks/{task}", func(_ *Server, _ http.ResponseWriter, r *http.Request, c *call) error {
+			c.method = "tasks/get"
+			p := map[string]any{"id": r.PathValue("task")}
+			err := queryInt32(r, p, "historyLength")
+			c.params = paramsOf(p)
+			return err
+		})),
+		readsNoBody(route("POST /a2a/tasks/{task}/cancel", func(_ *Server, _ http.ResponseWriter, r *http.Request, c *call) error {
+			c.method = "tasks/cancel"
+			c.params = paramsOf(map[string]any{"id": r.PathValue("task")})
+			return nil
+		})),
+	}
 }
 
 // decodeOpenFangSend reads POST /a2a/tasks/send: its body is the JSON-RPC

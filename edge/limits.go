@@ -2,6 +2,8 @@ package edge
 
 import (
 	"math"
+	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -164,3 +166,20 @@ const (
 	storeFullShare = 0.9
 	storeFullRetry = 30
 )
+
+// allowAddress applies the default rate limit, by source address, to a
+// request of a side door declared LimitAddress (it has no principal, or
+// has not checked it yet), in bucket: the routes of one family share it.
+// Over it: 429 with Retry-After, and false.
+func (s *Server) allowAddress(w http.ResponseWriter, r *http.Request, bucket string) bool {
+	l := s.cfg.Limits.Default
+	if l.Rate <= 0 {
+		return true
+	}
+	ok, wait := s.rate.allow("\x02"+bucket+" "+origin(r), l, time.Now())
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		writePlain(w, http.StatusTooManyRequests, "too many requests from this address; retry after the time given")
+	}
+	return ok
+}

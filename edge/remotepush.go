@@ -6,11 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"math"
 	"net/http"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/schemas"
@@ -23,26 +19,15 @@ import (
 // checked against the hash kept in the task's metadata before anything
 // else. A good notification is handed over the bus to the worker following
 // the task; the answer (204) comes once the worker stored it. It is not an
-// A2A request, so it does not pass serve; what serve applies to every
-// request that fits it here — a rate limit (by address, as for anonymous
-// callers) and the body bound — is applied first.
+// A2A request, so it does not pass serve: its row in routeTable
+// (PolicyWebhookToken, limited by address as anonymous callers are, its
+// body bounded as the edge's are) has handle refuse a request without a
+// token, or over the rate, before this handler runs.
 
 func (s *Server) handleRemotePush(w http.ResponseWriter, r *http.Request) {
-	agent, taskID := r.PathValue("agent"), r.PathValue("task")
-	token := schemas.NotificationToken(r.Header.Get)
-	if token == "" {
-		token, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	}
-	// One answer for every refusal of the credential: an unknown task,
-	// another agent's, one not in push mode, a wrong token.
-	refuse := func() { writePlain(w, http.StatusNotFound, "no such webhook, or not this token") }
-	// The senders are limited like anonymous callers, by address, before
-	// anything is read.
-	if !s.allowAddress(w, r, "webhook") {
-		return
-	}
-	if !schemas.ValidTaskID(taskID) || token == "" {
-		refuse()
+	agent, taskID, token := r.PathValue("agent"), r.PathValue("task"), webhookToken(r)
+	if !schemas.ValidTaskID(taskID) {
+		refuseWebhook(w)
 		return
 	}
 	rec, _, err := s.b.GetTask(r.Context(), taskID)
@@ -60,7 +45,7 @@ func (s *Server) handleRemotePush(w http.ResponseWriter, r *http.Request) {
 	}()
 	sum := sha256.Sum256([]byte(token))
 	if rec == nil || rec.Agent != agent || want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(hex.EncodeToString(sum[:]))) != 1 {
-		refuse()
+		refuseWebhook(w)
 		return
 	}
 	if rec.Task.Status.State.Terminal() {
@@ -68,7 +53,7 @@ func (s *Server) handleRemotePush(w http.ResponseWriter, r *http.Request) {
 		writePlain(w, http.StatusGone, "the task is finished")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	body, err := io.ReadAll(r.Body)
 	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 		writePlain(w, http.StatusRequestEntityTooLarge, "the notification is larger than this edge takes")
 		return
@@ -90,20 +75,4 @@ func (s *Server) handleRemotePush(w http.ResponseWriter, r *http.Request) {
 	default:
 		writePlain(w, http.StatusBadRequest, "the notification was refused: "+err.Error())
 	}
-}
-
-// allowAddress applies the default rate limit, by source address, to a
-// request that is not an A2A call (it has no principal yet): the remote
-// agents' webhook, MCP. Over it: 429 with Retry-After, and false.
-func (s *Server) allowAddress(w http.ResponseWriter, r *http.Request, route string) bool {
-	l := s.cfg.Limits.Default
-	if l.Rate <= 0 {
-		return true
-	}
-	ok, wait := s.rate.allow("\x02"+route+" "+origin(r), l, time.Now())
-	if !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		writePlain(w, http.StatusTooManyRequests, "too many requests from this address; retry after the time given")
-	}
-	return ok
 }

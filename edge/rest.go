@@ -33,12 +33,14 @@ var httpJSON = &binding{
 	writeError: func(w http.ResponseWriter, _ *call, e *schemas.Error, status int) { writeStatus(w, e, status) },
 }
 
-func (s *Server) restRoutes(prefix string) {
-	route := func(pattern string, decode decodeFunc) {
-		s.handle(pattern, s.serve(httpJSON, func(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
+// restRows are the HTTP+JSON binding's rows of the route table, under
+// prefix ("" or "/agents/{agent}").
+func restRows(prefix string) []routeDecl {
+	route := func(pattern string, decode decodeFunc) routeDecl {
+		return front(pattern, httpJSON, formStatus, func(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
 			c.d = &s.v1
 			return decode(s, w, r, c)
-		}))
+		})
 	}
 	body := func(method string) decodeFunc {
 		return func(s *Server, w http.ResponseWriter, r *http.Request, c *call) (err error) {
@@ -47,14 +49,16 @@ func (s *Server) restRoutes(prefix string) {
 			return err
 		}
 	}
-	route("POST "+prefix+"/message:send", body("SendMessage"))
-	route("POST "+prefix+"/message:stream", body("SendStreamingMessage"))
-	route("GET "+prefix+"/tasks", decodeRESTList)
-	route("GET "+prefix+"/tasks/{task}", decodeRESTTask)
-	route("POST "+prefix+"/tasks/{task}", decodeRESTTask)
-	route("GET "+prefix+"/extendedAgentCard", body("GetExtendedAgentCard"))
-	route(prefix+"/tasks/{task}/pushNotificationConfigs", decodeRESTPush)
-	route(prefix+"/tasks/{task}/pushNotificationConfigs/{config}", decodeRESTPush)
+	return []routeDecl{
+		route("POST "+prefix+"/message:send", body("SendMessage")),
+		route("POST "+prefix+"/message:stream", body("SendStreamingMessage")),
+		readsNoBody(route("GET "+prefix+"/tasks", decodeRESTList)),
+		readsNoBody(route("GET "+prefix+"/tasks/{task}", decodeRESTTask)),
+		route("POST "+prefix+"/tasks/{task}", decodeRESTTask),
+		route("GET "+prefix+"/extendedAgentCard", body("GetExtendedAgentCard")),
+		route(prefix+"/tasks/{task}/pushNotificationConfigs", decodeRESTPush),
+		route(prefix+"/tasks/{task}/pushNotificationConfigs/{config}", decodeRESTPush),
+	}
 }
 
 // tenantKey carries, in a request's context, the tenant its HTTP+JSON path

@@ -126,7 +126,8 @@ func refusedOn(t *testing.T, rt edge.Route, what string, resp *http.Response, ra
 }
 
 // Only the route table writes to the edge's mux (the starting edge, which
-// answers every route "unavailable", has a mux of its own).
+// answers every route of the same table "unavailable", has a mux of its
+// own).
 func TestOnlyTheRouteTableAddsRoutes(t *testing.T) {
 	files, _ := filepath.Glob("*.go")
 	for _, f := range files {

@@ -285,37 +285,6 @@ func New(b *bus.Bus, cfg Config) *Server {
 	return s
 }
 
-func (s *Server) routes() {
-	s.handle("POST /{$}", s.serve(jsonRPC, decodeJSONRPC))
-	s.handle("POST /agents/{agent}", s.serve(jsonRPC, decodeJSONRPC))
-	s.handle("GET /.well-known/agent-card.json", http.HandlerFunc(s.handleCard))
-	s.handle("GET /.well-known/agent.json", http.HandlerFunc(s.handleCard)) // the path older clients fetch
-	s.handle("GET /agents/{agent}/.well-known/agent-card.json", http.HandlerFunc(s.handleCard))
-	s.handle("GET /a2a/agents", http.HandlerFunc(s.handleAgentList))
-	s.adminRoutes()
-	s.handle("POST /a2a/remote/{agent}/tasks/{task}/push", http.HandlerFunc(s.handleRemotePush))
-	if s.cfg.MCP != nil {
-		// Not an A2A call: limited by address here (each tool call it
-		// makes passes the front door as well), its bodies bounded as the
-		// edge's are, and refused to a browser page of another origin.
-		s.handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if s.allowAddress(w, r, "mcp") {
-				r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-				s.cfg.MCP.ServeHTTP(w, r)
-			}
-		}))
-	}
-	if s.cfg.NotificationKeys != nil {
-		s.handle("GET /.well-known/jwks.json", http.HandlerFunc(s.handleJWKS))
-	}
-	s.legacyRoutes()
-	s.restRoutes("")
-	s.restRoutes("/agents/{agent}")
-	s.handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writePlain(w, http.StatusOK, "ok") }))
-	s.handle("GET /readyz", http.HandlerFunc(s.handleReady))
-	s.handle("GET /metrics", s.adminOnly(MetricsHandler(s.b.Metrics()), s.cfg.PublicMetrics))
-}
-
 // Handler returns the HTTP handler of the edge. Every route is also served
 // with a trailing slash.
 func (s *Server) Handler() http.Handler { return s.handler }

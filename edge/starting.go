@@ -14,25 +14,29 @@ import (
 // is bound until its edge can serve: the process listens at once, so
 // operators and load balancers see it alive, while the bus may still be
 // unreachable or a cluster still forming. Until Serve hands it the edge's
-// handler it answers every request itself:
+// handler it answers every route of the edge's route table (routeTable)
+// itself:
 //
 //   - GET /healthz: 200, the process is alive;
 //   - GET /readyz: 503 "not ready: <reason>" (see SetReason);
-//   - GET /metrics: the process's metrics, when it was given a registry;
-//   - a JSON-RPC POST (/ or /agents/{agent}): 503 with Retry-After and a
-//     JSON-RPC error from the table's ErrUnavailable row, echoing the
-//     request's id when it can be read;
+//   - GET /metrics: the process's metrics, when it was given a registry
+//     (no one can be authenticated yet, so only where they are public);
+//   - a JSON-RPC route: 503 with Retry-After and a JSON-RPC error from
+//     the table's ErrUnavailable row, echoing the request's id when it
+//     can be read;
 //   - the older REST routes (/a2a/tasks/...): 503 in their error shape;
-//   - anything else (HTTP+JSON routes, cards, the agent list): 503 with
+//   - any other route (HTTP+JSON routes, cards, the agent list, admin),
+//     and any path the table does not hold (a tenant's, say): 503 with
 //     Retry-After as google.rpc.Status.
 //
 // Every refusal is retryable: nothing was done. After Serve every request
 // goes to the edge's handler, which then owns readiness (and draining).
 // Starting is safe for concurrent use.
 type Starting struct {
-	mux    *http.ServeMux
-	next   atomic.Pointer[http.Handler]
-	reason atomic.Pointer[string]
+	mux     *http.ServeMux
+	metrics *bus.Metrics
+	next    atomic.Pointer[http.Handler]
+	reason  atomic.Pointer[string]
 }
 
 // startingMaxID bounds how much of a JSON-RPC body is read to find its id;
@@ -42,20 +46,50 @@ const startingMaxID = 64 << 10
 // NewStarting returns the handler of an edge that is not serving yet, with
 // the reason "starting". m, if not nil, is served at /metrics.
 func NewStarting(m *bus.Metrics) *Starting {
-	s := &Starting{mux: http.NewServeMux()}
+	s := &Starting{mux: http.NewServeMux(), metrics: m}
 	s.SetReason("starting")
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writePlain(w, http.StatusOK, "ok") })
-	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		writePlain(w, http.StatusServiceUnavailable, "not ready: "+*s.reason.Load())
-	})
-	if m != nil {
-		s.mux.HandleFunc("GET /metrics", MetricsHandler(m))
+	// The routes of an edge with every optional route off: those (MCP,
+	// JWKS) fall to the catch-all below.
+	var none Config
+	for _, d := range routeTable() {
+		if d.when == nil || d.when(&none) {
+			s.mux.Handle(d.Pattern, s.answer(d))
+		}
 	}
-	s.mux.HandleFunc("POST /{$}", s.refuseJSONRPC)
-	s.mux.HandleFunc("POST /agents/{agent}", s.refuseJSONRPC)
-	s.mux.HandleFunc("/a2a/tasks/", func(w http.ResponseWriter, _ *http.Request) { writeLegacyError(w, s.unavailable(), 0) })
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { writeStatus(w, s.unavailable(), 0) })
+	s.mux.HandleFunc("/", s.refuseStatus)
 	return s
+}
+
+// answer is what s serves for row d.
+func (s *Starting) answer(d routeDecl) http.Handler {
+	if d.early != nil {
+		return d.early(s)
+	}
+	switch d.form {
+	case formJSONRPC:
+		return http.HandlerFunc(s.refuseJSONRPC)
+	case formLegacy:
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeLegacyError(w, s.unavailable(), 0) })
+	default:
+		return http.HandlerFunc(s.refuseStatus)
+	}
+}
+
+func (s *Starting) refuseStatus(w http.ResponseWriter, _ *http.Request) {
+	writeStatus(w, s.unavailable(), 0)
+}
+
+func (s *Starting) notReady(w http.ResponseWriter, _ *http.Request) {
+	writePlain(w, http.StatusServiceUnavailable, "not ready: "+*s.reason.Load())
+}
+
+// metricsHandler serves the metrics it was given, else refuses as any
+// other route.
+func (s *Starting) metricsHandler() http.Handler {
+	if s.metrics == nil {
+		return http.HandlerFunc(s.refuseStatus)
+	}
+	return MetricsHandler(s.metrics)
 }
 
 // SetReason sets what /readyz and the refusals say the edge is waiting

@@ -10,9 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +30,10 @@ type ExecConfig struct {
 	Args []string `json:"args,omitempty"`
 	// Env adds KEY=VALUE entries to the worker's environment.
 	Env []string `json:"env,omitempty"`
+	// BaseEnv is the worker's environment, which the command starts from
+	// (cmd gives its own: workers read no environment themselves); nil:
+	// the command gets Env and the task's variables only.
+	BaseEnv []string `json:"-"`
 	// Dir is the working directory; default the worker's.
 	Dir string `json:"dir,omitempty"`
 	// Timeout bounds one run; default 5m. JSON: a duration string ("30s").
@@ -141,7 +145,7 @@ func (a *execAgent) Execute(ctx context.Context, req *Request, out *Emitter) err
 
 	cmd := exec.Command(a.cfg.Command, a.cfg.Args...)
 	cmd.Dir = a.cfg.Dir
-	cmd.Env = append(os.Environ(), a.cfg.Env...)
+	cmd.Env = append(slices.Clip(a.cfg.BaseEnv), a.cfg.Env...)
 	cmd.Env = append(cmd.Env, "A2ABUS_TASK_ID="+req.Task.ID, "A2ABUS_CONTEXT_ID="+req.Task.ContextID, "A2ABUS_ATTEMPT="+strconv.FormatUint(req.Attempt, 10))
 	cmd.Stdin = strings.NewReader(req.Message.Text())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -20,6 +20,9 @@ import (
 
 func startExec(t *testing.T, b *bus.Bus, name string, cfg workers.ExecConfig) {
 	t.Helper()
+	if cfg.BaseEnv == nil {
+		cfg.BaseEnv = os.Environ() // as cmd gives it
+	}
 	def, err := workers.ExecDefinition(name, cfg)
 	if err != nil {
 		t.Fatal(err)

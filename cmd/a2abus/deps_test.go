@@ -3,8 +3,12 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -126,6 +130,8 @@ var allowedModules = slices.Concat([]string{
 // listedPackage is what go list -json says of one package.
 type listedPackage struct {
 	ImportPath   string
+	Dir          string
+	GoFiles      []string // its non-test files for this platform
 	Deps         []string // every package it depends on, transitively
 	Imports      []string
 	TestImports  []string // of its _test.go files in the package
@@ -335,5 +341,66 @@ func TestImportRules(t *testing.T) {
 		if !r.Indirect && !slices.Contains(allowedModules, r.Path) {
 			t.Errorf("go.mod requires %s directly; the product allows only %v", r.Path, allowedModules)
 		}
+	}
+}
+
+// readsOutside are the functions of os that read the process's
+// environment or files. cmd is the one package that calls them (and the
+// one that parses flags): every other package is handed what it needs, so
+// what a process reads is decided, and documented, in one place.
+var readsOutside = map[string]bool{
+	"Getenv": true, "LookupEnv": true, "Environ": true, "ExpandEnv": true,
+	"ReadFile": true, "Open": true, "OpenFile": true, "ReadDir": true,
+	"Stat": true, "Lstat": true, "DirFS": true, "Readlink": true,
+}
+
+// testSupport are packages only tests import (TestImportRules holds
+// them to that), which may read what a test machine has.
+var testSupport = map[string]bool{"bus/bustest": true, "bus/bustest/freeaddr": true}
+
+// Only cmd reads the environment, files and flags: a call of os that
+// reads them, or an import of flag, anywhere else of the product fails.
+func TestOnlyCmdReadsTheEnvironmentAndFiles(t *testing.T) {
+	checked := 0
+	for rel, p := range listPackages(t) {
+		if rel == "cmd/a2abus" || testSupport[rel] {
+			continue
+		}
+		for _, name := range p.GoFiles {
+			path := filepath.Join(p.Dir, name)
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checked++
+			osName := ""
+			for _, imp := range f.Imports {
+				switch strings.Trim(imp.Path.Value, `"`) {
+				case "flag":
+					t.Errorf("%s/%s imports flag: only cmd parses flags", rel, name)
+				case "os":
+					osName = "os"
+					if imp.Name != nil {
+						osName = imp.Name.Name
+					}
+				}
+			}
+			if osName == "" {
+				continue
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if id, ok := sel.X.(*ast.Ident); ok && id.Name == osName && readsOutside[sel.Sel.Name] {
+					t.Errorf("%s/%s calls os.%s: only cmd reads the environment and files; hand the package what it needs", rel, name, sel.Sel.Name)
+				}
+				return true
+			})
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("only %d files checked", checked)
 	}
 }

@@ -158,8 +158,10 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// process is one running a2abus process and the pieces it started, stopped
-// in the order of STYLE.md rule 12.
+// process is one running a2abus process and the pieces it started,
+// stopped in the order the end of run gives: the edge stops taking
+// requests and the workers stop taking work together, within one grace,
+// then the bus connection drains, then the NATS server stops.
 type process struct {
 	cfg Config
 	log *slog.Logger
@@ -722,7 +724,9 @@ func (p *process) definitions() ([]workers.Definition, error) {
 			if a.Exec == nil {
 				return nil, fmt.Errorf("agent %q of kind exec needs \"exec\": {\"command\": ...} in the config file", a.Name)
 			}
-			def, err = workers.ExecDefinition(a.Name, *a.Exec)
+			cfg := *a.Exec
+			cfg.BaseEnv = os.Environ()
+			def, err = workers.ExecDefinition(a.Name, cfg)
 		case "remote":
 			def, err = p.remoteDefinition(a)
 		case "fanout":
@@ -829,7 +833,7 @@ func (p *process) authenticator(ctx context.Context) (*auth.Authenticator, error
 		cfg.APIKeys = append(cfg.APIKeys, auth.APIKey{Key: k.Key, Principal: k.Principal, Admin: k.Admin, Tenants: k.Tenants})
 	}
 	if ac.APIKeyFile != "" {
-		keys, err := auth.LoadAPIKeyFile(ac.APIKeyFile)
+		keys, err := loadAPIKeyFile(ac.APIKeyFile)
 		if err != nil {
 			return nil, err
 		}

@@ -207,7 +207,7 @@ func (p *process) mcpDefinition(a AgentConfig) (workers.Definition, error) {
 	if s == nil || (s.Command == "") == (s.URL == "") {
 		return workers.Definition{}, errors.New(`an mcp agent needs "mcp": {"command": ..., "args": [...]} or {"url": ...} (one of them)`)
 	}
-	cfg := mcpbridge.ServerConfig{Command: s.Command, Args: s.Args, Dir: s.Dir, Env: s.Env, URL: s.URL}
+	cfg := mcpbridge.ServerConfig{Command: s.Command, Args: s.Args, Dir: s.Dir, Env: environ(s.Env), URL: s.URL}
 	shown := "stdio:" + filepath.Base(s.Command)
 	if s.URL != "" {
 		pol, err := p.outboundURL("mcp url", s.URL)

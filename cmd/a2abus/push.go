@@ -208,7 +208,7 @@ func (p *process) pushKeys(cmd string) (*keyring, error) {
 	if err != nil {
 		return nil, fmt.Errorf("push keys: %w", err)
 	}
-	k, err := auth.LoadSigningKeys(c.KeysFile, issuer)
+	k, err := loadSigningKeys(c.KeysFile, issuer)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +235,7 @@ func (kr *keyring) watch(ctx context.Context, every time.Duration, log *slog.Log
 		if err != nil || st.ModTime().Equal(kr.mod) {
 			continue
 		}
-		k, err := auth.LoadSigningKeys(kr.path, kr.cur.Load().Issuer())
+		k, err := loadSigningKeys(kr.path, kr.cur.Load().Issuer())
 		if err != nil {
 			log.Warn("the push key file changed but does not load; keeping the keys in use", "err", err)
 			continue

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"slices"
 	"time"
@@ -23,14 +22,14 @@ import (
 // tools, turning results into A2A parts.
 
 // ServerConfig is an MCP server to connect to: Command (with Args, Dir
-// and the environment variables named in Env, nothing else of the
-// process's environment), or URL (with Header).
+// and the environment Env, nothing else of the process's environment), or
+// URL (with Header).
 type ServerConfig struct {
 	Command string
 	Args    []string
 	Dir     string
-	// Env names the variables of this process's environment the command
-	// gets; it gets no other.
+	// Env is the command's whole environment, as "NAME=value" (cmd takes
+	// the variables a server's config names from its own environment).
 	Env []string
 	URL string
 	// Header is sent with every request to URL.
@@ -56,12 +55,7 @@ func Dial(ctx context.Context, c ServerConfig, version string) (*ToolClient, err
 	case c.Command != "":
 		cmd := exec.Command(c.Command, c.Args...)
 		cmd.Dir = c.Dir
-		cmd.Env = []string{}
-		for _, name := range c.Env {
-			if v, ok := os.LookupEnv(name); ok {
-				cmd.Env = append(cmd.Env, name+"="+v)
-			}
-		}
+		cmd.Env = append([]string{}, c.Env...)
 		t = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	case c.URL != "":
 		client := c.HTTP

@@ -2,12 +2,10 @@ package auth
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"unicode"
 )
@@ -94,20 +92,6 @@ func ParseAPIKeys(s string) ([]APIKey, error) {
 			return nil, fmt.Errorf("%w: API keys entry %d: want key=principal, both non-empty", ErrInvalidConfig, i+1)
 		}
 		keys = append(keys, APIKey{Key: key, Principal: principal})
-	}
-	return keys, nil
-}
-
-// LoadAPIKeyFile reads an API key file (see ReadAPIKeys). It is a helper
-// for cmd, the package that reads files.
-func LoadAPIKeyFile(path string) ([]APIKey, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	keys, err := ReadAPIKeys(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return keys, nil
 }

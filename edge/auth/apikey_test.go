@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -257,20 +255,16 @@ func TestParseAPIKeys(t *testing.T) {
 	}
 }
 
-func TestLoadAPIKeyFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "keys")
+func TestReadAPIKeys(t *testing.T) {
 	body := "# a2abus API keys\n\nk1-0123456789abcdef alice\n  k2-0123456789abcdef  root  admin  # the operator\nk3-0123456789abcdef bob # ci\n"
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	got, err := LoadAPIKeyFile(path)
+	got, err := ReadAPIKeys(strings.NewReader(body))
 	want := []APIKey{
 		{Key: "k1-0123456789abcdef", Principal: "alice"},
 		{Key: "k2-0123456789abcdef", Principal: "root", Admin: true},
 		{Key: "k3-0123456789abcdef", Principal: "bob"},
 	}
 	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Fatalf("LoadAPIKeyFile = %+v, %v; want %+v", got, err, want)
+		t.Fatalf("ReadAPIKeys = %+v, %v; want %+v", got, err, want)
 	}
 	a := newAuth(t, Config{APIKeys: got}, nil)
 	if p, err := a.Authenticate(request(bearer("k2-0123456789abcdef")...)); err != nil || !p.Admin {
@@ -278,18 +272,12 @@ func TestLoadAPIKeyFile(t *testing.T) {
 	}
 
 	for _, line := range []string{"k1-secret-0123456789", "k1-secret-0123456789 alice root", "k1-secret-0123456789 alice admin extra"} {
-		if err := os.WriteFile(path, []byte("# ok\n"+line+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		_, err := LoadAPIKeyFile(path)
+		_, err := ReadAPIKeys(strings.NewReader("# ok\n" + line + "\n"))
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "line 2") {
 			t.Errorf("line %q: %v, want ErrInvalidConfig naming line 2", line, err)
 		} else if strings.Contains(err.Error(), "secret") {
 			t.Errorf("line %q: the error shows the key: %v", line, err)
 		}
-	}
-	if _, err := LoadAPIKeyFile(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("missing file: %v", err)
 	}
 }
 

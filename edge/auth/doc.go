@@ -45,6 +45,7 @@
 //
 // Dependency rule: auth depends on the standard library and go-jose only
 // (schemas is allowed, not needed); it never imports bus, NATS or the rest
-// of edge. It reads no flags, environment or files by itself:
-// LoadAPIKeyFile and ParseAPIKeys are helpers for cmd, which does.
+// of edge. It reads no flags, environment or files (a test holds every
+// package but cmd to that): ReadAPIKeys, ParseAPIKeys and
+// ParseSigningKeys read what cmd read.
 package auth

@@ -23,7 +23,7 @@ var (
 	// ErrUnavailable: a token cannot be checked now because the issuer's
 	// keys could not be fetched. Answer 503; retrying later may succeed.
 	ErrUnavailable = errors.New("auth: cannot check credentials now")
-	// ErrInvalidConfig: New, ParseAPIKeys or LoadAPIKeyFile refused their
+	// ErrInvalidConfig: New, ParseAPIKeys or ReadAPIKeys refused their
 	// input. The message says where, never what a key is.
 	ErrInvalidConfig = errors.New("auth: invalid configuration")
 )

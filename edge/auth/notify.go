@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -114,15 +113,6 @@ func ParseSigningKeys(data []byte, issuer string) (*SigningKeys, error) {
 		k.Algorithm, k.Use = string(alg), "sig"
 	}
 	return newSigningKeys(keys, issuer)
-}
-
-// LoadSigningKeys reads ParseSigningKeys's JWK set from a file.
-func LoadSigningKeys(path, issuer string) (*SigningKeys, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: notification signing keys: %v", ErrInvalidConfig, err)
-	}
-	return ParseSigningKeys(data, issuer)
 }
 
 // EphemeralSigningKeys are one Ed25519 key made now and kept in memory:
