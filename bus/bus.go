@@ -50,6 +50,11 @@ type Config struct {
 	dispatchLeaseTTL time.Duration
 	// replayStall, in tests, replaces replayStall.
 	replayStall time.Duration
+	// intakeCheckEvery, in tests, replaces intakeCheckEvery; and
+	// beforeIntakeFetch, when set, is called before each fetch of an
+	// agent's intake (a test takes a delivery away meanwhile).
+	intakeCheckEvery  time.Duration
+	beforeIntakeFetch func(agent string)
 	// Name identifies this connection and is the instance part of
 	// CloudEvent sources; default a random id.
 	Name string

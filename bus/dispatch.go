@@ -403,6 +403,18 @@ type agentQueue struct {
 	vtime   uint64            // the turn of the item moved last
 	held    int
 	credits []credit
+	// moving counts the items taken to move whose publish is not settled
+	// (see moveSome).
+	moving int
+
+	// cons is the intake consumer fetch reads (set by fetch), for the
+	// check that no delivery went astray (checkDeliveries); reset asks
+	// fetch for a new consumer, and short counts the checks in a row
+	// that found the consumer waiting for more acknowledgements than
+	// this term holds.
+	cons  atomic.Pointer[jetstream.Consumer]
+	reset atomic.Bool
+	short int
 }
 
 func (q *agentQueue) signal() {
@@ -427,10 +439,19 @@ func (q *agentQueue) fetch() {
 	var cons jetstream.Consumer
 	for ctx.Err() == nil {
 		var err error
+		if q.reset.Swap(false) {
+			q.forget()
+			cons = nil
+		}
 		if cons == nil {
-			cons, err = b.intakeConsumer(ctx, q.agent)
+			if cons, err = b.intakeConsumer(ctx, q.agent); err == nil {
+				q.cons.Store(&cons)
+			}
 		}
 		if err == nil {
+			if hook := b.cfg.beforeIntakeFetch; hook != nil {
+				hook(q.agent)
+			}
 			err = q.fetchOnce(ctx, cons)
 		}
 		if err != nil && ctx.Err() == nil {
@@ -461,6 +482,70 @@ func (q *agentQueue) fetchOnce(ctx context.Context, cons jetstream.Consumer) err
 		return nil
 	}
 	return err
+}
+
+// intakeCheckEvery is how often a term compares what the intake consumer
+// has delivered and not yet had acknowledged with what the term holds;
+// intakeCheckShort is how many comparisons in a row must find it short
+// before the consumer is replaced.
+const (
+	intakeCheckEvery = 5 * time.Second
+	intakeCheckShort = 3
+)
+
+// checkDeliveries finds items the intake consumer delivered that never
+// reached this term: a delivery lost with a connection that dropped, or
+// with a consumer leader that died, or one that arrived after the fetch
+// it answered had ended. Such an item waits for its acknowledgement until
+// the consumer's AckWait (minutes) while nothing moves it. When the
+// consumer counts more unacknowledged items than the term holds and is
+// moving, for intakeCheckShort checks in a row (an acknowledgement or a
+// delivery in flight is settled well within one), the consumer is
+// replaced: the new one delivers every unacknowledged item again, and
+// the term forgets what it held (a held item comes again; one it moves
+// meanwhile is moved twice, which the work stream's de-duplication or
+// the worker's check of the task absorbs).
+func (q *agentQueue) checkDeliveries(ctx context.Context) {
+	cp := q.cons.Load()
+	if cp == nil || q.reset.Load() {
+		return
+	}
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	info, err := (*cp).Info(ictx)
+	if err != nil {
+		return
+	}
+	q.mu.Lock()
+	local := q.held + q.moving
+	q.mu.Unlock()
+	if info.NumAckPending <= local {
+		q.short = 0
+		return
+	}
+	if q.short++; q.short < intakeCheckShort {
+		return
+	}
+	q.short = 0
+	q.t.b.log.Warn("dispatch: the intake delivered work this holder never received; taking it back", "agent", q.agent,
+		"unacknowledged", info.NumAckPending, "held", local)
+	q.reset.Store(true)
+}
+
+// forget drops every held item, before the consumer is replaced (see
+// checkDeliveries): the new one delivers them again.
+func (q *agentQueue) forget() {
+	q.mu.Lock()
+	var bytes int64
+	for _, items := range q.callers {
+		for _, it := range items {
+			bytes += int64(len(it.data))
+		}
+	}
+	q.t.b.m.waiting.Add(-int64(q.held), q.agent)
+	q.callers, q.held = map[string][]*heldWork{}, 0
+	q.mu.Unlock()
+	q.t.heldBytes.Add(-bytes)
 }
 
 // intakeConsumer replaces the agent's intake consumer with a new one.
@@ -544,6 +629,7 @@ func (q *agentQueue) take() (*heldWork, credit) {
 	}
 	q.vtime = it.tag
 	q.held--
+	q.moving++
 	q.t.b.m.waiting.Add(-1, q.agent)
 	if len(q.finish) > 2*len(q.callers)+64 {
 		// Callers with nothing waiting whose next turn has come: they
@@ -594,6 +680,7 @@ func (q *agentQueue) putBack(it *heldWork, c credit) {
 	q.mu.Lock()
 	q.callers[it.caller] = append([]*heldWork{it}, q.callers[it.caller]...)
 	q.held++
+	q.moving--
 	q.t.b.m.waiting.Add(1, q.agent)
 	q.credits = append(q.credits, c)
 	q.mu.Unlock()
@@ -605,7 +692,12 @@ func (q *agentQueue) release() {
 	ctx := q.t.ctx
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	beat := time.Now()
+	beat, checked := time.Now(), time.Now()
+	checkEvery := intakeCheckEvery
+	if d := q.t.b.cfg.intakeCheckEvery; d > 0 {
+		checkEvery = d
+		tick.Reset(d)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -615,6 +707,10 @@ func (q *agentQueue) release() {
 			if time.Since(beat) >= intakeHeartbeat {
 				beat = time.Now()
 				q.heartbeat()
+			}
+			if time.Since(checked) >= checkEvery {
+				checked = time.Now()
+				q.checkDeliveries(ctx)
 			}
 		}
 		for ctx.Err() == nil && q.moveSome(ctx) {
@@ -649,6 +745,7 @@ func (q *agentQueue) moveSome(ctx context.Context) bool {
 				_ = b.nc.Publish(it.reply, ackAck)
 				q.mu.Lock()
 				q.credits = append(q.credits, spent)
+				q.moving--
 				q.mu.Unlock()
 				continue
 			}
@@ -688,9 +785,12 @@ func (q *agentQueue) moveSome(ctx context.Context) bool {
 		mv.it.data, mv.it.hdr = nil, nil
 		b.m.dispatched.Inc(q.agent)
 		// An acknowledgement lost hands the item back after the
-		// AckWait: moved again, it is dropped as a repeat or found
-		// taken.
+		// AckWait (or at the next checkDeliveries): moved again, it is
+		// dropped as a repeat or found taken.
 		_ = b.nc.Publish(mv.it.reply, ackAck)
+		q.mu.Lock()
+		q.moving--
+		q.mu.Unlock()
 	}
 	if !ok {
 		sleepCtx(ctx, 250*time.Millisecond)

@@ -2,8 +2,11 @@ package bus
 
 import (
 	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/a2abus/a2abus/schemas"
 )
@@ -127,5 +130,51 @@ func TestDispatchHolderThatDiesHandsItsWorkOn(t *testing.T) {
 	}
 	if n := streamMsgs(t, second, schemas.StreamIntake); n != 0 {
 		t.Fatalf("the intake still holds %d items", n)
+	}
+}
+
+// An item the intake delivered that never reached the dispatcher (lost
+// with a connection or a consumer leader that went down, or arriving
+// after its fetch ended) is not left waiting for the consumer's AckWait:
+// the dispatcher finds the consumer waiting for more acknowledgements
+// than it holds, replaces it, and the item moves to the next worker that
+// asks. (Before, it waited ten minutes: tasks accepted during a node's
+// loss stayed SUBMITTED.)
+func TestDispatchTakesBackADeliveryItNeverReceived(t *testing.T) {
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	b := newTestBus(t, Config{intakeCheckEvery: 50 * time.Millisecond, beforeIntakeFetch: func(agent string) {
+		if agent == "astray" {
+			once.Do(func() { close(reached); <-release })
+		}
+	}})
+	wc := workConsumer(t, b, "astray")
+	// A worker's request makes the dispatcher take the agent up; its
+	// first fetch of the intake waits until the item is taken away.
+	go func() { _, _ = wc.Fetch(testCtx(t), 1, 200*time.Millisecond) }()
+	<-reached
+	id := queueFor(t, b, "astray", schemas.CallerKey("", "a", ""), 1)[0]
+	cons, err := b.js.Consumer(testCtx(t), schemas.StreamIntake, schemas.ConsumerIntake("astray"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stolen, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range stolen.Messages() {
+		n++ // delivered, never acknowledged: as a delivery that went astray
+	}
+	if n != 1 {
+		t.Fatalf("took %d deliveries away, want 1", n)
+	}
+	close(release)
+	w := fetchOne(t, wc)
+	if w.Item.TaskID != id {
+		t.Fatalf("got work for %s, want %s", w.Item.TaskID, id)
+	}
+	if err := w.Ack(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -619,3 +619,40 @@ func (cc *contextClaims) put(key string, c confirmedClaim) {
 	}
 	cc.m[key] = c
 }
+
+// StartChild creates a task that another task's agent starts (a fan-out's
+// or a router's child) under the id s.TaskID, which the parent derives so
+// that a redelivery of it finds its children again: created once, a
+// child found SUBMITTED has its work queued again under the submission's
+// id (de-duplicated by JetStream when the first publish landed), and one
+// running or finished is left to run. A task at that id that is not the
+// submission's owner's is not found. The re-attach is the lifecycle's,
+// so no agent composes reads, creates and re-queues itself.
+func (b *Bus) StartChild(ctx context.Context, s Submission) error {
+	if s.TaskID == "" {
+		return errors.New("bus: a child task needs the id its parent derives")
+	}
+	o := Owner{Agent: s.Agent, Principal: s.Owner, Tenant: s.Tenant}
+	rec, rev, err := b.GetTask(ctx, s.TaskID)
+	switch {
+	case errors.Is(err, schemas.ErrTaskNotFound):
+		_, _, err = b.Submit(ctx, s, nil)
+		if !errors.Is(err, ErrTaskExists) {
+			return err
+		}
+		// Another attempt of the same parent (a redelivery racing this
+		// one) created it first: go on with that child.
+		if rec, rev, err = b.GetTask(ctx, s.TaskID); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	}
+	if !o.Owns(rec) {
+		return notFound(s.TaskID)
+	}
+	if rec.Task.Status.State != schemas.TaskStateSubmitted {
+		return nil // running or finished: nothing to queue
+	}
+	return b.RequeueSubmission(ctx, rec, rev, s.Publish)
+}

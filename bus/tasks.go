@@ -486,13 +486,7 @@ func (b *Bus) applyEventsIf(ctx context.Context, taskID string, cached *schemas.
 				return err
 			}
 		}
-		for _, ev := range evs {
-			if err := stamp(r, ev); err != nil {
-				return err
-			}
-		}
-		r.LastEventID, r.LastEventIndex = lastID, len(evs)-1
-		return nil
+		return FoldEvents(r, evs)
 	}
 	// A client's answer (a Continue) is bounded as its create was, and
 	// refused when too large: the task keeps waiting for input. Only what
@@ -599,6 +593,25 @@ func (b *Bus) settleUnclear(ctx context.Context, taskID string, change func(*sch
 		return nil, 0, schemas.Errorf(schemas.ErrUnavailable, "task %s: could not learn whether a write was stored; retry", taskID)
 	}
 	return rec, rev, err
+}
+
+// FoldEvents applies the events of one write to a task record as the
+// store does: each stamped with the task and applied by the record's rules
+// (schemas.TaskRecord.ApplyStatus and the others: a finished task takes no
+// more), the last one's id kept as the record's last event. It is the pure
+// half of ApplyEvents, for a store kept elsewhere (workers.Recorder keeps
+// tasks in memory for agents' unit tests). Every event must have its id.
+func FoldEvents(r *schemas.TaskRecord, evs []TaskEvent) error {
+	if len(evs) == 0 {
+		return errors.New("bus: fold no events")
+	}
+	for _, ev := range evs {
+		if err := stamp(r, ev); err != nil {
+			return err
+		}
+	}
+	r.LastEventID, r.LastEventIndex = evs[len(evs)-1].ID, len(evs)-1
+	return nil
 }
 
 // stamp fills in an event's task and context ids and timestamp from the

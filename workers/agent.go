@@ -79,6 +79,8 @@ type Request struct {
 	// and Origin where an anonymous owner sent it from: work an agent
 	// starts on the bus for it (a fan-out's children) is theirs too.
 	Owner, Tenant, Origin string
+	// delegation is what Delegation returns (set by the runner).
+	delegation Delegation
 	// related reads the tasks of RelatedTasks; nil: none (set by the
 	// runner, read on first use only: most agents never ask).
 	related     func(context.Context) []schemas.Task
@@ -109,6 +111,15 @@ const MaxRelatedTasks = 16
 // ended it; the agent should stop.
 var ErrTaskEnded = errors.New("task has ended")
 
+// TaskWriter stores an agent's events: the one call an Emitter makes, a
+// write of one or more events to a task (see bus.ApplyEventsSince for what
+// cached, cachedRev and since mean). A *bus.Bus is the real one: a
+// compare-and-swap of the stored record and a publish of the events; a
+// Recorder keeps tasks in memory, so an agent's unit test needs no NATS.
+type TaskWriter interface {
+	ApplyEventsSince(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, since *string, evs []bus.TaskEvent) (*schemas.TaskRecord, uint64, error)
+}
+
 // Emitter stores an agent's events for one task, in order. Each write is
 // one compare-and-swap of the task record and one publish of the events it
 // stored. It is not safe for concurrent use; an agent that produces from
@@ -128,7 +139,7 @@ var ErrTaskEnded = errors.New("task has ended")
 // Status, CompleteWith, Reply), Annotate and Flush return only when
 // everything before them and their own events are stored.
 type Emitter struct {
-	b      *bus.Bus
+	w      TaskWriter
 	taskID string
 	// ctx is the agent's run: queued events are written under it, and it
 	// ends when the task is canceled or the worker stops.
@@ -369,7 +380,7 @@ func (e *Emitter) write(ctx context.Context, evs []bus.TaskEvent) error {
 	for i := range evs {
 		evs[i].ID = schemas.NewID() // one id for every attempt of this event
 	}
-	rec, rev, err := e.b.ApplyEventsSince(ctx, e.taskID, e.rec, e.rev, e.since, evs)
+	rec, rev, err := e.w.ApplyEventsSince(ctx, e.taskID, e.rec, e.rev, e.since, evs)
 	for delay, deadline := 100*time.Millisecond, time.Now().Add(emitRetryFor); errors.Is(err, schemas.ErrUnavailable) && time.Now().Before(deadline); delay = min(2*delay, 2*time.Second) {
 		select {
 		case <-ctx.Done():
@@ -378,7 +389,7 @@ func (e *Emitter) write(ctx context.Context, evs []bus.TaskEvent) error {
 		}
 		// The write may have landed before the error: re-read; the event
 		// ids keep it from being applied twice.
-		rec, rev, err = e.b.ApplyEventsSince(ctx, e.taskID, nil, 0, e.since, evs)
+		rec, rev, err = e.w.ApplyEventsSince(ctx, e.taskID, nil, 0, e.since, evs)
 	}
 	if errors.Is(err, bus.ErrStale) {
 		e.stale, e.settled = true, true

@@ -5,7 +5,10 @@
 // reads the task (from the stream leader when a replica lags), heartbeats,
 // cancellation, ack when done, nak with back-off on bus trouble, dead
 // letters for poison work and for work whose deliveries ran out, and
-// registration in the live agent registry.
+// registration in the live agent registry. A Recorder runs agents the
+// same way on tasks kept in memory, for their unit tests (no NATS); an
+// agent that delegates to others reaches them through its Request's
+// Delegation, never a bus of its own.
 //
 // Built-in agent kinds: echo (the demo), exec (a command per task), tck
 // (the conformance agent), remote (a local name proxied to an external A2A

@@ -38,7 +38,7 @@ func newTestEmitter(t *testing.T) (*bus.Bus, *Emitter, *schemas.TaskRecord, cont
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	rec, rev := newTestTask(t, b)
-	return b, &Emitter{b: b, taskID: rec.Task.ID, ctx: ctx, rec: rec, rev: rev}, rec, ctx
+	return b, &Emitter{w: b, taskID: rec.Task.ID, ctx: ctx, rec: rec, rev: rev}, rec, ctx
 }
 
 // holdWriter makes e behave as while a write is in flight, so that what the

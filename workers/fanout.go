@@ -43,10 +43,9 @@ const (
 	MetaFanOutParent = "a2abus.fanout.parent"
 )
 
-// FanOut sends each task to several agents at once.
+// FanOut sends each task to several agents at once, through its
+// Request's Delegation.
 type FanOut struct {
-	// Bus is where the children are created.
-	Bus *bus.Bus
 	// Agents are the names of the agents that get a child task each.
 	Agents []string
 	// ChildTimeout bounds each child; a child still running then is
@@ -157,18 +156,18 @@ func (f FanOut) child(ctx context.Context, req *Request, agent string, timeout t
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	rec, err := f.Bus.Await(cctx, o, id) // follow the child until it settles
+	rec, err := req.Delegation().Await(cctx, o, id) // follow the child until it settles
 	switch {
 	case ctx.Err() != nil:
 		// The parent was canceled (or the worker is stopping: then the
 		// children run on and the next attempt re-attaches to them).
 		if errors.Is(context.Cause(ctx), errCanceled) {
-			f.cancelChild(ctx, o, id)
+			f.cancelChild(ctx, req, o, id)
 		}
 		res.why = "parent stopped"
 		return res
 	case err != nil && errors.Is(err, context.DeadlineExceeded):
-		if rec = f.cancelChild(ctx, o, id); rec == nil {
+		if rec = f.cancelChild(ctx, req, o, id); rec == nil {
 			res.why = fmt.Sprintf("timed out after %s (canceled)", timeout)
 			return res
 		}
@@ -211,7 +210,7 @@ func (f FanOut) child(ctx context.Context, req *Request, agent string, timeout t
 	case schemas.TaskStateCompleted:
 		res.ok = true
 	case schemas.TaskStateInputRequired, schemas.TaskStateAuthRequired:
-		f.cancelChild(ctx, o, id)
+		f.cancelChild(ctx, req, o, id)
 		res.why = "asked for input, which a fan-out cannot give (canceled)"
 	default:
 		res.why = strings.ToLower(strings.TrimPrefix(string(st.State), "TASK_STATE_"))
@@ -222,38 +221,15 @@ func (f FanOut) child(ctx context.Context, req *Request, agent string, timeout t
 	return res
 }
 
-// start submits the child task, unless an earlier attempt did. A child
-// found still SUBMITTED has its work queued again under the submission's
-// id, which JetStream de-duplicates if the first publish landed. A task
-// at id that is not o's is left alone.
+// start creates the child task, or re-attaches to the one an earlier
+// attempt of the parent created (see Delegation.StartChild).
 func (f FanOut) start(ctx context.Context, req *Request, o bus.Owner, id string) error {
-	rec, rev, err := f.Bus.GetTask(ctx, id)
-	switch {
-	case errors.Is(err, schemas.ErrTaskNotFound):
-		msg := req.Message
-		msg.MessageID = schemas.NewID()
-		msg.ContextID = req.Task.ContextID
-		msg.Metadata = map[string]any{MetaFanOutParent: req.Task.ID}
-		_, _, err = f.Bus.Submit(ctx, bus.Submission{Agent: o.Agent, Owner: req.Owner, Tenant: req.Tenant, Origin: req.Origin, Message: &msg, TaskID: id,
-			Metadata: map[string]any{MetaFanOutParent: req.Task.ID}}, nil)
-		if !errors.Is(err, bus.ErrTaskExists) {
-			return err
-		}
-		// Another attempt of the same parent (a redelivery racing this
-		// one) created it first: go on with that child.
-		if rec, rev, err = f.Bus.GetTask(ctx, id); err != nil {
-			return err
-		}
-	case err != nil:
-		return err
-	}
-	if rec.Task.Status.State != schemas.TaskStateSubmitted {
-		return nil // running or finished: nothing to queue
-	}
-	if !o.Owns(rec) {
-		return schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
-	}
-	return f.Bus.RequeueSubmission(ctx, rec, rev, bus.PublishOptions{})
+	msg := req.Message
+	msg.MessageID = schemas.NewID()
+	msg.ContextID = req.Task.ContextID
+	msg.Metadata = map[string]any{MetaFanOutParent: req.Task.ID}
+	return req.Delegation().StartChild(ctx, bus.Submission{Agent: o.Agent, Owner: req.Owner, Tenant: req.Tenant, Origin: req.Origin, Message: &msg, TaskID: id,
+		Metadata: map[string]any{MetaFanOutParent: req.Task.ID}})
 }
 
 // childOwner is whom the parent's children belong to: the parent's owner,
@@ -265,17 +241,17 @@ func childOwner(req *Request, agent string) bus.Owner {
 // cancelChild cancels a child the way a client would (bus.Cancel). If the
 // child had already ended otherwise it returns the child's record, else
 // nil.
-func (f FanOut) cancelChild(ctx context.Context, o bus.Owner, id string) *schemas.TaskRecord {
+func (f FanOut) cancelChild(ctx context.Context, req *Request, o bus.Owner, id string) *schemas.TaskRecord {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	rec, err := f.Bus.Cancel(cctx, o, id, AgentMessage("canceled by the fan-out that started it"))
+	rec, err := req.Delegation().Cancel(cctx, o, id, AgentMessage("canceled by the fan-out that started it"))
 	if err == nil {
 		return nil
 	}
 	if rec == nil {
 		// A child that answered with a message alone is no task to the
 		// lifecycle; read how it ended.
-		rec, _, _ = f.Bus.GetTask(cctx, id)
+		rec, _, _ = req.Delegation().GetTask(cctx, id)
 	}
 	if rec != nil && (rec.Reply != nil || (rec.Task.Status.State.Terminal() && rec.Task.Status.State != schemas.TaskStateCanceled)) {
 		return rec

@@ -90,7 +90,7 @@ func TestFanOutThreeAgentsOneSlowOneFailing(t *testing.T) {
 	for _, mode := range []string{workers.FanOutAll, workers.FanOutPartial} {
 		t.Run(mode, func(t *testing.T) {
 			name := "fan-" + mode
-			startRunner(t, b, def(name, workers.FanOut{Bus: b, Agents: []string{"ok", "bad", "slow"}, ChildTimeout: 3 * time.Second, Mode: mode}), workers.Options{})
+			startRunner(t, b, def(name, workers.FanOut{Agents: []string{"ok", "bad", "slow"}, ChildTimeout: 3 * time.Second, Mode: mode}), workers.Options{})
 			id := submit(t, b, name, "hello fan out")
 			slowChild := recv(t, slow.started, "the slow child to start")
 			rec := waitSettled(t, b, id)
@@ -125,7 +125,7 @@ func TestFanOutCancelCancelsChildren(t *testing.T) {
 	h1, h2 := newHang(), newHang()
 	startRunner(t, b, def("h1", h1), workers.Options{})
 	startRunner(t, b, def("h2", h2), workers.Options{})
-	startRunner(t, b, def("fan", workers.FanOut{Bus: b, Agents: []string{"h1", "h2"}}), workers.Options{})
+	startRunner(t, b, def("fan", workers.FanOut{Agents: []string{"h1", "h2"}}), workers.Options{})
 	id := submit(t, b, "fan", "wait for it")
 	c1 := recv(t, h1.started, "child 1")
 	c2 := recv(t, h2.started, "child 2")
@@ -148,7 +148,7 @@ func TestFanOutRedeliveryStartsNoDuplicateChildren(t *testing.T) {
 	slow := newHang()
 	startRunner(t, b, workers.EchoDefinition("ok"), workers.Options{})
 	startRunner(t, b, def("slow", slow), workers.Options{})
-	fan := def("fan", workers.FanOut{Bus: b, Agents: []string{"ok", "slow"}})
+	fan := def("fan", workers.FanOut{Agents: []string{"ok", "slow"}})
 
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -196,7 +196,7 @@ func TestFanOutAddsEachAnswerAsItArrives(t *testing.T) {
 	startRunner(t, b, workers.EchoDefinition("ok"), workers.Options{})
 	startRunner(t, b, def("replier", replier), workers.Options{})
 	startRunner(t, b, def("slow", slow), workers.Options{})
-	startRunner(t, b, def("fan", workers.FanOut{Bus: b, Agents: []string{"ok", "replier", "slow"}}), workers.Options{})
+	startRunner(t, b, def("fan", workers.FanOut{Agents: []string{"ok", "replier", "slow"}}), workers.Options{})
 
 	id := submit(t, b, "fan", "as they come")
 	slowChild := recv(t, slow.started, "the slow child")
@@ -230,7 +230,7 @@ func TestFanOutAddsEachAnswerAsItArrives(t *testing.T) {
 func TestFanOutPartialWithNoAnswerFails(t *testing.T) {
 	_, b := bustest.New(t, bustest.Options{})
 	startRunner(t, b, def("bad", boom), workers.Options{})
-	startRunner(t, b, def("fan", workers.FanOut{Bus: b, Agents: []string{"bad"}, Mode: workers.FanOutPartial}), workers.Options{})
+	startRunner(t, b, def("fan", workers.FanOut{Agents: []string{"bad"}, Mode: workers.FanOutPartial}), workers.Options{})
 	rec := waitSettled(t, b, submit(t, b, "fan", "x"))
 	if msg := rec.Task.Status.Message.Text(); rec.Task.Status.State != schemas.TaskStateFailed || !strings.Contains(msg, "0 of 1 agents answered; bad: failed: boom") {
 		t.Fatalf("parent: %s %q", rec.Task.Status.State, msg)
@@ -263,7 +263,7 @@ func TestFanOutTakesAnAnswerInTheStatusMessage(t *testing.T) {
 	startRunner(t, b, def("says", workers.AgentFunc(func(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
 		return out.Complete(ctx, "said: "+req.Message.Text())
 	})), workers.Options{})
-	startRunner(t, b, def("fan", workers.FanOut{Bus: b, Agents: []string{"says"}}), workers.Options{})
+	startRunner(t, b, def("fan", workers.FanOut{Agents: []string{"says"}}), workers.Options{})
 	rec := waitSettled(t, b, submit(t, b, "fan", "hi"))
 	a := artifactByAgent(rec, "says")
 	if rec.Task.Status.State != schemas.TaskStateCompleted || a == nil || len(a.Parts) == 0 || a.Parts[0].Text == nil || *a.Parts[0].Text != "said: hi" {

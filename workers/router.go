@@ -8,7 +8,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -31,13 +30,11 @@ const (
 	MetaRouterBacklog = "a2abus.router.backlog"
 )
 
-// Router routes tasks by skill and load.
+// Router routes tasks by skill and load, through its Request's Delegation
+// (the live registry, the agents' backlogs, the child it forwards to).
 type Router struct {
 	// Name is the router's own agent name (never a candidate).
 	Name string
-	// Bus carries the children; Directory is the live registry.
-	Bus       func() *bus.Bus
-	Directory func() *bus.AgentDirectory
 	// Agents, when set, are the only agents routed to.
 	Agents []string
 	// ChildTimeout bounds the child; default as FanOut's.
@@ -54,13 +51,13 @@ type candidate struct {
 
 // Execute picks the agent and forwards the task to it.
 func (r Router) Execute(ctx context.Context, req *Request, out *Emitter) error {
-	select {
-	case <-r.Directory().Ready():
-	case <-ctx.Done():
-		return ctx.Err()
+	d := req.Delegation()
+	regs, err := d.Agents(ctx)
+	if err != nil {
+		return err
 	}
 	want, _ := req.Message.Metadata[MetaRouterSkill].(string)
-	cands := r.candidates(want, wordsOf(req.Message.Text()))
+	cands := r.candidates(regs, want, wordsOf(req.Message.Text()))
 	if len(cands) == 0 {
 		if want != "" {
 			return out.Reject(ctx, fmt.Sprintf("no live agent offers the skill %q", want))
@@ -74,9 +71,8 @@ func (r Router) Execute(ctx context.Context, req *Request, out *Emitter) error {
 		best = max(best, c.score)
 	}
 	cands = slices.DeleteFunc(cands, func(c candidate) bool { return c.score < best })
-	b := r.Bus()
 	for i := range cands {
-		n, err := b.AgentBacklog(ctx, cands[i].agent)
+		n, err := d.AgentBacklog(ctx, cands[i].agent)
 		if err != nil {
 			return err
 		}
@@ -98,15 +94,15 @@ func (r Router) Execute(ctx context.Context, req *Request, out *Emitter) error {
 	if err := out.Annotate(ctx, map[string]any{MetaRouterAgent: pick.agent, MetaRouterSkill: pick.skill, MetaRouterBacklog: pick.backlog}); err != nil {
 		return err
 	}
-	return FanOut{Bus: b, Agents: []string{pick.agent}, ChildTimeout: r.ChildTimeout}.Execute(ctx, req, out)
+	return FanOut{Agents: []string{pick.agent}, ChildTimeout: r.ChildTimeout}.Execute(ctx, req, out)
 }
 
 // candidates are the live, healthy agents offering skill want (by id), or
 // when want is "", those whose skills share words with the message, each
 // with its best skill's score.
-func (r Router) candidates(want string, words map[string]bool) []candidate {
+func (r Router) candidates(regs []schemas.AgentRegistration, want string, words map[string]bool) []candidate {
 	var out []candidate
-	for _, reg := range r.Directory().List() {
+	for _, reg := range regs {
 		if reg.Agent == r.Name || (len(r.Agents) > 0 && !slices.Contains(r.Agents, reg.Agent)) {
 			continue
 		}

@@ -46,7 +46,7 @@ func TestRouterChoosesTheLessLoadedAgent(t *testing.T) {
 	t.Cleanup(cancel)
 	go func() { _ = dir.Run(ctx) }()
 	<-dir.Ready()
-	startRunner(t, b, def("route", workers.Router{Name: "route", Bus: func() *bus.Bus { return b }, Directory: func() *bus.AgentDirectory { return dir }}), workers.Options{})
+	startRunner(t, b, def("route", workers.Router{Name: "route"}), workers.Options{Registry: dir})
 	waitListed(t, dir, "alpha", "beta", "route")
 
 	// alpha is busy: one task running, two waiting.

@@ -45,6 +45,10 @@ type Options struct {
 	FetchWait time.Duration
 	// Instance names this runner in logs and its registration; default random.
 	Instance string
+	// Registry is the live registry of agents the runner's agents may
+	// read through their Request's Delegation (the router needs it);
+	// nil: Delegation.Agents refuses.
+	Registry Registry
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -339,23 +343,11 @@ func (r *Runner) handle(base context.Context, w *Work) {
 	// makes a message-only exchange, anything else a task. So the runtime
 	// does not mark the task WORKING up front; the Emitter does it before
 	// the agent's first artifact, in the same write (see Emitter.write).
-	em := &Emitter{b: r.b, taskID: w.Item.TaskID, ctx: ctx, rec: rec, rev: rev, since: since}
+	em := &Emitter{w: r.b, taskID: w.Item.TaskID, ctx: ctx, rec: rec, rev: rev, since: since}
 	req := &Request{Task: rec.Task, Message: w.Item.Message, Attempt: w.Attempt, Owner: rec.Owner, Tenant: rec.Tenant, Origin: rec.Origin,
-		related: func(ctx context.Context) []schemas.Task { return r.relatedTasks(ctx, rec, &w.Item.Message) }}
-	runErr := r.execute(ctx, req, em)
-	if runErr == nil && !em.endAsked() {
-		// Returning without an end completes the task: queued behind the
-		// agent's last chunks, in their write when they are still waiting.
-		runErr = em.Status(ctx, schemas.TaskStateCompleted, nil)
-	}
-	// What the agent queued is written under ctx, which ends on cancel and
-	// shutdown too: this returns promptly either way, and nothing writes
-	// behind the work's ack or Nak.
-	flushErr := em.Flush(context.WithoutCancel(ctx))
-	if runErr == nil {
-		runErr = flushErr
-	}
-	em.reopen()
+		delegation: busDelegation{Bus: r.b, registry: r.opt.Registry},
+		related:    func(ctx context.Context) []schemas.Task { return r.relatedTasks(ctx, rec, &w.Item.Message) }}
+	runErr := runTurn(ctx, r.def.Agent, req, em, r.log)
 
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errShutdown):
@@ -373,20 +365,15 @@ func (r *Runner) handle(base context.Context, w *Work) {
 		r.dropStale(finCtx, w, log)
 		return
 	}
-	var finErr error
-	switch {
-	case errors.Is(runErr, ErrTaskEnded):
-	case errors.Is(runErr, schemas.ErrUnavailable):
+	if errors.Is(runErr, schemas.ErrUnavailable) {
 		// The bus failed the agent, not the task: run it again later.
 		r.finishOnError(w, log, runErr)
 		return
-	case runErr != nil:
-		log.Info("agent failed", "err", runErr)
-		finErr = em.Fail(finCtx, runErr.Error())
-	case !em.settled:
-		finErr = em.Status(finCtx, schemas.TaskStateCompleted, nil)
 	}
-	if finErr != nil && !errors.Is(finErr, ErrTaskEnded) {
+	if runErr != nil && !errors.Is(runErr, ErrTaskEnded) {
+		log.Info("agent failed", "err", runErr)
+	}
+	if finErr := settleTurn(finCtx, em, runErr); finErr != nil && !errors.Is(finErr, ErrTaskEnded) {
 		r.finishOnError(w, log, finErr)
 		return
 	}
@@ -468,16 +455,48 @@ func (r *Runner) missingTask(ctx context.Context, w *Work, log *slog.Logger, err
 	}
 }
 
-// execute runs the agent, turning a panic into an error so one bad task
-// cannot take the worker down.
-func (r *Runner) execute(ctx context.Context, req *Request, em *Emitter) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			r.log.Error("agent panicked", "task_id", req.Task.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			err = fmt.Errorf("agent crashed: %v", p)
-		}
+// runTurn runs one turn of an agent as every runner of it does, the
+// Runner on the bus and the Recorder in memory: a panic becomes the
+// agent's error (one bad task cannot take the worker down), returning
+// without an end completes the task (queued behind the agent's last
+// chunks, in their write when they still wait), and what the agent queued
+// is written under ctx, which ends on cancel and shutdown too, so this
+// returns promptly either way and nothing writes behind the work's ack or
+// Nak. It returns how the turn ended, for settleTurn.
+func runTurn(ctx context.Context, agent Agent, req *Request, em *Emitter, log *slog.Logger) error {
+	runErr := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				log.Error("agent panicked", "task_id", req.Task.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				err = fmt.Errorf("agent crashed: %v", p)
+			}
+		}()
+		return agent.Execute(ctx, req, em)
 	}()
-	return r.def.Agent.Execute(ctx, req, em)
+	if runErr == nil && !em.endAsked() {
+		runErr = em.Status(ctx, schemas.TaskStateCompleted, nil)
+	}
+	flushErr := em.Flush(context.WithoutCancel(ctx))
+	if runErr == nil {
+		runErr = flushErr
+	}
+	em.reopen()
+	return runErr
+}
+
+// settleTurn records how a turn ended: an error of the agent fails the
+// task with its text, a turn that left the task open completes it, and a
+// task that ended meanwhile (canceled) is left as it is.
+func settleTurn(ctx context.Context, em *Emitter, runErr error) error {
+	switch {
+	case errors.Is(runErr, ErrTaskEnded):
+		return nil
+	case runErr != nil:
+		return em.Fail(ctx, runErr.Error())
+	case !em.settled:
+		return em.Status(ctx, schemas.TaskStateCompleted, nil)
+	}
+	return nil
 }
 
 // finishOnError settles a delivery whose bookkeeping failed: absorbed events

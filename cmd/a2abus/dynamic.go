@@ -115,7 +115,7 @@ func (d *dynamicAgents) start(ctx context.Context, name string, r *schemas.Remot
 	}
 	actx, stop := context.WithCancel(ctx)
 	da := &dynAgent{spec: spec, stop: stop, done: make(chan struct{})}
-	runner := workers.NewRunner(d.p.bus, def, workers.Options{ShutdownGrace: time.Duration(d.p.cfg.ShutdownGrace), Logger: d.p.log})
+	runner := workers.NewRunner(d.p.bus, def, workers.Options{ShutdownGrace: time.Duration(d.p.cfg.ShutdownGrace), Registry: d.p.registry(), Logger: d.p.log})
 	var wg sync.WaitGroup
 	wg.Go(func() { m.Run(actx) })
 	wg.Go(func() {

@@ -158,6 +158,15 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// registry is the live registry the process's agents may read (the
+// router's), or nil when no agent asked for one (see wantDirectory).
+func (p *process) registry() workers.Registry {
+	if p.directory == nil {
+		return nil
+	}
+	return p.directory
+}
+
 // process is one running a2abus process and the pieces it started,
 // stopped in the order the end of run gives: the edge stops taking
 // requests and the workers stop taking work together, within one grace,
@@ -374,6 +383,7 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		r := workers.NewRunner(b, def, workers.Options{
 			Concurrency:   p.cfg.Agents[i].Concurrency,
 			ShutdownGrace: time.Duration(p.cfg.ShutdownGrace),
+			Registry:      p.registry(),
 			Logger:        p.log,
 		})
 		runners[i] = r

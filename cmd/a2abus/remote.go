@@ -298,11 +298,7 @@ func (p *process) fanoutDefinition(a AgentConfig) (workers.Definition, error) {
 		Name: a.Name,
 		Card: schemas.AgentCard{Name: a.Name, Description: desc, Version: "1.0.0",
 			Skills: []schemas.AgentSkill{{ID: "fanout", Name: "Fan-out", Description: desc, Tags: append([]string{"fanout"}, a.Targets...)}}},
-		Agent: workers.AgentFunc(func(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
-			f := cfg
-			f.Bus = p.bus // connected before any worker runs
-			return f.Execute(ctx, req, out)
-		}),
+		Agent: cfg,
 	}, nil
 }
 
@@ -511,8 +507,7 @@ func (p *process) routerDefinition(a AgentConfig) (workers.Definition, error) {
 		Name: a.Name,
 		Card: schemas.AgentCard{Name: a.Name, Description: desc, Version: "1.0.0",
 			Skills: []schemas.AgentSkill{{ID: "route", Name: "Route", Description: desc, Tags: []string{"router"}}}},
-		Agent: workers.Router{Name: a.Name, Agents: a.Targets, ChildTimeout: time.Duration(a.ChildTimeout),
-			Bus: func() *bus.Bus { return p.bus }, Directory: func() *bus.AgentDirectory { return p.directory }},
+		Agent: workers.Router{Name: a.Name, Agents: a.Targets, ChildTimeout: time.Duration(a.ChildTimeout)},
 	}, nil
 }
 

@@ -1,0 +1,94 @@
+package workers
+
+import (
+	"context"
+	"errors"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Delegation is what an agent that hands its task to other agents uses
+// (the fan-out, the router): child tasks of other agents, owned as their
+// parent is and followed through the one task lifecycle, and the live
+// registry of agents. An agent reaches it through its Request, never a
+// bus of its own: a Runner gives the bus's (with Options.Registry), a
+// Recorder its own, in memory.
+type Delegation interface {
+	// StartChild creates the child task s.TaskID (the parent derives it,
+	// so a redelivered parent finds its children again), or re-attaches
+	// to it: see bus.Bus.StartChild.
+	StartChild(ctx context.Context, s bus.Submission) error
+	// Await follows a child until it settles (finished, interrupted, or
+	// answered with a message), as its owner o.
+	Await(ctx context.Context, o bus.Owner, id string) (*schemas.TaskRecord, error)
+	// Cancel cancels a child as a client would, as its owner o.
+	Cancel(ctx context.Context, o bus.Owner, id string, why *schemas.Message) (*schemas.TaskRecord, error)
+	// GetTask reads a task as stored, whoever's it is: for an agent that
+	// learned its id from its own work (a child that answered with a
+	// message alone is no task to Await's owner check).
+	GetTask(ctx context.Context, id string) (*schemas.TaskRecord, uint64, error)
+	// AgentBacklog is how much work waits for an agent.
+	AgentBacklog(ctx context.Context, agent string) (uint64, error)
+	// Agents is the live registry: every agent registered now, once the
+	// registry has been read (it waits for that, within ctx).
+	Agents(ctx context.Context) ([]schemas.AgentRegistration, error)
+}
+
+// Registry is the live registry of agents a Runner hands its agents (see
+// Delegation.Agents); *bus.AgentDirectory is one.
+type Registry interface {
+	// Ready is closed once the registry has been read.
+	Ready() <-chan struct{}
+	List() []schemas.AgentRegistration
+}
+
+// ErrNoDelegation is returned by a Request's Delegation calls when its
+// runner gives none (a Request made by hand), and by Agents when the
+// runner was given no Registry.
+var ErrNoDelegation = errors.New("workers: this agent's runner offers no delegation to other agents")
+
+// Delegation returns what the agent may hand work to other agents with.
+func (r *Request) Delegation() Delegation {
+	if r.delegation == nil {
+		return noDelegation{}
+	}
+	return r.delegation
+}
+
+// busDelegation is a Runner's Delegation: the bus's lifecycle and the
+// registry the runner was given.
+type busDelegation struct {
+	*bus.Bus
+	registry Registry
+}
+
+func (d busDelegation) Agents(ctx context.Context) ([]schemas.AgentRegistration, error) {
+	if d.registry == nil {
+		return nil, ErrNoDelegation
+	}
+	select {
+	case <-d.registry.Ready():
+		return d.registry.List(), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// noDelegation refuses every call.
+type noDelegation struct{}
+
+func (noDelegation) StartChild(context.Context, bus.Submission) error { return ErrNoDelegation }
+func (noDelegation) Await(context.Context, bus.Owner, string) (*schemas.TaskRecord, error) {
+	return nil, ErrNoDelegation
+}
+func (noDelegation) Cancel(context.Context, bus.Owner, string, *schemas.Message) (*schemas.TaskRecord, error) {
+	return nil, ErrNoDelegation
+}
+func (noDelegation) GetTask(context.Context, string) (*schemas.TaskRecord, uint64, error) {
+	return nil, 0, ErrNoDelegation
+}
+func (noDelegation) AgentBacklog(context.Context, string) (uint64, error) { return 0, ErrNoDelegation }
+func (noDelegation) Agents(context.Context) ([]schemas.AgentRegistration, error) {
+	return nil, ErrNoDelegation
+}

@@ -1,0 +1,498 @@
+package workers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Recorder runs agents on tasks it keeps in memory, as a Runner runs them
+// on the bus: for an agent's unit tests, which then need no NATS server.
+// It is a TaskWriter: each write is folded into the stored record by the
+// store's own rules (bus.FoldEvents), so what the real store refuses (a
+// status after the task finished, an artifact on a finished task) is
+// refused here too and the agent sees the same ErrTaskEnded. A turn is
+// run and settled as a Runner does (see runTurn and settleTurn): a panic
+// or an error fails the task with its text, returning without an end
+// completes it.
+//
+// What needs the bus is left out: record size bounds, push notifications,
+// redelivery, other processes. A Request's RelatedTasks reads the tasks
+// kept here, and its Delegation starts children on the agents added with
+// Add, each run in its own goroutine as a worker of it would.
+//
+// A Recorder is safe for concurrent use.
+type Recorder struct {
+	mu      sync.Mutex
+	tasks   map[string]*recordedTask
+	changed chan struct{} // closed and replaced at every write
+	agents  map[string]schemas.AgentRegistration
+	run     map[string]Agent
+	log     *slog.Logger
+}
+
+// recordedTask is one task as stored, with its revision (one per write),
+// the events of every write in order, and the cancel of its running turn.
+type recordedTask struct {
+	val    []byte // the record, encoded: every reader decodes its own copy
+	rev    uint64
+	events []bus.TaskEvent
+	cancel context.CancelCauseFunc
+	// attempts counts the turns run for the task's current message.
+	attempts uint64
+}
+
+// NewRecorder returns an empty Recorder.
+func NewRecorder() *Recorder {
+	return &Recorder{tasks: map[string]*recordedTask{}, changed: make(chan struct{}),
+		agents: map[string]schemas.AgentRegistration{}, run: map[string]Agent{},
+		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+// Add makes an agent reachable by the agents run here that delegate
+// (Delegation's children and registry), as a worker of def registered on
+// the bus would be.
+func (r *Recorder) Add(def Definition) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.agents[def.Name] = schemas.AgentRegistration{Agent: def.Name, Card: def.Card, Instance: "recorder", UpdatedAt: *schemas.Now()}
+	r.run[def.Name] = def.Agent
+}
+
+// Start stores a new task of agent name for msg (SUBMITTED, msg its
+// history; a new context unless msg names one) and runs agent's turn on
+// it, as a Runner would on its first delivery. It returns the task as the
+// turn left it.
+func (r *Recorder) Start(ctx context.Context, name string, agent Agent, msg schemas.Message) (*schemas.TaskRecord, error) {
+	return r.start(ctx, bus.Submission{Agent: name, Message: &msg}, agent)
+}
+
+// start stores a submission's task and runs agent's turn on it.
+func (r *Recorder) start(ctx context.Context, s bus.Submission, agent Agent) (*schemas.TaskRecord, error) {
+	return r.startNotify(ctx, s, agent, nil)
+}
+
+// startNotify is start, telling created (when not nil) whether the task
+// was stored before its turn runs.
+func (r *Recorder) startNotify(ctx context.Context, s bus.Submission, agent Agent, created chan<- error) (*schemas.TaskRecord, error) {
+	tell := func(err error) {
+		if created != nil {
+			created <- err
+		}
+	}
+	msg := *s.Message
+	id := s.TaskID
+	if id == "" {
+		id = schemas.NewID()
+	}
+	if msg.MessageID == "" {
+		msg.MessageID = schemas.NewID()
+	}
+	if msg.ContextID == "" {
+		msg.ContextID = schemas.NewID()
+	}
+	msg.TaskID = id
+	now := schemas.Now()
+	rec := &schemas.TaskRecord{
+		Task: schemas.Task{ID: id, ContextID: msg.ContextID, Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: now},
+			History: []schemas.Message{msg}, Metadata: s.Metadata},
+		Agent: s.Agent, Owner: s.Owner, Tenant: s.Tenant, Origin: s.Origin, CreatedAt: *now,
+	}
+	val, err := json.Marshal(rec)
+	if err != nil {
+		tell(err)
+		return nil, err
+	}
+	r.mu.Lock()
+	if _, ok := r.tasks[id]; ok {
+		r.mu.Unlock()
+		tell(bus.ErrTaskExists)
+		return nil, bus.ErrTaskExists
+	}
+	r.tasks[id] = &recordedTask{val: val, rev: 1}
+	r.notifyLocked()
+	r.mu.Unlock()
+	tell(nil)
+	return r.turn(ctx, id, msg, agent)
+}
+
+// Continue answers a task waiting for input (INPUT_REQUIRED or
+// AUTH_REQUIRED) with msg, as a client does, and runs agent's next turn
+// on it. It returns the task as the turn left it.
+func (r *Recorder) Continue(ctx context.Context, taskID string, agent Agent, msg schemas.Message) (*schemas.TaskRecord, error) {
+	if msg.MessageID == "" {
+		msg.MessageID = schemas.NewID()
+	}
+	if _, _, err := r.ApplyEventsSince(ctx, taskID, nil, 0, nil, []bus.TaskEvent{{Continue: &msg}}); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.tasks[taskID].attempts = 0
+	r.mu.Unlock()
+	rec, _, _ := r.read(taskID)
+	return r.turn(ctx, taskID, rec.Task.History[len(rec.Task.History)-1], agent)
+}
+
+// turn runs agent on the stored task for msg and settles it.
+func (r *Recorder) turn(ctx context.Context, id string, msg schemas.Message, agent Agent) (*schemas.TaskRecord, error) {
+	rec, rev, err := r.read(id)
+	if err != nil || rec.Task.Status.State.Terminal() {
+		return rec, err // canceled before its turn: a Runner would not run it
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	r.mu.Lock()
+	r.tasks[id].cancel = cancel
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.tasks[id].cancel = nil
+		r.mu.Unlock()
+	}()
+	r.mu.Lock()
+	t := r.tasks[id]
+	t.attempts++
+	attempt := t.attempts
+	r.mu.Unlock()
+	owner := bus.Owner{Agent: rec.Agent, Principal: rec.Owner, Tenant: rec.Tenant}
+	em := &Emitter{w: r, taskID: id, ctx: ctx, rec: rec, rev: rev}
+	req := &Request{Task: rec.Task, Message: msg, Attempt: attempt, Owner: rec.Owner, Tenant: rec.Tenant, Origin: rec.Origin,
+		delegation: recorderDelegation{r},
+		related:    func(context.Context) []schemas.Task { return r.related(owner, rec, &msg) }}
+	runErr := runTurn(ctx, agent, req, em, r.log)
+	if cause := context.Cause(ctx); cause == errCanceled || cause == errShutdown {
+		// Canceled: nothing more to record. Stopped: the work goes back
+		// unsettled, for Redeliver.
+		rec, _, err := r.read(id)
+		return rec, err
+	}
+	if err := settleTurn(context.WithoutCancel(ctx), em, runErr); err != nil && !errors.Is(err, ErrTaskEnded) {
+		return nil, err
+	}
+	rec, _, err = r.read(id)
+	return rec, err
+}
+
+// Stop stops the turn running on a task as a worker that shuts down (or
+// dies) does: its ctx ends, and the task is left as the turn left it,
+// unsettled, for Redeliver. Children the turn started run on.
+func (r *Recorder) Stop(taskID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, ok := r.tasks[taskID]; ok && t.cancel != nil {
+		t.cancel(errShutdown)
+	}
+}
+
+// Redeliver runs agent's turn again on a task a stopped turn left
+// unfinished, as a Runner does when the work comes back (Request.Attempt
+// counts the turns). A finished task is returned as it is: its work is
+// done.
+func (r *Recorder) Redeliver(ctx context.Context, taskID string, agent Agent) (*schemas.TaskRecord, error) {
+	rec, _, err := r.read(taskID)
+	if err != nil || rec.Task.Status.State.Terminal() {
+		return rec, err
+	}
+	h := rec.Task.History
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Role == schemas.RoleUser {
+			return r.turn(ctx, taskID, h[i], agent)
+		}
+	}
+	return nil, fmt.Errorf("workers: task %s has no message to run", taskID)
+}
+
+// TaskIDs are the ids of agent's tasks, in the order they were created.
+func (r *Recorder) TaskIDs(agent string) []string {
+	r.mu.Lock()
+	type created struct {
+		id string
+		at time.Time
+	}
+	var all []created
+	for id, t := range r.tasks {
+		if rec, err := bus.DecodeRecord(t.val); err == nil && rec.Agent == agent {
+			all = append(all, created{id, rec.CreatedAt.Time})
+		}
+	}
+	r.mu.Unlock()
+	slices.SortStableFunc(all, func(a, b created) int { return a.at.Compare(b.at) })
+	ids := make([]string, len(all))
+	for i, c := range all {
+		ids[i] = c.id
+	}
+	return ids
+}
+
+// Cancel cancels a task as a client does: it is stored CANCELED and the
+// turn running on it, if any, sees its ctx end.
+func (r *Recorder) Cancel(ctx context.Context, taskID string) (*schemas.TaskRecord, error) {
+	return r.cancel(ctx, taskID, nil)
+}
+
+// cancel is Cancel with the status message why.
+func (r *Recorder) cancel(ctx context.Context, taskID string, why *schemas.Message) (*schemas.TaskRecord, error) {
+	rec, _, err := r.ApplyEventsSince(ctx, taskID, nil, 0, nil, []bus.TaskEvent{{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled, Message: why}}}})
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if c := r.tasks[taskID].cancel; c != nil {
+		c(errCanceled)
+	}
+	r.mu.Unlock()
+	return rec, nil
+}
+
+// Task returns the task as stored, and whether there is one.
+func (r *Recorder) Task(taskID string) (*schemas.TaskRecord, bool) {
+	rec, _, err := r.read(taskID)
+	return rec, err == nil
+}
+
+// Events returns the events stored for the task, in the order they were
+// stored.
+func (r *Recorder) Events(taskID string) []bus.TaskEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.tasks[taskID]
+	if !ok {
+		return nil
+	}
+	out := make([]bus.TaskEvent, len(t.events))
+	copy(out, t.events)
+	return out
+}
+
+// ApplyEventsSince stores evs as one write (TaskWriter): refused with
+// bus.ErrStale when since is set and the task changed after it, found
+// applied (and not applied again) when its last event is the stored
+// record's. cached is not used: the stored record is.
+func (r *Recorder) ApplyEventsSince(_ context.Context, taskID string, _ *schemas.TaskRecord, _ uint64, since *string, evs []bus.TaskEvent) (*schemas.TaskRecord, uint64, error) {
+	if len(evs) == 0 || len(evs) > bus.MaxEventsPerWrite {
+		return nil, 0, fmt.Errorf("workers: apply %d events at once (1 to %d)", len(evs), bus.MaxEventsPerWrite)
+	}
+	own := make([]bus.TaskEvent, len(evs))
+	for i, ev := range evs {
+		if ev.ID == "" {
+			ev.ID = schemas.NewID()
+		}
+		c, err := copyEvent(ev)
+		if err != nil {
+			return nil, 0, err
+		}
+		own[i] = c
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.tasks[taskID]
+	if !ok {
+		return nil, 0, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", taskID)
+	}
+	rec, err := bus.DecodeRecord(t.val)
+	if err != nil {
+		return nil, 0, err
+	}
+	if rec.LastEventID == own[len(own)-1].ID {
+		return rec, t.rev, nil
+	}
+	if since != nil && rec.LastEventID != *since {
+		return nil, 0, bus.ErrStale
+	}
+	if err := bus.FoldEvents(rec, own); err != nil {
+		return nil, 0, err
+	}
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return nil, 0, err
+	}
+	t.val, t.rev = val, t.rev+1
+	t.events = append(t.events, own...)
+	r.notifyLocked()
+	out, err := bus.DecodeRecord(val)
+	return out, t.rev, err
+}
+
+// read decodes the stored record of a task.
+func (r *Recorder) read(id string) (*schemas.TaskRecord, uint64, error) {
+	r.mu.Lock()
+	t, ok := r.tasks[id]
+	var val []byte
+	var rev uint64
+	if ok {
+		val, rev = t.val, t.rev
+	}
+	r.mu.Unlock()
+	if !ok {
+		return nil, 0, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id)
+	}
+	rec, err := bus.DecodeRecord(val)
+	return rec, rev, err
+}
+
+// notifyLocked wakes every waiter of a change; r.mu is held.
+func (r *Recorder) notifyLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// related reads the tasks msg refers to, as the Runner does, from the
+// tasks kept here: the owner's own tasks of the same agent.
+func (r *Recorder) related(o bus.Owner, rec *schemas.TaskRecord, msg *schemas.Message) []schemas.Task {
+	var out []schemas.Task
+	for _, id := range msg.ReferenceTaskIDs {
+		t, _, err := r.read(id)
+		if err != nil || id == rec.Task.ID || !o.Owns(t) {
+			continue
+		}
+		out = append(out, t.Task)
+		if len(out) == MaxRelatedTasks {
+			break
+		}
+	}
+	return out
+}
+
+// copyEvent is ev with its own copy of what it points to, so neither the
+// agent's buffers nor the fold share memory with what is kept; an event
+// that does not encode is refused, as the store refuses it.
+func copyEvent(ev bus.TaskEvent) (bus.TaskEvent, error) {
+	var err error
+	clone := func(v any, out any) {
+		if err == nil {
+			var b []byte
+			if b, err = json.Marshal(v); err == nil {
+				err = json.Unmarshal(b, out)
+			}
+		}
+	}
+	if s := ev.Status; s != nil {
+		ev.Status = new(schemas.TaskStatusUpdateEvent)
+		clone(s, ev.Status)
+	}
+	if a := ev.Artifact; a != nil {
+		ev.Artifact = new(schemas.TaskArtifactUpdateEvent)
+		clone(a, ev.Artifact)
+	}
+	if m := ev.Reply; m != nil {
+		ev.Reply = new(schemas.Message)
+		clone(m, ev.Reply)
+	}
+	if m := ev.Continue; m != nil {
+		ev.Continue = new(schemas.Message)
+		clone(m, ev.Continue)
+	}
+	if err != nil {
+		return ev, fmt.Errorf("workers: encode event: %w", err)
+	}
+	return ev, nil
+}
+
+// recorderDelegation is the Delegation of the agents a Recorder runs:
+// children run on the agents added with Add, in goroutines of their own.
+type recorderDelegation struct{ r *Recorder }
+
+func (d recorderDelegation) StartChild(ctx context.Context, s bus.Submission) error {
+	r := d.r
+	r.mu.Lock()
+	agent, ok := r.run[s.Agent]
+	r.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("workers: no agent %q was added to this Recorder", s.Agent)
+	}
+	if s.TaskID == "" {
+		return errors.New("workers: a child task needs the id its parent derives")
+	}
+	if rec, _, err := r.read(s.TaskID); err == nil {
+		if !(bus.Owner{Agent: s.Agent, Principal: s.Owner, Tenant: s.Tenant}).Owns(rec) {
+			return schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", s.TaskID)
+		}
+		return nil // started by an earlier attempt: it runs or ran
+	}
+	created := make(chan error, 1)
+	go func() {
+		_, err := r.startNotify(context.WithoutCancel(ctx), s, agent, created)
+		if err != nil {
+			r.log.Debug("a child's turn failed", "task_id", s.TaskID, "err", err)
+		}
+	}()
+	return <-created
+}
+
+func (d recorderDelegation) Await(ctx context.Context, o bus.Owner, id string) (*schemas.TaskRecord, error) {
+	r := d.r
+	for {
+		r.mu.Lock()
+		changed := r.changed
+		r.mu.Unlock()
+		rec, _, err := r.read(id)
+		if err != nil {
+			return nil, err
+		}
+		if !o.Owns(rec) {
+			return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id)
+		}
+		if rec.Reply != nil || rec.Task.Status.State.Settled() {
+			return rec, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return rec, ctx.Err()
+		}
+	}
+}
+
+func (d recorderDelegation) Cancel(ctx context.Context, o bus.Owner, id string, why *schemas.Message) (*schemas.TaskRecord, error) {
+	rec, _, err := d.r.read(id)
+	if err != nil {
+		return nil, err
+	}
+	if !o.Owns(rec) {
+		return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id)
+	}
+	out, err := d.r.cancel(ctx, id, why)
+	if err != nil {
+		return rec, err
+	}
+	return out, nil
+}
+
+func (d recorderDelegation) GetTask(_ context.Context, id string) (*schemas.TaskRecord, uint64, error) {
+	return d.r.read(id)
+}
+
+// AgentBacklog counts the agent's tasks not yet taken (SUBMITTED).
+func (d recorderDelegation) AgentBacklog(_ context.Context, agent string) (uint64, error) {
+	r := d.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n uint64
+	for _, t := range r.tasks {
+		rec, err := bus.DecodeRecord(t.val)
+		if err == nil && rec.Agent == agent && rec.Task.Status.State == schemas.TaskStateSubmitted {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (d recorderDelegation) Agents(context.Context) ([]schemas.AgentRegistration, error) {
+	r := d.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]schemas.AgentRegistration, 0, len(r.agents))
+	for _, reg := range r.agents {
+		out = append(out, reg)
+	}
+	return out, nil
+}
