@@ -21,13 +21,9 @@ import (
 // dead-letter stream and fail its task with a message saying why. Every step
 // is idempotent, so all replicas of an agent may act on the same advisory.
 
-// Headers set on dead-lettered messages.
-const (
-	HeaderDLQReason   = "A2abus-Dlq-Reason"
-	HeaderDLQAgent    = "A2abus-Dlq-Agent"
-	HeaderDLQOrigSeq  = "A2abus-Dlq-Stream-Seq"
-	advisoryMaxDelivs = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."
-)
+// advisoryMaxDelivs is the subject prefix of JetStream's max-deliveries
+// advisories.
+const advisoryMaxDelivs = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."
 
 // DeadLetter describes a work item given up on.
 type DeadLetter struct {
@@ -53,9 +49,9 @@ func (b *Bus) deadLetter(ctx context.Context, agent string, seq uint64, orig *na
 			m.Header[k] = v
 		}
 	}
-	m.Header.Set(HeaderDLQReason, reason)
-	m.Header.Set(HeaderDLQAgent, agent)
-	m.Header.Set(HeaderDLQOrigSeq, strconv.FormatUint(seq, 10))
+	m.Header.Set(schemas.HeaderDLQReason, reason)
+	m.Header.Set(schemas.HeaderDLQAgent, agent)
+	m.Header.Set(schemas.HeaderDLQStreamSeq, strconv.FormatUint(seq, 10))
 	m.Header.Set(nats.MsgIdHdr, "dlq-"+strconv.FormatUint(seq, 10)) // one copy, whoever moves it
 	m.Data = orig.Data
 	if _, err := b.js.PublishMsg(ctx, m); err != nil {
@@ -136,7 +132,7 @@ func (b *Bus) moveToDLQ(ctx context.Context, agent string, seq, deliveries uint6
 func (b *Bus) DeadLetters(ctx context.Context, agent string) ([]DeadLetter, error) {
 	var out []DeadLetter
 	err := b.drainDLQ(ctx, schemas.SubjectDLQ(agent), func(m jetstream.Msg) {
-		dl := DeadLetter{Agent: agent, Reason: m.Headers().Get(HeaderDLQReason)}
+		dl := DeadLetter{Agent: agent, Reason: m.Headers().Get(schemas.HeaderDLQReason)}
 		if ev, err := decodeMsg(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}); err == nil {
 			var item schemas.WorkItem
 			if decodeData(&ev, &item) == nil {

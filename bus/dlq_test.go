@@ -71,7 +71,7 @@ func TestExhaustedWorkIsDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Header.Get(HeaderDLQReason) == "" || m.Header.Get("ce-type") != schemas.TypeWorkExecute {
+	if m.Header.Get(schemas.HeaderDLQReason) == "" || m.Header.Get("ce-type") != schemas.TypeWorkExecute {
 		t.Fatalf("dead-lettered headers %v", m.Header)
 	}
 	ws, _ := b.js.Stream(ctx, schemas.StreamWork)
@@ -81,7 +81,7 @@ func TestExhaustedWorkIsDeadLettered(t *testing.T) {
 	}
 	// Kept for inspection: listed with its task and why.
 	dls, err := b.DeadLetters(ctx, "poison")
-	if err != nil || len(dls) != 1 || dls[0].TaskID != id || dls[0].Reason != m.Header.Get(HeaderDLQReason) {
+	if err != nil || len(dls) != 1 || dls[0].TaskID != id || dls[0].Reason != m.Header.Get(schemas.HeaderDLQReason) {
 		t.Fatalf("DeadLetters: %+v %v", dls, err)
 	}
 	if none, err := b.DeadLetters(ctx, "healthy"); err != nil || len(none) != 0 {
@@ -114,7 +114,7 @@ func TestMalformedWorkDeadLetter(t *testing.T) {
 	}
 	st, _ := b.js.Stream(ctx, schemas.StreamDLQ)
 	m, err := st.GetLastMsgForSubject(ctx, schemas.SubjectDLQ("junk"))
-	if err != nil || string(m.Data) != "not an event" || m.Header.Get(HeaderDLQReason) != "malformed" {
+	if err != nil || string(m.Data) != "not an event" || m.Header.Get(schemas.HeaderDLQReason) != "malformed" {
 		t.Fatalf("dlq: %v %+v", err, m)
 	}
 }

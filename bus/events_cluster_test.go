@@ -100,7 +100,7 @@ func TestEventReaderOpensOnceALeaderIsElected(t *testing.T) {
 		{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}},
 		{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCompleted}}},
 	}
-	if _, _, err := b.ApplyEvents(ctx, rec.Task.ID, rec, rev, evs); err != nil {
+	if _, _, err := b.applyEvents(ctx, rec.Task.ID, rec, rev, evs); err != nil {
 		t.Fatal(err)
 	}
 	// Keep the member this client is connected to; stop the other two.

@@ -738,7 +738,7 @@ func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, err
 const purgeWindow = 256
 
 // purgeTasks deletes the tasks of entries, each only if it is still at
-// the entry's revision (the KV purge WithdrawTask makes too: its marker
+// the entry's revision (the KV purge withdrawTask makes too: its marker
 // expires, so sweeping leaves nothing behind), and returns how many it
 // deleted. The purges run purgeWindow at a time: under sustained load a
 // sweep deletes as many tasks as were created since the last one, and one

@@ -17,7 +17,7 @@ import (
 // Submitting a task: the record is created (CreateTask), then its work is
 // queued (QueueWork). Each step rides out a cluster electing a new leader
 // by retrying for up to submitRetryFor; a step that still fails is undone
-// (WithdrawTask) so a refused request leaves nothing behind. What no one
+// (withdrawTask) so a refused request leaves nothing behind. What no one
 // is left to undo (the process died between the steps, or the withdraw
 // failed too) is a task SUBMITTED with no work queued: RequeueOrphans
 // finds it and queues its work.
@@ -77,16 +77,6 @@ func (b *Bus) QueueWork(ctx context.Context, item *schemas.WorkItem, o PublishOp
 	return nil
 }
 
-// QueueSubmission queues the work of the submission that left rec
-// SUBMITTED at revision rev: its last message (the one that created or
-// continued it) for its agent, and the record itself when it is small
-// (schemas.WorkItem.Record). The writer of that submission (the edge, a
-// fan-out parent for its children) queues it this way, once, right after
-// storing it; work queued again later goes through RequeueSubmission.
-func (b *Bus) QueueSubmission(ctx context.Context, rec *schemas.TaskRecord, rev uint64, o PublishOptions) error {
-	return b.queueSubmission(ctx, rec, rev, o, workSnapshot(rec, nil))
-}
-
 // RequeueSubmission queues the work of rec's submission again, for a task
 // found SUBMITTED without work (the orphan sweep, a fan-out parent making
 // sure of a child it may have queued before a crash), under the
@@ -130,15 +120,15 @@ func workSnapshot(rec *schemas.TaskRecord, stored []byte) []byte {
 // already doubles the item.
 const workSnapshotMax = 16 << 10
 
-// ErrTaskTaken is WithdrawTask's answer when the task changed since the
+// ErrTaskTaken is withdrawTask's answer when the task changed since the
 // revision given: a worker took it, so it must not be withdrawn.
 var ErrTaskTaken = errors.New("task changed since it was submitted")
 
-// WithdrawTask deletes a task created at revision rev whose work could not
+// withdrawTask deletes a task created at revision rev whose work could not
 // be queued, so the refused request leaves nothing behind. It returns
 // ErrTaskTaken if the task is no longer at rev (its work was queued after
 // all, and a worker took it).
-func (b *Bus) WithdrawTask(ctx context.Context, id string, rev uint64) error {
+func (b *Bus) withdrawTask(ctx context.Context, id string, rev uint64) error {
 	err := b.tasks.Purge(ctx, id, jetstream.LastRevision(rev), jetstream.PurgeTTL(time.Second))
 	if err == nil {
 		return nil
@@ -312,7 +302,7 @@ func (b *Bus) Submit(ctx context.Context, s Submission, follow Follow) (*schemas
 	// was queued after all, and only the answer was lost).
 	wctx, cancel := context.WithTimeout(sctx, 5*time.Second)
 	defer cancel()
-	switch werr := b.WithdrawTask(wctx, id, rev); {
+	switch werr := b.withdrawTask(wctx, id, rev); {
 	case werr == nil:
 	case errors.Is(werr, ErrTaskTaken):
 		return rec, rev, nil
@@ -322,8 +312,8 @@ func (b *Bus) Submit(ctx context.Context, s Submission, follow Follow) (*schemas
 	return nil, 0, qerr
 }
 
-// queue queues the work of rec's submission at rev, as QueueSubmission
-// does (stored: the record as just stored, or nil); an error is a
+// queue queues the work of rec's submission at rev, the item carrying the
+// record when small (stored: the record as just stored, or nil); an error is a
 // retryable ErrUnavailable unless the bus gave a protocol error.
 func (b *Bus) queue(ctx context.Context, rec *schemas.TaskRecord, rev uint64, stored []byte, o PublishOptions) error {
 	err := b.queueSubmission(ctx, rec, rev, o, workSnapshot(rec, stored))
@@ -351,7 +341,7 @@ func (b *Bus) Continue(ctx context.Context, o Owner, msg *schemas.Message, p Pub
 	if msg.ContextID != "" && msg.ContextID != cur.Task.ContextID {
 		return nil, 0, schemas.Errorf(schemas.ErrInvalidParams, "message.contextId %q does not match the context of task %s", msg.ContextID, msg.TaskID)
 	}
-	rec, rev, err := b.ApplyFrom(ctx, msg.TaskID, cur, curRev, TaskEvent{Continue: msg})
+	rec, rev, err := b.applyFrom(ctx, msg.TaskID, cur, curRev, TaskEvent{Continue: msg})
 	switch {
 	case errors.Is(err, schemas.ErrTaskTerminal):
 		return nil, 0, schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s and accepts no more messages; start a new task in context %s and list this one in referenceTaskIds", msg.TaskID, rec.Task.Status.State, rec.Task.ContextID).With("taskId", msg.TaskID)
@@ -379,7 +369,7 @@ func (b *Bus) Cancel(ctx context.Context, o Owner, id string, why *schemas.Messa
 		return nil, err
 	}
 	queued := cur.Task.Status.State == schemas.TaskStateSubmitted // cur is changed by the write
-	rec, _, err := b.ApplyFrom(ctx, id, cur, curRev, TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled, Message: why}}})
+	rec, _, err := b.applyFrom(ctx, id, cur, curRev, TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled, Message: why}}})
 	if errors.Is(err, schemas.ErrTaskTerminal) {
 		return rec, schemas.Errorf(schemas.ErrTaskNotCancelable, "task %s is already %s and cannot be canceled", id, rec.Task.Status.State).With("taskId", id)
 	}

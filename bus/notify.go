@@ -355,8 +355,8 @@ func (b *Bus) ChangePushDelivery(ctx context.Context, taskID string, set *schema
 // id, never its credentials.
 func (b *Bus) DeadLetterPush(ctx context.Context, taskID, configID, eventID, reason string, body []byte) error {
 	m := nats.NewMsg(schemas.SubjectDLQPush(taskID))
-	m.Header.Set(HeaderDLQReason, reason)
-	m.Header.Set(HeaderDLQPushConfig, configID)
+	m.Header.Set(schemas.HeaderDLQReason, reason)
+	m.Header.Set(schemas.HeaderDLQPushConfig, configID)
 	m.Header.Set(nats.MsgIdHdr, "dlq-push-"+configID+"-"+eventID)
 	m.Header.Set("Content-Type", schemas.ContentTypeA2A)
 	m.Data = body
@@ -366,9 +366,6 @@ func (b *Bus) DeadLetterPush(ctx context.Context, taskID, configID, eventID, rea
 	b.m.pushDeadLetters.Inc()
 	return nil
 }
-
-// HeaderDLQPushConfig names the config of a dead-lettered notification.
-const HeaderDLQPushConfig = "A2abus-Dlq-Push-Config"
 
 // PushDeadLetter is one notification given up on.
 type PushDeadLetter struct {
@@ -381,7 +378,7 @@ type PushDeadLetter struct {
 func (b *Bus) PushDeadLetters(ctx context.Context, taskID string) ([]PushDeadLetter, error) {
 	var out []PushDeadLetter
 	err := b.drainDLQ(ctx, schemas.SubjectDLQPush(taskID), func(m jetstream.Msg) {
-		out = append(out, PushDeadLetter{TaskID: taskID, ConfigID: m.Headers().Get(HeaderDLQPushConfig), Reason: m.Headers().Get(HeaderDLQReason), Body: m.Data()})
+		out = append(out, PushDeadLetter{TaskID: taskID, ConfigID: m.Headers().Get(schemas.HeaderDLQPushConfig), Reason: m.Headers().Get(schemas.HeaderDLQReason), Body: m.Data()})
 	})
 	return out, err
 }

@@ -66,10 +66,10 @@ func TestUntilStateRaw(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := *rec // ApplyEvents changes the record it is given
+	held := *rec // applyEvents changes the record it is given
 	w := tw.Watch(rec.Task.ID, &held)
 	defer w.Close()
-	if _, _, err := b.ApplyEvents(ctx, rec.Task.ID, rec, rev, []TaskEvent{
+	if _, _, err := b.applyEvents(ctx, rec.Task.ID, rec, rev, []TaskEvent{
 		{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}},
 		{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCompleted}}},
 	}); err != nil {

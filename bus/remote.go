@@ -25,9 +25,6 @@ import (
 // stopping, or could not store it): the sender should retry.
 var ErrNoRemoteListener = errors.New("no worker can take the notification now")
 
-// headerRetry marks a worker's refusal of a notification as one to retry.
-const headerRetry = "A2abus-Retry"
-
 // ForwardRemote hands a notification body for a task to its worker and
 // waits until the worker stored it (or refused it, with its reason).
 func (b *Bus) ForwardRemote(ctx context.Context, taskID string, body []byte) error {
@@ -45,7 +42,7 @@ func (b *Bus) ForwardRemote(ctx context.Context, taskID string, body []byte) err
 		return ErrNoRemoteListener
 	case err != nil:
 		return errUnavailable("bus: forward notification", err)
-	case resp.Header.Get(headerRetry) != "":
+	case resp.Header.Get(schemas.HeaderRetry) != "":
 		return fmt.Errorf("%w: %s", ErrNoRemoteListener, resp.Data)
 	case len(resp.Data) > 0:
 		return errors.New(string(resp.Data))
@@ -65,7 +62,7 @@ func (b *Bus) ListenRemote(taskID string, fn func(body []byte) error) (stop func
 				reply.Data = []byte("refused")
 			}
 			if errors.Is(err, ErrNoRemoteListener) {
-				reply.Header.Set(headerRetry, "true")
+				reply.Header.Set(schemas.HeaderRetry, "true")
 			}
 		}
 		_ = m.RespondMsg(reply)

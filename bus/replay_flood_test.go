@@ -36,7 +36,7 @@ func TestFarBehindResumesAllStreamOrFail(t *testing.T) {
 	for i := range writes {
 		// One artifact replaced each time: the record stays small, the
 		// events add up.
-		if _, rev, err = b.ApplyFrom(ctx, rec.Task.ID, rec, rev, artifact("a", fmt.Sprintf("%04d", i)+chunk)); err != nil {
+		if _, rev, err = b.applyFrom(ctx, rec.Task.ID, rec, rev, artifact("a", fmt.Sprintf("%04d", i)+chunk)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -418,24 +418,24 @@ func (e TaskEvent) apply(rec *schemas.TaskRecord) error {
 // absorbed and nothing is published), and the error of a transition the
 // state machine refuses.
 func (b *Bus) Apply(ctx context.Context, taskID string, ev TaskEvent) (*schemas.TaskRecord, uint64, error) {
-	return b.ApplyFrom(ctx, taskID, nil, 0, ev)
+	return b.applyFrom(ctx, taskID, nil, 0, ev)
 }
 
-// ApplyFrom is Apply starting from a record the caller holds at revision rev
+// applyFrom is Apply starting from a record the caller holds at revision rev
 // (from GetTask or a previous Apply), which saves a KV read per transition
 // for a worker that owns the task. rec is modified in place; a nil rec reads
 // the current one.
-func (b *Bus) ApplyFrom(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, ev TaskEvent) (*schemas.TaskRecord, uint64, error) {
-	return b.ApplyEvents(ctx, taskID, cached, cachedRev, []TaskEvent{ev})
+func (b *Bus) applyFrom(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, ev TaskEvent) (*schemas.TaskRecord, uint64, error) {
+	return b.applyEvents(ctx, taskID, cached, cachedRev, []TaskEvent{ev})
 }
 
-// ApplyEvents folds several events into a task in one write (one CAS) and
+// applyEvents folds several events into a task in one write (one CAS) and
 // publishes them in order, all with the new revision as sequence and their
 // position as sequence index: a worker that has WORKING and its first
 // artifact, or its last artifact and COMPLETED, to store pays one write.
 // Either all events are stored or none; the first refused transition fails
 // the whole write. At most MaxEventsPerWrite events.
-func (b *Bus) ApplyEvents(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, evs []TaskEvent) (*schemas.TaskRecord, uint64, error) {
+func (b *Bus) applyEvents(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, evs []TaskEvent) (*schemas.TaskRecord, uint64, error) {
 	return b.ApplyEventsSince(ctx, taskID, cached, cachedRev, nil, evs)
 }
 
@@ -443,7 +443,7 @@ func (b *Bus) ApplyEvents(ctx context.Context, taskID string, cached *schemas.Ta
 // since (see ApplyEventsSince).
 var ErrStale = errors.New("the task changed since the snapshot the write was made from")
 
-// ApplyEventsSince is ApplyEvents for a writer that holds a snapshot of
+// ApplyEventsSince is applyEvents for a writer that holds a snapshot of
 // the task it did not read itself (a work item's, see
 // schemas.WorkItem.Record): with since set, the write is refused with
 // ErrStale unless the stored record's last event is still *since, that
@@ -463,7 +463,7 @@ func (b *Bus) ApplyEventsSince(ctx context.Context, taskID string, cached *schem
 	return b.applyEventsIf(ctx, taskID, cached, cachedRev, pre, evs)
 }
 
-// applyEventsIf is ApplyEvents for a write that holds only while pre (when
+// applyEventsIf is applyEvents for a write that holds only while pre (when
 // set) accepts the stored record: pre's error refuses the write, decided
 // on the leader's record. A write found already applied (an earlier
 // attempt whose answer was lost) is only published.
@@ -599,7 +599,7 @@ func (b *Bus) settleUnclear(ctx context.Context, taskID string, change func(*sch
 // store does: each stamped with the task and applied by the record's rules
 // (schemas.TaskRecord.ApplyStatus and the others: a finished task takes no
 // more), the last one's id kept as the record's last event. It is the pure
-// half of ApplyEvents, for a store kept elsewhere (workers.Recorder keeps
+// half of applyEvents, for a store kept elsewhere (workers.Recorder keeps
 // tasks in memory for agents' unit tests). Every event must have its id.
 func FoldEvents(r *schemas.TaskRecord, evs []TaskEvent) error {
 	if len(evs) == 0 {

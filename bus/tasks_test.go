@@ -432,7 +432,7 @@ func TestApplyReply(t *testing.T) {
 	}
 }
 
-// ApplyFrom with a stale cached record falls back to reading: the write of
+// applyFrom with a stale cached record falls back to reading: the write of
 // another process is not overwritten.
 func TestApplyFromStaleCache(t *testing.T) {
 	b := newTestBus(t, Config{})
@@ -446,17 +446,17 @@ func TestApplyFromStaleCache(t *testing.T) {
 	if _, _, err := b.Apply(ctx, rec.Task.ID, artifact("other", "from elsewhere")); err != nil {
 		t.Fatal(err)
 	}
-	got, newRev, err := b.ApplyFrom(ctx, rec.Task.ID, cached, rev, artifact("mine", "from here"))
+	got, newRev, err := b.applyFrom(ctx, rec.Task.ID, cached, rev, artifact("mine", "from here"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got.Task.Artifacts) != 2 || newRev != rev+2 {
-		t.Fatalf("ApplyFrom with a stale cache: %d artifacts at rev %d, want 2 at %d", len(got.Task.Artifacts), newRev, rev+2)
+		t.Fatalf("applyFrom with a stale cache: %d artifacts at rev %d, want 2 at %d", len(got.Task.Artifacts), newRev, rev+2)
 	}
 	// With a current cache it writes without a read and chains revisions.
-	got, rev3, err := b.ApplyFrom(ctx, rec.Task.ID, got, newRev, status(schemas.TaskStateCompleted, nil))
+	got, rev3, err := b.applyFrom(ctx, rec.Task.ID, got, newRev, status(schemas.TaskStateCompleted, nil))
 	if err != nil || rev3 != newRev+1 || got.Task.Status.State != schemas.TaskStateCompleted {
-		t.Fatalf("ApplyFrom with a current cache: rev %d, %v", rev3, err)
+		t.Fatalf("applyFrom with a current cache: rev %d, %v", rev3, err)
 	}
 }
 
@@ -746,7 +746,7 @@ func TestReplaysBoundedPerProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		if _, rev, err = b.ApplyFrom(ctx, rec.Task.ID, rec, rev, artifact(fmt.Sprintf("a%d", i), "x")); err != nil {
+		if _, rev, err = b.applyFrom(ctx, rec.Task.ID, rec, rev, artifact(fmt.Sprintf("a%d", i), "x")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -800,7 +800,7 @@ func TestEventReadersShareOneConsumer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := b.ApplyFrom(ctx, rec.Task.ID, rec, rev, artifact("before", "x")); err != nil {
+		if _, _, err := b.applyFrom(ctx, rec.Task.ID, rec, rev, artifact("before", "x")); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, rec.Task.ID)
@@ -879,7 +879,7 @@ func TestApplyEventsOneWriteManyEvents(t *testing.T) {
 		{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: art, LastChunk: true}},
 		{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCompleted}}},
 	}
-	got, rev, err := b.ApplyEvents(ctx, rec.Task.ID, rec, rev0, evs)
+	got, rev, err := b.applyEvents(ctx, rec.Task.ID, rec, rev0, evs)
 	if err != nil || got.Task.Status.State != schemas.TaskStateCompleted || len(got.Task.Artifacts) != 1 || got.LastEventIndex != 2 {
 		t.Fatalf("one write of three events: %+v %v", got, err)
 	}
@@ -901,7 +901,7 @@ func TestApplyEventsOneWriteManyEvents(t *testing.T) {
 	}
 	// Retried after an unclear failure with the same ids: nothing applied
 	// twice, and the re-published batch is de-duplicated.
-	if again, rev2, err := b.ApplyEvents(ctx, rec.Task.ID, nil, 0, evs); err != nil || rev2 != rev || len(again.Task.Artifacts) != 1 {
+	if again, rev2, err := b.applyEvents(ctx, rec.Task.ID, nil, 0, evs); err != nil || rev2 != rev || len(again.Task.Artifacts) != 1 {
 		t.Fatalf("retry: rev %d (was %d), %v", rev2, rev, err)
 	}
 	if n := streamMsgs(t, b, schemas.StreamEvents); n != 1 {
@@ -935,7 +935,7 @@ func TestApplyEventsOneWriteManyEvents(t *testing.T) {
 	if rest := read(all[0].Cursor); len(rest) != 2 || rest[0].Artifact == nil || rest[1].Status.Status.State != schemas.TaskStateCompleted {
 		t.Fatalf("resumed mid-write: %+v", rest)
 	}
-	if _, _, err := b.ApplyEvents(ctx, rec.Task.ID, nil, 0, nil); err == nil {
+	if _, _, err := b.applyEvents(ctx, rec.Task.ID, nil, 0, nil); err == nil {
 		t.Fatal("an empty write was accepted")
 	}
 }
@@ -958,7 +958,7 @@ func TestApplyEventsSplitsBatchesPastTheLargestMessage(t *testing.T) {
 		text := fmt.Sprintf("%04d", i) + strings.Repeat("x", 8<<10)
 		evs[i] = TaskEvent{Artifact: &schemas.TaskArtifactUpdateEvent{Artifact: schemas.Artifact{ArtifactID: "a", Parts: []schemas.Part{schemas.TextPart(text)}}}}
 	}
-	got, rev, err := b.ApplyEvents(ctx, rec.Task.ID, rec, rev0, evs)
+	got, rev, err := b.applyEvents(ctx, rec.Task.ID, rec, rev0, evs)
 	if err != nil || len(got.Task.Artifacts) != 1 {
 		t.Fatalf("write: %v", err)
 	}
@@ -966,7 +966,7 @@ func TestApplyEventsSplitsBatchesPastTheLargestMessage(t *testing.T) {
 	if msgs < 3 || msgs > 8 {
 		t.Fatalf("%d events of 8 KiB went out as %d messages; want a few batches each under 1 MiB", n, msgs)
 	}
-	if _, _, err := b.ApplyEvents(ctx, rec.Task.ID, nil, 0, evs); err != nil {
+	if _, _, err := b.applyEvents(ctx, rec.Task.ID, nil, 0, evs); err != nil {
 		t.Fatal(err)
 	}
 	if again := streamMsgs(t, b, schemas.StreamEvents); again != msgs {
@@ -1071,7 +1071,7 @@ func TestOversizedResultFailsTheTask(t *testing.T) {
 	if _, _, err := b.Apply(ctx, rec.Task.ID, status(schemas.TaskStateWorking, nil)); err != nil {
 		t.Fatal(err)
 	}
-	got, rev, err := b.ApplyEvents(ctx, rec.Task.ID, nil, 0, []TaskEvent{artifact("a", strings.Repeat("x", 70<<10)), status(schemas.TaskStateCompleted, nil)})
+	got, rev, err := b.applyEvents(ctx, rec.Task.ID, nil, 0, []TaskEvent{artifact("a", strings.Repeat("x", 70<<10)), status(schemas.TaskStateCompleted, nil)})
 	if err != nil {
 		t.Fatalf("an oversized result: %v", err)
 	}

@@ -495,7 +495,7 @@ func (c *Client) newRequest(ctx context.Context, method, u string, body any) (*h
 	}
 	req.Header.Set("User-Agent", UserAgent)
 	if c.dialect() == dialectV1 {
-		req.Header.Set("A2A-Version", schemas.ProtocolVersion)
+		req.Header.Set(schemas.HeaderA2AVersion, schemas.ProtocolVersion)
 	}
 	return req, nil
 }

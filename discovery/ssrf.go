@@ -20,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/a2abus/a2abus/schemas"
 )
 
 // Policy says which destinations outbound requests may reach.
@@ -474,7 +476,7 @@ func (p Policy) checkRedirect(req *http.Request, via []*http.Request) error {
 // (http.Client itself strips only Authorization, WWW-Authenticate and
 // cookies, and keeps even those for another port of the same host or a
 // subdomain.)
-var forwardedHeaders = []string{"Accept", "Content-Type", "User-Agent", "A2A-Version", "Last-Event-ID", "If-None-Match"}
+var forwardedHeaders = []string{"Accept", "Content-Type", "User-Agent", schemas.HeaderA2AVersion, "Last-Event-ID", "If-None-Match"}
 
 // dropUnforwarded removes from h every header not in forwardedHeaders.
 func dropUnforwarded(h http.Header) {

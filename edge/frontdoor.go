@@ -351,10 +351,10 @@ func (c *call) rpcID() json.RawMessage {
 }
 
 func a2aVersion(r *http.Request) string {
-	if v := r.Header.Get("A2A-Version"); v != "" {
+	if v := r.Header.Get(schemas.HeaderA2AVersion); v != "" {
 		return v
 	}
-	return r.URL.Query().Get("A2A-Version")
+	return r.URL.Query().Get(schemas.HeaderA2AVersion)
 }
 
 func acceptsSSE(accept string) bool {

@@ -125,19 +125,6 @@ type ContextClaim struct {
 	Tenant string `json:"tenant,omitempty"`
 }
 
-// HeaderTaskIndex is the message header of every BucketTasks write that
-// carries the record's TaskIndexEntry (JSON), so an index of the tasks
-// can be kept from the headers alone (a headers-only consumer) without
-// reading or decoding the records. A write without it (an older writer)
-// is indexed from its record.
-const HeaderTaskIndex = "A2A-Task-Index"
-
-// HeaderTaskDeleted marks the message that replaces a deleted task's
-// events on its SubjectEvents (a subject rollup with a short message TTL,
-// so the subject is soon empty): it carries no event, and readers of the
-// events stream skip it.
-const HeaderTaskDeleted = "A2A-Task-Deleted"
-
 // TaskIndexEntry is what a task index needs of a TaskRecord: who may see
 // it and how it is listed, filtered, retained and expired.
 type TaskIndexEntry struct {
@@ -178,7 +165,7 @@ type WorkItem struct {
 	// reads again from the stream leader; 0 (unknown) skips that check.
 	TaskRevision uint64 `json:"taskRevision,omitempty"`
 	// Record is the task record as stored at TaskRevision, carried when it
-	// is small (see bus.QueueSubmission), so the worker of the first
+	// is small (its submitter queues it so: bus.Submit), so the worker of the first
 	// delivery runs without reading the store back. It is a snapshot: the
 	// worker's first write must find the task unchanged since (the same
 	// lastEventId), or it drops the work, as it would have had it read a

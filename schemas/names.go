@@ -169,6 +169,47 @@ func SubjectCancel(agent string) string { return subjectCancelPrefix + agent }
 // SubjectDLQ is the subject of dead-lettered work of agent.
 func SubjectDLQ(agent string) string { return subjectDLQPrefix + agent }
 
+// The headers of the bus contract, besides NATS's own (Nats-Msg-Id,
+// Nats-TTL, …) and CloudEvents' (ce-*). Every contract header name is
+// declared in this file (TestHeaderNamesOnlyInNames).
+
+// HeaderTaskIndex is the message header of every BucketTasks write that
+// carries the record's TaskIndexEntry (JSON), so an index of the tasks
+// can be kept from the headers alone (a headers-only consumer) without
+// reading or decoding the records. A write without it (an older writer)
+// is indexed from its record.
+const HeaderTaskIndex = "A2A-Task-Index"
+
+// HeaderTaskDeleted marks the message that replaces a deleted task's
+// events on its SubjectEvents (a subject rollup with a short message TTL,
+// so the subject is soon empty): it carries no event, and readers of the
+// events stream skip it.
+const HeaderTaskDeleted = "A2A-Task-Deleted"
+
+// The headers of dead-lettered messages (SubjectDLQ, the push dead
+// letters): why, whose, and where the message was.
+const (
+	HeaderDLQReason     = "A2abus-Dlq-Reason"
+	HeaderDLQAgent      = "A2abus-Dlq-Agent"
+	HeaderDLQStreamSeq  = "A2abus-Dlq-Stream-Seq"
+	HeaderDLQPushConfig = "A2abus-Dlq-Push-Config"
+)
+
+// HeaderRetry marks a worker's refusal of a remote agent's notification
+// (SubjectRemote) as one the sender should retry.
+const HeaderRetry = "A2abus-Retry"
+
+// HeaderA2AVersion is the HTTP header of the A2A protocol version a
+// request speaks (A2A 1.0 §3.6); the query parameter of the same name is
+// read where a client cannot set headers.
+const HeaderA2AVersion = "A2A-Version"
+
+// HeaderMCPOrigin carries an MCP client's address from the MCP bridge's
+// HTTP handler to the A2A calls it makes for the client, inside one
+// process: the bridge removes it from what arrives and never sends it
+// out.
+const HeaderMCPOrigin = "X-A2abus-Mcp-Origin"
+
 // The HTTP headers of a push notification, besides Authorization (the
 // config's authentication) and Content-Type (ContentTypeA2A).
 const (

@@ -37,36 +37,9 @@ type ExecConfig struct {
 	// Dir is the working directory; default the worker's.
 	Dir string `json:"dir,omitempty"`
 	// Timeout bounds one run; default 5m. JSON: a duration string ("30s").
-	Timeout ExecDuration `json:"timeout,omitempty"`
+	Timeout schemas.Duration `json:"timeout,omitempty"`
 	// Description goes on the agent card.
 	Description string `json:"description,omitempty"`
-}
-
-// ExecDuration is a time.Duration written as a Go duration string.
-type ExecDuration time.Duration
-
-// UnmarshalJSON reads "30s" (or a number of nanoseconds).
-func (d *ExecDuration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		var n int64
-		if json.Unmarshal(b, &n) != nil {
-			return fmt.Errorf("timeout must be a duration string like \"30s\"")
-		}
-		*d = ExecDuration(n)
-		return nil
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = ExecDuration(v)
-	return nil
-}
-
-// MarshalJSON writes the duration as a string.
-func (d ExecDuration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
 }
 
 const (
@@ -106,7 +79,7 @@ func ExecDefinition(name string, cfg ExecConfig) (Definition, error) {
 		return Definition{}, fmt.Errorf("exec: command %q: %w", cfg.Command, err)
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = ExecDuration(5 * time.Minute)
+		cfg.Timeout = schemas.Duration(5 * time.Minute)
 	}
 	desc := cfg.Description
 	if desc == "" {

@@ -31,7 +31,7 @@ func startExec(t *testing.T, b *bus.Bus, name string, cfg workers.ExecConfig) {
 }
 
 func shell(script string) workers.ExecConfig {
-	return workers.ExecConfig{Command: "/bin/sh", Args: []string{"-c", script}, Timeout: workers.ExecDuration(30 * time.Second)}
+	return workers.ExecConfig{Command: "/bin/sh", Args: []string{"-c", script}, Timeout: schemas.Duration(30 * time.Second)}
 }
 
 func TestExecStreamsStdoutAndReadsStdin(t *testing.T) {
@@ -113,7 +113,7 @@ func TestExecNonZeroExitFailsWithStderrTail(t *testing.T) {
 func TestExecTimeout(t *testing.T) {
 	_, b := bustest.New(t, bustest.Options{})
 	cfg := shell(`echo partial; echo starting >&2; sleep 30`)
-	cfg.Timeout = workers.ExecDuration(300 * time.Millisecond)
+	cfg.Timeout = schemas.Duration(300 * time.Millisecond)
 	startExec(t, b, "sleepy", cfg)
 	rec := waitSettled(t, b, submit(t, b, "sleepy", ""))
 	if msg := rec.Task.Status.Message.Text(); rec.Task.Status.State != schemas.TaskStateFailed || !strings.Contains(msg, "timed out") || !strings.Contains(msg, "starting") {

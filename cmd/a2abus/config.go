@@ -12,7 +12,6 @@ import (
 
 	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/schemas"
-	"github.com/a2abus/a2abus/workers"
 )
 
 // Config is the whole configuration of one a2abus process. It is filled in
@@ -276,66 +275,34 @@ type JWTConfig struct {
 	TenantClaim    string   `json:"tenantClaim,omitempty"`
 }
 
-// AgentConfig is one agent to run.
+// AgentConfig is one agent to run: what every kind has, and its options,
+// the rest of its JSON object, which its kind reads (see kinds.go).
 type AgentConfig struct {
 	// Name is the agent name (lowercase letters, digits, '-', '_').
 	Name string `json:"name"`
-	// Kind is the built-in kind: echo, exec or tck. Default: the name.
+	// Kind is the built-in kind (agentKinds). Default: the name.
 	Kind string `json:"kind"`
 	// Concurrency bounds the tasks one process runs at once. Default 16.
 	Concurrency int `json:"concurrency"`
-	// Exec configures an exec agent (command, args, env, dir, timeout).
-	Exec *workers.ExecConfig `json:"exec,omitempty"`
-	// Delay makes an echo agent wait this long before answering, a
-	// stand-in for a model call in load runs ("50ms").
-	Delay Duration `json:"delay,omitempty"`
-
-	// URL is the base URL of the external A2A agent a remote agent
-	// proxies to (its card is read from URL/.well-known/agent-card.json).
-	URL string `json:"url,omitempty"`
-	// Headers are sent with every request to the external agent.
-	Headers map[string]string `json:"headers,omitempty"`
-	// Auth authenticates a remote agent to the external agent: a bearer
-	// token, an API key or OAuth2 client credentials, chosen by the
-	// schemes its card declares; secrets from the environment or files
-	// only (see RemoteAuth).
-	Auth *RemoteAuth `json:"auth,omitempty"`
-	// Binding prefers one of the external agent's interfaces: JSONRPC or
-	// HTTP+JSON. Default: the card's best (1.0 before 0.3, JSON-RPC first).
-	Binding string `json:"binding,omitempty"`
-	// CheckEvery is how often a remote agent's card and health are
-	// re-checked. Default 1m.
-	CheckEvery Duration `json:"checkEvery,omitempty"`
-	// Push makes a remote agent ask the external agent for push
-	// notifications to this deployment's edge (at publicUrl, which the
-	// external agent must reach) instead of holding a stream open while it
-	// works: a long external task then outlives the restart of every
-	// a2abus process. PushPollEvery is how often the external task is read
-	// while no notification comes (default 1m).
-	Push          bool     `json:"push,omitempty"`
-	PushPollEvery Duration `json:"pushPollEvery,omitempty"`
-
-	// MCP is the MCP server of an mcp agent (see MCPServerConfig).
-	MCP *MCPServerConfig `json:"mcp,omitempty"`
-	// LLM is the chat-completions endpoint of an llm agent (see
-	// LLMConfig).
-	LLM *LLMConfig `json:"llm,omitempty"`
-	// LangGraph is the deployment of a langgraph agent (see
-	// LangGraphConfig).
-	LangGraph *LangGraphConfig `json:"langgraph,omitempty"`
-
-	// Targets are the agents a fanout agent sends each task to (local
-	// names; a remote agent is one too).
-	Targets []string `json:"targets,omitempty"`
-	// ChildTimeout bounds each fan-out child. Default 5m.
-	ChildTimeout Duration `json:"childTimeout,omitempty"`
-	// Mode is "all" (default: complete only if every child did) or
-	// "partial" (complete if any did).
-	Mode string `json:"mode,omitempty"`
 	// ExtendedSkills are skills shown only to authenticated callers, on
 	// the agent's extended card (GetExtendedAgentCard); an edge that
 	// authenticates declares the extended card on the public one.
 	ExtendedSkills []schemas.AgentSkill `json:"extendedSkills,omitempty"`
+	// options is the agent's whole object as the config file gave it.
+	options json.RawMessage
+}
+
+// UnmarshalJSON reads the fields every kind has and keeps the object for
+// the agent's kind to read its options from.
+func (a *AgentConfig) UnmarshalJSON(b []byte) error {
+	type common AgentConfig
+	var c common
+	if err := json.Unmarshal(b, &c); err != nil {
+		return err
+	}
+	*a = AgentConfig(c)
+	a.options = append(json.RawMessage(nil), b...)
+	return nil
 }
 
 // OutboundConfig is the SSRF guard of every request a2abus makes to
@@ -355,30 +322,9 @@ type OutboundConfig struct {
 	CardHardTTL Duration `json:"cardHardTTL,omitempty"`
 }
 
-// Duration is a time.Duration written as a Go duration string ("30s").
-type Duration time.Duration
-
-// UnmarshalJSON reads "30s" style strings (or a number of nanoseconds).
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		var n int64
-		if err2 := json.Unmarshal(b, &n); err2 != nil {
-			return fmt.Errorf("duration must be a string like \"30s\": %w", err)
-		}
-		*d = Duration(n)
-		return nil
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalJSON writes the duration as a string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+// Duration is the one JSON duration type of the configuration
+// (schemas.Duration: "30s", "5m").
+type Duration = schemas.Duration
 
 func defaultConfig() Config {
 	return Config{
@@ -767,8 +713,10 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("agent %q is configured twice", a.Name))
 		}
 		seen[a.Name] = true
-		if a.Auth != nil {
-			errs = append(errs, a.Auth.inFile(a.Name))
+		if k, ok := agentKinds[a.Kind]; !ok {
+			errs = append(errs, unknownKind(*a))
+		} else if err := k.check(*a); err != nil {
+			errs = append(errs, fmt.Errorf("agent %q: %w", a.Name, err))
 		}
 	}
 	if (c.NATSTLSCert == "") != (c.NATSTLSKey == "") {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -402,5 +403,39 @@ func TestOnlyCmdReadsTheEnvironmentAndFiles(t *testing.T) {
 	}
 	if checked < 100 {
 		t.Fatalf("only %d files checked", checked)
+	}
+}
+
+// contractHeader matches a header name of a2abus's contracts (the bus's,
+// A2A's, the MCP bridge's): "A2A-…", "A2abus-…", and their "X-" forms.
+var contractHeader = regexp.MustCompile(`^"(X-)?(A2A|A2abus)-[A-Z][A-Za-z0-9-]*"$`)
+
+// Every contract header name is declared once, in schemas/names.go: a
+// string literal of one anywhere else of the product fails.
+func TestHeaderNamesOnlyInNames(t *testing.T) {
+	names := 0
+	for rel, p := range listPackages(t) {
+		for _, name := range p.GoFiles {
+			path := filepath.Join(p.Dir, name)
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				lit, ok := n.(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING || !contractHeader.MatchString(lit.Value) {
+					return true
+				}
+				if rel == "schemas" && name == "names.go" {
+					names++
+					return true
+				}
+				t.Errorf("%s/%s spells the header %s: use its constant in schemas/names.go", rel, name, lit.Value)
+				return true
+			})
+		}
+	}
+	if names < 10 {
+		t.Fatalf("schemas/names.go declares %d header names", names)
 	}
 }

@@ -81,7 +81,7 @@ func (d *dynamicAgents) start(ctx context.Context, name string, r *schemas.Remot
 	if err := r.CheckRemoteEnv(d.p.cfg.RemoteEnvAllow); err != nil {
 		return err
 	}
-	a := AgentConfig{Name: name, Kind: "remote", URL: r.URL, Binding: r.Binding, Push: r.Push, Headers: map[string]string{}}
+	a := remoteOptions{URL: r.URL, Binding: r.Binding, Push: r.Push, Headers: map[string]string{}}
 	for k, v := range r.Headers {
 		a.Headers[k] = v
 	}
@@ -95,7 +95,7 @@ func (d *dynamicAgents) start(ctx context.Context, name string, r *schemas.Remot
 			a.CheckEvery = Duration(every)
 		}
 	}
-	def, m, err := d.p.buildRemote(a)
+	def, m, err := d.p.buildRemote(name, a)
 	if err != nil {
 		return err
 	}

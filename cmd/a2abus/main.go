@@ -718,48 +718,6 @@ func (p *process) announce(cmd, addr string, srv *bus.Server) {
 	}
 }
 
-// definitions builds the agents of the configuration.
-func (p *process) definitions() ([]workers.Definition, error) {
-	var defs []workers.Definition
-	for _, a := range p.cfg.Agents {
-		var def workers.Definition
-		var err error
-		switch a.Kind {
-		case "echo":
-			def = workers.EchoDefinition(a.Name)
-			def.Agent = workers.Echo{Delay: time.Duration(a.Delay)}
-		case "tck":
-			def = workers.TCKDefinition(a.Name)
-		case "exec":
-			if a.Exec == nil {
-				return nil, fmt.Errorf("agent %q of kind exec needs \"exec\": {\"command\": ...} in the config file", a.Name)
-			}
-			cfg := *a.Exec
-			cfg.BaseEnv = os.Environ()
-			def, err = workers.ExecDefinition(a.Name, cfg)
-		case "remote":
-			def, err = p.remoteDefinition(a)
-		case "fanout":
-			def, err = p.fanoutDefinition(a)
-		case "mcp":
-			def, err = p.mcpDefinition(a)
-		case "router":
-			def, err = p.routerDefinition(a)
-		case "llm":
-			def, err = p.llmDefinition(a)
-		case "langgraph":
-			def, err = p.langGraphDefinition(a)
-		default:
-			return nil, fmt.Errorf("agent %q: unknown kind %q (built-in kinds: echo, exec, tck, remote, fanout, mcp, router, llm, langgraph)", a.Name, a.Kind)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("agent %q: %w", a.Name, err)
-		}
-		defs = append(defs, def)
-	}
-	return defs, nil
-}
-
 // serveMetrics serves the Prometheus metrics of the process at /metrics
 // on their own listener, within hc's bounds, until stop is called.
 func serveMetrics(addr string, m *bus.Metrics, hc edge.HTTPConfig, log *slog.Logger) (stop func(), err error) {

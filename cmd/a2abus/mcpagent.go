@@ -201,9 +201,17 @@ func (t toolServer) Call(ctx context.Context, tool string, args json.RawMessage)
 	return parts, err
 }
 
+// mcpOptions are an mcp agent's options: MCP is its MCP server (see
+// MCPServerConfig).
+type mcpOptions struct {
+	MCP *MCPServerConfig `json:"mcp,omitempty"`
+}
+
+var mcpKind = kind(nil, (*process).mcpDefinition)
+
 // mcpDefinition builds an agent of kind mcp.
-func (p *process) mcpDefinition(a AgentConfig) (workers.Definition, error) {
-	s := a.MCP
+func (p *process) mcpDefinition(a AgentConfig, o mcpOptions) (workers.Definition, error) {
+	s := o.MCP
 	if s == nil || (s.Command == "") == (s.URL == "") {
 		return workers.Definition{}, errors.New(`an mcp agent needs "mcp": {"command": ..., "args": [...]} or {"url": ...} (one of them)`)
 	}

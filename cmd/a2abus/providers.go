@@ -28,8 +28,8 @@ type LLMConfig struct {
 }
 
 // llmDefinition builds an agent of kind llm.
-func (p *process) llmDefinition(a AgentConfig) (workers.Definition, error) {
-	c := a.LLM
+func (p *process) llmDefinition(a AgentConfig, o llmOptions) (workers.Definition, error) {
+	c := o.LLM
 	if c == nil || c.BaseURL == "" || c.Model == "" {
 		return workers.Definition{}, errors.New(`an llm agent needs "llm": {"baseUrl": ..., "model": ...}`)
 	}
@@ -67,8 +67,8 @@ type LangGraphConfig struct {
 }
 
 // langGraphDefinition builds an agent of kind langgraph.
-func (p *process) langGraphDefinition(a AgentConfig) (workers.Definition, error) {
-	c := a.LangGraph
+func (p *process) langGraphDefinition(a AgentConfig, o langGraphOptions) (workers.Definition, error) {
+	c := o.LangGraph
 	if c == nil || c.URL == "" || c.Assistant == "" {
 		return workers.Definition{}, errors.New(`a langgraph agent needs "langgraph": {"url": ..., "assistant": ...}`)
 	}
@@ -127,3 +127,19 @@ func headerOf(m map[string]string) http.Header {
 	}
 	return h
 }
+
+// llmOptions are an llm agent's options: LLM is its chat-completions
+// endpoint (see LLMConfig).
+type llmOptions struct {
+	LLM *LLMConfig `json:"llm,omitempty"`
+}
+
+var llmKind = kind(nil, (*process).llmDefinition)
+
+// langGraphOptions are a langgraph agent's options: LangGraph is its
+// deployment (see LangGraphConfig).
+type langGraphOptions struct {
+	LangGraph *LangGraphConfig `json:"langgraph,omitempty"`
+}
+
+var langGraphKind = kind(nil, (*process).langGraphDefinition)

@@ -210,10 +210,45 @@ func (p *process) outboundPolicy() (discovery.Policy, error) {
 	return pol, err
 }
 
+// remoteOptions are a remote agent's options.
+type remoteOptions struct {
+	// URL is the base URL of the external A2A agent a remote agent
+	// proxies to (its card is read from URL/.well-known/agent-card.json).
+	URL string `json:"url,omitempty"`
+	// Headers are sent with every request to the external agent.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Auth authenticates a remote agent to the external agent: a bearer
+	// token, an API key or OAuth2 client credentials, chosen by the
+	// schemes its card declares; secrets from the environment or files
+	// only (see RemoteAuth).
+	Auth *RemoteAuth `json:"auth,omitempty"`
+	// Binding prefers one of the external agent's interfaces: JSONRPC or
+	// HTTP+JSON. Default: the card's best (1.0 before 0.3, JSON-RPC first).
+	Binding string `json:"binding,omitempty"`
+	// CheckEvery is how often a remote agent's card and health are
+	// re-checked. Default 1m.
+	CheckEvery Duration `json:"checkEvery,omitempty"`
+	// Push makes a remote agent ask the external agent for push
+	// notifications to this deployment's edge (at publicUrl, which the
+	// external agent must reach) instead of holding a stream open while it
+	// works: a long external task then outlives the restart of every
+	// a2abus process. PushPollEvery is how often the external task is read
+	// while no notification comes (default 1m).
+	Push          bool     `json:"push,omitempty"`
+	PushPollEvery Duration `json:"pushPollEvery,omitempty"`
+}
+
+var remoteKind = kind(func(o *remoteOptions) error {
+	if o.Auth != nil {
+		return o.Auth.inFile()
+	}
+	return nil
+}, (*process).remoteDefinition)
+
 // remoteDefinition builds a remote agent: a monitor that discovers and
 // checks the external agent, and the proxy that calls it.
-func (p *process) remoteDefinition(a AgentConfig) (workers.Definition, error) {
-	def, m, err := p.buildRemote(a)
+func (p *process) remoteDefinition(a AgentConfig, o remoteOptions) (workers.Definition, error) {
+	def, m, err := p.buildRemote(a.Name, o)
 	if err != nil {
 		return def, err
 	}
@@ -223,7 +258,7 @@ func (p *process) remoteDefinition(a AgentConfig) (workers.Definition, error) {
 
 // buildRemote builds a remote agent and the monitor of its external agent
 // (the caller runs it).
-func (p *process) buildRemote(a AgentConfig) (workers.Definition, *remoteMonitor, error) {
+func (p *process) buildRemote(name string, a remoteOptions) (workers.Definition, *remoteMonitor, error) {
 	if u, err := url.Parse(a.URL); a.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return workers.Definition{}, nil, fmt.Errorf("a remote agent needs \"url\": the external agent's http(s) base URL (got %q)", discovery.RedactURL(a.URL))
 	}
@@ -252,7 +287,7 @@ func (p *process) buildRemote(a AgentConfig) (workers.Definition, *remoteMonitor
 		}
 		opts.Credentials = creds
 	}
-	m := newRemoteMonitor(a.Name, a.URL, every, opts, prefer, p.log)
+	m := newRemoteMonitor(name, a.URL, every, opts, prefer, p.log)
 	fetcher := &discovery.Fetcher{Policy: pol, Header: header, Credentials: opts.Credentials}
 	m.resolve = func(ctx context.Context, base string, force bool) (*schemas.AgentCard, bool, error, error) {
 		// p.bus is connected before any monitor or worker runs.
@@ -277,27 +312,41 @@ func (p *process) buildRemote(a AgentConfig) (workers.Definition, *remoteMonitor
 		return remoteClient{c}, nil
 	}}
 	if a.Push {
-		hooks := strings.TrimSuffix(p.cfg.PublicURL, "/") + "/a2a/remote/" + a.Name + "/tasks/"
+		hooks := strings.TrimSuffix(p.cfg.PublicURL, "/") + "/a2a/remote/" + name + "/tasks/"
 		agent.Push = &workers.RemotePush{
 			Bus:       func() *bus.Bus { return p.bus }, // connected before any worker runs
 			URL:       func(taskID string) string { return hooks + taskID + "/push" },
 			PollEvery: time.Duration(a.PushPollEvery),
 		}
 	}
-	return workers.Definition{Name: a.Name, Agent: agent, Live: m.Live, Changed: m.changed}, m, nil
+	return workers.Definition{Name: name, Agent: agent, Live: m.Live, Changed: m.changed}, m, nil
 }
 
+// fanoutOptions are a fanout agent's options.
+type fanoutOptions struct {
+	// Targets are the agents a fanout agent sends each task to (local
+	// names; a remote agent is one too).
+	Targets []string `json:"targets,omitempty"`
+	// ChildTimeout bounds each fan-out child. Default 5m.
+	ChildTimeout Duration `json:"childTimeout,omitempty"`
+	// Mode is "all" (default: complete only if every child did) or
+	// "partial" (complete if any did).
+	Mode string `json:"mode,omitempty"`
+}
+
+var fanoutKind = kind(nil, (*process).fanoutDefinition)
+
 // fanoutDefinition builds a fanout agent over the configured targets.
-func (p *process) fanoutDefinition(a AgentConfig) (workers.Definition, error) {
-	cfg := workers.FanOut{Agents: a.Targets, ChildTimeout: time.Duration(a.ChildTimeout), Mode: a.Mode}
+func (p *process) fanoutDefinition(a AgentConfig, o fanoutOptions) (workers.Definition, error) {
+	cfg := workers.FanOut{Agents: o.Targets, ChildTimeout: time.Duration(o.ChildTimeout), Mode: o.Mode}
 	if err := cfg.Validate(); err != nil {
 		return workers.Definition{}, fmt.Errorf("%w (set \"targets\": [\"agent\", ...])", err)
 	}
-	desc := fmt.Sprintf("Sends each task to %s in parallel and answers with every answer.", strings.Join(a.Targets, ", "))
+	desc := fmt.Sprintf("Sends each task to %s in parallel and answers with every answer.", strings.Join(o.Targets, ", "))
 	return workers.Definition{
 		Name: a.Name,
 		Card: schemas.AgentCard{Name: a.Name, Description: desc, Version: "1.0.0",
-			Skills: []schemas.AgentSkill{{ID: "fanout", Name: "Fan-out", Description: desc, Tags: append([]string{"fanout"}, a.Targets...)}}},
+			Skills: []schemas.AgentSkill{{ID: "fanout", Name: "Fan-out", Description: desc, Tags: append([]string{"fanout"}, o.Targets...)}}},
 		Agent: cfg,
 	}, nil
 }
@@ -377,13 +426,13 @@ type RemoteOAuth2 struct {
 }
 
 // inFile refuses secrets written in the config file itself.
-func (a *RemoteAuth) inFile(agent string) error {
+func (a *RemoteAuth) inFile() error {
 	for _, f := range []struct{ name, value, env, file string }{
 		{"bearerToken", a.BearerToken, "bearerTokenEnv", "bearerTokenFile"},
 		{"apiKey", a.APIKey, "apiKeyEnv", "apiKeyFile"},
 	} {
 		if f.value != "" {
-			return fmt.Errorf("agent %q: auth.%s holds a secret in the config file; name an environment variable (%s) or a file (%s) instead", agent, f.name, f.env, f.file)
+			return fmt.Errorf("auth.%s holds a secret in the config file; name an environment variable (%s) or a file (%s) instead", f.name, f.env, f.file)
 		}
 	}
 	return nil
@@ -490,10 +539,19 @@ func (f *fileSecret) get() (string, error) {
 	return v, nil
 }
 
+// routerOptions are a router agent's options: Targets, when set, are the
+// only agents it routes to; ChildTimeout bounds the child (default 5m).
+type routerOptions struct {
+	Targets      []string `json:"targets,omitempty"`
+	ChildTimeout Duration `json:"childTimeout,omitempty"`
+}
+
+var routerKind = kind(nil, (*process).routerDefinition)
+
 // routerDefinition builds a router agent: it routes by skill and load
 // among the live agents (only those of targets, when set).
-func (p *process) routerDefinition(a AgentConfig) (workers.Definition, error) {
-	for _, t := range a.Targets {
+func (p *process) routerDefinition(a AgentConfig, o routerOptions) (workers.Definition, error) {
+	for _, t := range o.Targets {
 		if !schemas.ValidAgentName(t) {
 			return workers.Definition{}, fmt.Errorf("router target %q is not a valid agent name", t)
 		}
@@ -507,7 +565,7 @@ func (p *process) routerDefinition(a AgentConfig) (workers.Definition, error) {
 		Name: a.Name,
 		Card: schemas.AgentCard{Name: a.Name, Description: desc, Version: "1.0.0",
 			Skills: []schemas.AgentSkill{{ID: "route", Name: "Route", Description: desc, Tags: []string{"router"}}}},
-		Agent: workers.Router{Name: a.Name, Agents: a.Targets, ChildTimeout: time.Duration(a.ChildTimeout)},
+		Agent: workers.Router{Name: a.Name, Agents: o.Targets, ChildTimeout: time.Duration(o.ChildTimeout)},
 	}, nil
 }
 

@@ -77,10 +77,9 @@ type Bridge struct {
 // HTTP carries to the edge: the caller's credentials.
 var forwarded = []string{"Authorization", "X-Api-Key"}
 
-// originHeader carries the MCP client's address from the HTTP handler to
-// the tool handlers (for an edge that serves anonymous callers and tells
-// them apart by address); a client's own is dropped.
-const originHeader = "X-A2abus-Mcp-Origin"
+// originHeader is schemas.HeaderMCPOrigin: the MCP client's address, from
+// the HTTP handler to the A2A calls made for it.
+const originHeader = schemas.HeaderMCPOrigin
 
 // New returns a bridge; Run keeps its tools in step with the registry.
 func New(opt Options) (*Bridge, error) {
