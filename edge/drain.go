@@ -112,10 +112,13 @@ type Draining struct {
 func (s *Server) Drain() Draining {
 	d := &s.drain
 	d.begun() // made
-	d.once.Do(func() { close(d.started) })
+	// Counted before the streams are told: told first, a stream that
+	// waits for input could end (and leave the counts) before they are
+	// read, and the report would say it is waited for.
 	waiting := d.waiting.Load()
 	streams := d.streams.Load()
 	requests := d.requests.Load()
+	d.once.Do(func() { close(d.started) })
 	return Draining{
 		WaitFor:  InFlight{Streams: int(max(streams-waiting, 0)), Requests: int(max(requests-streams, 0))},
 		EndedNow: int(waiting),
