@@ -444,8 +444,10 @@ func (q *agentQueue) fetch() {
 			cons = nil
 		}
 		if cons == nil {
+			q.cons.Store(nil)
 			if cons, err = b.intakeConsumer(ctx, q.agent); err == nil {
-				q.cons.Store(&cons)
+				held := cons // its own copy: cons changes when it is replaced
+				q.cons.Store(&held)
 			}
 		}
 		if err == nil {
@@ -513,6 +515,14 @@ func (q *agentQueue) checkDeliveries(ctx context.Context) {
 	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	info, err := (*cp).Info(ictx)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
+		// Deleted under the term (by an operator, or lost with its
+		// node): fetch makes it again, and the new one delivers what
+		// was held.
+		q.t.b.log.Warn("dispatch: the intake consumer is gone; making it again", "agent", q.agent)
+		q.reset.Store(true)
+		return
+	}
 	if err != nil {
 		return
 	}

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -177,4 +178,32 @@ func TestDispatchTakesBackADeliveryItNeverReceived(t *testing.T) {
 	if err := w.Ack(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The intake consumer deleted under a holding dispatcher (an operator, a
+// stream restored, a consumer lost with its node) is made again, and work
+// goes on moving; the check of the consumer's deliveries, which reads it
+// meanwhile, copes with it gone.
+func TestDispatchRecreatesItsIntakeConsumer(t *testing.T) {
+	b := newTestBus(t, Config{intakeCheckEvery: time.Millisecond})
+	wc := workConsumer(t, b, "gone")
+	take := func() {
+		w := fetchOne(t, wc)
+		if err := w.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queueFor(t, b, "gone", schemas.CallerKey("", "a", ""), 1)
+	take()
+	for range 3 {
+		eventually(t, "the intake consumer to be there", func() bool {
+			_, err := b.js.Consumer(testCtx(t), schemas.StreamIntake, schemas.ConsumerIntake("gone"))
+			return err == nil
+		})
+		if err := b.js.DeleteConsumer(testCtx(t), schemas.StreamIntake, schemas.ConsumerIntake("gone")); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			t.Fatal(err)
+		}
+	}
+	queueFor(t, b, "gone", schemas.CallerKey("", "a", ""), 1)
+	take()
 }

@@ -8,10 +8,11 @@ import (
 	"github.com/a2abus/a2abus/schemas"
 )
 
-// Delegation is what an agent that hands its task to other agents uses
-// (the fan-out, the router): child tasks of other agents, owned as their
-// parent is and followed through the one task lifecycle, and the live
-// registry of agents. An agent reaches it through its Request, never a
+// Delegation is what an agent reaches beyond its Emitter: child tasks of
+// other agents (the fan-out, the router), owned as their parent is and
+// followed through the one task lifecycle; the live registry of agents;
+// and the notifications an external agent sends for its task (the remote
+// agent in push mode). An agent reaches it through its Request, never a
 // bus of its own: a Runner gives the bus's (with Options.Registry), a
 // Recorder its own, in memory.
 type Delegation interface {
@@ -33,6 +34,10 @@ type Delegation interface {
 	// Agents is the live registry: every agent registered now, once the
 	// registry has been read (it waits for that, within ctx).
 	Agents(ctx context.Context) ([]schemas.AgentRegistration, error)
+	// ListenRemote calls fn with each notification an external agent
+	// sends the edge's webhook for the task (a remote agent in push mode),
+	// one at a time, until stop is called: see bus.Bus.ListenRemote.
+	ListenRemote(taskID string, fn func(body []byte) error) (stop func(), err error)
 }
 
 // Registry is the live registry of agents a Runner hands its agents (see
@@ -90,5 +95,8 @@ func (noDelegation) GetTask(context.Context, string) (*schemas.TaskRecord, uint6
 }
 func (noDelegation) AgentBacklog(context.Context, string) (uint64, error) { return 0, ErrNoDelegation }
 func (noDelegation) Agents(context.Context) ([]schemas.AgentRegistration, error) {
+	return nil, ErrNoDelegation
+}
+func (noDelegation) ListenRemote(string, func([]byte) error) (func(), error) {
 	return nil, ErrNoDelegation
 }

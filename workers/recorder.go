@@ -25,10 +25,12 @@ import (
 // or an error fails the task with its text, returning without an end
 // completes it.
 //
-// What needs the bus is left out: record size bounds, push notifications,
-// redelivery, other processes. A Request's RelatedTasks reads the tasks
-// kept here, and its Delegation starts children on the agents added with
-// Add, each run in its own goroutine as a worker of it would.
+// What needs the bus is left out: record size bounds, the push
+// notifications a2abus sends to webhooks, redelivery on its own, other
+// processes. A Request's RelatedTasks reads the tasks kept here, and its
+// Delegation starts children on the agents added with Add (each run in
+// its own goroutine as a worker of it would) and hands the agent what
+// Notify is given for its task.
 //
 // A Recorder is safe for concurrent use.
 type Recorder struct {
@@ -37,6 +39,7 @@ type Recorder struct {
 	changed chan struct{} // closed and replaced at every write
 	agents  map[string]schemas.AgentRegistration
 	run     map[string]Agent
+	remote  map[string]func([]byte) error // the listeners of ListenRemote, by task
 	log     *slog.Logger
 }
 
@@ -54,7 +57,7 @@ type recordedTask struct {
 // NewRecorder returns an empty Recorder.
 func NewRecorder() *Recorder {
 	return &Recorder{tasks: map[string]*recordedTask{}, changed: make(chan struct{}),
-		agents: map[string]schemas.AgentRegistration{}, run: map[string]Agent{},
+		agents: map[string]schemas.AgentRegistration{}, run: map[string]Agent{}, remote: map[string]func([]byte) error{},
 		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
@@ -495,4 +498,29 @@ func (d recorderDelegation) Agents(context.Context) ([]schemas.AgentRegistration
 		out = append(out, reg)
 	}
 	return out, nil
+}
+
+func (d recorderDelegation) ListenRemote(taskID string, fn func([]byte) error) (func(), error) {
+	r := d.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.remote[taskID] = fn
+	return func() {
+		r.mu.Lock()
+		delete(r.remote, taskID)
+		r.mu.Unlock()
+	}, nil
+}
+
+// Notify hands a notification body for a task to the agent listening for
+// it (Delegation.ListenRemote), as the edge's webhook does, and returns
+// the listener's answer; bus.ErrNoRemoteListener when none listens.
+func (r *Recorder) Notify(taskID string, body []byte) error {
+	r.mu.Lock()
+	fn := r.remote[taskID]
+	r.mu.Unlock()
+	if fn == nil {
+		return bus.ErrNoRemoteListener
+	}
+	return fn(body)
 }

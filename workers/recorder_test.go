@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/schemas"
 	"github.com/a2abus/a2abus/workers"
 )
@@ -278,5 +279,45 @@ func TestRouterOnARecorder(t *testing.T) {
 	rec, err = rc.Start(ctx, "route", router, userText("xyzzy"))
 	if err != nil || rec.Task.Status.State != schemas.TaskStateRejected {
 		t.Fatalf("no match: %+v %v", rec, err)
+	}
+}
+
+// An agent that waits for an external agent's notifications (a remote
+// agent in push mode) gets them through its Delegation on a Recorder as
+// on the bus: what Notify hands it, while it listens, and a refusal to
+// retry when nothing listens.
+func TestRecorderHandsNotificationsToTheListeningAgent(t *testing.T) {
+	ctx := recorderCtx(t)
+	rc := workers.NewRecorder()
+	listening := make(chan string, 1)
+	waiter := workers.AgentFunc(func(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
+		got := make(chan []byte, 1)
+		stop, err := req.Delegation().ListenRemote(req.Task.ID, func(body []byte) error { got <- body; return nil })
+		if err != nil {
+			return err
+		}
+		defer stop()
+		listening <- req.Task.ID
+		select {
+		case body := <-got:
+			return out.Complete(ctx, "notified: "+string(body))
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	done := make(chan *schemas.TaskRecord, 1)
+	go func() {
+		rec, _ := rc.Start(ctx, "waiter", waiter, userText("x"))
+		done <- rec
+	}()
+	id := recv(t, listening, "the agent to listen")
+	if err := rc.Notify(id, []byte("the external task completed")); err != nil {
+		t.Fatal(err)
+	}
+	if rec := recv(t, done, "the turn"); rec.Task.Status.State != schemas.TaskStateCompleted || rec.Task.Status.Message.Text() != "notified: the external task completed" {
+		t.Fatalf("%+v", rec)
+	}
+	if err := rc.Notify(id, []byte("late")); !errors.Is(err, bus.ErrNoRemoteListener) {
+		t.Fatalf("a notification nobody listens for: %v", err)
 	}
 }

@@ -76,9 +76,6 @@ type Remote struct {
 // outlives the restart of every a2abus process, and no connection to the
 // external agent is held while it works.
 type RemotePush struct {
-	// Bus is the bus the edge forwards notifications on (a function: the
-	// process connects after it builds its agents).
-	Bus func() *bus.Bus
 	// URL is the webhook of a local task, as the external agent reaches
 	// the edge: <public URL>/a2a/remote/<agent>/tasks/<taskId>/push.
 	URL func(taskID string) string
@@ -300,7 +297,7 @@ func (r Remote) executePush(ctx context.Context, req *Request, out *Emitter, cl 
 	quit := make(chan struct{})
 	stopping := fmt.Errorf("%w: the task's worker is stopping", bus.ErrNoRemoteListener)
 	// Listening first: a notification may come before the send returns.
-	stop, err := r.Push.Bus().ListenRemote(req.Task.ID, func(body []byte) error {
+	stop, err := req.Delegation().ListenRemote(req.Task.ID, func(body []byte) error {
 		n := note{body: body, done: make(chan error, 1)}
 		select {
 		case notes <- n:

@@ -29,7 +29,6 @@ func pushRemoteDef(t *testing.T, name, url string, b *bus.Bus, base string, poll
 	d := remoteDef(t, name, url)
 	r := d.Agent.(workers.Remote)
 	r.Push = &workers.RemotePush{
-		Bus:       func() *bus.Bus { return b },
 		URL:       func(id string) string { return base + "/a2a/remote/" + name + "/tasks/" + id + "/push" },
 		PollEvery: poll,
 	}

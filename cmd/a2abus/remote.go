@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/discovery"
 	"github.com/a2abus/a2abus/schemas"
 	"github.com/a2abus/a2abus/workers"
@@ -314,7 +313,6 @@ func (p *process) buildRemote(name string, a remoteOptions) (workers.Definition,
 	if a.Push {
 		hooks := strings.TrimSuffix(p.cfg.PublicURL, "/") + "/a2a/remote/" + name + "/tasks/"
 		agent.Push = &workers.RemotePush{
-			Bus:       func() *bus.Bus { return p.bus }, // connected before any worker runs
 			URL:       func(taskID string) string { return hooks + taskID + "/push" },
 			PollEvery: time.Duration(a.PushPollEvery),
 		}
