@@ -45,7 +45,7 @@ func TestStatedBodyLengthsReserveWithinABudget(t *testing.T) {
 		r.ContentLength = stated
 		r.Header.Set("Content-Type", "application/json")
 		go func() {
-			c := &call{}
+			c := &call{bodyMax: s.cfg.MaxBodyBytes}
 			_, err := s.readBody(httptest.NewRecorder(), r, c)
 			s.bodies.release(&c.body) // as serve does once it has answered
 			done <- err
@@ -60,7 +60,7 @@ func TestStatedBodyLengthsReserveWithinABudget(t *testing.T) {
 		t.Errorf("%d stalled bodies stating %d bytes hold %d MiB; their first reads take %d MiB", n, stated, held>>20, n*bodyFirstRead>>20)
 	}
 	r := httptest.NewRequest("POST", "/", strings.NewReader(`{"ok":true}`))
-	c := &call{}
+	c := &call{bodyMax: s.cfg.MaxBodyBytes}
 	if body, err := s.readBody(httptest.NewRecorder(), r, c); err != nil || string(body) != `{"ok":true}` {
 		t.Errorf("a body read while the stalled ones wait: %q %v", body, err)
 	}

@@ -199,7 +199,7 @@ func TestBodyRefusedBeforeItIsAllSent(t *testing.T) {
 				}
 				sent <- n
 			}()
-			call := &call{}
+			call := &call{bodyMax: s.cfg.MaxBodyBytes}
 			_, err := s.readBody(httptest.NewRecorder(), r, call)
 			pr.CloseWithError(errors.New("answered")) // the client's next write fails
 			n := <-sent
@@ -268,7 +268,7 @@ func TestBodyGuardStringTotal(t *testing.T) {
 		pw.Close()
 		sent <- n
 	}()
-	c := &call{}
+	c := &call{bodyMax: s.cfg.MaxBodyBytes}
 	_, err := s.readBody(httptest.NewRecorder(), r, c)
 	s.bodies.release(&c.body)
 	pr.CloseWithError(errors.New("answered"))

@@ -261,7 +261,7 @@ func FuzzOpenFangSend(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r := httptest.NewRequest(http.MethodPost, "/a2a/tasks/send", bytes.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
-		c := &call{}
+		c := &call{bodyMax: s.cfg.MaxBodyBytes}
 		if err := decodeOpenFangSend(s, httptest.NewRecorder(), r, c); err != nil {
 			wantRow(t, err, schemas.ErrParse, schemas.ErrInvalidRequest, schemas.ErrInvalidParams, schemas.ErrMethodNotFound)
 			return

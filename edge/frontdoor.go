@@ -50,6 +50,7 @@ type call struct {
 	caller      caller          // who is calling, as the pipeline authenticated it
 	pathTenant  string          // the tenant an HTTP+JSON path names (/{tenant}/…); "" if none
 	body        bodyHold        // what its body's buffer holds of the edge's bodyBudget (readBody)
+	bodyMax     int64           // the most of the body its route reads (Route.Body)
 
 	// For tasks of the older dialect: the id to create the task under (""
 	// when continuing one), the client's own id for it (what answers
@@ -137,15 +138,18 @@ type binding struct {
 type decodeFunc func(s *Server, w http.ResponseWriter, r *http.Request, c *call) error
 
 // serve is the front door of every A2A route: see the top of this file.
-func (s *Server) serve(b *binding, decode decodeFunc) frontDoorHandler {
+// It applies the rules of its row rt: the origin rule first, the body
+// bound to what the decoder reads (readBody), and the caller policy and
+// limit that routeRules holds every front door to.
+func (s *Server) serve(rt Route, b *binding, decode decodeFunc) frontDoorHandler {
 	return func(w http.ResponseWriter, r *http.Request) {
 		o := s.observe(b.name)
 		defer o.done()
 		c := &call{obs: o, version: a2aVersion(r), trace: r.Header.Get("traceparent"),
-			lastEventID: r.Header.Get("Last-Event-ID"), accept: r.Header.Get("Accept")}
+			lastEventID: r.Header.Get("Last-Event-ID"), accept: r.Header.Get("Accept"), bodyMax: rt.Body}
 		// The body is read by decode and used until the answer is written.
 		defer s.bodies.release(&c.body)
-		if e := s.checkRoute(r, OriginsStateChanging); e != nil {
+		if e := s.checkRoute(r, rt.Origins); e != nil {
 			s.refuse(w, b, c, e, 0)
 			return
 		}
@@ -379,7 +383,7 @@ func pathAgent(s *Server, r *http.Request) (string, bool) { return s.resolveAgen
 // that length, so the last growth leaves no slack; one of up to
 // bodyFirstRead bytes, as most are, takes one allocation.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, c *call) ([]byte, error) {
-	limit := s.cfg.MaxBodyBytes
+	limit := c.bodyMax
 	if r.ContentLength > limit {
 		// Refused before the body is read, but for a short head that
 		// names the JSON-RPC id the answer goes to (the connection is not

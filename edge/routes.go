@@ -143,9 +143,10 @@ type routeDecl struct {
 	bucket string
 	// form is how Starting refuses the route while the edge is not ready.
 	form answerForm
-	// handler builds the route's handler for s; a front door returns
-	// serve's frontDoorHandler.
+	// handler builds a side door's handler for s; front builds a front
+	// door's, which applies the row's rules itself (serve).
 	handler func(s *Server) http.Handler
+	front   func(s *Server, rt Route) frontDoorHandler
 	// early, if set, is what Starting serves instead of a refusal.
 	early func(st *Starting) http.Handler
 	// when, if set, says whether an edge of cfg serves the route.
@@ -229,7 +230,7 @@ func front(pattern string, b *binding, form answerForm, decode decodeFunc) route
 	return routeDecl{
 		Route: Route{Pattern: pattern, FrontDoor: true, Policy: PolicyCaller, Limit: LimitCaller, Origins: OriginsStateChanging},
 		body:  bodyEdge, form: form,
-		handler: func(s *Server) http.Handler { return s.serve(b, decode) },
+		front: func(s *Server, rt Route) frontDoorHandler { return s.serve(rt, b, decode) },
 	}
 }
 
@@ -301,8 +302,8 @@ func (s *Server) routes() {
 	}
 }
 
-// frontDoorHandler is what serve returns: a handler that applies the
-// route rules itself, in its binding's error form.
+// frontDoorHandler is what serve returns: a handler that applies its
+// row's rules itself, in its binding's error form.
 type frontDoorHandler http.HandlerFunc
 
 func (h frontDoorHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h(w, r) }
@@ -311,26 +312,18 @@ func (h frontDoorHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h(
 // whose handler is not of its door, is a programming error.
 func (s *Server) handle(d routeDecl) {
 	rt := d.resolve(&s.cfg)
-	h := d.handler(s)
-	_, front := h.(frontDoorHandler)
 	err := routeRules(rt, d.bucket)
-	if err == nil && front != rt.FrontDoor {
+	if err == nil && (d.front != nil) != rt.FrontDoor {
 		err = errors.New("its handler is not of its door")
 	}
 	if err != nil {
 		panic(fmt.Sprintf("edge: route %q: %v", rt.Pattern, err))
 	}
-	switch {
-	case !front:
-		h = s.sideDoor(rt, d.bucket, h)
-	case rt.Body == 0:
-		// serve bounds what its decoders read (readBody); a route that
-		// reads none is held to that.
-		next := h
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			r.Body = http.MaxBytesReader(w, r.Body, 0)
-			next.ServeHTTP(w, r)
-		})
+	var h http.Handler
+	if rt.FrontDoor {
+		h = d.front(s, rt)
+	} else {
+		h = s.sideDoor(rt, d.bucket, d.handler(s))
 	}
 	s.table = append(s.table, rt)
 	s.mux.Handle(rt.Pattern, h)
