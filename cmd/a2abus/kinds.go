@@ -93,14 +93,6 @@ func optionsOf[O any](a AgentConfig) (O, error) {
 	return o, nil
 }
 
-// withOptions is a with o as its options (an agent a process makes, not
-// read from a file: a remote agent of the run-time registry).
-func withOptions(a AgentConfig, o any) (AgentConfig, error) {
-	b, err := json.Marshal(o)
-	a.options = b
-	return a, err
-}
-
 // article is "an" before a kind spelled with a vowel first, else "a".
 func article(kind string) string {
 	if kind != "" && strings.ContainsRune("aeiou", rune(kind[0])) {
