@@ -889,7 +889,7 @@ func (b *Bus) expireIdle(ctx context.Context, e *indexEntry, idle time.Duration)
 	reason := fmt.Sprintf("canceled: waited %s for input without an answer", idle)
 	ev := TaskEvent{ID: schemas.NewID(), Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled,
 		Message: &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleAgent, Parts: []schemas.Part{schemas.TextPart(reason)}}}}}
-	rec, _, err := b.applyEventsIf(ctx, e.id, nil, 0, func(r *schemas.TaskRecord) error {
+	rec, _, err := b.applyEventsIf(ctx, e.id, nil, 0, nil, func(r *schemas.TaskRecord) error {
 		if !r.Task.Status.State.Interrupted() || r.IndexEntry().At != e.At {
 			return errNotIdle
 		}

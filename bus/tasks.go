@@ -271,7 +271,7 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 		if err := change(rec); err != nil {
 			// A finished task stays finished, and an event found applied
 			// was stored: those hold on any replica's record.
-			if !fresh && !errors.Is(err, errApplied) && !errors.Is(err, schemas.ErrTaskTerminal) {
+			if !fresh && !errors.Is(err, ErrApplied) && !errors.Is(err, schemas.ErrTaskTerminal) {
 				fresh = true
 				continue
 			}
@@ -394,8 +394,9 @@ type TaskEvent struct {
 	ID string
 }
 
-// errApplied ends an update whose event the record already holds.
-var errApplied = errors.New("event already applied")
+// ErrApplied refuses a write whose last event the record already holds:
+// an earlier attempt of the same write stored it (FoldWrite).
+var ErrApplied = errors.New("event already applied")
 
 func (e TaskEvent) apply(rec *schemas.TaskRecord) error {
 	switch {
@@ -443,31 +444,22 @@ func (b *Bus) applyEvents(ctx context.Context, taskID string, cached *schemas.Ta
 // since (see ApplyEventsSince).
 var ErrStale = errors.New("the task changed since the snapshot the write was made from")
 
-// ApplyEventsSince is applyEvents for a writer that holds a snapshot of
-// the task it did not read itself (a work item's, see
+// ApplyEventsSince writes evs (see Apply) for a writer that holds a
+// snapshot of the task it did not read itself (a work item's, see
 // schemas.WorkItem.Record): with since set, the write is refused with
 // ErrStale unless the stored record's last event is still *since, that
 // is, nobody changed the task after the snapshot (a cancel, another
 // delivery's worker). The refusal is decided on the record read from the
 // stream leader.
 func (b *Bus) ApplyEventsSince(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, since *string, evs []TaskEvent) (*schemas.TaskRecord, uint64, error) {
-	var pre func(*schemas.TaskRecord) error
-	if since != nil {
-		pre = func(r *schemas.TaskRecord) error {
-			if r.LastEventID != *since {
-				return ErrStale
-			}
-			return nil
-		}
-	}
-	return b.applyEventsIf(ctx, taskID, cached, cachedRev, pre, evs)
+	return b.applyEventsIf(ctx, taskID, cached, cachedRev, since, nil, evs)
 }
 
-// applyEventsIf is applyEvents for a write that holds only while pre (when
-// set) accepts the stored record: pre's error refuses the write, decided
-// on the leader's record. A write found already applied (an earlier
-// attempt whose answer was lost) is only published.
-func (b *Bus) applyEventsIf(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, pre func(*schemas.TaskRecord) error, evs []TaskEvent) (*schemas.TaskRecord, uint64, error) {
+// applyEventsIf is ApplyEventsSince for a write that holds only while pre
+// (when set) accepts the stored record too: pre's error refuses the
+// write, decided on the leader's record. A write found already applied
+// (an earlier attempt whose answer was lost) is only published.
+func (b *Bus) applyEventsIf(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, since *string, pre func(*schemas.TaskRecord) error, evs []TaskEvent) (*schemas.TaskRecord, uint64, error) {
 	if len(evs) == 0 || len(evs) > MaxEventsPerWrite {
 		return nil, 0, fmt.Errorf("bus: apply %d events at once (1 to %d)", len(evs), MaxEventsPerWrite)
 	}
@@ -478,15 +470,12 @@ func (b *Bus) applyEventsIf(ctx context.Context, taskID string, cached *schemas.
 	}
 	lastID := evs[len(evs)-1].ID
 	change := func(r *schemas.TaskRecord) error {
-		if r.LastEventID == lastID {
-			return errApplied
-		}
-		if pre != nil {
+		if pre != nil && r.LastEventID != lastID {
 			if err := pre(r); err != nil {
 				return err
 			}
 		}
-		return FoldEvents(r, evs)
+		return FoldWrite(r, since, evs)
 	}
 	// A client's answer (a Continue) is bounded as its create was, and
 	// refused when too large: the task keeps waiting for input. Only what
@@ -516,7 +505,7 @@ func (b *Bus) applyEventsIf(ctx context.Context, taskID string, cached *schemas.
 			rec, rev, err = b.settleUnclear(ctx, taskID, change, failureSlack)
 		}
 	}
-	if errors.Is(err, errApplied) {
+	if errors.Is(err, ErrApplied) {
 		err = nil // stored by an earlier attempt; make sure it is published
 	}
 	if err != nil {
@@ -575,7 +564,7 @@ func unclear(err error) bool { return errors.Is(err, errWriteUnclear) }
 
 // settleUnclear finds out what became of a write with an unclear outcome
 // by making it again with the same event ids: a stored one is recognised
-// (errApplied) and only its events remain to publish; one that was not
+// (ErrApplied) and only its events remain to publish; one that was not
 // stored is stored now. Until that is known its events cannot be
 // published, and nothing else would publish them later (a redelivery finds
 // the task already changed), so it keeps trying, past the caller's
@@ -595,22 +584,33 @@ func (b *Bus) settleUnclear(ctx context.Context, taskID string, change func(*sch
 	return rec, rev, err
 }
 
-// FoldEvents applies the events of one write to a task record as the
-// store does: each stamped with the task and applied by the record's rules
-// (schemas.TaskRecord.ApplyStatus and the others: a finished task takes no
-// more), the last one's id kept as the record's last event. It is the pure
-// half of applyEvents, for a store kept elsewhere (workers.Recorder keeps
-// tasks in memory for agents' unit tests). Every event must have its id.
-func FoldEvents(r *schemas.TaskRecord, evs []TaskEvent) error {
+// FoldWrite applies one write's events to a task record as the store
+// does: ErrApplied when the record's last event is the write's (an
+// earlier attempt stored it), ErrStale when since is set and the record's
+// last event is no longer *since (see ApplyEventsSince), else each event
+// stamped with the task and applied by the record's rules
+// (schemas.TaskRecord.ApplyStatus and the others: a finished task takes
+// no more) and the last one kept as the record's last event. It is the
+// pure half of a write, for a store kept elsewhere (workers.Recorder
+// keeps tasks in memory for agents' unit tests). Every event must have
+// its id.
+func FoldWrite(r *schemas.TaskRecord, since *string, evs []TaskEvent) error {
 	if len(evs) == 0 {
 		return errors.New("bus: fold no events")
+	}
+	last := evs[len(evs)-1].ID
+	switch {
+	case r.LastEventID == last:
+		return ErrApplied
+	case since != nil && r.LastEventID != *since:
+		return ErrStale
 	}
 	for _, ev := range evs {
 		if err := stamp(r, ev); err != nil {
 			return err
 		}
 	}
-	r.LastEventID, r.LastEventIndex = evs[len(evs)-1].ID, len(evs)-1
+	r.LastEventID, r.LastEventIndex = last, len(evs)-1
 	return nil
 }
 

@@ -18,7 +18,7 @@ import (
 // Recorder runs agents on tasks it keeps in memory, as a Runner runs them
 // on the bus: for an agent's unit tests, which then need no NATS server.
 // It is a TaskWriter: each write is folded into the stored record by the
-// store's own rules (bus.FoldEvents), so what the real store refuses (a
+// store's own rules (bus.FoldWrite), so what the real store refuses (a
 // status after the task finished, an artifact on a finished task) is
 // refused here too and the agent sees the same ErrTaskEnded. A turn is
 // run and settled as a Runner does (see runTurn and settleTurn): a panic
@@ -305,13 +305,10 @@ func (r *Recorder) ApplyEventsSince(_ context.Context, taskID string, _ *schemas
 	if err != nil {
 		return nil, 0, err
 	}
-	if rec.LastEventID == own[len(own)-1].ID {
+	switch err := bus.FoldWrite(rec, since, own); {
+	case errors.Is(err, bus.ErrApplied):
 		return rec, t.rev, nil
-	}
-	if since != nil && rec.LastEventID != *since {
-		return nil, 0, bus.ErrStale
-	}
-	if err := bus.FoldEvents(rec, own); err != nil {
+	case err != nil:
 		return nil, 0, err
 	}
 	val, err := json.Marshal(rec)
