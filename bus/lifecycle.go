@@ -218,6 +218,29 @@ type Submission struct {
 	PushDialect string
 }
 
+// SubmittedRecord is the record a submission creates: SUBMITTED now, msg
+// (whose TaskID and ContextID are the task's) its history, owned as s
+// says. Submit stores it; workers.Recorder keeps it in memory.
+func SubmittedRecord(s Submission, msg *schemas.Message) *schemas.TaskRecord {
+	now := schemas.Now()
+	return &schemas.TaskRecord{
+		Task: schemas.Task{
+			ID:        msg.TaskID,
+			ContextID: msg.ContextID,
+			Status:    schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: now},
+			History:   []schemas.Message{*msg},
+			Metadata:  s.Metadata,
+		},
+		Agent:        s.Agent,
+		Owner:        s.Owner,
+		Tenant:       s.Tenant,
+		Origin:       s.Origin,
+		CreatedAt:    *now,
+		Dialect:      s.Dialect,
+		ClientTaskID: s.ClientTaskID,
+	}
+}
+
 // Follow is called once a submission or continuation is stored and before
 // its work is queued, so a caller that follows the task's events cannot
 // miss what a fast worker publishes.
@@ -255,24 +278,8 @@ func (b *Bus) Submit(ctx context.Context, s Submission, follow Follow) (*schemas
 		claimed = b.claimNewContext(msg.ContextID, s.Owner, s.Tenant)
 	}
 	msg.TaskID = id
-	now := schemas.Now()
-	rec := &schemas.TaskRecord{
-		Task: schemas.Task{
-			ID:        id,
-			ContextID: msg.ContextID,
-			Status:    schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: now},
-			History:   []schemas.Message{*msg},
-			Metadata:  s.Metadata,
-		},
-		Agent:        s.Agent,
-		Owner:        s.Owner,
-		Tenant:       s.Tenant,
-		Origin:       s.Origin,
-		CreatedAt:    *now,
-		Dialect:      s.Dialect,
-		ClientTaskID: s.ClientTaskID,
-		Push:         push != nil,
-	}
+	rec := SubmittedRecord(s, msg)
+	rec.Push = push != nil
 	sctx := context.WithoutCancel(ctx)
 	rev, stored, err := b.createTask(sctx, rec)
 	if err != nil {

@@ -81,17 +81,16 @@ func (r *Recorder) Start(ctx context.Context, name string, agent Agent, msg sche
 
 // start stores a submission's task and runs agent's turn on it.
 func (r *Recorder) start(ctx context.Context, s bus.Submission, agent Agent) (*schemas.TaskRecord, error) {
-	return r.startNotify(ctx, s, agent, nil)
+	msg, err := r.create(s)
+	if err != nil {
+		return nil, err
+	}
+	return r.turn(ctx, msg.TaskID, msg, agent)
 }
 
-// startNotify is start, telling created (when not nil) whether the task
-// was stored before its turn runs.
-func (r *Recorder) startNotify(ctx context.Context, s bus.Submission, agent Agent, created chan<- error) (*schemas.TaskRecord, error) {
-	tell := func(err error) {
-		if created != nil {
-			created <- err
-		}
-	}
+// create stores the task of a submission as bus.Submit does (a new
+// context unless its message names one), and returns its message.
+func (r *Recorder) create(s bus.Submission) (schemas.Message, error) {
 	msg := *s.Message
 	id := s.TaskID
 	if id == "" {
@@ -104,28 +103,18 @@ func (r *Recorder) startNotify(ctx context.Context, s bus.Submission, agent Agen
 		msg.ContextID = schemas.NewID()
 	}
 	msg.TaskID = id
-	now := schemas.Now()
-	rec := &schemas.TaskRecord{
-		Task: schemas.Task{ID: id, ContextID: msg.ContextID, Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: now},
-			History: []schemas.Message{msg}, Metadata: s.Metadata},
-		Agent: s.Agent, Owner: s.Owner, Tenant: s.Tenant, Origin: s.Origin, CreatedAt: *now,
-	}
-	val, err := json.Marshal(rec)
+	val, err := json.Marshal(bus.SubmittedRecord(s, &msg))
 	if err != nil {
-		tell(err)
-		return nil, err
+		return msg, err
 	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if _, ok := r.tasks[id]; ok {
-		r.mu.Unlock()
-		tell(bus.ErrTaskExists)
-		return nil, bus.ErrTaskExists
+		return msg, bus.ErrTaskExists
 	}
 	r.tasks[id] = &recordedTask{val: val, rev: 1}
 	r.notifyLocked()
-	r.mu.Unlock()
-	tell(nil)
-	return r.turn(ctx, id, msg, agent)
+	return msg, nil
 }
 
 // Continue answers a task waiting for input (INPUT_REQUIRED or
@@ -154,23 +143,20 @@ func (r *Recorder) turn(ctx context.Context, id string, msg schemas.Message, age
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	r.mu.Lock()
-	r.tasks[id].cancel = cancel
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.tasks[id].cancel = nil
-		r.mu.Unlock()
-	}()
-	r.mu.Lock()
 	t := r.tasks[id]
+	t.cancel = cancel
 	t.attempts++
 	attempt := t.attempts
 	r.mu.Unlock()
-	owner := bus.Owner{Agent: rec.Agent, Principal: rec.Owner, Tenant: rec.Tenant}
+	defer func() {
+		r.mu.Lock()
+		t.cancel = nil
+		r.mu.Unlock()
+	}()
 	em := &Emitter{w: r, taskID: id, ctx: ctx, rec: rec, rev: rev}
 	req := &Request{Task: rec.Task, Message: msg, Attempt: attempt, Owner: rec.Owner, Tenant: rec.Tenant, Origin: rec.Origin,
 		delegation: recorderDelegation{r},
-		related:    func(context.Context) []schemas.Task { return r.related(owner, rec, &msg) }}
+		related:    func(ctx context.Context) []schemas.Task { return relatedTasks(ctx, r.owned, r.log, rec, &msg) }}
 	runErr := runTurn(ctx, agent, req, em, r.log)
 	if cause := context.Cause(ctx); cause == errCanceled || cause == errShutdown {
 		// Canceled: nothing more to record. Stopped: the work goes back
@@ -299,7 +285,7 @@ func (r *Recorder) ApplyEventsSince(_ context.Context, taskID string, _ *schemas
 	defer r.mu.Unlock()
 	t, ok := r.tasks[taskID]
 	if !ok {
-		return nil, 0, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", taskID)
+		return nil, 0, taskNotFound(taskID)
 	}
 	rec, err := bus.DecodeRecord(t.val)
 	if err != nil {
@@ -333,7 +319,7 @@ func (r *Recorder) read(id string) (*schemas.TaskRecord, uint64, error) {
 	}
 	r.mu.Unlock()
 	if !ok {
-		return nil, 0, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id)
+		return nil, 0, taskNotFound(id)
 	}
 	rec, err := bus.DecodeRecord(val)
 	return rec, rev, err
@@ -345,21 +331,20 @@ func (r *Recorder) notifyLocked() {
 	r.changed = make(chan struct{})
 }
 
-// related reads the tasks msg refers to, as the Runner does, from the
-// tasks kept here: the owner's own tasks of the same agent.
-func (r *Recorder) related(o bus.Owner, rec *schemas.TaskRecord, msg *schemas.Message) []schemas.Task {
-	var out []schemas.Task
-	for _, id := range msg.ReferenceTaskIDs {
-		t, _, err := r.read(id)
-		if err != nil || id == rec.Task.ID || !o.Owns(t) {
-			continue
-		}
-		out = append(out, t.Task)
-		if len(out) == MaxRelatedTasks {
-			break
-		}
+// owned reads a task as its owner o may (bus.Bus.Task): another's is
+// not found.
+func (r *Recorder) owned(_ context.Context, o bus.Owner, id string) (*schemas.TaskRecord, uint64, error) {
+	rec, rev, err := r.read(id)
+	if err == nil && !o.Owns(rec) {
+		return nil, 0, taskNotFound(id)
 	}
-	return out
+	return rec, rev, err
+}
+
+// taskNotFound is the store's answer for a task it does not have (or
+// does not show this caller).
+func taskNotFound(id string) error {
+	return schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
 }
 
 // copyEvent is ev with its own copy of what it points to, so neither the
@@ -412,20 +397,21 @@ func (d recorderDelegation) StartChild(ctx context.Context, s bus.Submission) er
 	if s.TaskID == "" {
 		return errors.New("workers: a child task needs the id its parent derives")
 	}
-	if rec, _, err := r.read(s.TaskID); err == nil {
-		if !(bus.Owner{Agent: s.Agent, Principal: s.Owner, Tenant: s.Tenant}).Owns(rec) {
-			return schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", s.TaskID)
-		}
-		return nil // started by an earlier attempt: it runs or ran
+	msg, err := r.create(s)
+	if errors.Is(err, bus.ErrTaskExists) {
+		// Started by an earlier attempt of the parent: it runs or ran.
+		_, _, err = r.owned(ctx, bus.Owner{Agent: s.Agent, Principal: s.Owner, Tenant: s.Tenant}, s.TaskID)
+		return err
 	}
-	created := make(chan error, 1)
+	if err != nil {
+		return err
+	}
 	go func() {
-		_, err := r.startNotify(context.WithoutCancel(ctx), s, agent, created)
-		if err != nil {
+		if _, err := r.turn(context.WithoutCancel(ctx), s.TaskID, msg, agent); err != nil {
 			r.log.Debug("a child's turn failed", "task_id", s.TaskID, "err", err)
 		}
 	}()
-	return <-created
+	return nil
 }
 
 func (d recorderDelegation) Await(ctx context.Context, o bus.Owner, id string) (*schemas.TaskRecord, error) {
@@ -434,12 +420,9 @@ func (d recorderDelegation) Await(ctx context.Context, o bus.Owner, id string) (
 		r.mu.Lock()
 		changed := r.changed
 		r.mu.Unlock()
-		rec, _, err := r.read(id)
+		rec, _, err := r.owned(ctx, o, id)
 		if err != nil {
 			return nil, err
-		}
-		if !o.Owns(rec) {
-			return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id)
 		}
 		if rec.Reply != nil || rec.Task.Status.State.Settled() {
 			return rec, nil
@@ -453,12 +436,9 @@ func (d recorderDelegation) Await(ctx context.Context, o bus.Owner, id string) (
 }
 
 func (d recorderDelegation) Cancel(ctx context.Context, o bus.Owner, id string, why *schemas.Message) (*schemas.TaskRecord, error) {
-	rec, _, err := d.r.read(id)
+	rec, _, err := d.r.owned(ctx, o, id)
 	if err != nil {
 		return nil, err
-	}
-	if !o.Owns(rec) {
-		return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id)
 	}
 	out, err := d.r.cancel(ctx, id, why)
 	if err != nil {

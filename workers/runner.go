@@ -62,6 +62,8 @@ type Runner struct {
 	opt  Options
 	log  *slog.Logger
 	hbEv time.Duration
+	// delegation is what its agents' requests delegate through.
+	delegation Delegation
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
@@ -103,10 +105,11 @@ func NewRunner(b *bus.Bus, def Definition, opt Options) *Runner {
 	}
 	return &Runner{
 		b: b, def: def, opt: opt,
-		log:     opt.Logger.With("component", "worker", "agent", def.Name, "instance", opt.Instance),
-		hbEv:    b.Config().AckWait / 3,
-		running: map[string]context.CancelCauseFunc{},
-		ready:   make(chan struct{}),
+		delegation: busDelegation{Bus: b, registry: opt.Registry},
+		log:        opt.Logger.With("component", "worker", "agent", def.Name, "instance", opt.Instance),
+		hbEv:       b.Config().AckWait / 3,
+		running:    map[string]context.CancelCauseFunc{},
+		ready:      make(chan struct{}),
 	}
 }
 
@@ -345,8 +348,10 @@ func (r *Runner) handle(base context.Context, w *Work) {
 	// the agent's first artifact, in the same write (see Emitter.write).
 	em := &Emitter{w: r.b, taskID: w.Item.TaskID, ctx: ctx, rec: rec, rev: rev, since: since}
 	req := &Request{Task: rec.Task, Message: w.Item.Message, Attempt: w.Attempt, Owner: rec.Owner, Tenant: rec.Tenant, Origin: rec.Origin,
-		delegation: busDelegation{Bus: r.b, registry: r.opt.Registry},
-		related:    func(ctx context.Context) []schemas.Task { return r.relatedTasks(ctx, rec, &w.Item.Message) }}
+		delegation: r.delegation,
+		related: func(ctx context.Context) []schemas.Task {
+			return relatedTasks(ctx, r.b.Task, r.log, rec, &w.Item.Message)
+		}}
 	runErr := runTurn(ctx, r.def.Agent, req, em, r.log)
 
 	switch cause := context.Cause(ctx); {
@@ -543,12 +548,12 @@ func backoff(attempt uint64) time.Duration {
 type Work = bus.Work
 
 // relatedTasks reads the tasks msg refers to, and theirs in turn (see
-// Request.RelatedTasks), through the task lifecycle as rec's owner would:
-// breadth first from the last referenced (so the bound keeps the nearest),
-// then put in the order they were created. Each read is one task; the
-// number of reads is bounded too, so references to tasks that cannot be
-// read cost little.
-func (r *Runner) relatedTasks(ctx context.Context, rec *schemas.TaskRecord, msg *schemas.Message) []schemas.Task {
+// Request.RelatedTasks) with read, the owned read of the runner's store
+// (Bus.Task, or a Recorder's), as rec's owner would: breadth first from
+// the last referenced (so the bound keeps the nearest), then put in the
+// order they were created. Each read is one task; the number of reads is
+// bounded too, so references to tasks that cannot be read cost little.
+func relatedTasks(ctx context.Context, read func(context.Context, bus.Owner, string) (*schemas.TaskRecord, uint64, error), log *slog.Logger, rec *schemas.TaskRecord, msg *schemas.Message) []schemas.Task {
 	if len(msg.ReferenceTaskIDs) == 0 {
 		return nil
 	}
@@ -568,9 +573,9 @@ func (r *Runner) relatedTasks(ctx context.Context, rec *schemas.TaskRecord, msg 
 	for reads := 0; len(queue) > 0 && len(found) < MaxRelatedTasks && reads < 2*MaxRelatedTasks; reads++ {
 		id := queue[0]
 		queue = queue[1:]
-		t, _, err := r.b.Task(ctx, owner, id)
+		t, _, err := read(ctx, owner, id)
 		if err != nil {
-			r.log.Debug("a referenced task is left out", "task_id", rec.Task.ID, "reference", id, "err", err)
+			log.Debug("a referenced task is left out", "task_id", rec.Task.ID, "reference", id, "err", err)
 			continue
 		}
 		found = append(found, t)
