@@ -12,7 +12,8 @@
 //   - the CloudEvents-on-NATS codec: binary mode written, structured mode
 //     and JSON batches read, the event id as Nats-Msg-Id;
 //   - the task store on KV: create once, compare-and-swap updates that fold
-//     events (Apply, applyEvents) and publish them after storing, TTL on the
+//     events (Apply, ApplyEventsSince; FoldWrite is the fold) and publish
+//     them after storing, TTL on the
 //     terminal write, list, and reads that decide confirmed with the stream
 //     leader (GetTaskAtLeast, and a leader read after a lost CAS);
 //   - the task lifecycle (lifecycle.go): the one place where a task is
