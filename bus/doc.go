@@ -13,9 +13,9 @@
 //     and JSON batches read, the event id as Nats-Msg-Id;
 //   - the task store on KV: create once, compare-and-swap updates that fold
 //     events (Apply, ApplyEventsSince; FoldWrite is the fold) and publish
-//     them after storing, TTL on the
-//     terminal write, list, and reads that decide confirmed with the stream
-//     leader (GetTaskAtLeast, and a leader read after a lost CAS);
+//     them after storing, TTL on the terminal write, list, and reads that
+//     decide confirmed with the stream leader (GetTaskAtLeast, and a
+//     leader read after a lost CAS);
 //   - the task lifecycle (lifecycle.go): the one place where a task is
 //     submitted (created, its work queued in the intake on its caller's
 //     subject under a deterministic id, withdrawn when the bus refuses the
