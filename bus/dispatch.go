@@ -774,7 +774,7 @@ func (q *agentQueue) moveSome(ctx context.Context) bool {
 		}
 		batch = append(batch, moving{it, spent, f})
 	}
-	ok := true
+	ok, moved := true, 0
 	for _, mv := range batch {
 		var err error
 		select {
@@ -798,8 +798,11 @@ func (q *agentQueue) moveSome(ctx context.Context) bool {
 		// AckWait (or at the next checkDeliveries): moved again, it is
 		// dropped as a repeat or found taken.
 		_ = b.nc.Publish(mv.it.reply, ackAck)
+		moved++
+	}
+	if moved > 0 {
 		q.mu.Lock()
-		q.moving--
+		q.moving -= moved
 		q.mu.Unlock()
 	}
 	if !ok {
