@@ -33,7 +33,7 @@ import (
 const registryEntryMax = 64 << 10
 
 func (s *Server) handleRegistryList(w http.ResponseWriter, r *http.Request) {
-	es, err := s.b.RegistryEntries(r.Context())
+	es, err := s.registry.RegistryEntries(r.Context())
 	if err != nil {
 		writeUnavailable(w, err)
 		return
@@ -45,7 +45,7 @@ func (s *Server) handleRegistryList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleRegistryGet(w http.ResponseWriter, r *http.Request) {
-	e, ok, err := s.b.RegistryEntry(r.Context(), r.PathValue("agent"))
+	e, ok, err := s.registry.RegistryEntry(r.Context(), r.PathValue("agent"))
 	switch {
 	case err != nil:
 		writeUnavailable(w, err)
@@ -81,7 +81,7 @@ func (s *Server) handleRegistryPut(w http.ResponseWriter, r *http.Request) {
 	}
 	e.UpdatedBy = adminCaller(r)
 	e.UpdatedAt = *schemas.Now()
-	if err := s.b.PutRegistryEntry(r.Context(), e); err != nil {
+	if err := s.registry.PutRegistryEntry(r.Context(), e); err != nil {
 		if se := schemas.AsError(err); se.Code == schemas.ErrInvalidParams.Code {
 			writePlain(w, http.StatusBadRequest, se.Message)
 			return
@@ -95,7 +95,7 @@ func (s *Server) handleRegistryPut(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleRegistryDelete(w http.ResponseWriter, r *http.Request) {
 	agent := r.PathValue("agent")
-	if err := s.b.DeleteRegistryEntry(r.Context(), agent); err != nil {
+	if err := s.registry.DeleteRegistryEntry(r.Context(), agent); err != nil {
 		s.writeChangeFailed(w, agent, err)
 		return
 	}

@@ -61,6 +61,12 @@ type call struct {
 	// checkSend, stored with the task it creates or continues.
 	push *schemas.TaskPushNotificationConfig
 
+	// clientIDs: the call names tasks as 0.3 and the older dialect do — a
+	// server-made id, or the id the caller chose for a task it created
+	// through the older dialect (taskByClientID). rawAnswer: the binding
+	// writes a blocking send's stored task as is (preEncoded).
+	clientIDs, rawAnswer bool
+
 	obs *observation
 }
 
@@ -201,7 +207,7 @@ func (s *Server) serve(rt Route, b *binding, decode decodeFunc) frontDoorHandler
 		}
 		res, err := fn(r.Context(), c)
 		if err != nil {
-			s.refuse(w, b, c, s.protocolError(c, err), 0)
+			s.refuse(w, b, c, schemas.AsError(err), 0)
 			return
 		}
 		b.writeResult(w, c, res)
@@ -226,7 +232,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, b *binding,
 	if err == nil {
 		return
 	}
-	pe := s.protocolError(c, err)
+	pe := schemas.AsError(err)
 	c.obs.failed(pe)
 	// A retryable refusal keeps its HTTP status (503 + Retry-After), so
 	// proxies and clients back off.
@@ -329,8 +335,9 @@ func (s *Server) refuse(w http.ResponseWriter, b *binding, c *call, e *schemas.E
 	b.writeError(w, c, e, status)
 }
 
-// protocolError classifies a method's error; an internal one is logged
-// with its cause, which the client never sees.
+// protocolError classifies an operation's error (the interceptor
+// classifyErrors); an internal one is logged with its cause, which the
+// client never sees.
 func (s *Server) protocolError(c *call, err error) *schemas.Error {
 	if errors.Is(err, context.Canceled) {
 		// The request was ended before its answer: the client left, or

@@ -44,7 +44,9 @@ func (s *Server) legacyCall(ctx context.Context, c *call) (*schemas.SendMessageR
 	c.clientTaskID = p.ID
 	id := schemas.ScopedLegacyTaskID(c.scope(), p.ID)
 	if clientID != "" {
-		rec, err := s.taskByClientID(ctx, c, p.ID)
+		c.clientIDs = true
+		rec, err := s.svc.GetTask(ctx, c, &schemas.GetTaskRequest{ID: p.ID})
+		c.clientIDs = false
 		switch {
 		case err == nil:
 			req.Message.TaskID = rec.Task.ID // a follow-up on the existing task
@@ -73,10 +75,11 @@ func (s *Server) legacySendTask(ctx context.Context, c *call) (*schemas.Task, er
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.sendMessage(ctx, c, req)
+	sent, err := s.svc.SendMessage(ctx, c, req)
 	if err != nil {
 		return nil, err
 	}
+	res := sent.resp
 	if m := res.Message; m != nil {
 		return &schemas.Task{ID: c.clientTaskID, ContextID: m.ContextID,
 			Status: schemas.TaskStatus{State: schemas.TaskStateCompleted, Message: m, Timestamp: schemas.Now()}}, nil
@@ -89,7 +92,7 @@ func (s *Server) legacySendSubscribe(ctx context.Context, c *call, out streamOut
 	if err != nil {
 		return err
 	}
-	return s.sendStreamingMessage(ctx, c, req, out)
+	return s.svc.SendStreamingMessage(ctx, c, req, out)
 }
 
 // legacyEvents shapes the events of one tasks/sendSubscribe stream: each
@@ -121,22 +124,22 @@ func legacyEvents(c *call) func(*schemas.StreamResponse) any {
 // taskByClientID finds the caller's task a 0.3 or older-dialect client
 // names by id: a server-made id as is, else the id of the caller's own
 // client-chosen task (schemas.ScopedLegacyTaskID).
-func (s *Server) taskByClientID(ctx context.Context, c *call, id string) (*schemas.TaskRecord, error) {
+func (s *a2aService) taskByClientID(ctx context.Context, c *call, id string) (*schemas.TaskRecord, uint64, error) {
 	if id == "" {
-		return nil, schemas.Errorf(schemas.ErrInvalidParams, "id is required")
+		return nil, 0, schemas.Errorf(schemas.ErrInvalidParams, "id is required")
 	}
 	scoped := schemas.ScopedLegacyTaskID(c.scope(), id)
 	if schemas.ValidTaskID(id) && scoped != id {
-		rec, _, err := s.b.Task(ctx, c.owner(), id)
+		rec, rev, err := s.life.Task(ctx, c.owner(), id)
 		if !errors.Is(err, schemas.ErrTaskNotFound) {
-			return rec, err
+			return rec, rev, err
 		}
 	}
-	rec, _, err := s.b.Task(ctx, c.owner(), scoped)
+	rec, rev, err := s.life.Task(ctx, c.owner(), scoped)
 	if errors.Is(err, schemas.ErrTaskNotFound) {
-		return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
+		return nil, 0, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
 	}
-	return rec, err
+	return rec, rev, err
 }
 
 // shapeTask answers a task in the dialect it was created in.

@@ -124,8 +124,8 @@ const unfinishedRetry = 5
 // unfinished tasks, and any new task while the task store is nearly full
 // (storeFullShare of the bucket): stored tasks that nobody finishes would
 // otherwise leave a new task accepted but never able to progress.
-func (s *Server) limitUnfinished(c *call) error {
-	if limit := s.b.Config().TaskMaxBytes; limit > 0 {
+func (s *admission) limitUnfinished(c *call) error {
+	if limit := s.taskMaxBytes; limit > 0 {
 		if used := s.index.StoredBytes(); float64(used) > storeFullShare*float64(limit) {
 			// What frees room is not for the edge to time: tasks finishing,
 			// answered or canceled, or waiting past IdleAfter for input and

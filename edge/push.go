@@ -17,7 +17,10 @@ import (
 
 func (s *Server) pushMethods(v1, v03 map[string]methodFunc) {
 	if !s.cfg.Push {
-		for _, m := range []string{"CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"} {
+		// Refused before the params are read, as the service would refuse
+		// them (pushServed): the error a client gets does not depend on
+		// what it sent.
+		for _, m := range []string{opCreatePushConfig, opGetPushConfig, opListPushConfigs, opDeletePushConfig} {
 			v1[m] = s.rpcPushNotSupported
 		}
 		for _, m := range []string{"set", "get", "list", "delete"} {
@@ -35,22 +38,82 @@ func (s *Server) pushMethods(v1, v03 map[string]methodFunc) {
 	v03["tasks/pushNotificationConfig/delete"] = s.v03DeletePushConfig
 }
 
-// createPushConfig stores a config after the outbound policy accepted its
-// URL (a webhook is a request this system will make: no metadata or
-// private address unless allowed, HTTPS unless allowed otherwise).
-func (s *Server) createPushConfig(ctx context.Context, c *call, cfg schemas.TaskPushNotificationConfig, dialect string) (*schemas.PushConfigRecord, error) {
+func (s *Server) rpcPushNotSupported(_ context.Context, c *call) (any, error) {
+	return nil, errPushNotSupported(c)
+}
+
+func errPushNotSupported(c *call) error {
+	return schemas.Errorf(schemas.ErrPushNotSupported, "%s is not available: this agent does not support push notifications", c.method)
+}
+
+// pushServed refuses a push-config operation while the edge does not serve
+// push (Config.Push), as the specification asks.
+func (s *a2aService) pushServed(c *call) error {
+	if !s.cfg.Push {
+		return errPushNotSupported(c)
+	}
+	return nil
+}
+
+// CreateTaskPushNotificationConfig stores a config of the caller's task
+// after the outbound policy accepted its URL (a webhook is a request this
+// system will make: no metadata or private address unless allowed, HTTPS
+// unless allowed otherwise). The config is recorded in the call's dialect,
+// which its notifications are shaped in.
+func (s *a2aService) CreateTaskPushNotificationConfig(ctx context.Context, c *call, cfg *schemas.TaskPushNotificationConfig) (*schemas.PushConfigRecord, error) {
+	if err := s.pushServed(c); err != nil {
+		return nil, err
+	}
 	if cfg.TaskID == "" {
 		return nil, schemas.Errorf(schemas.ErrInvalidParams, "taskId is required")
 	}
-	if err := s.checkWebhookConfig(ctx, &cfg); err != nil {
+	if err := s.checkWebhookConfig(ctx, cfg); err != nil {
 		return nil, err
 	}
-	return s.b.CreatePushConfig(ctx, c.owner(), cfg, dialect)
+	return s.pushes.CreatePushConfig(ctx, c.owner(), *cfg, c.d.version)
+}
+
+// GetTaskPushNotificationConfig reads one config of the caller's task.
+func (s *a2aService) GetTaskPushNotificationConfig(ctx context.Context, c *call, req *schemas.GetTaskPushNotificationConfigRequest) (*schemas.PushConfigRecord, error) {
+	if err := s.pushServed(c); err != nil {
+		return nil, err
+	}
+	if req.TaskID == "" {
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "taskId is required")
+	}
+	return s.pushes.PushConfig(ctx, c.owner(), req.TaskID, req.ID)
+}
+
+// ListTaskPushNotificationConfigs reads every config of the caller's task:
+// a task holds at most bus.MaxPushConfigsPerTask, so one page.
+func (s *a2aService) ListTaskPushNotificationConfigs(ctx context.Context, c *call, req *schemas.ListTaskPushNotificationConfigsRequest) ([]schemas.PushConfigRecord, error) {
+	if err := s.pushServed(c); err != nil {
+		return nil, err
+	}
+	if req.TaskID == "" {
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "taskId is required")
+	}
+	if req.PageSize < 0 {
+		return nil, schemas.Errorf(schemas.ErrInvalidParams, "pageSize must not be negative")
+	}
+	return s.pushes.PushConfigs(ctx, c.owner(), req.TaskID)
+}
+
+// DeleteTaskPushNotificationConfig removes one config of the caller's
+// task (the request names it as a get does).
+func (s *a2aService) DeleteTaskPushNotificationConfig(ctx context.Context, c *call, req *schemas.GetTaskPushNotificationConfigRequest) error {
+	if err := s.pushServed(c); err != nil {
+		return err
+	}
+	if req.TaskID == "" {
+		return schemas.Errorf(schemas.ErrInvalidParams, "taskId is required")
+	}
+	return s.pushes.DeletePushConfig(ctx, c.owner(), req.TaskID, req.ID)
 }
 
 // checkWebhookConfig checks a config's fields and its URL against the
 // outbound policy.
-func (s *Server) checkWebhookConfig(ctx context.Context, cfg *schemas.TaskPushNotificationConfig) error {
+func (s *a2aService) checkWebhookConfig(ctx context.Context, cfg *schemas.TaskPushNotificationConfig) error {
 	if err := bus.CheckPushConfig(cfg); err != nil {
 		return err
 	}
@@ -68,32 +131,19 @@ func (s *Server) rpcCreatePushConfig(ctx context.Context, c *call) (any, error) 
 	if err := decodeParams(c.params, &cfg); err != nil {
 		return nil, err
 	}
-	pr, err := s.createPushConfig(ctx, c, cfg, schemas.ProtocolVersion)
+	pr, err := s.svc.CreateTaskPushNotificationConfig(ctx, c, &cfg)
 	if err != nil {
 		return nil, err
 	}
 	return viewOf(pr), nil
 }
 
-// configRef reads the params of a 1.0 get or delete: a task and one of its
-// configs.
-func configRef(c *call) (schemas.GetTaskPushNotificationConfigRequest, error) {
+func (s *Server) rpcGetPushConfig(ctx context.Context, c *call) (any, error) {
 	var req schemas.GetTaskPushNotificationConfigRequest
 	if err := decodeParams(c.params, &req); err != nil {
-		return req, err
-	}
-	if req.TaskID == "" {
-		return req, schemas.Errorf(schemas.ErrInvalidParams, "taskId is required")
-	}
-	return req, nil
-}
-
-func (s *Server) rpcGetPushConfig(ctx context.Context, c *call) (any, error) {
-	req, err := configRef(c)
-	if err != nil {
 		return nil, err
 	}
-	pr, err := s.b.PushConfig(ctx, c.owner(), req.TaskID, req.ID)
+	pr, err := s.svc.GetTaskPushNotificationConfig(ctx, c, &req)
 	if err != nil {
 		return nil, err
 	}
@@ -158,20 +208,13 @@ func view03Of(pr *schemas.PushConfigRecord) pushConfigView03 {
 	return pushConfigView03{schemas.PushConfigToV03(c), deliveryOf(pr), redacted}
 }
 
-// rpcListPushConfigs answers every config of the task in one page: a task
-// holds at most bus.MaxPushConfigsPerTask.
+// rpcListPushConfigs answers every config of the task in one page.
 func (s *Server) rpcListPushConfigs(ctx context.Context, c *call) (any, error) {
 	var req schemas.ListTaskPushNotificationConfigsRequest
 	if err := decodeParams(c.params, &req); err != nil {
 		return nil, err
 	}
-	if req.TaskID == "" {
-		return nil, schemas.Errorf(schemas.ErrInvalidParams, "taskId is required")
-	}
-	if req.PageSize < 0 {
-		return nil, schemas.Errorf(schemas.ErrInvalidParams, "pageSize must not be negative")
-	}
-	prs, err := s.b.PushConfigs(ctx, c.owner(), req.TaskID)
+	prs, err := s.svc.ListTaskPushNotificationConfigs(ctx, c, &req)
 	if err != nil {
 		return nil, err
 	}
@@ -186,11 +229,11 @@ func (s *Server) rpcListPushConfigs(ctx context.Context, c *call) (any, error) {
 }
 
 func (s *Server) rpcDeletePushConfig(ctx context.Context, c *call) (any, error) {
-	req, err := configRef(c)
-	if err != nil {
+	var req schemas.GetTaskPushNotificationConfigRequest
+	if err := decodeParams(c.params, &req); err != nil {
 		return nil, err
 	}
-	if err := s.b.DeletePushConfig(ctx, c.owner(), req.TaskID, req.ID); err != nil {
+	if err := s.svc.DeleteTaskPushNotificationConfig(ctx, c, &req); err != nil {
 		return nil, err
 	}
 	return struct{}{}, nil // google.protobuf.Empty
@@ -205,7 +248,7 @@ func (s *Server) v03SetPushConfig(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	pr, err := s.createPushConfig(ctx, c, *cfg, schemas.ProtocolVersion03)
+	pr, err := s.svc.CreateTaskPushNotificationConfig(ctx, c, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -223,13 +266,13 @@ func (s *Server) v03GetPushConfig(ctx context.Context, c *call) (any, error) {
 		return nil, schemas.Errorf(schemas.ErrInvalidParams, "id (the task's) is required")
 	}
 	if p.PushNotificationConfigID != "" {
-		pr, err := s.b.PushConfig(ctx, c.owner(), p.ID, p.PushNotificationConfigID)
+		pr, err := s.svc.GetTaskPushNotificationConfig(ctx, c, &schemas.GetTaskPushNotificationConfigRequest{TaskID: p.ID, ID: p.PushNotificationConfigID})
 		if err != nil {
 			return nil, err
 		}
 		return view03Of(pr), nil
 	}
-	prs, err := s.b.PushConfigs(ctx, c.owner(), p.ID)
+	prs, err := s.svc.ListTaskPushNotificationConfigs(ctx, c, &schemas.ListTaskPushNotificationConfigsRequest{TaskID: p.ID})
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +293,7 @@ func (s *Server) v03ListPushConfigs(ctx context.Context, c *call) (any, error) {
 	if p.ID == "" {
 		return nil, schemas.Errorf(schemas.ErrInvalidParams, "id (the task's) is required")
 	}
-	prs, err := s.b.PushConfigs(ctx, c.owner(), p.ID)
+	prs, err := s.svc.ListTaskPushNotificationConfigs(ctx, c, &schemas.ListTaskPushNotificationConfigsRequest{TaskID: p.ID})
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +312,7 @@ func (s *Server) v03DeletePushConfig(ctx context.Context, c *call) (any, error) 
 	if p.ID == "" || p.PushNotificationConfigID == "" {
 		return nil, schemas.Errorf(schemas.ErrInvalidParams, "id (the task's) and pushNotificationConfigId are required")
 	}
-	if err := s.b.DeletePushConfig(ctx, c.owner(), p.ID, p.PushNotificationConfigID); err != nil {
+	if err := s.svc.DeleteTaskPushNotificationConfig(ctx, c, &schemas.GetTaskPushNotificationConfigRequest{TaskID: p.ID, ID: p.PushNotificationConfigID}); err != nil {
 		return nil, err
 	}
 	return json.RawMessage("null"), nil // 0.3: "the result is null"

@@ -30,7 +30,7 @@ func (s *Server) handleRemotePush(w http.ResponseWriter, r *http.Request) {
 		refuseWebhook(w)
 		return
 	}
-	rec, _, err := s.b.GetTask(r.Context(), taskID)
+	rec, _, err := s.inbox.GetTask(r.Context(), taskID)
 	if err != nil && !errors.Is(err, schemas.ErrTaskNotFound) {
 		w.Header().Set("Retry-After", "5")
 		writePlain(w, http.StatusServiceUnavailable, "the task cannot be read now; retry")
@@ -66,7 +66,7 @@ func (s *Server) handleRemotePush(w http.ResponseWriter, r *http.Request) {
 		writePlain(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	switch err := s.b.ForwardRemote(r.Context(), taskID, body); {
+	switch err := s.inbox.ForwardRemote(r.Context(), taskID, body); {
 	case err == nil:
 		w.WriteHeader(http.StatusNoContent)
 	case errors.Is(err, bus.ErrNoRemoteListener), errors.Is(err, schemas.ErrUnavailable):

@@ -217,7 +217,7 @@ func routeTable() []routeDecl {
 			// Metrics are shared by every edge on the bus, so they are
 			// an admin's unless the operator made them public.
 			Route:      Route{Pattern: "GET /metrics", Policy: PolicyAdmin, Limit: LimitNone, Origins: OriginsStateChanging},
-			handler:    func(s *Server) http.Handler { return MetricsHandler(s.b.Metrics()) },
+			handler:    func(s *Server) http.Handler { return MetricsHandler(s.metrics) },
 			early:      func(st *Starting) http.Handler { return st.metricsHandler() },
 			publicWhen: func(cfg *Config) bool { return cfg.PublicMetrics },
 		},

@@ -240,7 +240,11 @@ func (c Config) withDefaults() Config {
 // directory) and the waiters of its own in-flight blocking requests.
 type Server struct {
 	cfg      Config
-	b        *bus.Bus
+	svc      service     // the A2A service every binding adapts, behind its interceptors
+	registry Registry    // the admin registry routes'
+	inbox    RemoteInbox // the remote-push webhook's
+	conn     interface{ Connected() bool }
+	metrics  *bus.Metrics
 	log      *slog.Logger
 	tasks    *bus.TaskWatcher
 	index    *bus.TaskIndex
@@ -252,28 +256,34 @@ type Server struct {
 	handler  http.Handler
 	v1, v03  dialect
 	openFang dialect
-	backlog  backlogCache
 	drain    drainState // what a shutdown waits for and ends (drain.go)
 	m        edgeMetrics
 	bodies   *bodyBudget // the memory request bodies hold (readBody)
 }
 
-// New returns an edge on b. Call Run to start following the bus, and serve
-// Handler over HTTP.
-func New(b *bus.Bus, cfg Config) *Server {
+// New returns an edge on b (a *bus.Bus). Call Run to start following the
+// bus, and serve Handler over HTTP.
+func New(b Bus, cfg Config) *Server {
 	cfg = cfg.withDefaults()
 	s := &Server{
-		cfg:    cfg,
-		b:      b,
-		log:    cfg.Logger.With("component", "edge"),
-		tasks:  b.NewTaskWatcher(),
-		index:  b.NewTaskIndex(),
-		agents: b.NewAgentDirectory(),
-		writes: b.NewWriteProbe(),
-		mux:    http.NewServeMux(),
-		m:      newEdgeMetrics(b.Metrics()),
-		bodies: newBodyBudget(cfg.MaxBodyBuffer, cfg.MaxBodyBufferPerAddr, newBodyGauge(b.Metrics())),
+		cfg:      cfg,
+		registry: b,
+		inbox:    b,
+		conn:     b,
+		metrics:  b.Metrics(),
+		log:      cfg.Logger.With("component", "edge"),
+		tasks:    b.NewTaskWatcher(),
+		index:    b.NewTaskIndex(),
+		agents:   b.NewAgentDirectory(),
+		writes:   b.NewWriteProbe(),
+		mux:      http.NewServeMux(),
+		m:        newEdgeMetrics(b.Metrics()),
+		bodies:   newBodyBudget(cfg.MaxBodyBuffer, cfg.MaxBodyBufferPerAddr, newBodyGauge(b.Metrics())),
 	}
+	s.svc = intercept(&a2aService{
+		cfg: &s.cfg, log: s.log, life: b, pushes: b, index: s.index, tasks: s.tasks, drain: &s.drain,
+		extendedCard: s.extendedCard,
+	}, s.interceptors(b.AgentLoad, b.Config().TaskMaxBytes)...)
 	s.v1, s.v03 = s.dialects()
 	s.openFang = s.openFangDialect()
 	s.routes()
@@ -370,7 +380,7 @@ func (s *Server) WaitReady(ctx context.Context) error {
 }
 
 func (s *Server) ready() bool {
-	if s.drain.draining() || !s.b.Connected() {
+	if s.drain.draining() || !s.conn.Connected() {
 		return false
 	}
 	for _, ch := range s.followers() {

@@ -154,7 +154,7 @@ func (s *Server) rpcSendStreamingMessage(ctx context.Context, c *call, out strea
 	if err != nil {
 		return err
 	}
-	return s.sendStreamingMessage(ctx, c, req, out)
+	return s.svc.SendStreamingMessage(ctx, c, req, out)
 }
 
 // streamHeadersWait is how long a new stream's response headers wait for
@@ -163,7 +163,9 @@ func (s *Server) rpcSendStreamingMessage(ctx context.Context, c *call, out strea
 // milliseconds), and no visible delay when the agent is slow.
 const streamHeadersWait = 50 * time.Millisecond
 
-func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas.SendMessageRequest, out streamOut) error {
+// SendStreamingMessage runs a send whose answer is a stream of the task's
+// events (or its one reply).
+func (s *a2aService) SendStreamingMessage(ctx context.Context, c *call, req *schemas.SendMessageRequest, out streamOut) error {
 	msg, histLen, err := s.checkSend(ctx, c, req)
 	if err != nil {
 		return err
@@ -187,9 +189,9 @@ func (s *Server) sendStreamingMessage(ctx context.Context, c *call, req *schemas
 		}
 	}()
 	if msg.TaskID != "" {
-		_, err = s.continueTask(ctx, c, msg, follow(s.b.ReadEvents))
+		_, err = s.continueTask(ctx, c, msg, follow(s.life.ReadEvents))
 	} else {
-		_, err = s.createTask(ctx, c, msg, follow(s.b.ReadNewTaskEvents))
+		_, err = s.createTask(ctx, c, msg, follow(s.life.ReadNewTaskEvents))
 	}
 	if err != nil {
 		return err
@@ -269,7 +271,7 @@ func (s *Server) rpcSubscribeToTask(ctx context.Context, c *call, out streamOut)
 	if err := decodeParams(c.params, &req); err != nil {
 		return err
 	}
-	return s.subscribe(ctx, c, req.ID, out)
+	return s.svc.SubscribeToTask(ctx, c, &req, out)
 }
 
 // subscribe streams a task: without a cursor, its current snapshot and then
@@ -277,14 +279,15 @@ func (s *Server) rpcSubscribeToTask(ctx context.Context, c *call, out streamOut)
 // A subscription follows the task until it is terminal: an interrupted
 // state (INPUT_REQUIRED, AUTH_REQUIRED) ends a send's stream, whose client
 // must answer, but a watcher stays to see the task resume and finish.
-func (s *Server) subscribe(ctx context.Context, c *call, id string, out streamOut) error {
-	if id == "" {
+func (s *a2aService) SubscribeToTask(ctx context.Context, c *call, req *schemas.SubscribeToTaskRequest, out streamOut) error {
+	if req.ID == "" {
 		return schemas.Errorf(schemas.ErrInvalidParams, "id is required")
 	}
-	rec, rev, err := s.b.Task(ctx, c.owner(), id)
+	rec, rev, err := s.task(ctx, c, req.ID)
 	if err != nil {
 		return err
 	}
+	id := rec.Task.ID
 	state := rec.Task.Status.State
 	after := bus.SnapshotCursor(rev)
 	resume := c.lastEventID != ""
@@ -300,7 +303,7 @@ func (s *Server) subscribe(ctx context.Context, c *call, id string, out streamOu
 	} else if state.Terminal() {
 		return schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is already %s; there is nothing to subscribe to (GetTask returns it)", id, state).With("taskId", id)
 	}
-	reader, err := s.b.ReadEvents(ctx, id, after, s.cfg.StreamBuffer)
+	reader, err := s.life.ReadEvents(ctx, id, after, s.cfg.StreamBuffer)
 	if err != nil {
 		return err
 	}
@@ -371,7 +374,7 @@ func parseCursor(id string) (uint64, error) {
 // already does (see Drain), or with the event that says so. The end of a
 // shutdown's grace ends any stream. Either way the last event is
 // errResumeElsewhere.
-func (s *Server) relay(ctx context.Context, c *call, id string, last uint64, reader *bus.EventReader, out streamOut, keep *time.Ticker, task *streamTask, ends func(schemas.TaskState) bool) {
+func (s *a2aService) relay(ctx context.Context, c *call, id string, last uint64, reader *bus.EventReader, out streamOut, keep *time.Ticker, task *streamTask, ends func(schemas.TaskState) bool) {
 	stops := ends
 	var drained <-chan struct{}
 	if task != nil {
@@ -400,7 +403,7 @@ func (s *Server) relay(ctx context.Context, c *call, id string, last uint64, rea
 				return
 			}
 			if quiet {
-				rec, rev, err := s.b.Task(ctx, c.owner(), id)
+				rec, rev, err := s.life.Task(ctx, c.owner(), id)
 				if err != nil {
 					var pe *schemas.Error
 					if errors.As(err, &pe) && errors.Is(pe, schemas.ErrTaskNotFound) {
@@ -455,7 +458,7 @@ func readerBroke(out streamOut, reader *bus.EventReader) {
 // its artifacts, COMPLETED, and whatever the caller wrote under a hold of
 // its own before). It returns the last cursor written and whether the
 // stream should end.
-func (s *Server) sendReady(out streamOut, us []bus.TaskUpdate, reader *bus.EventReader, ends func(schemas.TaskState) bool) (last uint64, end bool) {
+func (s *a2aService) sendReady(out streamOut, us []bus.TaskUpdate, reader *bus.EventReader, ends func(schemas.TaskState) bool) (last uint64, end bool) {
 	out.hold()
 	defer func() {
 		if out.release() != nil {
@@ -484,7 +487,7 @@ func (s *Server) sendReady(out streamOut, us []bus.TaskUpdate, reader *bus.Event
 
 // sendUpdate writes one event and reports whether the stream should end
 // (the write failed, a reply came, or the task reached a state that ends).
-func (s *Server) sendUpdate(out streamOut, u bus.TaskUpdate, ends func(schemas.TaskState) bool) (end bool) {
+func (s *a2aService) sendUpdate(out streamOut, u bus.TaskUpdate, ends func(schemas.TaskState) bool) (end bool) {
 	var r schemas.StreamResponse
 	switch {
 	case u.Status != nil:

@@ -51,10 +51,11 @@ func (s *Server) v03Send(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.sendMessage(ctx, c, req)
+	sent, err := s.svc.SendMessage(ctx, c, req)
 	if err != nil {
 		return nil, err
 	}
+	res := sent.resp
 	if res.Message != nil {
 		return schemas.MessageToV03(*res.Message), nil
 	}
@@ -84,10 +85,8 @@ func (s *Server) queryTask(ctx context.Context, c *call) (*schemas.TaskRecord, *
 	if err := decodeParams(c.params, &p); err != nil {
 		return nil, nil, err
 	}
-	if err := schemas.ValidateHistoryLength(p.HistoryLength); err != nil {
-		return nil, nil, err
-	}
-	rec, err := s.taskByClientID(ctx, c, p.ID)
+	c.clientIDs = true
+	rec, err := s.svc.GetTask(ctx, c, &schemas.GetTaskRequest{ID: p.ID, HistoryLength: p.HistoryLength})
 	return rec, &p, err
 }
 
@@ -98,11 +97,8 @@ func (s *Server) cancelByParams(ctx context.Context, c *call) (*schemas.TaskReco
 	if err := decodeParams(c.params, &p); err != nil {
 		return nil, "", err
 	}
-	rec, err := s.taskByClientID(ctx, c, p.ID)
-	if err != nil {
-		return nil, "", err
-	}
-	rec, err = s.cancelTask(ctx, c, rec.Task.ID)
+	c.clientIDs = true
+	rec, err := s.svc.CancelTask(ctx, c, &schemas.CancelTaskRequest{ID: p.ID})
 	return rec, p.ID, err
 }
 
@@ -111,7 +107,7 @@ func (s *Server) v03Stream(ctx context.Context, c *call, out streamOut) error {
 	if err != nil {
 		return err
 	}
-	return s.sendStreamingMessage(ctx, c, req, out)
+	return s.svc.SendStreamingMessage(ctx, c, req, out)
 }
 
 func (s *Server) v03Resubscribe(ctx context.Context, c *call, out streamOut) error {
@@ -121,12 +117,14 @@ func (s *Server) v03Resubscribe(ctx context.Context, c *call, out streamOut) err
 	}
 	// tasks/resubscribe is shared with the older dialect: a task created
 	// through it is named by its client's id, and streamed in its shapes.
-	rec, err := s.taskByClientID(ctx, c, p.ID)
+	c.clientIDs = true
+	rec, err := s.svc.GetTask(ctx, c, &schemas.GetTaskRequest{ID: p.ID})
 	if err != nil {
 		return err
 	}
 	if rec.Dialect == schemas.DialectLegacy {
 		c.dialect, c.clientTaskID = rec.Dialect, clientID(rec, p.ID)
 	}
-	return s.subscribe(ctx, c, rec.Task.ID, out)
+	c.clientIDs = false
+	return s.svc.SubscribeToTask(ctx, c, &schemas.SubscribeToTaskRequest{ID: rec.Task.ID}, out)
 }

@@ -16,6 +16,15 @@ import (
 // bus of its own: a Runner gives the bus's (with Options.Registry), a
 // Recorder its own, in memory.
 type Delegation interface {
+	Lifecycle
+	// Agents is the live registry: every agent registered now, once the
+	// registry has been read (it waits for that, within ctx).
+	Agents(ctx context.Context) ([]schemas.AgentRegistration, error)
+}
+
+// Lifecycle is the part of the bus's task lifecycle an agent delegates
+// through (Delegation without the registry); a *bus.Bus is the real one.
+type Lifecycle interface {
 	// StartChild creates the child task s.TaskID (the parent derives it,
 	// so a redelivered parent finds its children again), or re-attaches
 	// to it: see bus.Bus.StartChild.
@@ -31,9 +40,6 @@ type Delegation interface {
 	GetTask(ctx context.Context, id string) (*schemas.TaskRecord, uint64, error)
 	// AgentBacklog is how much work waits for an agent.
 	AgentBacklog(ctx context.Context, agent string) (uint64, error)
-	// Agents is the live registry: every agent registered now, once the
-	// registry has been read (it waits for that, within ctx).
-	Agents(ctx context.Context) ([]schemas.AgentRegistration, error)
 	// ListenRemote calls fn with each notification an external agent
 	// sends the edge's webhook for the task (a remote agent in push mode),
 	// one at a time, until stop is called: see bus.Bus.ListenRemote.
@@ -64,7 +70,7 @@ func (r *Request) Delegation() Delegation {
 // busDelegation is a Runner's Delegation: the bus's lifecycle and the
 // registry the runner was given.
 type busDelegation struct {
-	*bus.Bus
+	Lifecycle
 	registry Registry
 }
 

@@ -108,7 +108,7 @@ func (o PushOptions) withDefaults() PushOptions {
 
 // PushSender delivers push notifications; see the package comment above.
 type PushSender struct {
-	b   *bus.Bus
+	b   PushBus
 	opt PushOptions
 	log *slog.Logger
 	m   pushMetrics
@@ -122,7 +122,7 @@ type pushMetrics struct {
 }
 
 // NewPushSender returns a sender on b.
-func NewPushSender(b *bus.Bus, opt PushOptions) (*PushSender, error) {
+func NewPushSender(b PushBus, opt PushOptions) (*PushSender, error) {
 	if opt.Client == nil {
 		return nil, errors.New("workers: push sender: no HTTP client")
 	}

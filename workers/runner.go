@@ -57,7 +57,7 @@ type Options struct {
 // a2abus. Any number of runners of the same agent, in any processes, share
 // the agent's durable consumer.
 type Runner struct {
-	b    *bus.Bus
+	b    WorkBus
 	def  Definition
 	opt  Options
 	log  *slog.Logger
@@ -87,7 +87,7 @@ var (
 )
 
 // NewRunner returns a runner for def on b.
-func NewRunner(b *bus.Bus, def Definition, opt Options) *Runner {
+func NewRunner(b WorkBus, def Definition, opt Options) *Runner {
 	if opt.Concurrency <= 0 {
 		opt.Concurrency = 16
 	}
@@ -105,7 +105,7 @@ func NewRunner(b *bus.Bus, def Definition, opt Options) *Runner {
 	}
 	return &Runner{
 		b: b, def: def, opt: opt,
-		delegation: busDelegation{Bus: b, registry: opt.Registry},
+		delegation: busDelegation{Lifecycle: b, registry: opt.Registry},
 		log:        opt.Logger.With("component", "worker", "agent", def.Name, "instance", opt.Instance),
 		hbEv:       b.Config().AckWait / 3,
 		running:    map[string]context.CancelCauseFunc{},

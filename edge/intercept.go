@@ -1,0 +1,191 @@
+package edge
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// The interceptor chain of the A2A service: what applies to every call of
+// every binding once it is decoded — the admission of new tasks, the
+// classification of errors, the call log — and the slot where tracing,
+// trust levels and approvals go. The front door's own rules (origin,
+// authentication, rate limit, body bound, tenant) run before a request is
+// decoded, so nobody unauthenticated makes the edge parse a body; they are
+// applied by serve from the route table (routes.go).
+
+// The operations' names, as A2A 1.0 names them.
+const (
+	opSendMessage          = "SendMessage"
+	opSendStreamingMessage = "SendStreamingMessage"
+	opGetTask              = "GetTask"
+	opListTasks            = "ListTasks"
+	opCancelTask           = "CancelTask"
+	opSubscribeToTask      = "SubscribeToTask"
+	opCreatePushConfig     = "CreateTaskPushNotificationConfig"
+	opGetPushConfig        = "GetTaskPushNotificationConfig"
+	opListPushConfigs      = "ListTaskPushNotificationConfigs"
+	opDeletePushConfig     = "DeleteTaskPushNotificationConfig"
+	opGetExtendedAgentCard = "GetExtendedAgentCard"
+)
+
+// invocation is one call of a service operation as interceptors see it:
+// the call (caller, agent, dialect), the operation, its typed request (a
+// pointer to the schemas type the service method takes; none{} for
+// GetExtendedAgentCard), and for a streaming operation the stream its
+// events go to, which an interceptor may wrap.
+type invocation struct {
+	call *call
+	op   string
+	req  any
+	out  streamOut
+}
+
+// invoker runs an invocation: the next interceptor, or the service.
+type invoker func(ctx context.Context, inv *invocation) (any, error)
+
+// interceptor runs around every invocation; it calls next to go on, or
+// answers (or refuses) itself.
+type interceptor func(ctx context.Context, inv *invocation, next invoker) (any, error)
+
+// intercepted is a service behind its interceptor chain, the first
+// outermost.
+type intercepted struct {
+	next  service
+	chain []interceptor
+}
+
+func intercept(next service, chain ...interceptor) service {
+	return &intercepted{next: next, chain: chain}
+}
+
+// through runs one invocation of op through the chain to fn.
+func through[Req, Resp any](ctx context.Context, ic *intercepted, c *call, op string, req Req, out streamOut, fn func(context.Context, *invocation, Req) (Resp, error)) (Resp, error) {
+	inv := &invocation{call: c, op: op, req: req, out: out}
+	h := invoker(func(ctx context.Context, inv *invocation) (any, error) {
+		res, err := fn(ctx, inv, inv.req.(Req))
+		return res, err
+	})
+	for i := len(ic.chain) - 1; i >= 0; i-- {
+		h = wrap(ic.chain[i], h)
+	}
+	res, err := h(ctx, inv)
+	r, _ := res.(Resp)
+	return r, err
+}
+
+func wrap(ic interceptor, next invoker) invoker {
+	return func(ctx context.Context, inv *invocation) (any, error) { return ic(ctx, inv, next) }
+}
+
+// none is the result of the operations that answer with a stream or
+// nothing.
+type none struct{}
+
+func (ic *intercepted) SendMessage(ctx context.Context, c *call, req *schemas.SendMessageRequest) (*sendResult, error) {
+	return through(ctx, ic, c, opSendMessage, req, nil, func(ctx context.Context, inv *invocation, req *schemas.SendMessageRequest) (*sendResult, error) {
+		return ic.next.SendMessage(ctx, inv.call, req)
+	})
+}
+
+func (ic *intercepted) SendStreamingMessage(ctx context.Context, c *call, req *schemas.SendMessageRequest, out streamOut) error {
+	_, err := through(ctx, ic, c, opSendStreamingMessage, req, out, func(ctx context.Context, inv *invocation, req *schemas.SendMessageRequest) (none, error) {
+		return none{}, ic.next.SendStreamingMessage(ctx, inv.call, req, inv.out)
+	})
+	return err
+}
+
+func (ic *intercepted) GetTask(ctx context.Context, c *call, req *schemas.GetTaskRequest) (*schemas.TaskRecord, error) {
+	return through(ctx, ic, c, opGetTask, req, nil, func(ctx context.Context, inv *invocation, req *schemas.GetTaskRequest) (*schemas.TaskRecord, error) {
+		return ic.next.GetTask(ctx, inv.call, req)
+	})
+}
+
+func (ic *intercepted) ListTasks(ctx context.Context, c *call, req *schemas.ListTasksRequest) (*schemas.ListTasksResponse, error) {
+	return through(ctx, ic, c, opListTasks, req, nil, func(ctx context.Context, inv *invocation, req *schemas.ListTasksRequest) (*schemas.ListTasksResponse, error) {
+		return ic.next.ListTasks(ctx, inv.call, req)
+	})
+}
+
+func (ic *intercepted) CancelTask(ctx context.Context, c *call, req *schemas.CancelTaskRequest) (*schemas.TaskRecord, error) {
+	return through(ctx, ic, c, opCancelTask, req, nil, func(ctx context.Context, inv *invocation, req *schemas.CancelTaskRequest) (*schemas.TaskRecord, error) {
+		return ic.next.CancelTask(ctx, inv.call, req)
+	})
+}
+
+func (ic *intercepted) SubscribeToTask(ctx context.Context, c *call, req *schemas.SubscribeToTaskRequest, out streamOut) error {
+	_, err := through(ctx, ic, c, opSubscribeToTask, req, out, func(ctx context.Context, inv *invocation, req *schemas.SubscribeToTaskRequest) (none, error) {
+		return none{}, ic.next.SubscribeToTask(ctx, inv.call, req, inv.out)
+	})
+	return err
+}
+
+func (ic *intercepted) CreateTaskPushNotificationConfig(ctx context.Context, c *call, cfg *schemas.TaskPushNotificationConfig) (*schemas.PushConfigRecord, error) {
+	return through(ctx, ic, c, opCreatePushConfig, cfg, nil, func(ctx context.Context, inv *invocation, cfg *schemas.TaskPushNotificationConfig) (*schemas.PushConfigRecord, error) {
+		return ic.next.CreateTaskPushNotificationConfig(ctx, inv.call, cfg)
+	})
+}
+
+func (ic *intercepted) GetTaskPushNotificationConfig(ctx context.Context, c *call, req *schemas.GetTaskPushNotificationConfigRequest) (*schemas.PushConfigRecord, error) {
+	return through(ctx, ic, c, opGetPushConfig, req, nil, func(ctx context.Context, inv *invocation, req *schemas.GetTaskPushNotificationConfigRequest) (*schemas.PushConfigRecord, error) {
+		return ic.next.GetTaskPushNotificationConfig(ctx, inv.call, req)
+	})
+}
+
+func (ic *intercepted) ListTaskPushNotificationConfigs(ctx context.Context, c *call, req *schemas.ListTaskPushNotificationConfigsRequest) ([]schemas.PushConfigRecord, error) {
+	return through(ctx, ic, c, opListPushConfigs, req, nil, func(ctx context.Context, inv *invocation, req *schemas.ListTaskPushNotificationConfigsRequest) ([]schemas.PushConfigRecord, error) {
+		return ic.next.ListTaskPushNotificationConfigs(ctx, inv.call, req)
+	})
+}
+
+func (ic *intercepted) DeleteTaskPushNotificationConfig(ctx context.Context, c *call, req *schemas.GetTaskPushNotificationConfigRequest) error {
+	_, err := through(ctx, ic, c, opDeletePushConfig, req, nil, func(ctx context.Context, inv *invocation, req *schemas.GetTaskPushNotificationConfigRequest) (none, error) {
+		return none{}, ic.next.DeleteTaskPushNotificationConfig(ctx, inv.call, req)
+	})
+	return err
+}
+
+func (ic *intercepted) GetExtendedAgentCard(ctx context.Context, c *call) (*schemas.AgentCard, error) {
+	return through(ctx, ic, c, opGetExtendedAgentCard, none{}, nil, func(ctx context.Context, inv *invocation, _ none) (*schemas.AgentCard, error) {
+		return ic.next.GetExtendedAgentCard(ctx, inv.call)
+	})
+}
+
+// interceptors is the edge's chain, outermost first: the call log sees
+// every call's outcome as the client gets it, errors are classified before
+// it, and a new task is admitted before it reaches the lifecycle.
+func (s *Server) interceptors(load func(context.Context, string) (bus.AgentLoad, error), taskMaxBytes int64) []interceptor {
+	adm := &admission{cfg: &s.cfg, index: s.index, agents: s.agents, load: load, taskMaxBytes: taskMaxBytes}
+	return []interceptor{s.logCalls, s.classifyErrors, adm.admitNewTasks}
+}
+
+// classifyErrors turns whatever an operation failed with into the
+// protocol error the client gets (see protocolError).
+func (s *Server) classifyErrors(ctx context.Context, inv *invocation, next invoker) (any, error) {
+	res, err := next(ctx, inv)
+	if err != nil {
+		return res, s.protocolError(inv.call, err)
+	}
+	return res, nil
+}
+
+// logCalls logs each call at debug level: the operation, whom for, how it
+// ended and how long it took. Never a body or a credential: the principal
+// is a name.
+func (s *Server) logCalls(ctx context.Context, inv *invocation, next invoker) (any, error) {
+	if !s.log.Enabled(ctx, slog.LevelDebug) {
+		return next(ctx, inv)
+	}
+	start := time.Now()
+	res, err := next(ctx, inv)
+	c := inv.call
+	attrs := []any{"op", inv.op, "agent", c.agent, "tenant", c.caller.tenant, "principal", c.caller.principal, "took", time.Since(start)}
+	if err != nil {
+		attrs = append(attrs, "code", schemas.AsError(err).Code)
+	}
+	s.log.Debug("a2a call", attrs...)
+	return res, err
+}

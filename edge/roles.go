@@ -1,0 +1,73 @@
+package edge
+
+import (
+	"context"
+
+	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// What an edge needs of the bus, in the roles it uses it in. A *bus.Bus is
+// the one implementation; each part of the edge holds only its role, so
+// the compiler keeps task operations inside the A2A service (service.go)
+// and the side doors to what they own: the registry routes hold the
+// registry, the remote-push webhook its inbox, the service the lifecycle.
+
+// Bus is every role an edge is built from (New).
+type Bus interface {
+	Lifecycle
+	PushConfigs
+	Registry
+	RemoteInbox
+	Followers
+	Config() bus.Config
+	Connected() bool
+	Metrics() *bus.Metrics
+}
+
+// Lifecycle is the task lifecycle the A2A service drives: every operation
+// names its owner, and the bus checks it before it reads anything.
+type Lifecycle interface {
+	Submit(ctx context.Context, s bus.Submission, follow bus.Follow) (*schemas.TaskRecord, uint64, error)
+	Continue(ctx context.Context, o bus.Owner, msg *schemas.Message, p bus.PublishOptions, follow bus.Follow) (*schemas.TaskRecord, uint64, error)
+	Cancel(ctx context.Context, o bus.Owner, id string, why *schemas.Message) (*schemas.TaskRecord, error)
+	Task(ctx context.Context, o bus.Owner, id string) (*schemas.TaskRecord, uint64, error)
+	ReadEvents(ctx context.Context, taskID string, after uint64, buffer int) (*bus.EventReader, error)
+	ReadNewTaskEvents(ctx context.Context, taskID string, after uint64, buffer int) (*bus.EventReader, error)
+	AgentLoad(ctx context.Context, agent string) (bus.AgentLoad, error)
+}
+
+// PushConfigs are a task's push-notification configs, read and written as
+// its owner.
+type PushConfigs interface {
+	CreatePushConfig(ctx context.Context, o bus.Owner, c schemas.TaskPushNotificationConfig, dialect string) (*schemas.PushConfigRecord, error)
+	PushConfig(ctx context.Context, o bus.Owner, taskID, id string) (*schemas.PushConfigRecord, error)
+	PushConfigs(ctx context.Context, o bus.Owner, taskID string) ([]schemas.PushConfigRecord, error)
+	DeletePushConfig(ctx context.Context, o bus.Owner, taskID, id string) error
+}
+
+// Registry is the admin-written agent registry (the admin routes).
+type Registry interface {
+	PutRegistryEntry(ctx context.Context, e schemas.RegistryEntry) error
+	RegistryEntry(ctx context.Context, agent string) (schemas.RegistryEntry, bool, error)
+	DeleteRegistryEntry(ctx context.Context, agent string) error
+	RegistryEntries(ctx context.Context) ([]schemas.RegistryEntry, error)
+}
+
+// RemoteInbox takes what a remote agent pushes about a task it runs for a
+// local one (the remote-push webhook): the task is read by id, without an
+// owner, only to check the webhook's token against it.
+type RemoteInbox interface {
+	GetTask(ctx context.Context, id string) (*schemas.TaskRecord, uint64, error)
+	ForwardRemote(ctx context.Context, taskID string, body []byte) error
+}
+
+// Followers are the caches an edge keeps of the bus, each following it.
+type Followers interface {
+	NewTaskWatcher() *bus.TaskWatcher
+	NewTaskIndex() *bus.TaskIndex
+	NewAgentDirectory() *bus.AgentDirectory
+	NewWriteProbe() *bus.WriteProbe
+}
+
+var _ Bus = (*bus.Bus)(nil)
