@@ -292,23 +292,6 @@ const (
 	maxDelivsAdvAl = advisoryMaxDelivs + schemas.StreamWork + ".>"
 )
 
-// busStreams are every stream of the bus contract, buckets' included.
-var busStreams = []string{
-	schemas.StreamWork, schemas.StreamIntake, schemas.StreamEvents, schemas.StreamDLQ,
-	kvStream(schemas.BucketTasks), kvStream(schemas.BucketAgents), kvStream(schemas.BucketCards),
-	kvStream(schemas.BucketContexts), kvStream(schemas.BucketLeases), kvStream(schemas.BucketPush),
-	schemas.StreamNotify, kvStream(schemas.BucketRegistry),
-}
-
-// followed are the streams edges and workers read with consumers of their
-// own (followers, event readers, KV watchers, the dead-letter listing),
-// which they create, pull from and delete.
-var followed = []string{
-	schemas.StreamEvents, schemas.StreamDLQ,
-	kvStream(schemas.BucketTasks), kvStream(schemas.BucketAgents), kvStream(schemas.BucketCards),
-	kvStream(schemas.BucketRegistry),
-}
-
 // permissions are the role's subject permissions; nil (anything) for
 // admin.
 func (r Role) permissions() *server.Permissions {
@@ -344,14 +327,20 @@ func (r Role) permissions() *server.Permissions {
 	// The work of a task canceled before a worker took it (Cancel
 	// withdraws it from the intake, or from the work stream).
 	pub = append(pub, api("STREAM.MSG.DELETE", schemas.StreamWork, schemas.StreamIntake)...)
-	// Messages of the bus contract both write.
-	pub = append(pub, kvPrefix(schemas.BucketTasks)+">", kvPrefix(schemas.BucketCards)+">", kvPrefix(schemas.BucketContexts)+">", kvPrefix(schemas.BucketPush)+">",
-		schemas.SubjectIntakeAll, schemas.SubjectEventsAll, schemas.SubjectCancelAll,
-		// Wake-ups of push senders, after writes and new configs.
-		schemas.SubjectNotifyAll)
-	sub := []string{inboxAll}
 	// What neither may do, whatever is allowed above (deny wins).
 	deny := append(api("STREAM.DELETE", ">"), api("STREAM.PURGE", ">")...)
+	// The messages of the contract's streams and buckets the role writes
+	// (contract.go); those of every other one are denied.
+	for _, s := range contract {
+		if s.writtenBy(r) {
+			pub = append(pub, s.subjects()...)
+		} else {
+			deny = append(deny, s.subjects()...)
+		}
+	}
+	// Cancel notices, to every process running the agent.
+	pub = append(pub, schemas.SubjectCancelAll)
+	sub := []string{inboxAll}
 	deny = append(deny, api("STREAM.RESTORE", ">")...)
 	deny = append(deny, api("STREAM.SNAPSHOT", ">")...)
 	deny = append(deny, api("CONSUMER.DELETE", schemas.StreamWork+".>")...)
@@ -368,23 +357,13 @@ func (r Role) permissions() *server.Permissions {
 		deny = append(deny, api("CONSUMER.CREATE", schemas.StreamWork, schemas.StreamWork+".>")...)
 		deny = append(deny, api("CONSUMER.DURABLE.CREATE", schemas.StreamWork+".>")...)
 		deny = append(deny, api("CONSUMER.MSG.NEXT", schemas.StreamWork+".>")...)
-		deny = append(deny, jsAckPrefix+schemas.StreamWork+".>", kvPrefix(schemas.BucketAgents)+">", schemas.SubjectDLQAll)
+		deny = append(deny, jsAckPrefix+schemas.StreamWork+".>")
 		// Notifications for remote agents' tasks, to their workers.
 		pub = append(pub, schemas.SubjectRemoteAll)
 		// Push senders run in workers: nothing of their consumer.
 		deny = append(deny, api("CONSUMER.CREATE", schemas.StreamNotify, schemas.StreamNotify+".>")...)
 		deny = append(deny, api("CONSUMER.MSG.NEXT", schemas.StreamNotify+".>")...)
 		deny = append(deny, jsAckPrefix+schemas.StreamNotify+".>")
-		// The sweep lease: edges sweep.
-		pub = append(pub, kvPrefix(schemas.BucketLeases)+">")
-		// The run-time registry: every edge reads and follows it (above:
-		// direct gets and consumers of its stream); only an admin edge
-		// writes it, serving its admin API.
-		if r == RoleAdminEdge {
-			pub = append(pub, kvPrefix(schemas.BucketRegistry)+">")
-		} else {
-			deny = append(deny, kvPrefix(schemas.BucketRegistry)+">")
-		}
 		// Dispatch (dispatch.go): the holder of the lease reads the
 		// intake with consumers of its own, sees the workers' pull
 		// requests, and moves work to the work stream.
@@ -393,15 +372,12 @@ func (r Role) permissions() *server.Permissions {
 		pub = append(pub, api("CONSUMER.MSG.NEXT", schemas.StreamIntake+".*")...)
 		pub = append(pub, api("CONSUMER.DELETE", schemas.StreamIntake+".*")...)
 		pub = append(pub, api("CONSUMER.NAMES", schemas.StreamWork)...)
-		pub = append(pub, jsAckPrefix+schemas.StreamIntake+".>", schemas.SubjectWorkAll)
+		pub = append(pub, jsAckPrefix+schemas.StreamIntake+".>")
 		sub = append(sub, apiNextWork+"*", schemas.SubjectCancelAll)
 	case RoleWorker:
 		pub = append(pub, api("CONSUMER.CREATE", schemas.StreamWork, schemas.StreamWork+".>")...)
 		pub = append(pub, api("CONSUMER.MSG.NEXT", schemas.StreamWork+".*")...)
 		pub = append(pub, jsAckPrefix+schemas.StreamWork+".>")
-		// Registrations: a worker removes those of agents an admin
-		// removed at once (edges may not touch the agents bucket).
-		pub = append(pub, kvPrefix(schemas.BucketAgents)+">", schemas.SubjectDLQAll)
 		// The push senders' shared consumer of wake-ups.
 		pub = append(pub, api("CONSUMER.CREATE", schemas.StreamNotify, schemas.StreamNotify+".>")...)
 		pub = append(pub, api("CONSUMER.INFO", schemas.StreamNotify+".*")...)

@@ -21,12 +21,6 @@ import (
 // more but has not noticed yet. Every request would then wait out its
 // retries and fail; readiness must say so before a request has to.
 
-// writableStreams are what an edge writes to serve at all (task records,
-// work, events) and the agent registry its agents stay listed by.
-var writableStreams = []string{
-	kvStream(schemas.BucketTasks), schemas.StreamIntake, schemas.StreamWork, schemas.StreamEvents, kvStream(schemas.BucketAgents),
-}
-
 // CheckWritable asks the leader of each stream an edge writes whether it
 // is there to store a write: it returns nil if every one answers and, in
 // a cluster, has a majority of its replicas (the leader included) online.

@@ -72,23 +72,6 @@ func pendingWake(err error) bool {
 	return errors.As(err, &api) && api.ErrorCode == jsErrStoreFailed && strings.Contains(api.Description, "per subject")
 }
 
-// notifyStream is StreamNotify's configuration.
-func (c Config) notifyStream(storage jetstream.StorageType) jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:        schemas.StreamNotify,
-		Description: "a2abus push-sender wake-ups, at most one per task",
-		Subjects:    []string{schemas.SubjectNotifyAll},
-		Retention:   jetstream.WorkQueuePolicy,
-		// One per task: a pending wake-up covers every write after it.
-		MaxMsgsPerSubject:    1,
-		Discard:              jetstream.DiscardNew,
-		DiscardNewPerSubject: true,
-		MaxAge:               c.EventsMaxAge,
-		Storage:              storage,
-		Replicas:             c.Replicas,
-	}
-}
-
 // PushConsumer takes wake-ups for push senders from the shared durable
 // consumer of StreamNotify.
 type PushConsumer struct {
