@@ -64,6 +64,9 @@ type Runner struct {
 	hbEv time.Duration
 	// delegation is what its agents' requests delegate through.
 	delegation Delegation
+	// deliver takes a delivery through the runner's policies to its
+	// agent (delivery.go).
+	deliver func(context.Context, *delivery)
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
@@ -103,7 +106,7 @@ func NewRunner(b WorkBus, def Definition, opt Options) *Runner {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	return &Runner{
+	r := &Runner{
 		b: b, def: def, opt: opt,
 		delegation: busDelegation{Lifecycle: b, registry: opt.Registry},
 		log:        opt.Logger.With("component", "worker", "agent", def.Name, "instance", opt.Instance),
@@ -111,6 +114,8 @@ func NewRunner(b WorkBus, def Definition, opt Options) *Runner {
 		running:    map[string]context.CancelCauseFunc{},
 		ready:      make(chan struct{}),
 	}
+	r.deliver = r.pipeline()
+	return r
 }
 
 // Ready is closed once the runner is registered and takes work.
@@ -264,125 +269,6 @@ func (r *Runner) canceledHere(taskID string) bool {
 	defer r.mu.Unlock()
 	_, ok := r.canceled[taskID]
 	return ok
-}
-
-// handle runs one delivery of a work item to its end: ack when its effects
-// are stored, nak (with back-off) when the bus failed or the worker is
-// shutting down, term when the input is poison.
-func (r *Runner) handle(base context.Context, w *Work) {
-	log := r.log.With("task_id", w.Item.TaskID, "ce_id", w.EventID, "attempt", w.Attempt)
-	if w.Err != nil {
-		log.Error("dead-lettering malformed work item", "err", w.Err)
-		dctx, cancel := context.WithTimeout(base, 30*time.Second)
-		defer cancel()
-		if err := w.DeadLetter(dctx, "malformed work item: "+w.Err.Error()); err != nil {
-			_ = w.Nak(backoff(w.Attempt))
-		}
-		return
-	}
-	opCtx, opCancel := context.WithTimeout(base, 30*time.Second)
-	defer opCancel()
-	// A first delivery carrying the record it submits runs from it; its
-	// first write then checks that nothing changed the task since (see
-	// schemas.WorkItem.Record), which is what the read below checks
-	// otherwise. The item names the revision it submits, so a record read
-	// from a replica that has not caught up is read again from the leader:
-	// work is never dropped because a read missed.
-	rec, rev, since := snapshot(w)
-	if rec != nil && r.canceledHere(w.Item.TaskID) {
-		rec, since = nil, nil
-	}
-	var err error
-	if rec == nil {
-		rec, rev, err = r.b.GetTaskAtLeast(opCtx, w.Item.TaskID, w.Item.TaskRevision)
-	}
-	switch {
-	case errors.Is(err, schemas.ErrTaskNotFound):
-		r.missingTask(opCtx, w, log, err)
-		return
-	case err != nil:
-		log.Warn("reading task failed; handing work back", "err", err)
-		_ = w.Nak(backoff(w.Attempt))
-		return
-	case rec.Task.Status.State.Terminal():
-		// A redelivery (or a cancel before the work was taken): the task is
-		// already finished, so the work is done, once the event that
-		// finished it is in its log.
-		if r.finalEventLogged(opCtx, w, log, rec, rev) {
-			_ = w.Ack()
-		}
-		return
-	case w.Attempt == 1 && w.Item.TaskRevision != 0 && rev > w.Item.TaskRevision:
-		// Nothing but a worker running this submission changes a task
-		// between its submission and the first delivery of its work: this
-		// is a second copy of work another delivery took (queued again
-		// after JetStream's de-duplication window), not a task to run twice.
-		log.Warn("work already taken by another delivery of the same submission; dropping this copy", "revision", rev, "submitted_revision", w.Item.TaskRevision)
-		_ = w.Ack()
-		return
-	case rec.Agent != r.def.Name:
-		log.Error("work item routed to the wrong agent", "owner", rec.Agent)
-		if err := w.DeadLetter(opCtx, "task belongs to agent "+rec.Agent); err != nil {
-			_ = w.Nak(backoff(w.Attempt))
-		}
-		return
-	}
-
-	ctx, cancel := context.WithCancelCause(base)
-	defer cancel(nil)
-	r.mu.Lock()
-	r.running[w.Item.TaskID] = cancel
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		delete(r.running, w.Item.TaskID)
-		r.mu.Unlock()
-	}()
-	hbDone := make(chan struct{})
-	defer close(hbDone)
-	go r.heartbeat(ctx, w, cancel, hbDone)
-
-	// The agent's first event decides what the client sees first: a Reply
-	// makes a message-only exchange, anything else a task. So the runtime
-	// does not mark the task WORKING up front; the Emitter does it before
-	// the agent's first artifact, in the same write (see Emitter.write).
-	em := &Emitter{w: r.b, taskID: w.Item.TaskID, ctx: ctx, rec: rec, rev: rev, since: since}
-	req := &Request{Task: rec.Task, Message: w.Item.Message, Attempt: w.Attempt, Owner: rec.Owner, Tenant: rec.Tenant, Origin: rec.Origin,
-		delegation: r.delegation,
-		related: func(ctx context.Context) []schemas.Task {
-			return relatedTasks(ctx, r.b.Task, r.log, rec, &w.Item.Message)
-		}}
-	runErr := runTurn(ctx, r.def.Agent, req, em, r.log)
-
-	switch cause := context.Cause(ctx); {
-	case errors.Is(cause, errShutdown):
-		log.Info("handing work back on shutdown")
-		_ = w.Nak(0)
-		return
-	case errors.Is(cause, errCanceled):
-		_ = w.Ack()
-		return
-	}
-	// The agent's run is over; record how it ended.
-	finCtx, finCancel := context.WithTimeout(base, 30*time.Second)
-	defer finCancel()
-	if em.stale {
-		r.dropStale(finCtx, w, log)
-		return
-	}
-	if errors.Is(runErr, schemas.ErrUnavailable) {
-		// The bus failed the agent, not the task: run it again later.
-		r.finishOnError(w, log, runErr)
-		return
-	}
-	if runErr != nil && !errors.Is(runErr, ErrTaskEnded) {
-		log.Info("agent failed", "err", runErr)
-	}
-	if finErr := settleTurn(finCtx, em, runErr); finErr != nil && !errors.Is(finErr, ErrTaskEnded) {
-		r.finishOnError(w, log, finErr)
-		return
-	}
-	_ = w.Ack()
 }
 
 // snapshot is the task record a first delivery carries (see
