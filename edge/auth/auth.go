@@ -11,6 +11,8 @@ import (
 	"net/textproto"
 	"strings"
 	"time"
+
+	"github.com/a2abus/a2abus/schemas"
 )
 
 // The schemes a principal can be authenticated by (Principal.Scheme).
@@ -251,7 +253,7 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 		case h == "" || strings.EqualFold(h, DefaultAPIKeyHeader):
 			a.keysAsBearer = true
 			a.keyHeaderName = AltAPIKeyHeader
-		case !validHeaderName(h):
+		case !schemas.HTTPToken(h):
 			return nil, fmt.Errorf("%w: APIKeyHeader %q is not a valid header name", ErrInvalidConfig, h)
 		default:
 			a.keyHeaderName = h
@@ -378,24 +380,6 @@ func (a *Authenticator) Forbidden(reason string) *Failure {
 		f.Challenge = a.ch.bearer + `, error="insufficient_scope", error_description="` + quotable(reason) + `"`
 	}
 	return f
-}
-
-// validHeaderName reports whether h is an HTTP field name (RFC 9110 token):
-// schemas.HTTPToken's rule, kept here because this package depends on the
-// standard library and go-jose only (schemas brings uuid; deps_test.go).
-func validHeaderName(h string) bool {
-	if h == "" {
-		return false
-	}
-	for _, r := range h {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
-		case strings.ContainsRune("!#$%&'*+-.^_`|~", r):
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // checkAdmin refuses an Admins entry that can name no one: empty, or

@@ -43,9 +43,9 @@
 // (github.com/go-jose/go-jose/v4): security code is not hand-rolled here.
 // OpenID Connect discovery is one GET of a JSON document, done here.
 //
-// Dependency rule: auth depends on the standard library and go-jose only
-// (schemas is allowed, not needed); it never imports bus, NATS or the rest
-// of edge. It reads no flags, environment or files (a test holds every
+// Dependency rule: auth depends on the standard library, schemas (for the
+// HTTP syntax rules it shares with the rest of the module) and go-jose
+// only; it never imports bus, NATS or the rest of edge. It reads no flags, environment or files (a test holds every
 // package but cmd to that): ReadAPIKeys, ParseAPIKeys and
 // ParseSigningKeys read what cmd read.
 package auth
