@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/a2abus/a2abus/bus/bustest"
+	"github.com/a2abus/a2abus/schemas"
 	"github.com/a2abus/a2abus/workers"
 )
 
@@ -145,5 +146,32 @@ func TestEveryBindingReachesTheServiceThroughItsInterceptors(t *testing.T) {
 		if !slices.Equal(got, tc.ops) {
 			t.Errorf("%s: the chain saw %v, want %v (answer %.200s)", tc.name, got, tc.ops, out)
 		}
+	}
+
+	// An interceptor that refuses is answered in each binding's form, and
+	// the operation does not run (the slot trust levels and approvals use).
+	s.svc = intercept(s.svc, func(context.Context, *invocation, invoker) (any, error) {
+		return nil, schemas.Errorf(schemas.ErrPermissionDenied, "refused by policy")
+	})
+	if out := do("POST", "/", rpc("CancelTask", `{"id":"`+id+`"}`)); !strings.Contains(string(out), `"code":-31403`) {
+		t.Errorf("JSON-RPC: %s", out)
+	}
+	if out := do("POST", "/", rpc("message/send", msg03)); !strings.Contains(string(out), `"code":-31403`) {
+		t.Errorf("JSON-RPC 0.3: %s", out)
+	}
+	req, _ := http.NewRequest("GET", ts.URL+"/tasks/"+id, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("HTTP+JSON: status %d, want 403", resp.StatusCode)
+	}
+	if out := do("POST", "/a2a/tasks/client-4/cancel", ""); !strings.Contains(string(out), "refused by policy") {
+		t.Errorf("OpenFang REST: %s", out)
+	}
+	if out := do("POST", "/message:stream", strings.Replace(msg10, "%s", "5", 1)); !strings.Contains(string(out), "refused by policy") {
+		t.Errorf("HTTP+JSON stream: %s", out)
 	}
 }
