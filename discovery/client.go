@@ -394,10 +394,10 @@ func (c *Client) SendStreamingMessage(ctx context.Context, req *schemas.SendMess
 		case dialectLegacy:
 			return c.legacyStream(ctx, c.legacySendSubscribe(req))
 		case dialectV03:
-			return c.rpcStream(ctx, "message/stream", schemas.SendParamsToV03(req), "", false)
+			return c.rpcStream(ctx, "message/stream", schemas.SendParamsToV03(req), "", false, true)
 		}
 		req := withTenant(c.ep.Tenant, req, func(r *schemas.SendMessageRequest) *string { return &r.Tenant })
-		return c.rpcStream(ctx, "SendStreamingMessage", req, "", false)
+		return c.rpcStream(ctx, "SendStreamingMessage", req, "", false, false)
 	})
 }
 
@@ -414,10 +414,10 @@ func (c *Client) SubscribeToTask(ctx context.Context, req *schemas.SubscribeToTa
 	case c.dialect() == dialectLegacy:
 		return c.legacyStream(ctx, c.legacyResubscribe(req.ID, lastEventID))
 	case c.v03():
-		return c.rpcStream(ctx, "tasks/resubscribe", schemas.V03TaskIDParams{ID: req.ID}, lastEventID, true)
+		return c.rpcStream(ctx, "tasks/resubscribe", schemas.V03TaskIDParams{ID: req.ID}, lastEventID, true, true)
 	}
 	req = withTenant(c.ep.Tenant, req, func(r *schemas.SubscribeToTaskRequest) *string { return &r.Tenant })
-	return c.rpcStream(ctx, "SubscribeToTask", req, lastEventID, true)
+	return c.rpcStream(ctx, "SubscribeToTask", req, lastEventID, true, false)
 }
 
 func (c *Client) taskV03(ctx context.Context, method string, params any) (*schemas.Task, error) {
@@ -562,7 +562,10 @@ type rpcResponseInto struct {
 	Error  *wireError `json:"error"`
 }
 
-func (c *Client) rpcStream(ctx context.Context, method string, params any, lastEventID string, subscribe bool) (*Stream, error) {
+// rpcStream opens a JSON-RPC stream whose events are 0.3's (v03: the
+// dialect the method was sent in, which while the client is still finding
+// out may not be the one it speaks yet, see inDialect) or 1.0's.
+func (c *Client) rpcStream(ctx context.Context, method string, params any, lastEventID string, subscribe, v03 bool) (*Stream, error) {
 	ends := streamEnd(subscribe)
 	ctx, cancel := context.WithCancel(ctx)
 	req, err := c.newRequest(ctx, http.MethodPost, c.ep.URL, c.rpcBody(method, params))
@@ -574,7 +577,6 @@ func (c *Client) rpcStream(ctx context.Context, method string, params any, lastE
 	if lastEventID != "" {
 		req.Header.Set("Last-Event-ID", lastEventID)
 	}
-	v03 := c.v03()
 	decode := func(data []byte) (*schemas.StreamResponse, bool, error) {
 		var r rpcResponse
 		if err := json.Unmarshal(data, &r); err != nil {
