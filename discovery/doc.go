@@ -10,8 +10,9 @@
 //     A2A_CARDS bucket shared by every process (the store itself is bus's);
 //   - the A2A client (Client): A2A 1.0 JSON-RPC, 1.0 HTTP+JSON and 0.3
 //     JSON-RPC, and the older tasks/send dialect of OpenFang and AgentOS
-//     (JSON-RPC, or OpenFang's REST routes), with agents' errors decoded
-//     back to the table in schemas;
+//     (JSON-RPC, or OpenFang's REST routes), each wire form an adapter of
+//     its own file behind the one interface Client declares (wire.go),
+//     with agents' errors decoded back to the table in schemas;
 //   - streams of task events over Server-Sent Events (Stream), or made by
 //     polling an agent of the older dialect that cannot stream;
 //   - the SSRF guard (Policy) every outbound request passes, on the URL,

@@ -33,12 +33,12 @@ import (
 //
 // The first call posts JSON-RPC to the url; an answer of 404 or 405 that
 // is not JSON-RPC means there is nothing to post to there, and the REST
-// routes are used from then on. What was found out is kept in the Client
-// (legacyMemo), as is an agent's refusal to stream, so each is paid for
-// once. Every request goes through the client's HTTP client, with its SSRF
+// routes are used from then on. What was found out is kept in the adapter
+// (legacyWire), as is an agent's refusal to stream, so each is paid for
+// once. Every request goes through the client's conn, with its SSRF
 // guard, timeout and size bounds, like those of the other dialects.
 
-// How an agent of the older dialect is reached (legacyMemo.route).
+// How an agent of the older dialect is reached (legacyWire.route).
 const (
 	routeUnknown int32 = iota // not called yet: try JSON-RPC at the url
 	routeRPC                  // JSON-RPC at the url
@@ -50,13 +50,73 @@ const (
 // before the stream fails with the last such error.
 const maxPollFailures = 5
 
-// legacyMemo is what calls taught a Client about an agent of the older
-// dialect. Concurrent first calls may each find out; they find the same.
-type legacyMemo struct {
+// legacyWire speaks the older dialect. It keeps what calls taught it about
+// the agent, for as long as the Client that holds it: concurrent first
+// calls may each find out; they find the same.
+type legacyWire struct {
+	*conn
 	route atomic.Int32
 	// noSendSubscribe and noResubscribe are set when the agent answered
 	// that method without a stream: it is polled instead from then on.
 	noSendSubscribe, noResubscribe atomic.Bool
+}
+
+func (w *legacyWire) sendMessage(ctx context.Context, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error) {
+	t, err := w.sendTask(ctx, legacyParams(req))
+	if err != nil {
+		return nil, err
+	}
+	return &schemas.SendMessageResponse{Task: t}, nil
+}
+
+func (w *legacyWire) sendStreamingMessage(ctx context.Context, req *schemas.SendMessageRequest) (*Stream, error) {
+	return w.stream(ctx, w.sendSubscribe(req))
+}
+
+func (w *legacyWire) getTask(ctx context.Context, req *schemas.GetTaskRequest) (*schemas.Task, error) {
+	return w.get(ctx, req.ID, req.HistoryLength)
+}
+
+// cancelTask sends tasks/cancel. An agent whose REST route answers the
+// cancel with something other than the task (the documents do not say
+// what it answers) is asked for the task.
+func (w *legacyWire) cancelTask(ctx context.Context, req *schemas.CancelTaskRequest) (*schemas.Task, error) {
+	t, err := w.task(ctx, legacyOp{method: "tasks/cancel", params: schemas.LegacyTaskIDParams{ID: req.ID, Metadata: req.Metadata},
+		httpMethod: http.MethodPost, path: "/tasks/" + url.PathEscape(req.ID) + "/cancel", taskID: req.ID})
+	if errors.Is(err, schemas.ErrInvalidAgentResponse) && w.route.Load() == routeREST {
+		return w.get(ctx, req.ID, nil)
+	}
+	return t, err
+}
+
+func (w *legacyWire) listTasks(context.Context, *schemas.ListTasksRequest) (*schemas.ListTasksResponse, error) {
+	return nil, schemas.Errorf(schemas.ErrUnsupportedOperation, "agents of the tasks/send dialect cannot list tasks")
+}
+
+func (w *legacyWire) subscribeToTask(ctx context.Context, req *schemas.SubscribeToTaskRequest, lastEventID string) (*Stream, error) {
+	return w.stream(ctx, w.resubscribe(req.ID, lastEventID))
+}
+
+// The dialect has no push-notification configs.
+
+func (w *legacyWire) createPushConfig(context.Context, *schemas.TaskPushNotificationConfig) (*PushConfig, error) {
+	return nil, w.noPush()
+}
+
+func (w *legacyWire) getPushConfig(context.Context, *schemas.GetTaskPushNotificationConfigRequest) (*PushConfig, error) {
+	return nil, w.noPush()
+}
+
+func (w *legacyWire) listPushConfigs(context.Context, *schemas.ListTaskPushNotificationConfigsRequest) ([]PushConfig, error) {
+	return nil, w.noPush()
+}
+
+func (w *legacyWire) deletePushConfig(context.Context, *schemas.GetTaskPushNotificationConfigRequest) error {
+	return w.noPush()
+}
+
+func (w *legacyWire) noPush() error {
+	return schemas.Errorf(schemas.ErrPushNotSupported, "%s speaks the older tasks/send dialect, which has no push notification configs", redactRaw(w.ep.URL))
 }
 
 // legacyOp is one call of the older dialect, in both of its transports.
@@ -73,44 +133,44 @@ type legacyOp struct {
 	taskID string
 }
 
-// legacyTask makes one call and returns the task the agent answers: by
+// task makes one call and returns the task the agent answers: by
 // JSON-RPC at the endpoint's URL, or by the REST route once the URL was
 // found to take no JSON-RPC.
-func (c *Client) legacyTask(ctx context.Context, op legacyOp) (*schemas.Task, error) {
-	if c.legacy.route.Load() != routeREST {
-		t, err := c.legacyRPC(ctx, op)
+func (w *legacyWire) task(ctx context.Context, op legacyOp) (*schemas.Task, error) {
+	if w.route.Load() != routeREST {
+		t, err := w.overRPC(ctx, op)
 		if !errors.Is(err, errNoRPC) {
 			return t, err
 		}
-		c.legacy.route.Store(routeREST)
+		w.route.Store(routeREST)
 	}
-	return c.legacyREST(ctx, op)
+	return w.overREST(ctx, op)
 }
 
-// errNoRPC is returned by legacyRPC, while the route is unknown, when the
+// errNoRPC is returned by overRPC, while the route is unknown, when the
 // endpoint's URL answers 404 or 405 without JSON-RPC: nothing takes
 // JSON-RPC there, and the REST routes are tried.
 var errNoRPC = errors.New("no JSON-RPC at the url")
 
-func (c *Client) legacyRPC(ctx context.Context, op legacyOp) (*schemas.Task, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+func (w *legacyWire) overRPC(ctx context.Context, op legacyOp) (*schemas.Task, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
 	defer cancel()
-	req, res, body, err := c.exchange(ctx, http.MethodPost, c.ep.URL, c.rpcBody(op.method, op.params))
+	req, res, body, err := w.exchange(ctx, http.MethodPost, w.ep.URL, w.rpcBody(op.method, op.params))
 	if err != nil {
 		return nil, err
 	}
-	if c.noRPC(res, body) {
+	if w.noRPC(res, body) {
 		return nil, errNoRPC
 	}
-	t, err := c.legacyAnswer(op.method, req, res, body)
-	c.legacy.route.CompareAndSwap(routeUnknown, routeRPC)
+	t, err := w.answer(op.method, req, res, body)
+	w.route.CompareAndSwap(routeUnknown, routeRPC)
 	return t, err
 }
 
 // noRPC reports whether an answer to JSON-RPC posted to the endpoint's URL
 // says, while the route is unknown, that nothing takes JSON-RPC there.
-func (c *Client) noRPC(res *http.Response, body []byte) bool {
-	return c.legacy.route.Load() == routeUnknown &&
+func (w *legacyWire) noRPC(res *http.Response, body []byte) bool {
+	return w.route.Load() == routeUnknown &&
 		(res.StatusCode == http.StatusNotFound || res.StatusCode == http.StatusMethodNotAllowed) && !isRPCAnswer(body)
 }
 
@@ -126,25 +186,25 @@ func isRPCAnswer(body []byte) bool {
 	return v || r || e
 }
 
-func (c *Client) legacyREST(ctx context.Context, op legacyOp) (*schemas.Task, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+func (w *legacyWire) overREST(ctx context.Context, op legacyOp) (*schemas.Task, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
 	defer cancel()
-	u := strings.TrimRight(c.ep.URL, "/") + op.path
+	u := strings.TrimRight(w.ep.URL, "/") + op.path
 	if len(op.query) > 0 {
 		u += "?" + op.query.Encode()
 	}
 	var body any
 	if op.body {
-		body = c.rpcBody(op.method, op.params)
+		body = w.rpcBody(op.method, op.params)
 	}
-	req, res, b, err := c.exchange(ctx, op.httpMethod, u, body)
+	req, res, b, err := w.exchange(ctx, op.httpMethod, u, body)
 	if err != nil {
 		return nil, err
 	}
 	if res.StatusCode == http.StatusNotFound && op.taskID != "" && !hasErrorObject(b) {
-		return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found at %s", op.taskID, redactRaw(c.ep.URL)).With("taskId", op.taskID)
+		return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found at %s", op.taskID, redactRaw(w.ep.URL)).With("taskId", op.taskID)
 	}
-	return c.legacyAnswer(op.method, req, res, b)
+	return w.answer(op.method, req, res, b)
 }
 
 // hasErrorObject reports whether body carries an error object an agent
@@ -157,30 +217,30 @@ func hasErrorObject(body []byte) bool {
 	return json.Unmarshal(body, &st) == nil && st.Error != nil && (st.Error.Message != "" || st.Error.Code != 0)
 }
 
-// legacyAnswer reads an answer of the older dialect: a JSON-RPC response
+// answer reads an answer of the older dialect: a JSON-RPC response
 // (AgentOS), whose error is decoded into the error table, or a bare task
 // (OpenFang's REST routes); an answer that is neither is a
 // TransportError, or for a task that does not read, an
 // ErrInvalidAgentResponse occurrence.
-func (c *Client) legacyAnswer(method string, req *http.Request, res *http.Response, body []byte) (*schemas.Task, error) {
+func (w *legacyWire) answer(method string, req *http.Request, res *http.Response, body []byte) (*schemas.Task, error) {
 	var env struct {
 		Result json.RawMessage `json:"result"`
 		Error  json.RawMessage `json:"error"`
 	}
 	if err := json.Unmarshal(body, &env); err != nil {
-		return nil, c.notA2A(req, res, body)
+		return nil, w.notA2A(req, res, body)
 	}
 	if e := bytes.TrimSpace(env.Error); len(e) > 0 && string(e) != "null" {
 		// An error object; a bare message ({"error":"..."}) has only its
 		// HTTP status to be classified by, which a TransportError keeps.
-		var w wireError
-		if json.Unmarshal(e, &w) != nil {
-			return nil, c.notA2A(req, res, body)
+		var we wireError
+		if json.Unmarshal(e, &we) != nil {
+			return nil, w.notA2A(req, res, body)
 		}
-		return nil, c.protocolError(&w, res)
+		return nil, w.protocolError(&we, res)
 	}
 	if res.StatusCode/100 != 2 {
-		return nil, c.notA2A(req, res, body)
+		return nil, w.notA2A(req, res, body)
 	}
 	raw := env.Result
 	if len(raw) == 0 || string(raw) == "null" {
@@ -206,18 +266,10 @@ func legacyParams(req *schemas.SendMessageRequest) schemas.LegacySendParams {
 	return schemas.LegacySendParamsFromV1(req, id)
 }
 
-func (c *Client) legacySend(ctx context.Context, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error) {
-	t, err := c.legacySendTask(ctx, legacyParams(req))
-	if err != nil {
-		return nil, err
-	}
-	return &schemas.SendMessageResponse{Task: t}, nil
-}
-
-// legacySendTask sends tasks/send. The session sent is the task's context
+// sendTask sends tasks/send. The session sent is the task's context
 // when the agent's answer names none.
-func (c *Client) legacySendTask(ctx context.Context, p schemas.LegacySendParams) (*schemas.Task, error) {
-	t, err := c.legacyTask(ctx, legacyOp{method: "tasks/send", params: p, httpMethod: http.MethodPost, path: "/tasks/send", body: true})
+func (w *legacyWire) sendTask(ctx context.Context, p schemas.LegacySendParams) (*schemas.Task, error) {
+	t, err := w.task(ctx, legacyOp{method: "tasks/send", params: p, httpMethod: http.MethodPost, path: "/tasks/send", body: true})
 	if err != nil {
 		return nil, err
 	}
@@ -227,31 +279,19 @@ func (c *Client) legacySendTask(ctx context.Context, p schemas.LegacySendParams)
 	return t, nil
 }
 
-func (c *Client) legacyGet(ctx context.Context, id string, historyLength *int32) (*schemas.Task, error) {
+func (w *legacyWire) get(ctx context.Context, id string, historyLength *int32) (*schemas.Task, error) {
 	q := url.Values{}
 	if historyLength != nil {
 		q.Set("historyLength", strconv.Itoa(int(*historyLength)))
 	}
-	return c.legacyTask(ctx, legacyOp{method: "tasks/get", params: schemas.LegacyTaskQueryParams{ID: id, HistoryLength: historyLength},
+	return w.task(ctx, legacyOp{method: "tasks/get", params: schemas.LegacyTaskQueryParams{ID: id, HistoryLength: historyLength},
 		httpMethod: http.MethodGet, path: "/tasks/" + url.PathEscape(id), query: q, taskID: id})
-}
-
-// legacyCancel sends tasks/cancel. An agent whose REST route answers the
-// cancel with something other than the task (the documents do not say
-// what it answers) is asked for the task.
-func (c *Client) legacyCancel(ctx context.Context, id string, metadata map[string]any) (*schemas.Task, error) {
-	t, err := c.legacyTask(ctx, legacyOp{method: "tasks/cancel", params: schemas.LegacyTaskIDParams{ID: id, Metadata: metadata},
-		httpMethod: http.MethodPost, path: "/tasks/" + url.PathEscape(id) + "/cancel", taskID: id})
-	if errors.Is(err, schemas.ErrInvalidAgentResponse) && c.legacy.route.Load() == routeREST {
-		return c.legacyGet(ctx, id, nil)
-	}
-	return t, err
 }
 
 // streams reports whether to ask the agent for a stream with a method it
 // has not refused (refused).
-func (c *Client) streams(refused *atomic.Bool) bool {
-	return c.ep.Streaming && c.legacy.route.Load() != routeREST && !refused.Load()
+func (w *legacyWire) streams(refused *atomic.Bool) bool {
+	return w.ep.Streaming && w.route.Load() != routeREST && !refused.Load()
 }
 
 // legacyStreamCall is one stream of the older dialect: the method that
@@ -264,104 +304,99 @@ type legacyStreamCall struct {
 	// lastEventID, when set, is sent as Last-Event-ID (the dialect has no
 	// resumption of its own; an a2abus edge honours it).
 	lastEventID string
-	subscribe   bool         // the stream follows an existing task (see legacyDecode)
+	subscribe   bool         // the stream follows an existing task (see decode)
 	refused     *atomic.Bool // set when the agent answers method without a stream
 	task        func(context.Context) (*schemas.Task, error)
 }
 
-// legacySendSubscribe is the stream of a send: tasks/sendSubscribe, else
+// sendSubscribe is the stream of a send: tasks/sendSubscribe, else
 // tasks/send.
-func (c *Client) legacySendSubscribe(req *schemas.SendMessageRequest) legacyStreamCall {
+func (w *legacyWire) sendSubscribe(req *schemas.SendMessageRequest) legacyStreamCall {
 	p := legacyParams(req)
-	return legacyStreamCall{method: "tasks/sendSubscribe", params: p, contextID: p.SessionID, refused: &c.legacy.noSendSubscribe,
-		task: func(ctx context.Context) (*schemas.Task, error) { return c.legacySendTask(ctx, p) }}
+	return legacyStreamCall{method: "tasks/sendSubscribe", params: p, contextID: p.SessionID, refused: &w.noSendSubscribe,
+		task: func(ctx context.Context) (*schemas.Task, error) { return w.sendTask(ctx, p) }}
 }
 
-// legacyResubscribe is the subscription of a task: tasks/resubscribe,
+// resubscribe is the subscription of a task: tasks/resubscribe,
 // else tasks/get.
-func (c *Client) legacyResubscribe(id, lastEventID string) legacyStreamCall {
+func (w *legacyWire) resubscribe(id, lastEventID string) legacyStreamCall {
 	return legacyStreamCall{method: "tasks/resubscribe", params: schemas.LegacyTaskQueryParams{ID: id}, lastEventID: lastEventID,
-		subscribe: true, refused: &c.legacy.noResubscribe,
-		task: func(ctx context.Context) (*schemas.Task, error) { return c.legacyGet(ctx, id, nil) }}
+		subscribe: true, refused: &w.noResubscribe,
+		task: func(ctx context.Context) (*schemas.Task, error) { return w.get(ctx, id, nil) }}
 }
 
-// legacyStream opens the stream of call: the agent's event stream when
+// stream opens the stream of call: the agent's event stream when
 // its card says it streams and it has not refused the method, else the
 // stream of polling the task the unary call answers.
-func (c *Client) legacyStream(ctx context.Context, call legacyStreamCall) (*Stream, error) {
-	if c.streams(call.refused) {
-		s, t, err := c.legacySSE(ctx, call)
+func (w *legacyWire) stream(ctx context.Context, call legacyStreamCall) (*Stream, error) {
+	if w.streams(call.refused) {
+		s, t, err := w.sse(ctx, call)
 		switch {
 		case err != nil:
 			return nil, err
 		case s != nil:
 			return s, nil
 		case t != nil: // answered as the unary call: the task exists
-			return c.pollStream(ctx, t), nil
+			return w.pollStream(ctx, t), nil
 		}
 	}
 	t, err := call.task(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return c.pollStream(ctx, t), nil
+	return w.pollStream(ctx, t), nil
 }
 
-// legacySSE asks for call's stream. It returns the stream; or, when the
+// sse asks for call's stream. It returns the stream; or, when the
 // agent does not stream this way, nothing (call.refused is set, and so is
 // the REST route when the url takes no JSON-RPC) or the task it answered
 // instead (an agent that treats the method as tasks/send). The agent's
 // errors are returned, method-not-found excepted. An agent that says it
 // does not know the method in the stream itself is polled, by the stream,
 // from the task call.task returns.
-func (c *Client) legacySSE(ctx context.Context, call legacyStreamCall) (*Stream, *schemas.Task, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	req, err := c.newRequest(ctx, http.MethodPost, c.ep.URL, c.rpcBody(call.method, call.params))
+func (w *legacyWire) sse(ctx context.Context, call legacyStreamCall) (*Stream, *schemas.Task, error) {
+	req, cancel, err := w.streamRequest(ctx, http.MethodPost, w.ep.URL, w.rpcBody(call.method, call.params), call.lastEventID)
 	if err != nil {
-		cancel()
 		return nil, nil, err
 	}
-	req.Header.Set("Accept", "text/event-stream")
-	if call.lastEventID != "" {
-		req.Header.Set("Last-Event-ID", call.lastEventID)
-	}
-	res, sse, err := c.startStream(req, cancel)
+	ctx = req.Context() // the stream's, which Close ends: the poller's too
+	res, sse, err := w.startStream(req, cancel)
 	if err != nil {
 		return nil, nil, err
 	}
 	if sse {
-		c.legacy.route.CompareAndSwap(routeUnknown, routeRPC)
-		s := c.sseStream(req, res, cancel, c.legacyDecode(call.contextID, call.subscribe))
+		w.route.CompareAndSwap(routeUnknown, routeRPC)
+		s := w.sseStream(req, res, cancel, w.decode(call.contextID, call.subscribe))
 		s.refused = func() (*poller, error) {
 			call.refused.Store(true)
 			t, err := call.task(ctx)
 			if err != nil {
 				return nil, err
 			}
-			return c.newPoller(ctx, t), nil
+			return w.newPoller(ctx, t), nil
 		}
 		return s, nil, nil
 	}
 	defer cancel()
 	defer drain(res.Body)
-	body, err := c.readBody(req, res)
+	body, err := w.readBody(req, res)
 	if err != nil {
 		return nil, nil, err
 	}
-	if c.noRPC(res, body) {
-		c.legacy.route.Store(routeREST)
+	if w.noRPC(res, body) {
+		w.route.Store(routeREST)
 		return nil, nil, nil
 	}
-	t, err := c.legacyAnswer(call.method, req, res, body)
+	t, err := w.answer(call.method, req, res, body)
 	if errors.Is(err, schemas.ErrMethodNotFound) || errors.Is(err, schemas.ErrUnsupportedOperation) {
-		c.legacy.route.CompareAndSwap(routeUnknown, routeRPC)
+		w.route.CompareAndSwap(routeUnknown, routeRPC)
 		call.refused.Store(true)
 		return nil, nil, nil
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	c.legacy.route.CompareAndSwap(routeUnknown, routeRPC)
+	w.route.CompareAndSwap(routeUnknown, routeRPC)
 	call.refused.Store(true)
 	if t.ContextID == "" {
 		t.ContextID = call.contextID
@@ -369,7 +404,7 @@ func (c *Client) legacySSE(ctx context.Context, call legacyStreamCall) (*Stream,
 	return nil, t, nil
 }
 
-// legacyDecode reads the events of tasks/sendSubscribe and (subscribe)
+// decode reads the events of tasks/sendSubscribe and (subscribe)
 // tasks/resubscribe: JSON-RPC responses whose result is a status or
 // artifact update (a bare update is read too). contextID is the session
 // the client sent, which the events do not repeat. tasks/resubscribe is a
@@ -380,8 +415,8 @@ func (c *Client) legacySSE(ctx context.Context, call legacyStreamCall) (*Stream,
 // (streamEnd), as on the other dialects; besides, an agent's final mark
 // ends a send's stream, and ends a subscription in the older dialect's
 // events only: 0.3's final mark goes on an interrupted state that an
-// a2abus edge keeps a subscription open through (see rpcStream).
-func (c *Client) legacyDecode(contextID string, subscribe bool) decodeFunc {
+// a2abus edge keeps a subscription open through (see v03Event).
+func (w *legacyWire) decode(contextID string, subscribe bool) decodeFunc {
 	ends := streamEnd(subscribe)
 	return func(data []byte) (*schemas.StreamResponse, bool, error) {
 		var r rpcResponse
@@ -389,7 +424,7 @@ func (c *Client) legacyDecode(contextID string, subscribe bool) decodeFunc {
 			return nil, false, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event is not a JSON-RPC response: %v", err)
 		}
 		if r.Error != nil {
-			return nil, false, c.protocolError(r.Error, nil)
+			return nil, false, w.protocolError(r.Error, nil)
 		}
 		raw := []byte(r.Result)
 		if len(raw) == 0 || string(raw) == "null" {
@@ -400,11 +435,11 @@ func (c *Client) legacyDecode(contextID string, subscribe bool) decodeFunc {
 			Final bool   `json:"final"`
 		}
 		if json.Unmarshal(raw, &head) == nil && head.Kind != "" {
-			ev, err := schemas.ResultFromV03(raw)
+			ev, final, err := v03Event(subscribe)(raw)
 			if err != nil {
 				return nil, false, err
 			}
-			return &ev, ends(&ev) || (head.Final && !subscribe), nil
+			return ev, ends(ev) || final, nil
 		}
 		// (The final LegacyAgentEventToV1 reports also holds for a
 		// settled task: a send's rule, which ends covers.)
@@ -420,15 +455,15 @@ func (c *Client) legacyDecode(contextID string, subscribe bool) decodeFunc {
 
 // pollStream is the stream of a task of an agent that does not stream:
 // first the task as given, then what polling tasks/get finds changed.
-func (c *Client) pollStream(ctx context.Context, first *schemas.Task) *Stream {
+func (w *legacyWire) pollStream(ctx context.Context, first *schemas.Task) *Stream {
 	ctx, cancel := context.WithCancel(ctx)
-	return &Stream{url: redactRaw(c.ep.URL), poll: c.newPoller(ctx, first), cancel: cancel}
+	return &Stream{url: redactRaw(w.ep.URL), poll: w.newPoller(ctx, first), cancel: cancel}
 }
 
 // newPoller returns the poller of a task, polling until ctx ends.
-func (c *Client) newPoller(ctx context.Context, first *schemas.Task) *poller {
+func (w *legacyWire) newPoller(ctx context.Context, first *schemas.Task) *poller {
 	snapshot := *first
-	return &poller{c: c, ctx: ctx, last: first, wait: c.opts.PollInterval, done: first.Status.State.Settled(),
+	return &poller{w: w, ctx: ctx, last: first, wait: w.opts.PollInterval, done: first.Status.State.Settled(),
 		queue: []*schemas.StreamResponse{{Task: &snapshot}}}
 }
 
@@ -439,7 +474,7 @@ func (c *Client) newPoller(ctx context.Context, first *schemas.Task) *poller {
 // interrupted (input-required, auth-required), as streams do. Owned by
 // the Stream's Next.
 type poller struct {
-	c     *Client
+	w     *legacyWire
 	ctx   context.Context // ends when the stream is closed
 	last  *schemas.Task
 	queue []*schemas.StreamResponse
@@ -472,7 +507,7 @@ func (p *poller) poll() error {
 		return p.ctx.Err()
 	case <-t.C:
 	}
-	task, err := p.c.legacyGet(p.ctx, p.last.ID, nil)
+	task, err := p.w.get(p.ctx, p.last.ID, nil)
 	if err != nil {
 		if p.ctx.Err() == nil && IsRetryable(err) && p.fails < maxPollFailures {
 			p.fails++
@@ -489,7 +524,7 @@ func (p *poller) poll() error {
 	if len(evs) == 0 {
 		p.backOff()
 	} else {
-		p.wait = p.c.opts.PollInterval
+		p.wait = p.w.opts.PollInterval
 	}
 	p.queue = append(p.queue, evs...)
 	p.last = task
@@ -497,7 +532,7 @@ func (p *poller) poll() error {
 	return nil
 }
 
-func (p *poller) backOff() { p.wait = min(2*p.wait, p.c.opts.MaxPollInterval) }
+func (p *poller) backOff() { p.wait = min(2*p.wait, p.w.opts.MaxPollInterval) }
 
 // taskChanges lists the events that take a task from prev to cur: an
 // artifact update for each artifact that is new or changed (replacing it

@@ -771,6 +771,27 @@ func TestLegacyFallbackBetweenDialects(t *testing.T) {
 	if got := strings.Join(methods, ", "); got != "tasks/send, message/send, message/send" {
 		t.Fatalf("methods: %s", got)
 	}
+	// A stream, from a client that has not called yet: tasks/send is
+	// refused, and message/stream's events are read as 0.3's.
+	c, err = discovery.NewClient(discovery.Endpoint{URL: m.URL + "/v03", Binding: schemas.BindingJSONRPC, Version: "0.1"}, legacyOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n = len(m.callLog())
+	s, err = c.SendStreamingMessage(ctx, &schemas.SendMessageRequest{Message: text("hello there")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := readAll(t, s); len(evs) == 0 || evs[0].ev.Task == nil || lastState(evs) != schemas.TaskStateCompleted {
+		t.Fatalf("stream: %d events, ended %s", len(evs), lastState(evs))
+	}
+	methods = nil
+	for _, call := range m.callLog()[n:] {
+		methods = append(methods, call.method)
+	}
+	if got := strings.Join(methods, ", "); got != "tasks/send, message/stream" {
+		t.Fatalf("methods: %s", got)
+	}
 	// Neither dialect: the first answer.
 	nobody := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {

@@ -98,10 +98,37 @@ func streamEnd(subscribe bool) func(*schemas.StreamResponse) bool {
 	return endsStream
 }
 
+// v1Event reads a 1.0 stream event; the shape of 1.0's events marks none
+// the last.
+func v1Event(b []byte) (*schemas.StreamResponse, bool, error) {
+	var ev schemas.StreamResponse
+	if err := json.Unmarshal(b, &ev); err != nil {
+		return nil, false, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event does not decode: %v", err)
+	}
+	return &ev, false, nil
+}
+
+// streamRequest is a request for an event stream, made with a context of
+// its own that cancel ends (the Stream's Close, or whoever gives up on it
+// before); lastEventID, when set, asks to resume after that event.
+func (c *conn) streamRequest(ctx context.Context, method, u string, body any, lastEventID string) (*http.Request, context.CancelFunc, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	req, err := c.newRequest(ctx, method, u, body)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	return req, cancel, nil
+}
+
 // openStream sends req (made with a context that cancel ends) and returns
 // the stream of its answer. The agent has the client's Timeout to start
 // answering; the stream then lasts as long as the task.
-func (c *Client) openStream(req *http.Request, cancel context.CancelFunc, decode decodeFunc) (*Stream, error) {
+func (c *conn) openStream(req *http.Request, cancel context.CancelFunc, decode decodeFunc) (*Stream, error) {
 	res, sse, err := c.startStream(req, cancel)
 	if err != nil {
 		return nil, err
@@ -131,7 +158,7 @@ func (c *Client) openStream(req *http.Request, cancel context.CancelFunc, decode
 // the client's Timeout for the answer to start. sse says whether it is an
 // event stream (a 2xx text/event-stream); when it is not, the caller
 // reads, drains and cancels it. On an error cancel has been called.
-func (c *Client) startStream(req *http.Request, cancel context.CancelFunc) (res *http.Response, sse bool, err error) {
+func (c *conn) startStream(req *http.Request, cancel context.CancelFunc) (res *http.Response, sse bool, err error) {
 	timer := time.AfterFunc(c.opts.Timeout, cancel)
 	res, err = c.do(req)
 	timedOut := !timer.Stop()
@@ -151,7 +178,7 @@ func (c *Client) startStream(req *http.Request, cancel context.CancelFunc) (res 
 }
 
 // sseStream is the Stream of an event-stream answer.
-func (c *Client) sseStream(req *http.Request, res *http.Response, cancel context.CancelFunc, decode decodeFunc) *Stream {
+func (c *conn) sseStream(req *http.Request, res *http.Response, cancel context.CancelFunc, decode decodeFunc) *Stream {
 	return &Stream{url: redact(req.URL), body: res.Body, rd: bufio.NewReaderSize(res.Body, 16<<10), max: c.opts.MaxResponseBytes,
 		decode: decode, cancel: cancel}
 }
