@@ -212,10 +212,10 @@ func TestRolesCannotDestroyTheBus(t *testing.T) {
 	wc := workConsumer(t, admin, "echo")
 	_ = wc
 	rec := newRecord("echo")
-	if _, err := admin.CreateTask(ctx, rec); err != nil {
+	if _, _, err := admin.createTask(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.QueueWork(ctx, workItem(rec), PublishOptions{}); err != nil {
+	if err := admin.queueWork(ctx, workItem(rec), PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := admin.PutRegistryEntry(ctx, schemas.RegistryEntry{Agent: "far", Maintenance: "upgrading"}); err != nil {
@@ -578,7 +578,7 @@ func TestRolesDoTheirWork(t *testing.T) {
 		t.Fatalf("the worker's push wake-ups: %v, %v", wakes, err)
 	}
 	var stored int
-	if err := wb.StoredEvents(ctx, rec.Task.ID, 0, func(e StoredEvent) bool { stored += len(e.Updates); return true }); err != nil || stored < 2 {
+	if err := wb.storedEvents(ctx, rec.Task.ID, 0, func(e StoredEvent) bool { stored += len(e.Updates); return true }); err != nil || stored < 2 {
 		t.Fatalf("the worker read %d stored events: %v", stored, err)
 	}
 	if _, _, err := wb.ChangePushDelivery(ctx, rec.Task.ID, nil, 0, func(set *schemas.PushConfigSet) error { set.Configs[0].Delivered++; return nil }); err != nil {
@@ -628,10 +628,10 @@ func TestRolesDoTheirWork(t *testing.T) {
 	// The worker dead-letters work: a poison item it took, and an
 	// exhausted one it moves out of the work stream.
 	rec4 := newRecord("echo")
-	if _, err := eb.CreateTask(ctx, rec4); err != nil {
+	if _, _, err := eb.createTask(ctx, rec4); err != nil {
 		t.Fatal(err)
 	}
-	if err := eb.QueueWork(ctx, workItem(rec4), PublishOptions{}); err != nil {
+	if err := eb.queueWork(ctx, workItem(rec4), PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	poison := fetchOne(t, wc)
@@ -639,18 +639,18 @@ func TestRolesDoTheirWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec3 := newRecord("echo")
-	if _, err := eb.CreateTask(ctx, rec3); err != nil {
+	if _, _, err := eb.createTask(ctx, rec3); err != nil {
 		t.Fatal(err)
 	}
-	if err := eb.QueueWork(ctx, workItem(rec3), PublishOptions{}); err != nil {
+	if err := eb.queueWork(ctx, workItem(rec3), PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	exhausted := fetchOne(t, wc)
 	if dl, err := wb.moveToDLQ(ctx, "echo", exhausted.seq, 5); err != nil || dl == nil || dl.TaskID != rec3.Task.ID {
 		t.Fatalf("moveToDLQ: %+v %v", dl, err)
 	}
-	if dls, err := eb.DeadLetters(ctx, "echo"); err != nil || len(dls) != 2 {
-		t.Fatalf("DeadLetters: %+v %v", dls, err)
+	if dls, err := eb.deadLetters(ctx, "echo"); err != nil || len(dls) != 2 {
+		t.Fatalf("deadLetters: %+v %v", dls, err)
 	}
 
 	// A fan-out agent's worker submits and follows a child; a remote

@@ -368,10 +368,10 @@ func (b *Bus) storage() jetstream.StorageType {
 	return jetstream.FileStorage
 }
 
-// EnsureAgent creates or updates the durable work consumer of an agent. All
+// ensureAgent creates or updates the durable work consumer of an agent. All
 // replicas of the agent bind to this one consumer, so work is shared, and a
 // crashed replica's unacknowledged work goes to another after AckWait.
-func (b *Bus) EnsureAgent(ctx context.Context, agent string) error {
+func (b *Bus) ensureAgent(ctx context.Context, agent string) error {
 	if !schemas.ValidAgentName(agent) {
 		return fmt.Errorf("bus: invalid agent name %q", agent)
 	}
@@ -417,11 +417,11 @@ func errUnavailable(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// Abort closes the connection at once, without draining: work in flight
+// abort closes the connection at once, without draining: work in flight
 // stays unacknowledged and is redelivered to another worker after AckWait.
-// That is what a crashed process looks like to the rest of the system; tests
-// use it to simulate one.
-func (b *Bus) Abort() { b.nc.Close() }
+// That is what a crashed process looks like to the rest of the system;
+// tests simulate one with it (bustest.Abort).
+func (b *Bus) abort() { b.nc.Close() }
 
 // Metrics returns the process's metrics registry (Config.Metrics).
 func (b *Bus) Metrics() *Metrics { return b.cfg.Metrics }
@@ -469,13 +469,14 @@ func newBusMetrics(m *Metrics, nc *nats.Conn) busMetrics {
 
 // Stats counts the messages this connection sent and received: every
 // JetStream operation (publish, KV read or write, fetch, ack) is at least one
-// message out, so the counts measure what a task costs on the bus.
+// message out, so the counts measure what a task costs on the bus (a
+// benchmark reads them through bustest.Stats).
 type Stats struct {
 	OutMsgs, InMsgs uint64
 }
 
-// Stats returns the connection's message counts so far.
-func (b *Bus) Stats() Stats {
+// stats returns the connection's message counts so far.
+func (b *Bus) stats() Stats {
 	s := b.nc.Stats()
 	return Stats{OutMsgs: s.OutMsgs, InMsgs: s.InMsgs}
 }

@@ -186,7 +186,7 @@ func TestThreeNodeClusterSurvivesLosingAMember(t *testing.T) {
 	}
 	defer b.Close()
 	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}}, Agent: "a"}
-	if _, err := b.CreateTask(ctx, rec); err != nil {
+	if _, _, err := b.createTask(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
 	// Stop the member this client is connected to, if it is one of ours.
@@ -213,7 +213,7 @@ func TestThreeNodeClusterSurvivesLosingAMember(t *testing.T) {
 	}
 	for {
 		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := b.CreateTask(cctx, &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}}, Agent: "a"})
+		_, _, err := b.createTask(cctx, &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}}, Agent: "a"})
 		ccancel()
 		if err == nil {
 			break
@@ -232,7 +232,7 @@ func TestOnlyFinishedTasksExpire(t *testing.T) {
 	ctx := testCtx(t)
 	mk := func() string {
 		rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}}, Agent: "a"}
-		if _, err := b.CreateTask(ctx, rec); err != nil {
+		if _, _, err := b.createTask(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
 		return rec.Task.ID
@@ -265,7 +265,7 @@ func TestFullWorkStreamIsARetryableError(t *testing.T) {
 	accepted := 0
 	var err error
 	for range 100 {
-		if err = b.QueueWork(ctx, item(), PublishOptions{}); err != nil {
+		if err = b.queueWork(ctx, item(), PublishOptions{}); err != nil {
 			break
 		}
 		accepted++
@@ -299,7 +299,7 @@ func finishedAndOpen(t *testing.T, b *Bus) (finished, open []string) {
 	ctx := testCtx(t)
 	for i := range 12 {
 		rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}}, Agent: "a"}
-		if _, err := b.CreateTask(ctx, rec); err != nil {
+		if _, _, err := b.createTask(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
 		if i%4 == 3 {
@@ -381,7 +381,7 @@ func TestStoppedWatcherIsReleased(t *testing.T) {
 	b := newTestBus(t, Config{NoDispatch: true}) // counts goroutines
 	ctx := testCtx(t)
 	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}}, Agent: "a"}
-	if _, err := b.CreateTask(ctx, rec); err != nil {
+	if _, _, err := b.createTask(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
 	base := runtime.NumGoroutine()

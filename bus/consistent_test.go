@@ -33,9 +33,7 @@ func TestReadsThatDecideSeePastALaggingReplica(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	seed := submittedRecord("echo")
-	if _, err := b.CreateTask(ctx, seed); err != nil {
-		t.Fatal(err)
-	}
+	bustest.CreateTask(t, b, seed)
 	bustest.LaggingReplica(t, s, schemas.BucketTasks, seed.Task.ID)
 
 	// A plain KV read, as any client library makes it, to show the lag.
@@ -54,10 +52,7 @@ func TestReadsThatDecideSeePastALaggingReplica(t *testing.T) {
 	plainMisses := 0
 	for i := range n {
 		rec := submittedRecord("echo")
-		rev, err := b.CreateTask(ctx, rec)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rev := bustest.CreateTask(t, b, rec)
 		if _, err := kv.Get(ctx, rec.Task.ID); errors.Is(err, jetstream.ErrKeyNotFound) {
 			plainMisses++
 		}

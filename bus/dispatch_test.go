@@ -18,7 +18,7 @@ func queueFor(t *testing.T, b *Bus, agent, caller string, n int) []string {
 	var ids []string
 	for range n {
 		rec := newRecord(agent)
-		if err := b.QueueWork(testCtx(t), workItem(rec), PublishOptions{Caller: caller}); err != nil {
+		if err := b.queueWork(testCtx(t), workItem(rec), PublishOptions{Caller: caller}); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, rec.Task.ID)
@@ -109,7 +109,7 @@ func TestDispatchHolderThatDiesHandsItsWorkOn(t *testing.T) {
 	}
 	eventually(t, "the first holder to hold the other three", func() bool { return heldByDispatcher(t, first, "handover") == 3 })
 	// It dies: its connection ends without releasing anything.
-	first.Abort()
+	first.abort()
 	second := connect(t, s, Config{MemoryStorage: true, Role: "edge", dispatchLeaseTTL: time.Second})
 	wc2 := workConsumer(t, second, "handover")
 	got := []string{w.Item.TaskID}

@@ -126,10 +126,10 @@ func (b *Bus) moveToDLQ(ctx context.Context, agent string, seq, deliveries uint6
 	return dl, nil
 }
 
-// DeadLetters lists the work items of agent kept in the dead-letter stream,
+// deadLetters lists the work items of agent kept in the dead-letter stream,
 // oldest first: what an operator inspects after poison work was given up.
 // A copy whose work item cannot be decoded is listed without a task id.
-func (b *Bus) DeadLetters(ctx context.Context, agent string) ([]DeadLetter, error) {
+func (b *Bus) deadLetters(ctx context.Context, agent string) ([]DeadLetter, error) {
 	var out []DeadLetter
 	err := b.drainDLQ(ctx, schemas.SubjectDLQ(agent), func(m jetstream.Msg) {
 		dl := DeadLetter{Agent: agent, Reason: m.Headers().Get(schemas.HeaderDLQReason)}

@@ -26,7 +26,7 @@ func TestExhaustedWorkIsDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := schemas.NewID()
-	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: id, Agent: "poison", Message: schemas.Message{MessageID: "m", Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("x")}}}, PublishOptions{}); err != nil {
+	if err := b.queueWork(ctx, &schemas.WorkItem{TaskID: id, Agent: "poison", Message: schemas.Message{MessageID: "m", Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("x")}}}, PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Take it twice and never finish: a worker that dies every time.
@@ -80,12 +80,12 @@ func TestExhaustedWorkIsDeadLettered(t *testing.T) {
 		t.Fatalf("work stream still holds %d messages", info.State.Msgs)
 	}
 	// Kept for inspection: listed with its task and why.
-	dls, err := b.DeadLetters(ctx, "poison")
+	dls, err := b.deadLetters(ctx, "poison")
 	if err != nil || len(dls) != 1 || dls[0].TaskID != id || dls[0].Reason != m.Header.Get(schemas.HeaderDLQReason) {
-		t.Fatalf("DeadLetters: %+v %v", dls, err)
+		t.Fatalf("deadLetters: %+v %v", dls, err)
 	}
-	if none, err := b.DeadLetters(ctx, "healthy"); err != nil || len(none) != 0 {
-		t.Fatalf("DeadLetters of an agent with none: %+v %v", none, err)
+	if none, err := b.deadLetters(ctx, "healthy"); err != nil || len(none) != 0 {
+		t.Fatalf("deadLetters of an agent with none: %+v %v", none, err)
 	}
 }
 

@@ -2,8 +2,8 @@
 // CloudEvents; everything else reaches the bus through it. It owns:
 //
 //   - the embedded NATS server (StartServer), the connection (reconnect,
-//     drain, Abort for crash tests) and idempotent provisioning of every
-//     stream, consumer and bucket the bus contract names;
+//     drain) and idempotent provisioning of every stream, consumer and
+//     bucket the bus contract names;
 //   - who may use the bus (auth.go): the server's NATS users and their
 //     roles (admin, edge, edge-admin, worker) as subject permissions,
 //     route credentials between cluster members, TLS, and the credentials
@@ -40,17 +40,25 @@
 //     and drives the sweep (one process at a time, by lease): retention
 //     of finished tasks, requeueing of orphaned work, cancellation of
 //     tasks idle for input;
-//   - whether the bus takes writes (health.go): CheckWritable asks the
-//     leaders of the streams an edge writes, and a WriteProbe keeps asking
-//     for readiness;
+//   - whether the bus takes writes (health.go): a WriteProbe asks the
+//     leaders of the streams an edge writes every second, for readiness;
 //   - the live agent registry, the external card cache store, and the
 //     process's metrics registry.
+//
+// Bus exports only what the product calls. What only tests may do — the
+// faults a crash or a race leaves behind (a task stored without its work,
+// extra copies of work, a record changed behind its writers, a dropped
+// connection) and a look at what the bus keeps to itself (dead letters,
+// stored events, consumer and message counts) — is in unexported methods,
+// which testhooks.go hands to bus/bustest through bus/internal/testhooks;
+// Go's internal rule keeps that package to bus and bustest.
 //
 // Nothing here knows HTTP or what an agent does. See ARCHITECTURE.md for
 // the bus contract and the task lifecycle; schemas/jsonschema/README.md
 // has the contract for workers in other languages.
 //
-// Dependency rule: bus depends on schemas, nats.go, nats-server and sdk-go
-// only; no other package of a2abus may import NATS or CloudEvents
-// libraries. bus/bustest (in-process JetStream for tests) is for tests only.
+// Dependency rule: bus depends on schemas, bus/internal/testhooks, nats.go,
+// nats-server, sdk-go and go-json-experiment/json only; no other package
+// of a2abus may import NATS or CloudEvents libraries. bus/bustest (in-process JetStream and bus's
+// test-only operations) is for tests only.
 package bus

@@ -786,10 +786,10 @@ func extString(ev *cloudevents.Event, name string) string {
 	return fmt.Sprint(v)
 }
 
-// EventReaders returns how many consumers the events stream has now,
+// eventReaders returns how many consumers the events stream has now,
 // across all processes (each process's hub has one; a reader catching up
 // on stored events has one for that while); for tests and metrics.
-func (b *Bus) EventReaders(ctx context.Context) (int, error) {
+func (b *Bus) eventReaders(ctx context.Context) (int, error) {
 	st, err := b.js.Stream(ctx, schemas.StreamEvents)
 	if err != nil {
 		return 0, err
@@ -801,8 +801,8 @@ func (b *Bus) EventReaders(ctx context.Context) (int, error) {
 	return info.State.Consumers, nil
 }
 
-// EventSubscribers counts the readers of this process open now.
-func (b *Bus) EventSubscribers() int {
+// eventSubscribers counts the readers of this process open now.
+func (b *Bus) eventSubscribers() int {
 	if h := b.events(); h != nil {
 		return h.count()
 	}

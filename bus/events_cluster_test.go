@@ -92,7 +92,7 @@ func TestEventReaderOpensOnceALeaderIsElected(t *testing.T) {
 	}
 	defer b.Close()
 	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}}, Agent: "a"}
-	rev, err := b.CreateTask(ctx, rec)
+	rev, _, err := b.createTask(ctx, rec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func BenchmarkJetStreamFloor(b *testing.B) {
 		return bb
 	}
 	edge, worker := connect("edge"), connect("worker")
-	if err := worker.EnsureAgent(ctx, "echo"); err != nil {
+	if err := worker.ensureAgent(ctx, "echo"); err != nil {
 		b.Fatal(err)
 	}
 	record := bytes.Repeat([]byte("r"), 700)

@@ -362,7 +362,7 @@ func watcherLosesItsNode(t *testing.T, kill, edgeOnVictim bool) {
 	for _, g := range []string{"before", "around", "after"} {
 		for range 4 {
 			rec := newRecord("echo")
-			if _, err := writer.CreateTask(ctx, rec); err != nil {
+			if _, _, err := writer.createTask(ctx, rec); err != nil {
 				t.Fatal(err)
 			}
 			w := tw.Watch(rec.Task.ID, rec)

@@ -21,13 +21,13 @@ import (
 // more but has not noticed yet. Every request would then wait out its
 // retries and fail; readiness must say so before a request has to.
 
-// CheckWritable asks the leader of each stream an edge writes whether it
+// checkWritable asks the leader of each stream an edge writes whether it
 // is there to store a write: it returns nil if every one answers and, in
 // a cluster, has a majority of its replicas (the leader included) online.
 // Otherwise it returns an error matching schemas.ErrUnavailable naming
 // the first stream that cannot, or one wrapping ctx's error. It asks, it
 // does not write: one stream-info request per stream.
-func (b *Bus) CheckWritable(ctx context.Context) error {
+func (b *Bus) checkWritable(ctx context.Context) error {
 	for _, name := range writableStreams {
 		s, err := b.js.Stream(ctx, name)
 		if err != nil {
@@ -55,7 +55,7 @@ func quorate(c *jetstream.ClusterInfo) bool {
 	return online > (len(c.Replicas)+1)/2
 }
 
-// WriteProbe asks CheckWritable every probeEvery, so readiness follows
+// WriteProbe asks checkWritable every probeEvery, so readiness follows
 // whether the bus takes writes without a request having to find out. It
 // records a2a_bus_writable (1 or 0) and logs each change.
 type WriteProbe struct {
@@ -101,7 +101,7 @@ func (p *WriteProbe) Run(ctx context.Context) error {
 
 func (p *WriteProbe) probe(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, p.timeout)
-	err := p.b.CheckWritable(pctx)
+	err := p.b.checkWritable(pctx)
 	cancel()
 	if ctx.Err() != nil {
 		return

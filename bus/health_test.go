@@ -18,7 +18,7 @@ import (
 func TestCheckWritableStandalone(t *testing.T) {
 	s := startServer(t, "")
 	b := connect(t, s, Config{MemoryStorage: true})
-	if err := b.CheckWritable(testCtx(t)); err != nil {
+	if err := b.checkWritable(testCtx(t)); err != nil {
 		t.Fatalf("a fresh bus: %v", err)
 	}
 	if err := s.s.DisableJetStream(); err != nil {
@@ -27,7 +27,7 @@ func TestCheckWritableStandalone(t *testing.T) {
 	// A disabled JetStream answers nothing: the check's bound tells.
 	ctx, cancel := context.WithTimeout(testCtx(t), probeTimeout)
 	defer cancel()
-	err := b.CheckWritable(ctx)
+	err := b.checkWritable(ctx)
 	if !errors.Is(err, schemas.ErrUnavailable) {
 		t.Fatalf("JetStream disabled: %v, want ErrUnavailable", err)
 	}
@@ -48,14 +48,14 @@ func TestCheckWritableWithoutAMajority(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if err := b.CheckWritable(ctx); err != nil {
+	if err := b.checkWritable(ctx); err != nil {
 		t.Fatalf("a whole cluster: %v", err)
 	}
 	c.stop(1)
 	c.stop(2)
 	for {
 		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
-		err := b.CheckWritable(cctx)
+		err := b.checkWritable(cctx)
 		ccancel()
 		if errors.Is(err, schemas.ErrUnavailable) {
 			break

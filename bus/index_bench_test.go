@@ -39,7 +39,7 @@ func BenchmarkIndex(b *testing.B) {
 			rec := newRecord("echo")
 			rec.Owner, rec.Tenant = owner, "t1"
 			rec.Task.Status = schemas.TaskStatus{State: state, Timestamp: &schemas.Timestamp{Time: base.Add(time.Duration(i) * time.Millisecond)}}
-			if _, err := bus.CreateTask(ctx, rec); err != nil {
+			if _, _, err := bus.createTask(ctx, rec); err != nil {
 				b.Fatal(err)
 			}
 		}

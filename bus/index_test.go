@@ -397,10 +397,10 @@ func TestPurgeTasksPipelinedAndOnlyUnchanged(t *testing.T) {
 		entries = append(entries, &indexEntry{id: rec.Task.ID, rev: rev})
 	}
 	changed := entries[purgeWindow+3]
-	if _, _, err := b.UpdateTask(ctx, changed.id, func(r *schemas.TaskRecord) error {
+	if _, _, err := b.update(ctx, changed.id, nil, 0, func(r *schemas.TaskRecord) error {
 		r.Task.Metadata = map[string]any{"changed": true}
 		return nil
-	}); err != nil {
+	}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := b.purgeTasks(ctx, entries); got != len(entries)-1 {

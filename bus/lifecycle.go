@@ -14,8 +14,8 @@ import (
 	"github.com/a2abus/a2abus/schemas"
 )
 
-// Submitting a task: the record is created (CreateTask), then its work is
-// queued (QueueWork). Each step rides out a cluster electing a new leader
+// Submitting a task: the record is created (createTask), then its work is
+// queued (queueWork). Each step rides out a cluster electing a new leader
 // by retrying for up to submitRetryFor; a step that still fails is undone
 // (withdrawTask) so a refused request leaves nothing behind. What no one
 // is left to undo (the process died between the steps, or the withdraw
@@ -38,7 +38,7 @@ func refused(err error) bool {
 	return errors.Is(err, jetstream.ErrMaxBytesExceeded)
 }
 
-// QueueWork queues the work item of a task for its agent in the intake, on
+// queueWork queues the work item of a task for its agent in the intake, on
 // the subject of the task and its caller (o.Caller), with the event id
 // schemas.WorkEventID(task, item.TaskRevision) unless o.ID is set: a repeat
 // of the same submission is de-duplicated by JetStream, whoever sends it.
@@ -47,7 +47,7 @@ func refused(err error) bool {
 // (same id) for up to submitRetryFor within ctx; a full work stream is
 // refused at once. Errors match schemas.ErrUnavailable when retrying later
 // may help.
-func (b *Bus) QueueWork(ctx context.Context, item *schemas.WorkItem, o PublishOptions) error {
+func (b *Bus) queueWork(ctx context.Context, item *schemas.WorkItem, o PublishOptions) error {
 	if !schemas.ValidAgentName(item.Agent) {
 		return fmt.Errorf("bus: queue work: invalid agent name %q", item.Agent)
 	}
@@ -77,13 +77,13 @@ func (b *Bus) QueueWork(ctx context.Context, item *schemas.WorkItem, o PublishOp
 	return nil
 }
 
-// RequeueSubmission queues the work of rec's submission again, for a task
+// requeueSubmission queues the work of rec's submission again, for a task
 // found SUBMITTED without work (the orphan sweep, a fan-out parent making
 // sure of a child it may have queued before a crash), under the
 // submission's id. A copy of the work may exist already, so the item
 // carries no snapshot: its worker reads the store and sees a task another
 // copy took before it runs anything.
-func (b *Bus) RequeueSubmission(ctx context.Context, rec *schemas.TaskRecord, rev uint64, o PublishOptions) error {
+func (b *Bus) requeueSubmission(ctx context.Context, rec *schemas.TaskRecord, rev uint64, o PublishOptions) error {
 	return b.queueSubmission(ctx, rec, rev, o, nil)
 }
 
@@ -96,7 +96,7 @@ func (b *Bus) queueSubmission(ctx context.Context, rec *schemas.TaskRecord, rev 
 	}
 	item := &schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: rec.Agent, Message: h[len(h)-1], TaskRevision: rev, Record: snap}
 	o.Caller = schemas.CallerKey(rec.Tenant, rec.Owner, rec.Origin)
-	return b.QueueWork(ctx, item, o)
+	return b.queueWork(ctx, item, o)
 }
 
 // workSnapshot is the record a work item carries: stored, the bytes as
@@ -386,7 +386,7 @@ func (b *Bus) Cancel(ctx context.Context, o Owner, id string, why *schemas.Messa
 	if queued {
 		b.withdrawQueuedWork(ctx, rec.Agent, id)
 	}
-	if err := b.PublishCancel(ctx, schemas.CancelNotice{TaskID: id, Agent: o.Agent}); err != nil {
+	if err := b.publishCancel(ctx, schemas.CancelNotice{TaskID: id, Agent: o.Agent}); err != nil {
 		// The task is canceled in KV; its worker also notices it there.
 		b.log.Warn("cancel notice not sent", "task_id", id, "err", err)
 	}
@@ -651,5 +651,5 @@ func (b *Bus) StartChild(ctx context.Context, s Submission) error {
 	if rec.Task.Status.State != schemas.TaskStateSubmitted {
 		return nil // running or finished: nothing to queue
 	}
-	return b.RequeueSubmission(ctx, rec, rev, s.Publish)
+	return b.requeueSubmission(ctx, rec, rev, s.Publish)
 }

@@ -18,7 +18,7 @@ import (
 func TestLifecycleIsolatesOwners(t *testing.T) {
 	ctx := context.Background()
 	b := newTestBus(t, Config{})
-	if err := b.EnsureAgent(ctx, "echo"); err != nil {
+	if err := b.ensureAgent(ctx, "echo"); err != nil {
 		t.Fatal(err)
 	}
 	submit := func(owner, tenant string) *schemas.TaskRecord {
@@ -115,7 +115,7 @@ func replaceAll(s, old, repl string) string { return strings.ReplaceAll(s, old, 
 func TestLifecycleContextsBelongToTheirFirstCaller(t *testing.T) {
 	ctx := context.Background()
 	b := newTestBus(t, Config{})
-	if err := b.EnsureAgent(ctx, "echo"); err != nil {
+	if err := b.ensureAgent(ctx, "echo"); err != nil {
 		t.Fatal(err)
 	}
 	submit := func(owner, tenant, contextID string) error {
@@ -150,7 +150,7 @@ func TestLifecycleServerMadeContextsBelongToTheirCreator(t *testing.T) {
 	srv := startServer(t, "")
 	first := connect(t, srv, Config{MemoryStorage: true})
 	other := connect(t, srv, Config{MemoryStorage: true})
-	if err := first.EnsureAgent(ctx, "echo"); err != nil {
+	if err := first.ensureAgent(ctx, "echo"); err != nil {
 		t.Fatal(err)
 	}
 	submit := func(b *Bus, owner, tenant, contextID string) (*schemas.TaskRecord, error) {
@@ -226,7 +226,7 @@ func TestLifecycleContextClaimsAcrossProcessesAndRenewal(t *testing.T) {
 	srv := startServer(t, "")
 	open := func() *Bus { return connect(t, srv, Config{MemoryStorage: true, TaskTTL: ttl}) }
 	first := open()
-	if err := first.EnsureAgent(ctx, "echo"); err != nil {
+	if err := first.ensureAgent(ctx, "echo"); err != nil {
 		t.Fatal(err)
 	}
 	submit := func(b *Bus, owner string) error {

@@ -185,10 +185,10 @@ func (e StoredEvent) LastCursor() uint64 {
 	return e.Updates[len(e.Updates)-1].Cursor
 }
 
-// StoredEvents calls fn with the task's stored events from stream sequence
+// storedEvents calls fn with the task's stored events from stream sequence
 // from (0: the first), in order, until fn returns false or the stored ones
 // run out.
-func (b *Bus) StoredEvents(ctx context.Context, taskID string, from uint64, fn func(StoredEvent) bool) error {
+func (b *Bus) storedEvents(ctx context.Context, taskID string, from uint64, fn func(StoredEvent) bool) error {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{schemas.SubjectEvents(taskID)}, DeliverPolicy: jetstream.DeliverAllPolicy, InactiveThreshold: 30 * time.Second}
 	if from > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
@@ -283,7 +283,7 @@ func (b *Bus) EventsAfter(ctx context.Context, taskID string, from, after uint64
 			return last, err
 		}
 		if err == nil && m.Seq < last.Seq {
-			return last, b.StoredEvents(ctx, taskID, m.Seq, func(e StoredEvent) bool {
+			return last, b.storedEvents(ctx, taskID, m.Seq, func(e StoredEvent) bool {
 				return e.Seq <= last.Seq && fn(e)
 			})
 		}
@@ -356,9 +356,9 @@ type PushDeadLetter struct {
 	Body                     []byte
 }
 
-// PushDeadLetters lists the notifications of a task given up on, oldest
+// pushDeadLetters lists the notifications of a task given up on, oldest
 // first.
-func (b *Bus) PushDeadLetters(ctx context.Context, taskID string) ([]PushDeadLetter, error) {
+func (b *Bus) pushDeadLetters(ctx context.Context, taskID string) ([]PushDeadLetter, error) {
 	var out []PushDeadLetter
 	err := b.drainDLQ(ctx, schemas.SubjectDLQPush(taskID), func(m jetstream.Msg) {
 		out = append(out, PushDeadLetter{TaskID: taskID, ConfigID: m.Headers().Get(schemas.HeaderDLQPushConfig), Reason: m.Headers().Get(schemas.HeaderDLQReason), Body: m.Data()})

@@ -97,11 +97,11 @@ func TestPushCostsNothingWithoutConfigs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		before := b.Stats().OutMsgs
+		before := b.stats().OutMsgs
 		if _, _, err := b.ApplyEventsSince(ctx, id, rec, rev, nil, []TaskEvent{{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}}}); err != nil {
 			t.Fatal(err)
 		}
-		return b.Stats().OutMsgs - before
+		return b.stats().OutMsgs - before
 	}
 	plain := mkTask(t, b, "echo", "alice", "c", schemas.TaskStateWorking, time.Now())
 	if n := sent(plain.Task.ID); n != 2 {

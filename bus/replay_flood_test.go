@@ -28,7 +28,7 @@ func TestFarBehindResumesAllStreamOrFail(t *testing.T) {
 	b := newTestBus(t, Config{NoDispatch: true})
 	ctx := testCtx(t)
 	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}, Agent: "a"}
-	rev, err := b.CreateTask(ctx, rec)
+	rev, _, err := b.createTask(ctx, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestFarBehindResumesAllStreamOrFail(t *testing.T) {
 			default:
 				cut++
 			}
-			if n, err := b.EventReaders(ctx); err == nil {
+			if n, err := b.eventReaders(ctx); err == nil {
 				most = max(most, n)
 			}
 		})

@@ -15,7 +15,7 @@ import (
 // passes or ctx ends, and returns the last attempt's error (ctx's, if no
 // attempt finished). Each attempt gets at most attemptLimit, so a request
 // to a dead node cannot take the whole window. A connection that is
-// closed (Close, Abort, or reconnecting given up) never comes back, so its
+// closed (Close, abort, or reconnecting given up) never comes back, so its
 // error ends the loop at once: a caller learns in a moment that this
 // process can no longer reach the bus.
 func retryWithin(ctx context.Context, window time.Duration, attempt func(context.Context) (done bool, err error)) error {

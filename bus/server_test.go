@@ -200,7 +200,7 @@ func TestServerListensForNetworkClients(t *testing.T) {
 		t.Fatal("not connected")
 	}
 	rec := newRecord("net")
-	if _, err := b.CreateTask(testCtx(t), rec); err != nil {
+	if _, _, err := b.createTask(testCtx(t), rec); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -240,10 +240,10 @@ func TestCloseIsIdempotentAndAbortMakesCallsUnavailable(t *testing.T) {
 	}
 
 	b2 := connect(t, s, Config{MemoryStorage: true})
-	b2.Abort()
-	_, err := b2.CreateTask(testCtx(t), newRecord("x"))
+	b2.abort()
+	_, _, err := b2.createTask(testCtx(t), newRecord("x"))
 	if !errors.Is(err, schemas.ErrUnavailable) {
-		t.Fatalf("CreateTask on an aborted bus: %v, want ErrUnavailable", err)
+		t.Fatalf("createTask on an aborted bus: %v, want ErrUnavailable", err)
 	}
 }
 
@@ -255,16 +255,16 @@ func TestProvisionIsIdempotent(t *testing.T) {
 	b2 := connect(t, s, Config{MemoryStorage: true, Role: "worker"})
 	ctx := testCtx(t)
 	for _, b := range []*Bus{b1, b2, b1} {
-		if err := b.EnsureAgent(ctx, "echo"); err != nil {
-			t.Fatalf("EnsureAgent: %v", err)
+		if err := b.ensureAgent(ctx, "echo"); err != nil {
+			t.Fatalf("ensureAgent: %v", err)
 		}
 	}
-	if err := b1.EnsureAgent(ctx, "Not.Valid"); err == nil {
-		t.Fatal("EnsureAgent accepted an invalid agent name")
+	if err := b1.ensureAgent(ctx, "Not.Valid"); err == nil {
+		t.Fatal("ensureAgent accepted an invalid agent name")
 	}
 	// Both see the same task store.
 	rec := newRecord("echo")
-	if _, err := b1.CreateTask(ctx, rec); err != nil {
+	if _, _, err := b1.createTask(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := b2.GetTask(ctx, rec.Task.ID); err != nil {
@@ -279,10 +279,10 @@ func TestProvisionUpdatesBoundsInPlace(t *testing.T) {
 	ctx := testCtx(t)
 	b1 := connect(t, s, Config{MemoryStorage: true})
 	rec := newRecord("echo")
-	if _, err := b1.CreateTask(ctx, rec); err != nil {
+	if _, _, err := b1.createTask(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	if err := b1.QueueWork(ctx, workItem(rec), PublishOptions{}); err != nil {
+	if err := b1.queueWork(ctx, workItem(rec), PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -345,11 +345,11 @@ func TestTasksSurviveServerRestart(t *testing.T) {
 	}
 	rec := newRecord("echo")
 	rec.Task.Artifacts = []schemas.Artifact{{ArtifactID: "a1", Parts: []schemas.Part{schemas.TextPart("kept")}}}
-	rev, err := b1.CreateTask(ctx, rec)
+	rev, _, err := b1.createTask(ctx, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b1.QueueWork(ctx, workItem(rec), PublishOptions{ID: "work-1"}); err != nil {
+	if err := b1.queueWork(ctx, workItem(rec), PublishOptions{ID: "work-1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b1.Close(); err != nil {

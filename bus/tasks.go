@@ -27,18 +27,12 @@ import (
 // casAttempts bounds the retries of one compare-and-swap update.
 const casAttempts = 16
 
-// CreateTask stores a new task record and returns its revision. It fails
-// with an error matching ErrTaskExists if a record with the same id exists.
-// A create whose outcome is unclear (a node died before acknowledging it)
-// is made again until the outcome is known, for up to submitRetryFor
-// within ctx: a record found stored with exactly these bytes is this
-// create's, and its revision is returned.
-func (b *Bus) CreateTask(ctx context.Context, rec *schemas.TaskRecord) (uint64, error) {
-	rev, _, err := b.createTask(ctx, rec)
-	return rev, err
-}
-
-// createTask is CreateTask, also returning the record as stored.
+// createTask stores a new task record and returns its revision and the
+// record as stored. It fails with an error matching ErrTaskExists if a
+// record with the same id exists. A create whose outcome is unclear (a
+// node died before acknowledging it) is made again until the outcome is
+// known, for up to submitRetryFor within ctx: a record found stored with
+// exactly these bytes is this create's, and its revision is returned.
 func (b *Bus) createTask(ctx context.Context, rec *schemas.TaskRecord) (uint64, []byte, error) {
 	if !schemas.ValidTaskID(rec.Task.ID) {
 		return 0, nil, fmt.Errorf("bus: create task: invalid task id %q", rec.Task.ID)
@@ -48,7 +42,7 @@ func (b *Bus) createTask(ctx context.Context, rec *schemas.TaskRecord) (uint64, 
 	if err != nil {
 		return 0, nil, fmt.Errorf("bus: encode task: %w", err)
 	}
-	if len(val) > b.ClientRecordMax() {
+	if len(val) > b.clientRecordMax() {
 		return 0, nil, b.messageTooLarge(len(val))
 	}
 	id := rec.Task.ID
@@ -85,7 +79,8 @@ func (b *Bus) createTask(ctx context.Context, rec *schemas.TaskRecord) (uint64, 
 	return 0, nil, errUnavailable("bus: create task", err)
 }
 
-// ErrTaskExists is CreateTask's error for an id already taken.
+// ErrTaskExists is createTask's error for an id already taken (Submit's,
+// for a caller-chosen id).
 var ErrTaskExists = errors.New("task exists")
 
 // GetTask returns the record of a task and its revision. It returns an
@@ -229,18 +224,13 @@ func objectEnd(b []byte) int {
 	return -1
 }
 
-// UpdateTask applies change to the current record and stores the result with
+// update applies change to the current record and stores the result with
 // compare-and-swap, retrying on conflicts a bounded number of times. If
 // change returns an error the update is abandoned and that error returned
 // (with the record as it was read). It returns the stored record and its
-// revision.
-func (b *Bus) UpdateTask(ctx context.Context, id string, change func(*schemas.TaskRecord) error) (*schemas.TaskRecord, uint64, error) {
-	return b.update(ctx, id, nil, 0, change, 0)
-}
-
-// update is UpdateTask that may start from a record the caller already holds
-// (cached, at revision rev), saving a read when nobody else wrote meanwhile.
-// cached is modified in place and must not be shared.
+// revision. It may start from a record the caller already holds (cached,
+// at revision cachedRev; nil to read it), saving a read when nobody else
+// wrote meanwhile; cached is modified in place and must not be shared.
 //
 // A record that would grow past TaskMaxValueSize (plus slack) is not
 // written: the error matches errTooLarge. A negative slack (clientSlack)
@@ -529,11 +519,11 @@ var errTooLarge = errors.New("task record too large")
 // applyEventsIf).
 const answerRoomShare = 256
 
-// ClientRecordMax is the most a task record may take once a client's
-// message is in it (CreateTask, Continue): TaskMaxValueSize less the room
+// clientRecordMax is the most a task record may take once a client's
+// message is in it (Submit, Continue): TaskMaxValueSize less the room
 // kept for the agent's answer. A message past it is refused with
 // schemas.ErrInvalidParams and changes nothing.
-func (b *Bus) ClientRecordMax() int {
+func (b *Bus) clientRecordMax() int {
 	return int(b.cfg.TaskMaxValueSize) + b.clientSlack()
 }
 
@@ -542,10 +532,10 @@ func (b *Bus) ClientRecordMax() int {
 func (b *Bus) clientSlack() int { return -int(b.cfg.TaskMaxValueSize) / answerRoomShare }
 
 // messageTooLarge refuses a client's message whose task record would take
-// size bytes, past ClientRecordMax.
+// size bytes, past clientRecordMax.
 func (b *Bus) messageTooLarge(size int) *schemas.Error {
 	return schemas.Errorf(schemas.ErrInvalidParams, "the message would make the task record %d bytes, more than the limit of %d (the %d-byte record bound less %d kept for the agent's answer); send a smaller message, or large content as a URL part",
-		size, b.ClientRecordMax(), b.cfg.TaskMaxValueSize, -b.clientSlack())
+		size, b.clientRecordMax(), b.cfg.TaskMaxValueSize, -b.clientSlack())
 }
 
 // failureSlack is how far past TaskMaxValueSize the write that fails a
@@ -864,7 +854,7 @@ func (b *Bus) requeueOrphans(ctx context.Context, cands []orphanCandidate) (int,
 		if err != nil || rev != c.rev || rec.Task.Status.State != schemas.TaskStateSubmitted || len(rec.Task.History) == 0 {
 			continue
 		}
-		if err := b.RequeueSubmission(ctx, rec, rev, PublishOptions{}); err != nil {
+		if err := b.requeueSubmission(ctx, rec, rev, PublishOptions{}); err != nil {
 			return n, err
 		}
 		b.log.Warn("requeued the work of a task left without it", "task_id", c.id, "agent", rec.Agent, "revision", rev)

@@ -69,9 +69,9 @@ func artifact(id, text string) TaskEvent {
 // createTask stores rec and returns its revision.
 func createTask(t testing.TB, b *Bus, rec *schemas.TaskRecord) uint64 {
 	t.Helper()
-	rev, err := b.CreateTask(testCtx(t), rec)
+	rev, _, err := b.createTask(testCtx(t), rec)
 	if err != nil {
-		t.Fatalf("CreateTask: %v", err)
+		t.Fatalf("createTask: %v", err)
 	}
 	return rev
 }
@@ -97,14 +97,14 @@ func TestCreateThenGetTask(t *testing.T) {
 	rec := newRecord("echo")
 	rev := createTask(t, b, rec)
 	if rev == 0 {
-		t.Fatal("CreateTask returned revision 0")
+		t.Fatal("createTask returned revision 0")
 	}
 	got, gotRev, err := b.GetTask(ctx, rec.Task.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if gotRev != rev {
-		t.Errorf("GetTask revision %d, CreateTask returned %d", gotRev, rev)
+		t.Errorf("GetTask revision %d, createTask returned %d", gotRev, rev)
 	}
 	if got.Task.ID != rec.Task.ID || got.Task.ContextID != rec.Task.ContextID || got.Agent != "echo" ||
 		got.Task.Status.State != schemas.TaskStateSubmitted || !got.CreatedAt.Equal(rec.CreatedAt.Time) {
@@ -123,12 +123,12 @@ func TestCreateTaskTwiceFails(t *testing.T) {
 
 	dup := newRecord("other")
 	dup.Task.ID = rec.Task.ID
-	_, err := b.CreateTask(ctx, dup)
+	_, _, err := b.createTask(ctx, dup)
 	if err == nil {
-		t.Fatal("second CreateTask with the same id succeeded")
+		t.Fatal("second createTask with the same id succeeded")
 	}
 	if !errors.Is(err, jetstream.ErrKeyExists) {
-		t.Errorf("second CreateTask: %v, want it to wrap jetstream.ErrKeyExists", err)
+		t.Errorf("second createTask: %v, want it to wrap jetstream.ErrKeyExists", err)
 	}
 	got, gotRev, err := b.GetTask(ctx, rec.Task.ID)
 	if err != nil || gotRev != rev || got.Agent != "echo" {
@@ -141,8 +141,8 @@ func TestCreateTaskRejectsInvalidID(t *testing.T) {
 	for _, id := range []string{"", "not-a-uuid", "a2a.work.>", strings.Repeat("x", 36)} {
 		rec := newRecord("echo")
 		rec.Task.ID = id
-		if _, err := b.CreateTask(testCtx(t), rec); err == nil {
-			t.Errorf("CreateTask(id %q) succeeded", id)
+		if _, _, err := b.createTask(testCtx(t), rec); err == nil {
+			t.Errorf("createTask(id %q) succeeded", id)
 		}
 	}
 }
@@ -166,18 +166,18 @@ func TestUpdateTaskAbandonsOnChangeError(t *testing.T) {
 	rec := newRecord("echo")
 	rev := createTask(t, b, rec)
 	boom := errors.New("boom")
-	got, gotRev, err := b.UpdateTask(ctx, rec.Task.ID, func(r *schemas.TaskRecord) error {
+	got, gotRev, err := b.update(ctx, rec.Task.ID, nil, 0, func(r *schemas.TaskRecord) error {
 		r.Agent = "changed"
 		return boom
-	})
+	}, 0)
 	if !errors.Is(err, boom) || gotRev != rev || got == nil {
-		t.Fatalf("UpdateTask = %v rev %d, %v; want the read record at rev %d and boom", got, gotRev, err, rev)
+		t.Fatalf("update = %v rev %d, %v; want the read record at rev %d and boom", got, gotRev, err, rev)
 	}
 	if cur, curRev, _ := b.GetTask(ctx, rec.Task.ID); cur.Agent != "echo" || curRev != rev {
 		t.Fatalf("abandoned update was stored: %+v rev %d", cur, curRev)
 	}
-	if _, _, err := b.UpdateTask(ctx, schemas.NewID(), func(*schemas.TaskRecord) error { return nil }); !errors.Is(err, schemas.ErrTaskNotFound) {
-		t.Fatalf("UpdateTask of an unknown task: %v", err)
+	if _, _, err := b.update(ctx, schemas.NewID(), nil, 0, func(*schemas.TaskRecord) error { return nil }, 0); !errors.Is(err, schemas.ErrTaskNotFound) {
+		t.Fatalf("update of an unknown task: %v", err)
 	}
 }
 
@@ -505,9 +505,9 @@ func TestTaskMaxValueSizeRejectsOversizedRecords(t *testing.T) {
 
 	rec := newRecord("echo")
 	rec.Task.History[0].Parts = []schemas.Part{schemas.TextPart(big)}
-	_, err := b.CreateTask(ctx, rec)
+	_, _, err := b.createTask(ctx, rec)
 	if !errors.Is(err, schemas.ErrInvalidParams) || !strings.Contains(err.Error(), "limit") {
-		t.Fatalf("CreateTask of an oversized record: %v, want ErrInvalidParams naming the limit", err)
+		t.Fatalf("createTask of an oversized record: %v, want ErrInvalidParams naming the limit", err)
 	}
 	if _, _, err := b.GetTask(ctx, rec.Task.ID); !errors.Is(err, schemas.ErrTaskNotFound) {
 		t.Fatalf("oversized record was stored: %v", err)
@@ -658,7 +658,7 @@ func TestEventReaderOverflow(t *testing.T) {
 	b := newTestBus(t, Config{})
 	ctx := testCtx(t)
 	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}, Agent: "a"}
-	rev, err := b.CreateTask(ctx, rec)
+	rev, _, err := b.createTask(ctx, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -692,7 +692,7 @@ func TestEventReaderReplaysMoreThanItsBuffer(t *testing.T) {
 	b := newTestBus(t, Config{})
 	ctx := testCtx(t)
 	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}, Agent: "a"}
-	if _, err := b.CreateTask(ctx, rec); err != nil {
+	if _, _, err := b.createTask(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
 	const stored = 40
@@ -741,7 +741,7 @@ func TestReplaysBoundedPerProcess(t *testing.T) {
 	b := newTestBus(t, Config{MaxReplays: 1, replayStall: 20 * time.Millisecond})
 	ctx := testCtx(t)
 	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}, Agent: "a"}
-	rev, err := b.CreateTask(ctx, rec)
+	rev, _, err := b.createTask(ctx, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -775,7 +775,7 @@ func TestReplaysBoundedPerProcess(t *testing.T) {
 			if want := fmt.Sprintf("a%d", j); !ok || u.Artifact == nil || u.Artifact.Artifact.ArtifactID != want {
 				t.Fatalf("reader %d event %d: %+v (%v), want %s", i, j, u, ok, want)
 			}
-			if n, err := b.EventReaders(ctx); err == nil {
+			if n, err := b.eventReaders(ctx); err == nil {
 				most = max(most, n)
 			}
 		}
@@ -796,7 +796,7 @@ func TestEventReadersShareOneConsumer(t *testing.T) {
 	var ids []string
 	for range 40 {
 		rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}, Agent: "a"}
-		rev, err := b.CreateTask(ctx, rec)
+		rev, _, err := b.createTask(ctx, rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -818,10 +818,10 @@ func TestEventReadersShareOneConsumer(t *testing.T) {
 		defer r.Close()
 		readers = append(readers, r)
 	}
-	if n, err := b.EventReaders(ctx); err != nil || n > 1 {
+	if n, err := b.eventReaders(ctx); err != nil || n > 1 {
 		t.Fatalf("%d consumers for 2000 readers (%v)", n, err)
 	}
-	if n := b.EventSubscribers(); n != 2000 {
+	if n := b.eventSubscribers(); n != 2000 {
 		t.Fatalf("%d readers registered", n)
 	}
 	for i, r := range readers[:len(ids)] {
@@ -857,7 +857,7 @@ func TestEventReadersShareOneConsumer(t *testing.T) {
 	for _, r := range readers {
 		r.Close()
 	}
-	if n := b.EventSubscribers(); n != 0 {
+	if n := b.eventSubscribers(); n != 0 {
 		t.Fatalf("%d readers left after closing all", n)
 	}
 }
@@ -869,7 +869,7 @@ func TestApplyEventsOneWriteManyEvents(t *testing.T) {
 	b := newTestBus(t, Config{})
 	ctx := testCtx(t)
 	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}}, Agent: "a"}
-	rev0, err := b.CreateTask(ctx, rec)
+	rev0, _, err := b.createTask(ctx, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -948,7 +948,7 @@ func TestApplyEventsSplitsBatchesPastTheLargestMessage(t *testing.T) {
 	b := newTestBus(t, Config{})
 	ctx := testCtx(t)
 	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}, Agent: "a"}
-	rev0, err := b.CreateTask(ctx, rec)
+	rev0, _, err := b.createTask(ctx, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -999,7 +999,7 @@ func TestRequeueOrphansQueuesOnlyLostWork(t *testing.T) {
 	create := func() (*schemas.TaskRecord, uint64) {
 		rec := newRecord("echo")
 		rec.Task.Status.Timestamp = &schemas.Timestamp{Time: time.Now().Add(-time.Minute).UTC().Truncate(time.Millisecond)}
-		rev, err := b.CreateTask(ctx, rec)
+		rev, _, err := b.createTask(ctx, rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1009,7 +1009,7 @@ func TestRequeueOrphansQueuesOnlyLostWork(t *testing.T) {
 	queued, queuedRev := create()
 	item := workItem(queued)
 	item.TaskRevision = queuedRev
-	if err := b.QueueWork(ctx, item, PublishOptions{}); err != nil {
+	if err := b.queueWork(ctx, item, PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	running, _ := create()
@@ -1108,7 +1108,7 @@ func TestReadNewTaskEventsAsksNothingAndMissesNothing(t *testing.T) {
 	srv := startServer(t, "")
 	b := connect(t, srv, Config{MemoryStorage: true})
 	ctx := testCtx(t)
-	if err := b.EnsureAgent(ctx, "echo"); err != nil {
+	if err := b.ensureAgent(ctx, "echo"); err != nil {
 		t.Fatal(err)
 	}
 	// Every read of a stored event of the stream, seen from another

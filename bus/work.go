@@ -42,7 +42,7 @@ type WorkConsumer struct {
 // WorkConsumer binds to the durable work consumer of agent, creating or
 // updating it first (idempotent).
 func (b *Bus) WorkConsumer(ctx context.Context, agent string) (*WorkConsumer, error) {
-	if err := b.EnsureAgent(ctx, agent); err != nil {
+	if err := b.ensureAgent(ctx, agent); err != nil {
 		return nil, err
 	}
 	c, err := b.js.Consumer(ctx, schemas.StreamWork, schemas.ConsumerWork(agent))
@@ -179,9 +179,9 @@ func (w *Work) Term(reason string) error {
 	return w.msg.TermWithReason(reason)
 }
 
-// PublishCancel tells the workers of an agent that a task was canceled. It is
+// publishCancel tells the workers of an agent that a task was canceled. It is
 // a core NATS publish: best effort, the KV state is authoritative.
-func (b *Bus) PublishCancel(ctx context.Context, n schemas.CancelNotice) error {
+func (b *Bus) publishCancel(ctx context.Context, n schemas.CancelNotice) error {
 	ce, err := b.newEvent(schemas.NewID(), schemas.TypeTaskCancel, n.TaskID, n)
 	if err != nil {
 		return err

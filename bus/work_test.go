@@ -56,7 +56,7 @@ func TestPublishWorkThenFetch(t *testing.T) {
 	rec := newRecord("echo")
 	item := workItem(rec)
 	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	if err := b.QueueWork(ctx, item, PublishOptions{ID: "evt-1", Traceparent: tp, A2AVersion: "1.0"}); err != nil {
+	if err := b.queueWork(ctx, item, PublishOptions{ID: "evt-1", Traceparent: tp, A2AVersion: "1.0"}); err != nil {
 		t.Fatal(err)
 	}
 	w := fetchOne(t, wc)
@@ -76,8 +76,8 @@ func TestPublishWorkThenFetch(t *testing.T) {
 	// Work-queue retention: an acknowledged item is gone.
 	eventually(t, "the acked item to leave the queue", func() bool { return streamMsgs(t, b, schemas.StreamWork) == 0 })
 
-	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: rec.Task.ID, Agent: "Not Valid"}, PublishOptions{}); err == nil {
-		t.Error("QueueWork accepted an invalid agent name")
+	if err := b.queueWork(ctx, &schemas.WorkItem{TaskID: rec.Task.ID, Agent: "Not Valid"}, PublishOptions{}); err == nil {
+		t.Error("queueWork accepted an invalid agent name")
 	}
 }
 
@@ -88,7 +88,7 @@ func TestFetchReturnsWhatIsAvailable(t *testing.T) {
 	ctx := testCtx(t)
 	wc := workConsumer(t, b, "echo")
 
-	if err := b.QueueWork(ctx, workItem(newRecord("echo")), PublishOptions{}); err != nil {
+	if err := b.queueWork(ctx, workItem(newRecord("echo")), PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	ws, err := wc.Fetch(ctx, 10, 20*time.Second)
@@ -101,7 +101,7 @@ func TestFetchReturnsWhatIsAvailable(t *testing.T) {
 	for range 3 {
 		rec := newRecord("echo")
 		want[rec.Task.ID] = true
-		if err := b.QueueWork(ctx, workItem(rec), PublishOptions{}); err != nil {
+		if err := b.queueWork(ctx, workItem(rec), PublishOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,7 +147,7 @@ func TestFetchReturnsWhatIsAvailable(t *testing.T) {
 func TestNakRedelivers(t *testing.T) {
 	b := newTestBus(t, Config{})
 	wc := workConsumer(t, b, "echo")
-	if err := b.QueueWork(testCtx(t), workItem(newRecord("echo")), PublishOptions{ID: "nak-me"}); err != nil {
+	if err := b.queueWork(testCtx(t), workItem(newRecord("echo")), PublishOptions{ID: "nak-me"}); err != nil {
 		t.Fatal(err)
 	}
 	w := fetchOne(t, wc)
@@ -176,7 +176,7 @@ func TestNakRedelivers(t *testing.T) {
 func TestAckWaitExpiryRedelivers(t *testing.T) {
 	b := newTestBus(t, Config{AckWait: 500 * time.Millisecond})
 	wc := workConsumer(t, b, "echo")
-	if err := b.QueueWork(testCtx(t), workItem(newRecord("echo")), PublishOptions{ID: "held"}); err != nil {
+	if err := b.queueWork(testCtx(t), workItem(newRecord("echo")), PublishOptions{ID: "held"}); err != nil {
 		t.Fatal(err)
 	}
 	w := fetchOne(t, wc)
@@ -198,14 +198,14 @@ func TestCrashedWorkersWorkGoesToAnother(t *testing.T) {
 	cfg := Config{MemoryStorage: true, AckWait: 500 * time.Millisecond}
 	b1 := connect(t, s, cfg)
 	b2 := connect(t, s, cfg)
-	if err := b1.QueueWork(testCtx(t), workItem(newRecord("echo")), PublishOptions{ID: "orphan"}); err != nil {
+	if err := b1.queueWork(testCtx(t), workItem(newRecord("echo")), PublishOptions{ID: "orphan"}); err != nil {
 		t.Fatal(err)
 	}
 	w := fetchOne(t, workConsumer(t, b1, "echo"))
 	if w.EventID != "orphan" {
 		t.Fatal(w.EventID)
 	}
-	b1.Abort()
+	b1.abort()
 	w2 := fetchOne(t, workConsumer(t, b2, "echo"))
 	if w2.EventID != "orphan" || w2.Attempt != 2 {
 		t.Fatalf("other worker got id %q attempt %d", w2.EventID, w2.Attempt)
@@ -277,11 +277,11 @@ func TestPublishWorkDeduplicatesByID(t *testing.T) {
 	workConsumer(t, b, "echo")
 	item := workItem(newRecord("echo"))
 	for range 2 {
-		if err := b.QueueWork(ctx, item, PublishOptions{ID: "same-id"}); err != nil {
-			t.Fatalf("QueueWork (retry counts as accepted): %v", err)
+		if err := b.queueWork(ctx, item, PublishOptions{ID: "same-id"}); err != nil {
+			t.Fatalf("queueWork (retry counts as accepted): %v", err)
 		}
 	}
-	if err := b.QueueWork(ctx, item, PublishOptions{ID: "other-id"}); err != nil {
+	if err := b.queueWork(ctx, item, PublishOptions{ID: "other-id"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := streamMsgs(t, b, schemas.StreamIntake); n != 2 {
@@ -322,7 +322,7 @@ func TestCancelNotices(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := schemas.NewID()
-	if err := edge.PublishCancel(testCtx(t), schemas.CancelNotice{TaskID: id, Agent: "echo"}); err != nil {
+	if err := edge.publishCancel(testCtx(t), schemas.CancelNotice{TaskID: id, Agent: "echo"}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -338,7 +338,7 @@ func TestCancelNotices(t *testing.T) {
 	if err := worker.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if err := edge.PublishCancel(testCtx(t), schemas.CancelNotice{TaskID: schemas.NewID(), Agent: "echo"}); err != nil {
+	if err := edge.publishCancel(testCtx(t), schemas.CancelNotice{TaskID: schemas.NewID(), Agent: "echo"}); err != nil {
 		t.Fatal(err)
 	}
 	// A flush round trip on both sides: anything the server routed to the
@@ -372,7 +372,7 @@ func TestPublishWorkWireFormat(t *testing.T) {
 	if err := b.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.QueueWork(ctx, item, PublishOptions{ID: "wire-1", Traceparent: "00-aa-bb-01", A2AVersion: "0.3"}); err != nil {
+	if err := b.queueWork(ctx, item, PublishOptions{ID: "wire-1", Traceparent: "00-aa-bb-01", A2AVersion: "0.3"}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := sub.NextMsg(10 * time.Second)

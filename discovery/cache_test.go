@@ -546,7 +546,7 @@ func TestResolverRevalidatesWhereTheCardWasFound(t *testing.T) {
 func TestResolverWithoutTheCache(t *testing.T) {
 	cs := newCardServer(t)
 	r, b, _ := newResolver(t)
-	b.Abort()
+	bustest.Abort(b)
 	if res, err := r.Resolve(context.Background(), cs.URL); err != nil || res.Source != discovery.FromAgent {
 		t.Fatalf("cache down: %+v %v", res, err)
 	}

@@ -14,17 +14,25 @@ import (
 	"github.com/a2abus/a2abus/schemas"
 )
 
+// idleAgent registers agent and binds its work consumer, as a runner
+// would, but takes no work: every task sent to it stays queued.
+func (h *harness) idleAgent(agent string) {
+	h.t.Helper()
+	ctx := context.Background()
+	if err := h.b.RegisterAgent(ctx, schemas.AgentRegistration{Agent: agent, Card: schemas.AgentCard{Name: agent}}); err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := h.b.WorkConsumer(ctx, agent); err != nil {
+		h.t.Fatal(err)
+	}
+	h.waitAgent(h.url, agent)
+}
+
 // At the backlog bound new tasks get 503 + Retry-After with a JSON-RPC
 // error; the tasks already accepted are untouched.
 func TestBacklogBoundRefusesNewWork(t *testing.T) {
 	h := newHarness(t, harnessOptions{edge: edge.Config{MaxBacklogPerAgent: 3}})
-	if err := h.b.RegisterAgent(context.Background(), schemas.AgentRegistration{Agent: "queue", Card: schemas.AgentCard{Name: "queue"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.b.EnsureAgent(context.Background(), "queue"); err != nil {
-		t.Fatal(err)
-	}
-	h.waitAgent(h.url, "queue")
+	h.idleAgent("queue")
 	var ids []string
 	var refused *rpcReply
 	// The backlog is sampled at most every 500ms, so the bound is reached
@@ -59,14 +67,7 @@ func TestBacklogBoundRefusesNewWork(t *testing.T) {
 // task it was never told about stays visible to anyone.
 func TestRefusedRequestLeavesNothingBehind(t *testing.T) {
 	h := newHarness(t, harnessOptions{bus: bustest.Options{Config: bus.Config{WorkMaxBytes: 4 << 10}}})
-	ctx := context.Background()
-	if err := h.b.RegisterAgent(ctx, schemas.AgentRegistration{Agent: "queue", Card: schemas.AgentCard{Name: "queue"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.b.EnsureAgent(ctx, "queue"); err != nil {
-		t.Fatal(err)
-	}
-	h.waitAgent(h.url, "queue")
+	h.idleAgent("queue")
 	accepted := map[string]bool{}
 	refusals := 0
 	for i := 0; i < 40 && refusals < 5; i++ {
@@ -107,13 +108,7 @@ func TestOneCallerHoldsItsShareOfTheBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHarness(t, harnessOptions{edge: edge.Config{Auth: a, MaxBacklogPerAgent: 64}})
-	if err := h.b.RegisterAgent(context.Background(), schemas.AgentRegistration{Agent: "queue", Card: schemas.AgentCard{Name: "queue"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.b.EnsureAgent(context.Background(), "queue"); err != nil {
-		t.Fatal(err)
-	}
-	h.waitAgent(h.url, "queue")
+	h.idleAgent("queue")
 	send := func(key string) (int, http.Header, []byte) {
 		return as(t, key, "POST", h.url+"/agents/queue/message:send", "application/json",
 			`{"message":{"messageId":"`+schemas.NewID()+`","role":"ROLE_USER","parts":[{"text":"x"}]},"configuration":{"returnImmediately":true}}`)

@@ -79,14 +79,14 @@ func BenchmarkSendMessage(b *testing.B) {
 		h.waitAgent(url, "echo")
 		c := &http.Client{}
 		postBench(b, c, url+"/agents/echo") // warm up: consumer bound, connections open
-		e0, w0 := edgeBus.Stats(), workerBus.Stats()
+		e0, w0 := bustest.Stats(edgeBus), bustest.Stats(workerBus)
 		b.ReportAllocs()
 		b.ResetTimer()
 		for b.Loop() {
 			postBench(b, c, url+"/agents/echo")
 		}
 		b.StopTimer()
-		e1, w1 := edgeBus.Stats(), workerBus.Stats()
+		e1, w1 := bustest.Stats(edgeBus), bustest.Stats(workerBus)
 		n := float64(b.N)
 		b.ReportMetric(float64(e1.OutMsgs-e0.OutMsgs)/n, "edge-bus-msgs/op")
 		b.ReportMetric(float64(w1.OutMsgs-w0.OutMsgs)/n, "worker-bus-msgs/op")

@@ -169,7 +169,7 @@ func TestOversizedAnswerFailsTheTask(t *testing.T) {
 // and the task still waits for input: a smaller answer then completes it.
 // (Before, the answer was taken and the task FAILED "the agent's result
 // cannot be stored".) So is one that would fit but leave the agent no room
-// to answer (Bus.ClientRecordMax).
+// to answer (the bus keeps 1/256 of TaskMaxValueSize for it).
 func TestOversizedAnswerToAskIsRefused(t *testing.T) {
 	h := newHarness(t, harnessOptions{bus: bustest.Options{Config: bus.Config{TaskMaxValueSize: 128 << 10}},
 		agents: []workers.Definition{workers.EchoDefinition("echo")}})

@@ -397,7 +397,7 @@ func (s *Server) ready() bool {
 // consumers (every reconnect does, for a moment), or the bus may refuse
 // writes, before /readyz says the edge is not ready: a node lost for longer
 // than that means blocking calls would not see their tasks finish, and a
-// bus that stores nothing (see bus.CheckWritable) fails every request.
+// bus that stores nothing (see bus.WriteProbe) fails every request.
 const unfollowedGrace = 2 * time.Second
 
 // followingBus reports whether the task watcher and the agent directory

@@ -1,36 +1,13 @@
 package workers_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/bus/bustest"
 	"github.com/a2abus/a2abus/schemas"
 	"github.com/a2abus/a2abus/workers"
 )
-
-// submitID is submit with a chosen messageId (the conformance suite steers
-// the agent with it) and, for a continuation, an existing task.
-func submitID(t *testing.T, b *bus.Bus, agent, messageID, text string) string {
-	t.Helper()
-	ctx := context.Background()
-	msg := schemas.Message{MessageID: messageID, Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart(text)}}
-	id := schemas.NewID()
-	msg.TaskID, msg.ContextID = id, schemas.NewID()
-	rec := &schemas.TaskRecord{
-		Task:  schemas.Task{ID: id, ContextID: msg.ContextID, Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}, History: []schemas.Message{msg}},
-		Agent: agent, CreatedAt: *schemas.Now(),
-	}
-	if _, err := b.CreateTask(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: msg.ContextID, Agent: agent, Message: msg}, bus.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
 
 func partKind(p schemas.Part) string {
 	switch {

@@ -15,6 +15,31 @@ import (
 	"github.com/a2abus/a2abus/workers"
 )
 
+// submittedRecord is a SUBMITTED task for agent whose first message is
+// text, as a submission stores it.
+func submittedRecord(agent, text string) *schemas.TaskRecord {
+	id := schemas.NewID()
+	msg := schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, TaskID: id, ContextID: schemas.NewID(), Parts: []schemas.Part{schemas.TextPart(text)}}
+	return &schemas.TaskRecord{Agent: agent, CreatedAt: *schemas.Now(), Task: schemas.Task{ID: id, ContextID: msg.ContextID,
+		Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: schemas.Now()}, History: []schemas.Message{msg}}}
+}
+
+// workAt is the work item of rec's submission stored at rev, without the
+// record the edge's own queueing carries: its worker reads the task.
+func workAt(rec *schemas.TaskRecord, rev uint64) *schemas.WorkItem {
+	return &schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: rec.Agent, Message: rec.Task.History[0], TaskRevision: rev}
+}
+
+// submitUnsnapshotted stores a SUBMITTED task for agent and queues its
+// work without the record, as the orphan sweep queues it, so the worker
+// must read the task from the store.
+func submitUnsnapshotted(t *testing.T, b *bus.Bus, agent, text string) string {
+	t.Helper()
+	rec := submittedRecord(agent, text)
+	bustest.QueueWork(t, b, workAt(rec, bustest.CreateTask(t, b, rec)), bus.PublishOptions{})
+	return rec.Task.ID
+}
+
 // On a cluster a worker may read a task from a replica that has not yet
 // seen the edge's create. It must run the task all the same: every task
 // submitted here is read first from a replica that answers "not found"
@@ -26,16 +51,15 @@ func TestWorkerRunsTasksALaggingReplicaHasNotSeen(t *testing.T) {
 	startRunner(t, b, workers.EchoDefinition("echo"), workers.Options{})
 	var ids []string
 	for i := range 30 {
-		ids = append(ids, submit(t, b, "echo", "task "+string(rune('a'+i%26))))
+		ids = append(ids, submitUnsnapshotted(t, b, "echo", "task "+string(rune('a'+i%26))))
 	}
 	for _, id := range ids {
 		if rec := waitSettled(t, b, id); rec.Task.Status.State != schemas.TaskStateCompleted {
 			t.Fatalf("task %s ended %s", id, rec.Task.Status.State)
 		}
 	}
-	dls, err := b.DeadLetters(context.Background(), "echo")
-	if err != nil || len(dls) != 0 {
-		t.Fatalf("dead letters: %v %v", dls, err)
+	if dls := bustest.DeadLetters(t, b, "echo"); len(dls) != 0 {
+		t.Fatalf("dead letters: %v", dls)
 	}
 }
 
@@ -50,15 +74,10 @@ func TestWorkForAMissingTaskIsRetriedThenDeadLettered(t *testing.T) {
 	defer cancel()
 	id := schemas.NewID()
 	msg := schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, TaskID: id, Parts: []schemas.Part{schemas.TextPart("where am I")}}
-	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: schemas.NewID(), Agent: "echo", Message: msg, TaskRevision: 7}, bus.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	bustest.QueueWork(t, b, &schemas.WorkItem{TaskID: id, ContextID: schemas.NewID(), Agent: "echo", Message: msg, TaskRevision: 7}, bus.PublishOptions{})
 	var dls []bus.DeadLetter
 	for len(dls) == 0 {
-		var err error
-		if dls, err = b.DeadLetters(ctx, "echo"); err != nil {
-			t.Fatal(err)
-		}
+		dls = bustest.DeadLetters(t, b, "echo")
 		select {
 		case <-ctx.Done():
 			t.Fatal("the work was never dead-lettered")
@@ -94,25 +113,17 @@ func TestASecondCopyOfWorkDoesNotRunTheTaskTwice(t *testing.T) {
 	runs := startAsker(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rec := &schemas.TaskRecord{Agent: "ask", CreatedAt: *schemas.Now()}
-	id := schemas.NewID()
-	msg := schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, TaskID: id, ContextID: schemas.NewID(), Parts: []schemas.Part{schemas.TextPart("first")}}
-	rec.Task = schemas.Task{ID: id, ContextID: msg.ContextID, Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: schemas.Now()}, History: []schemas.Message{msg}}
-	rev, err := b.CreateTask(ctx, rec)
+	rec, rev, err := b.Submit(ctx, bus.Submission{Agent: "ask", Message: &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser,
+		Parts: []schemas.Part{schemas.TextPart("first")}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	item := &schemas.WorkItem{TaskID: id, ContextID: msg.ContextID, Agent: "ask", Message: msg, TaskRevision: rev}
-	if err := b.QueueWork(ctx, item, bus.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if got := waitSettled(t, b, id); got.Task.Status.State != schemas.TaskStateInputRequired {
+	if got := waitSettled(t, b, rec.Task.ID); got.Task.Status.State != schemas.TaskStateInputRequired {
 		t.Fatalf("task is %s, want input-required", got.Task.Status.State)
 	}
-	// The copy: the same submission under another event id.
-	if err := b.QueueWork(ctx, item, bus.PublishOptions{ID: "late-copy"}); err != nil {
-		t.Fatal(err)
-	}
+	// The copy: the same submission under another event id, without the
+	// record (TestASecondCopyWithASnapshotDoesNotWriteTwice has one with).
+	bustest.QueueWork(t, b, workAt(rec, rev), bus.PublishOptions{ID: "late-copy"})
 	waitBacklog(t, b, "ask")
 	if got := len(runs); got != 1 {
 		t.Fatalf("the agent ran %d times, want once", got)
@@ -127,31 +138,21 @@ func TestRedeliveryPublishesAFinalEventAWriterLeftUnpublished(t *testing.T) {
 	_, b := bustest.New(t, bustest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	id := schemas.NewID()
-	msg := schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, TaskID: id, ContextID: schemas.NewID(), Parts: []schemas.Part{schemas.TextPart("x")}}
-	rec := &schemas.TaskRecord{Agent: "echo", CreatedAt: *schemas.Now(), Task: schemas.Task{ID: id, ContextID: msg.ContextID,
-		Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: schemas.Now()}, History: []schemas.Message{msg}}}
-	rev, err := b.CreateTask(ctx, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := submittedRecord("echo", "x")
+	id := rec.Task.ID
+	rev := bustest.CreateTask(t, b, rec)
 	// The dead writer's last write: stored, never published.
-	done, doneRev, err := b.UpdateTask(ctx, id, func(r *schemas.TaskRecord) error {
+	done, doneRev := bustest.UpdateTask(t, b, id, func(r *schemas.TaskRecord) error {
 		r.LastEventID = "final-" + id
 		return r.ApplyStatus(&schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCompleted, Timestamp: schemas.Now()}})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	reader, err := b.ReadEvents(ctx, id, 0, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer reader.Close()
 	startRunner(t, b, workers.EchoDefinition("echo"), workers.Options{})
-	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: msg.ContextID, Agent: "echo", Message: msg, TaskRevision: rev}, bus.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	bustest.QueueWork(t, b, workAt(rec, rev), bus.PublishOptions{})
 	select {
 	case us := <-reader.C():
 		if u := us[len(us)-1]; u.Status == nil || u.Status.Status.State != schemas.TaskStateCompleted || u.Cursor != bus.RecordCursor(done, doneRev) {
@@ -229,9 +230,7 @@ func TestWorkFromASnapshotOfACanceledTaskIsDropped(t *testing.T) {
 	if item.Record == nil {
 		t.Fatal("no snapshot")
 	}
-	if err := b.QueueWork(ctx, item, bus.PublishOptions{ID: "held-copy"}); err != nil {
-		t.Fatal(err)
-	}
+	bustest.QueueWork(t, b, item, bus.PublishOptions{ID: "held-copy"})
 	// The runner starts only now, so no cancel notice reached it.
 	ran := make(chan struct{}, 4)
 	startRunner(t, b, workers.Definition{Name: "echo", Agent: workers.AgentFunc(func(ctx context.Context, req *workers.Request, em *workers.Emitter) error {
@@ -275,9 +274,7 @@ func TestASecondCopyWithASnapshotDoesNotWriteTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.QueueWork(ctx, item, bus.PublishOptions{ID: "late-copy"}); err != nil {
-		t.Fatal(err)
-	}
+	bustest.QueueWork(t, b, item, bus.PublishOptions{ID: "late-copy"})
 	waitBacklog(t, b, "ask")
 	after, afterRev, err := b.GetTask(ctx, rec.Task.ID)
 	if err != nil {

@@ -38,7 +38,7 @@ func TestCrashedWorkersTaskIsFinishedByAnother(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("first attempt never started")
 	}
-	crashing.Abort()
+	bustest.Abort(crashing)
 	startRunner(t, healthy, def, workers.Options{})
 
 	rec := waitSettled(t, healthy, id)
@@ -105,9 +105,7 @@ func TestRedeliveredWorkForFinishedTaskChangesNothing(t *testing.T) {
 	// The same work item again (as a redelivery would bring it), then a
 	// marker task to know the worker has consumed past it.
 	msg := before.Task.History[0]
-	if err := b.QueueWork(context.Background(), &schemas.WorkItem{TaskID: id, ContextID: before.Task.ContextID, Agent: "once", Message: msg}, bus.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	bustest.QueueWork(t, b, &schemas.WorkItem{TaskID: id, ContextID: before.Task.ContextID, Agent: "once", Message: msg}, bus.PublishOptions{})
 	marker := submit(t, b, "once", "marker")
 	waitSettled(t, b, marker)
 	if got := <-runs; got == msg.MessageID {

@@ -13,7 +13,8 @@ import (
 	"github.com/a2abus/a2abus/schemas"
 )
 
-// newTestTask stores a SUBMITTED task and returns its record and revision.
+// newTestTask stores a SUBMITTED task, with no work queued (the test is
+// its agent), and returns its record and revision.
 func newTestTask(t *testing.T, b *bus.Bus) (*schemas.TaskRecord, uint64) {
 	t.Helper()
 	id := schemas.NewID()
@@ -23,11 +24,7 @@ func newTestTask(t *testing.T, b *bus.Bus) (*schemas.TaskRecord, uint64) {
 		Agent:     "chunks",
 		CreatedAt: *schemas.Now(),
 	}
-	rev, err := b.CreateTask(context.Background(), rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rec, rev
+	return rec, bustest.CreateTask(t, b, rec)
 }
 
 // newTestEmitter is an Emitter of a new SUBMITTED task, as a runner makes

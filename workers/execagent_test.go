@@ -151,14 +151,8 @@ func TestExecCancelKillsProcessGroup(t *testing.T) {
 			time.Sleep(10 * time.Millisecond) // polling the child's pid file
 		}
 	}
-	// Cancel as the edge does: CAS to CANCELED, then the notice.
+	cancelTask(t, b, "tree", id)
 	ctx := context.Background()
-	if _, _, err := b.Apply(ctx, id, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.PublishCancel(ctx, schemas.CancelNotice{TaskID: id, Agent: "tree"}); err != nil {
-		t.Fatal(err)
-	}
 	for _, pid := range pids {
 		deadline := time.Now().Add(20 * time.Second)
 		for alive(pid) {

@@ -46,13 +46,11 @@ var boom = workers.AgentFunc(func(ctx context.Context, req *workers.Request, out
 	return errors.New("boom")
 })
 
+// cancelTask cancels a task submitted to agent as its client does through
+// the edge (bus.Cancel: CANCELED stored, then the agent's workers told).
 func cancelTask(t *testing.T, b *bus.Bus, agent, id string) {
 	t.Helper()
-	ctx := context.Background()
-	if _, _, err := b.Apply(ctx, id, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.PublishCancel(ctx, schemas.CancelNotice{TaskID: id, Agent: agent}); err != nil {
+	if _, err := b.Cancel(context.Background(), bus.Owner{Agent: agent}, id, nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -132,47 +132,28 @@ func steps(n int) workers.Definition {
 	}))
 }
 
-// pushTask creates a task of alice's for the steps agent, registers cfg
-// for it, then queues its work: every event of the task comes after the
-// config.
+// pushTask submits a task of alice's for the steps agent with cfg, as a
+// message sent with a push config is: the config is stored before the
+// work is queued, so every event of the task comes after it.
 func pushTask(t *testing.T, b *bus.Bus, text string, cfg schemas.TaskPushNotificationConfig, dialect string) string {
 	t.Helper()
-	ctx := context.Background()
-	msg := schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart(text)}}
-	id := schemas.NewID()
-	msg.TaskID, msg.ContextID = id, schemas.NewID()
-	rec := &schemas.TaskRecord{
-		Task:  schemas.Task{ID: id, ContextID: msg.ContextID, Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: schemas.Now()}, History: []schemas.Message{msg}},
-		Agent: "steps", Owner: "alice", CreatedAt: *schemas.Now(),
-	}
-	if _, err := b.CreateTask(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	cfg.TaskID = id
-	if _, err := b.CreatePushConfig(ctx, pushOwner, cfg, dialect); err != nil {
-		t.Fatal(err)
-	}
-	_, rev, err := b.GetTask(ctx, id)
+	msg := &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart(text)}}
+	rec, _, err := b.Submit(context.Background(), bus.Submission{Agent: pushOwner.Agent, Owner: pushOwner.Principal, Message: msg,
+		PushConfig: &cfg, PushDialect: dialect}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: msg.ContextID, Agent: "steps", Message: msg, TaskRevision: rev}, bus.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return rec.Task.ID
 }
 
 // storedIDs are the ids of the task's stored events, in order.
 func storedIDs(t *testing.T, b *bus.Bus, id string) []string {
 	t.Helper()
 	var ids []string
-	if err := b.StoredEvents(context.Background(), id, 0, func(e bus.StoredEvent) bool {
+	for _, e := range bustest.StoredEvents(t, b, id) {
 		for _, u := range e.Updates {
 			ids = append(ids, u.ID)
 		}
-		return true
-	}); err != nil {
-		t.Fatal(err)
 	}
 	return ids
 }
@@ -357,12 +338,8 @@ func TestPushDeadLettersAfterTheBoundAndMarksTheConfigFailing(t *testing.T) {
 	if err != nil || c.Failing == nil {
 		t.Fatalf("the owner's view of the config: %+v, %v", c, err)
 	}
-	dls, err := b.PushDeadLetters(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got []string
-	for _, d := range dls {
+	for _, d := range bustest.PushDeadLetters(t, b, id) {
 		if d.ConfigID != "c1" || !strings.Contains(d.Reason, "gave up after 3 attempts") || !strings.Contains(d.Reason, "502") {
 			t.Fatalf("dead letter %+v", d)
 		}
@@ -448,7 +425,7 @@ func TestPushResumesAfterASenderDies(t *testing.T) {
 	startSender(t, doomed, workers.PushOptions{AckWait: 500 * time.Millisecond, Timeout: time.Minute})
 	id := pushTask(t, b, "go", schemas.TaskPushNotificationConfig{URL: hook.URL}, "1.0")
 	<-stuck
-	doomed.Abort()
+	bustest.Abort(doomed)
 	startSender(t, b, workers.PushOptions{AckWait: 500 * time.Millisecond})
 	waitSettled(t, b, id)
 	want := storedIDs(t, b, id)

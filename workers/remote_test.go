@@ -106,17 +106,12 @@ func remoteDef(t *testing.T, name, url string) workers.Definition {
 	return def(name, workers.Remote{URL: url, Client: func(context.Context) (workers.RemoteClient, error) { return discoveryRemote{c}, nil }})
 }
 
-// continueTask answers an interrupted task as the edge does.
+// continueTask answers an interrupted task of agent's, as its client does
+// through the edge (bus.Continue: the answer stored, its work queued).
 func continueTask(t *testing.T, b *bus.Bus, agent, id, text string) {
 	t.Helper()
-	ctx := context.Background()
-	msg := schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, TaskID: id, Parts: []schemas.Part{schemas.TextPart(text)}}
-	rec, rev, err := b.Apply(ctx, id, bus.TaskEvent{Continue: &msg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg.ContextID = rec.Task.ContextID
-	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: rec.Task.ContextID, Agent: agent, Message: msg, TaskRevision: rev}, bus.PublishOptions{}); err != nil {
+	msg := &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, TaskID: id, Parts: []schemas.Part{schemas.TextPart(text)}}
+	if _, _, err := b.Continue(context.Background(), bus.Owner{Agent: agent}, msg, bus.PublishOptions{}, nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -13,27 +13,23 @@ import (
 	"github.com/a2abus/a2abus/workers"
 )
 
-// submit creates a task for agent with text and queues its work, as the edge
-// does.
+// submit submits a task for agent with text, as the edge does, and returns
+// its id.
 func submit(t *testing.T, b *bus.Bus, agent, text string) string {
 	t.Helper()
-	ctx := context.Background()
-	msg := schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart(text)}}
-	id := schemas.NewID()
-	msg.TaskID, msg.ContextID = id, schemas.NewID()
-	rec := &schemas.TaskRecord{
-		Task:      schemas.Task{ID: id, ContextID: msg.ContextID, Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: schemas.Now()}, History: []schemas.Message{msg}},
-		Agent:     agent,
-		CreatedAt: *schemas.Now(),
-	}
-	rev, err := b.CreateTask(ctx, rec)
+	return submitID(t, b, agent, schemas.NewID(), text)
+}
+
+// submitID is submit with a chosen messageId (the conformance agents are
+// steered by it).
+func submitID(t *testing.T, b *bus.Bus, agent, messageID, text string) string {
+	t.Helper()
+	msg := &schemas.Message{MessageID: messageID, Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart(text)}}
+	rec, _, err := b.Submit(context.Background(), bus.Submission{Agent: agent, Message: msg}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: msg.ContextID, Agent: agent, Message: msg, TaskRevision: rev}, bus.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return rec.Task.ID
 }
 
 // waitSettled waits (bounded) until the task is terminal or interrupted.

@@ -21,43 +21,11 @@ import (
 // 2 × TCK_STREAMING_TIMEOUT, 2 s by default), and the 0.3.x suite, whose
 // plain message/send tasks must stay cancelable for about a second.
 
-// submitTCK creates a task for agent whose first message has the given
-// messageId, as the edge does, and queues its work.
+// submitTCK submits a task for agent whose first message has the given
+// messageId, as the edge does.
 func submitTCK(t *testing.T, b *bus.Bus, agent, messageID string) string {
 	t.Helper()
-	ctx := context.Background()
-	id := schemas.NewID()
-	msg := schemas.Message{MessageID: messageID, Role: schemas.RoleUser, TaskID: id, ContextID: schemas.NewID(),
-		Parts: []schemas.Part{schemas.TextPart("TCK test message")}}
-	rec := &schemas.TaskRecord{
-		Task:      schemas.Task{ID: id, ContextID: msg.ContextID, Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: schemas.Now()}, History: []schemas.Message{msg}},
-		Agent:     agent,
-		CreatedAt: *schemas.Now(),
-	}
-	rev, err := b.CreateTask(ctx, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: id, ContextID: msg.ContextID, Agent: agent, Message: msg, TaskRevision: rev}, bus.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
-// answerTCK sends a client's answer to an interrupted task, as the edge
-// does: the task goes back to SUBMITTED with the message, and work is queued.
-func answerTCK(t *testing.T, b *bus.Bus, agent string, rec *schemas.TaskRecord, messageID, text string) {
-	t.Helper()
-	ctx := context.Background()
-	msg := schemas.Message{MessageID: messageID, Role: schemas.RoleUser, TaskID: rec.Task.ID, ContextID: rec.Task.ContextID,
-		Parts: []schemas.Part{schemas.TextPart(text)}}
-	_, rev, err := b.Apply(ctx, rec.Task.ID, bus.TaskEvent{Continue: &msg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.QueueWork(ctx, &schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: agent, Message: msg, TaskRevision: rev}, bus.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	return submitID(t, b, agent, messageID, "TCK test message")
 }
 
 // tckEvents reads the events of a task until one settles it (terminal or
@@ -277,13 +245,7 @@ func TestTCKLingeringTaskCancels(t *testing.T) {
 			if _, err := tw.Wait(ctx, id, func(r *schemas.TaskRecord) bool { return r.Task.Status.State == schemas.TaskStateWorking }); err != nil {
 				t.Fatal(err)
 			}
-			// Cancel as the edge does: store CANCELED, then notify the workers.
-			if _, _, err := b.Apply(ctx, id, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateCanceled}}}); err != nil {
-				t.Fatal(err)
-			}
-			if err := b.PublishCancel(ctx, schemas.CancelNotice{TaskID: id, Agent: "tck"}); err != nil {
-				t.Fatal(err)
-			}
+			cancelTask(t, b, "tck", id)
 			select {
 			case err := <-returned:
 				if err == nil {
@@ -319,7 +281,7 @@ func TestTCKContinuationCompletes(t *testing.T) {
 	if rec.Task.Status.State != schemas.TaskStateInputRequired {
 		t.Fatalf("state %s", rec.Task.Status.State)
 	}
-	answerTCK(t, b, "tck", rec, "answer-"+schemas.NewID(), "TCK follow-up")
+	continueTask(t, b, "tck", id, "TCK follow-up")
 	rec = waitSettled(t, b, id)
 	if rec.Task.Status.State != schemas.TaskStateCompleted {
 		t.Fatalf("state after the answer %s", rec.Task.Status.State)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/bus/bustest"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -187,7 +188,7 @@ func TestAttackConnectionFlood(t *testing.T) {
 		t.Fatalf("a NATS client during the flood: %v", err)
 	}
 	defer b.Close()
-	if err := b.CheckWritable(ctx); err != nil {
+	if err := bustest.CheckWritable(ctx, b); err != nil {
 		t.Fatalf("the store during the flood: %v", err)
 	}
 	if fullAttack() {

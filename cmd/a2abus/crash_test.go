@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/bus/bustest"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -322,9 +323,8 @@ func TestPoisonWorkEndsFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	dls, err := b.DeadLetters(ctx, "poison")
-	if err != nil || len(dls) != 1 || dls[0].TaskID != task.ID || !strings.Contains(dls[0].Reason, "deliveries") {
-		t.Fatalf("dead letters: %+v %v", dls, err)
+	if dls := bustest.DeadLetters(t, b, "poison"); len(dls) != 1 || dls[0].TaskID != task.ID || !strings.Contains(dls[0].Reason, "deliveries") {
+		t.Fatalf("dead letters: %+v", dls)
 	}
 	t.Logf("poison: accepted 1, worker crashes %d, failed 1 (%q), dead letters 1", crashes, getTask(t, base, "poison", task.ID).Status.Message.Text())
 	serve.stop(t)
@@ -356,9 +356,7 @@ func TestOrphanedTaskIsQueuedAfterAKill(t *testing.T) {
 	msg := schemas.Message{MessageID: "orphan-1", Role: schemas.RoleUser, TaskID: id, ContextID: ctxID, Parts: []schemas.Part{schemas.TextPart("left behind")}}
 	rec := &schemas.TaskRecord{Agent: "echo", CreatedAt: *schemas.Now(), Task: schemas.Task{ID: id, ContextID: ctxID,
 		Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted, Timestamp: schemas.Now()}, History: []schemas.Message{msg}}}
-	if _, err := b.CreateTask(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
+	bustest.CreateTask(t, b, rec)
 	_ = b.Close()
 
 	sigkill(t, serve)
