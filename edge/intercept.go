@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
@@ -42,6 +43,8 @@ type invocation struct {
 	op   string
 	req  any
 	out  streamOut
+	// run is the operation itself, what the chain's end calls.
+	run invoker
 }
 
 // invoker runs an invocation: the next interceptor, or the service.
@@ -51,34 +54,31 @@ type invoker func(ctx context.Context, inv *invocation) (any, error)
 // answers (or refuses) itself.
 type interceptor func(ctx context.Context, inv *invocation, next invoker) (any, error)
 
-// intercepted is a service behind its interceptor chain, the first
-// outermost.
+// intercepted is a service behind its interceptor chain, composed once
+// (the first interceptor outermost) and ending in the invocation's own
+// operation.
 type intercepted struct {
 	next  service
-	chain []interceptor
+	chain invoker
 }
 
 func intercept(next service, chain ...interceptor) service {
-	return &intercepted{next: next, chain: chain}
+	h := invoker(func(ctx context.Context, inv *invocation) (any, error) { return inv.run(ctx, inv) })
+	for _, ic := range slices.Backward(chain) {
+		inner := h
+		h = func(ctx context.Context, inv *invocation) (any, error) { return ic(ctx, inv, inner) }
+	}
+	return &intercepted{next: next, chain: h}
 }
 
 // through runs one invocation of op through the chain to fn.
 func through[Req, Resp any](ctx context.Context, ic *intercepted, c *call, op string, req Req, out streamOut, fn func(context.Context, *invocation, Req) (Resp, error)) (Resp, error) {
-	inv := &invocation{call: c, op: op, req: req, out: out}
-	h := invoker(func(ctx context.Context, inv *invocation) (any, error) {
-		res, err := fn(ctx, inv, inv.req.(Req))
-		return res, err
-	})
-	for i := len(ic.chain) - 1; i >= 0; i-- {
-		h = wrap(ic.chain[i], h)
-	}
-	res, err := h(ctx, inv)
+	inv := &invocation{call: c, op: op, req: req, out: out, run: func(ctx context.Context, inv *invocation) (any, error) {
+		return fn(ctx, inv, inv.req.(Req))
+	}}
+	res, err := ic.chain(ctx, inv)
 	r, _ := res.(Resp)
 	return r, err
-}
-
-func wrap(ic interceptor, next invoker) invoker {
-	return func(ctx context.Context, inv *invocation) (any, error) { return ic(ctx, inv, next) }
 }
 
 // none is the result of the operations that answer with a stream or
