@@ -17,13 +17,16 @@
 // the one internal call (agent, method, params, principal, version), which
 // passes the one pipeline of checks (body limits, content type, version,
 // agent resolution; authentication, authorization and rate limits go there
-// and nowhere else), runs against the 1.0 model on the bus task lifecycle,
-// and is encoded back by its dialect, streams through the one SSE framer.
+// and nowhere else), and is adapted by its dialect into one operation of
+// the typed A2A service (service.go), reached only through its interceptor
+// chain (intercept.go) and the only holder of the bus task lifecycle; the
+// answer is encoded back by the dialect, streams through the one SSE
+// framer.
 // A client's message, whatever its dialect, is checked once against the
 // part rules and bounds of Config (input.go, schemas.CheckInput).
 // Protocol errors come from the one table in schemas and reach the wire
 // through its codec (schemas/wire.go). See ARCHITECTURE.md, "The edge".
 //
-// Dependency rule: edge depends on schemas and bus only; it never imports
-// workers, discovery or NATS.
+// Dependency rule: edge depends on schemas, bus (in the roles of roles.go)
+// and edge/auth only; it never imports workers, discovery or NATS.
 package edge
