@@ -123,7 +123,7 @@ func NewClient(ep Endpoint, opts Options) (*Client, error) {
 	if hc == nil {
 		hc = opts.Policy.Client(0)
 	}
-	cn := &conn{ep: ep, http: hc, header: opts.Header, opts: opts}
+	cn := &conn{ep: ep, http: hc, opts: opts}
 	return &Client{conn: cn, wires: wiresFor(cn)}, nil
 }
 

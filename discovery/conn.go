@@ -23,13 +23,12 @@ import (
 // sequence, whichever dialect sends them). Every request of every adapter
 // goes through it, so the guards, credentials and limits apply alike, and
 // every answer that is not A2A, or carries an agent's error, is read into
-// the same errors. It knows nothing of A2A's operations.
+// the same errors.
 type conn struct {
-	ep     Endpoint
-	http   *http.Client
-	header http.Header
-	opts   Options
-	ids    atomic.Int64
+	ep   Endpoint
+	http *http.Client
+	opts Options
+	ids  atomic.Int64
 }
 
 // wireError is a JSON-RPC error object, or the body of google.rpc.Status;
@@ -49,7 +48,7 @@ func (c *conn) newRequest(ctx context.Context, method, u string, body any) (*htt
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
-	for k, vs := range c.header {
+	for k, vs := range c.opts.Header {
 		for _, v := range vs {
 			req.Header.Add(k, v)
 		}

@@ -59,6 +59,7 @@ func (w jsonrpcWire) createPushConfig(ctx context.Context, cfg *schemas.TaskPush
 
 func (w jsonrpcWire) getPushConfig(ctx context.Context, req *schemas.GetTaskPushNotificationConfigRequest) (*PushConfig, error) {
 	var out PushConfig
+	req = withTenant(w.ep.Tenant, req, func(r *schemas.GetTaskPushNotificationConfigRequest) *string { return &r.Tenant })
 	if err := w.rpc(ctx, "GetTaskPushNotificationConfig", req, &out); err != nil {
 		return nil, err
 	}
@@ -67,6 +68,7 @@ func (w jsonrpcWire) getPushConfig(ctx context.Context, req *schemas.GetTaskPush
 
 func (w jsonrpcWire) listPushConfigs(ctx context.Context, req *schemas.ListTaskPushNotificationConfigsRequest) ([]PushConfig, error) {
 	var list pushConfigList
+	req = withTenant(w.ep.Tenant, req, func(r *schemas.ListTaskPushNotificationConfigsRequest) *string { return &r.Tenant })
 	if err := w.rpc(ctx, "ListTaskPushNotificationConfigs", req, &list); err != nil {
 		return nil, err
 	}
@@ -75,6 +77,7 @@ func (w jsonrpcWire) listPushConfigs(ctx context.Context, req *schemas.ListTaskP
 
 func (w jsonrpcWire) deletePushConfig(ctx context.Context, req *schemas.GetTaskPushNotificationConfigRequest) error {
 	var ignored json.RawMessage
+	req = withTenant(w.ep.Tenant, req, func(r *schemas.GetTaskPushNotificationConfigRequest) *string { return &r.Tenant })
 	return w.rpc(ctx, "DeleteTaskPushNotificationConfig", req, &ignored)
 }
 

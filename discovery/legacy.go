@@ -348,8 +348,8 @@ func (w *legacyWire) stream(ctx context.Context, call legacyStreamCall) (*Stream
 }
 
 // sse asks for call's stream. It returns the stream; or, when the
-// agent does not stream this way, nothing (call.refused is set, and so is
-// the REST route when the url takes no JSON-RPC) or the task it answered
+// agent does not stream this way, nothing (call.refused is set; when the
+// url takes no JSON-RPC, the REST route is set instead) or the task it answered
 // instead (an agent that treats the method as tasks/send). The agent's
 // errors are returned, method-not-found excepted. An agent that says it
 // does not know the method in the stream itself is polled, by the stream,
@@ -388,16 +388,15 @@ func (w *legacyWire) sse(ctx context.Context, call legacyStreamCall) (*Stream, *
 		return nil, nil, nil
 	}
 	t, err := w.answer(call.method, req, res, body)
-	if errors.Is(err, schemas.ErrMethodNotFound) || errors.Is(err, schemas.ErrUnsupportedOperation) {
-		w.route.CompareAndSwap(routeUnknown, routeRPC)
-		call.refused.Store(true)
-		return nil, nil, nil
-	}
-	if err != nil {
+	unknown := errors.Is(err, schemas.ErrMethodNotFound) || errors.Is(err, schemas.ErrUnsupportedOperation)
+	if err != nil && !unknown {
 		return nil, nil, err
 	}
 	w.route.CompareAndSwap(routeUnknown, routeRPC)
 	call.refused.Store(true)
+	if unknown {
+		return nil, nil, nil
+	}
 	if t.ContextID == "" {
 		t.ContextID = call.contextID
 	}
@@ -419,14 +418,11 @@ func (w *legacyWire) sse(ctx context.Context, call legacyStreamCall) (*Stream, *
 func (w *legacyWire) decode(contextID string, subscribe bool) decodeFunc {
 	ends := streamEnd(subscribe)
 	return func(data []byte) (*schemas.StreamResponse, bool, error) {
-		var r rpcResponse
-		if err := json.Unmarshal(data, &r); err != nil {
-			return nil, false, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event is not a JSON-RPC response: %v", err)
+		result, err := w.rpcEvent(data)
+		if err != nil {
+			return nil, false, err
 		}
-		if r.Error != nil {
-			return nil, false, w.protocolError(r.Error, nil)
-		}
-		raw := []byte(r.Result)
+		raw := []byte(result)
 		if len(raw) == 0 || string(raw) == "null" {
 			raw = data
 		}

@@ -40,16 +40,16 @@ func (c *Client) CreatePushConfig(ctx context.Context, cfg schemas.TaskPushNotif
 
 // PushConfig reads one config of a task.
 func (c *Client) PushConfig(ctx context.Context, taskID, id string) (*PushConfig, error) {
-	return c.wire().getPushConfig(ctx, &schemas.GetTaskPushNotificationConfigRequest{Tenant: c.conn.ep.Tenant, TaskID: taskID, ID: id})
+	return c.wire().getPushConfig(ctx, &schemas.GetTaskPushNotificationConfigRequest{TaskID: taskID, ID: id})
 }
 
 // PushConfigs lists the configs of a task.
 func (c *Client) PushConfigs(ctx context.Context, taskID string) ([]PushConfig, error) {
-	return c.wire().listPushConfigs(ctx, &schemas.ListTaskPushNotificationConfigsRequest{Tenant: c.conn.ep.Tenant, TaskID: taskID})
+	return c.wire().listPushConfigs(ctx, &schemas.ListTaskPushNotificationConfigsRequest{TaskID: taskID})
 }
 
 // DeletePushConfig deletes a config of a task (one that is not there is
 // not an error: the specification makes delete idempotent).
 func (c *Client) DeletePushConfig(ctx context.Context, taskID, id string) error {
-	return c.wire().deletePushConfig(ctx, &schemas.GetTaskPushNotificationConfigRequest{Tenant: c.conn.ep.Tenant, TaskID: taskID, ID: id})
+	return c.wire().deletePushConfig(ctx, &schemas.GetTaskPushNotificationConfigRequest{TaskID: taskID, ID: id})
 }

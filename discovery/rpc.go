@@ -23,7 +23,6 @@ type rpcRequest struct {
 }
 
 type rpcResponse struct {
-	ID     json.RawMessage `json:"id"`
 	Result json.RawMessage `json:"result"`
 	Error  *wireError      `json:"error"`
 }
@@ -80,18 +79,28 @@ func (c *conn) rpcStream(ctx context.Context, method string, params any, lastEve
 		return nil, err
 	}
 	decode := func(data []byte) (*schemas.StreamResponse, bool, error) {
-		var r rpcResponse
-		if err := json.Unmarshal(data, &r); err != nil {
-			return nil, false, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event is not a JSON-RPC response: %v", err)
+		result, err := c.rpcEvent(data)
+		if err != nil {
+			return nil, false, err
 		}
-		if r.Error != nil {
-			return nil, false, c.protocolError(r.Error, nil)
-		}
-		ev, final, err := read(r.Result)
+		ev, final, err := read(result)
 		if err != nil {
 			return nil, false, err
 		}
 		return ev, ends(ev) || final, nil
 	}
 	return c.openStream(req, cancel, decode)
+}
+
+// rpcEvent reads one stream event of a JSON-RPC stream: a response whose
+// result is the event, or whose error is the agent's.
+func (c *conn) rpcEvent(data []byte) (json.RawMessage, error) {
+	var r rpcResponse
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event is not a JSON-RPC response: %v", err)
+	}
+	if r.Error != nil {
+		return nil, c.protocolError(r.Error, nil)
+	}
+	return r.Result, nil
 }
