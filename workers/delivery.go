@@ -30,11 +30,9 @@ type delivery struct {
 	rec   *schemas.TaskRecord
 	rev   uint64
 	since *string
-	// em and runErr are the turn's Emitter and how it ended (runAgent);
-	// settled is set once the work is acked or handed back.
-	em      *Emitter
-	runErr  error
-	settled bool
+	// em and runErr are the turn's Emitter and how it ended (runAgent).
+	em     *Emitter
+	runErr error
 }
 
 // step runs one policy around next, or settles the delivery itself and
@@ -58,7 +56,7 @@ func (r *Runner) pipeline() func(context.Context, *delivery) {
 
 // handle runs one delivery of a work item to its end: ack when its effects
 // are stored, nak (with back-off) when the bus failed or the worker is
-// shutting down, term when the input is poison.
+// shutting down, dead-lettered when it cannot run.
 func (r *Runner) handle(base context.Context, w *Work) {
 	r.deliver(base, &delivery{w: w, base: base, log: r.log.With("task_id", w.Item.TaskID, "ce_id", w.EventID, "attempt", w.Attempt)})
 }
@@ -94,24 +92,33 @@ func (r *Runner) readTask(ctx context.Context, d *delivery, next func(context.Co
 		rec, since = nil, nil
 	}
 	if rec == nil {
-		opCtx, opCancel := context.WithTimeout(ctx, 30*time.Second)
-		var err error
-		rec, rev, err = r.b.GetTaskAtLeast(opCtx, w.Item.TaskID, w.Item.TaskRevision)
-		switch {
-		case errors.Is(err, schemas.ErrTaskNotFound):
-			r.missingTask(opCtx, w, d.log, err)
-			opCancel()
-			return
-		case err != nil:
-			opCancel()
-			d.log.Warn("reading task failed; handing work back", "err", err)
-			_ = w.Nak(backoff(w.Attempt))
+		var ok bool
+		if rec, rev, ok = r.readStored(ctx, d); !ok {
 			return
 		}
-		opCancel()
 	}
 	d.rec, d.rev, d.since = rec, rev, since
 	next(ctx, d)
+}
+
+// readStored reads the delivery's task from the store, at least at the
+// revision its item submits; when it cannot, it settles the delivery
+// (missingTask, or back-off while the bus fails) and reports false.
+func (r *Runner) readStored(ctx context.Context, d *delivery) (*schemas.TaskRecord, uint64, bool) {
+	w := d.w
+	opCtx, opCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer opCancel()
+	rec, rev, err := r.b.GetTaskAtLeast(opCtx, w.Item.TaskID, w.Item.TaskRevision)
+	switch {
+	case errors.Is(err, schemas.ErrTaskNotFound):
+		r.missingTask(opCtx, w, d.log, err)
+		return nil, 0, false
+	case err != nil:
+		d.log.Warn("reading task failed; handing work back", "err", err)
+		_ = w.Nak(backoff(w.Attempt))
+		return nil, 0, false
+	}
+	return rec, rev, true
 }
 
 // skipSettled settles, without running the agent, a delivery whose task
@@ -150,9 +157,7 @@ func (r *Runner) skipSettled(ctx context.Context, d *delivery, next func(context
 // track runs the turn, and settling it, under a context of its own,
 // registered as the task's, so a cancel notice ends it (cancelTask), as
 // does the heartbeat when the task finished elsewhere and the end of the
-// shutdown grace; the heartbeat keeps the delivery alive meanwhile. A turn
-// ended so is settled here: a canceled task's work is done, a shut-down
-// worker's goes back at once for another.
+// shutdown grace; the heartbeat keeps the delivery alive meanwhile.
 func (r *Runner) track(base context.Context, d *delivery, next func(context.Context, *delivery)) {
 	ctx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)
@@ -169,31 +174,26 @@ func (r *Runner) track(base context.Context, d *delivery, next func(context.Cont
 	defer close(hbDone)
 	go r.heartbeat(ctx, d.w, cancel, hbDone)
 	next(ctx, d)
-	if d.settled {
-		return
-	}
-	switch cause := context.Cause(ctx); {
-	case errors.Is(cause, errShutdown):
-		d.log.Info("handing work back on shutdown")
-		_ = d.w.Nak(0)
-	case errors.Is(cause, errCanceled):
-		_ = d.w.Ack()
-	}
-	d.settled = true
 }
 
-// settle records how the agent's turn ended, unless it was ended by a
-// cancel or the shutdown (track's): a write found the task changed under
-// it (dropStale); the bus failed the agent, not the task (run it again
-// later, with back-off); otherwise the turn's end is stored (settleTurn)
-// and the work acked.
+// settle records how the agent's turn ended: a canceled task's work is
+// done, a shut-down worker's goes back at once for another; a write found
+// the task changed under it (dropStale); the bus failed the agent, not the
+// task (run it again later, with back-off); otherwise the turn's end is
+// stored (settleTurn) and the work acked. It is bounded by the runner's
+// context, not the turn's, which the heartbeat may end while it writes.
 func (r *Runner) settle(ctx context.Context, d *delivery, next func(context.Context, *delivery)) {
 	next(ctx, d)
-	if cause := context.Cause(ctx); errors.Is(cause, errShutdown) || errors.Is(cause, errCanceled) {
+	w, log, runErr := d.w, d.log, d.runErr
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errShutdown):
+		log.Info("handing work back on shutdown")
+		_ = w.Nak(0)
+		return
+	case errors.Is(cause, errCanceled):
+		_ = w.Ack()
 		return
 	}
-	d.settled = true
-	w, log, runErr := d.w, d.log, d.runErr
 	finCtx, finCancel := context.WithTimeout(d.base, 30*time.Second)
 	defer finCancel()
 	if d.em.stale {
