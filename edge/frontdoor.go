@@ -207,7 +207,7 @@ func (s *Server) serve(rt Route, b *binding, decode decodeFunc) frontDoorHandler
 		}
 		res, err := fn(r.Context(), c)
 		if err != nil {
-			s.refuse(w, b, c, schemas.AsError(err), 0)
+			s.refuse(w, b, c, s.protocolError(c, err), 0)
 			return
 		}
 		b.writeResult(w, c, res)
@@ -232,7 +232,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, b *binding,
 	if err == nil {
 		return
 	}
-	pe := schemas.AsError(err)
+	pe := s.protocolError(c, err)
 	c.obs.failed(pe)
 	// A retryable refusal keeps its HTTP status (503 + Retry-After), so
 	// proxies and clients back off.
@@ -335,9 +335,9 @@ func (s *Server) refuse(w http.ResponseWriter, b *binding, c *call, e *schemas.E
 	b.writeError(w, c, e, status)
 }
 
-// protocolError classifies an operation's error (the interceptor
-// classifyErrors); an internal one is logged with its cause, which the
-// client never sees.
+// protocolError classifies what a method failed with — the service's
+// errors and its adapter's alike — into the error the client gets; an
+// internal one is logged with its cause, which the client never sees.
 func (s *Server) protocolError(c *call, err error) *schemas.Error {
 	if errors.Is(err, context.Canceled) {
 		// The request was ended before its answer: the client left, or

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"time"
@@ -11,12 +12,13 @@ import (
 )
 
 // The interceptor chain of the A2A service: what applies to every call of
-// every binding once it is decoded — the admission of new tasks, the
-// classification of errors, the call log — and the slot where tracing,
-// trust levels and approvals go. The front door's own rules (origin,
-// authentication, rate limit, body bound, tenant) run before a request is
-// decoded, so nobody unauthenticated makes the edge parse a body; they are
-// applied by serve from the route table (routes.go).
+// every binding once it is decoded — the admission of new tasks, the call
+// log — and the slot where tracing, trust levels and approvals go. The
+// front door's own rules (origin, authentication, rate limit, body bound,
+// tenant) run before a request is decoded, so nobody unauthenticated makes
+// the edge parse a body; they are applied by serve from the route table
+// (routes.go), which also classifies what a call failed with, in the
+// service or in its adapter (protocolError).
 
 // The operations' names, as A2A 1.0 names them.
 const (
@@ -155,21 +157,11 @@ func (ic *intercepted) GetExtendedAgentCard(ctx context.Context, c *call) (*sche
 }
 
 // interceptors is the edge's chain, outermost first: the call log sees
-// every call's outcome as the client gets it, errors are classified before
-// it, and a new task is admitted before it reaches the lifecycle.
+// every call's outcome, and a new task is admitted before it reaches the
+// lifecycle.
 func (s *Server) interceptors(load func(context.Context, string) (bus.AgentLoad, error), taskMaxBytes int64) []interceptor {
 	adm := &admission{cfg: &s.cfg, index: s.index, agents: s.agents, load: load, taskMaxBytes: taskMaxBytes}
-	return []interceptor{s.logCalls, s.classifyErrors, adm.admitNewTasks}
-}
-
-// classifyErrors turns whatever an operation failed with into the
-// protocol error the client gets (see protocolError).
-func (s *Server) classifyErrors(ctx context.Context, inv *invocation, next invoker) (any, error) {
-	res, err := next(ctx, inv)
-	if err != nil {
-		return res, s.protocolError(inv.call, err)
-	}
-	return res, nil
+	return []interceptor{s.logCalls, adm.admitNewTasks}
 }
 
 // logCalls logs each call at debug level: the operation, whom for, how it
@@ -183,7 +175,10 @@ func (s *Server) logCalls(ctx context.Context, inv *invocation, next invoker) (a
 	res, err := next(ctx, inv)
 	c := inv.call
 	attrs := []any{"op", inv.op, "agent", c.agent, "tenant", c.caller.tenant, "principal", c.caller.principal, "took", time.Since(start)}
-	if err != nil {
+	switch {
+	case errors.Is(err, context.Canceled):
+		attrs = append(attrs, "ended", "before its answer")
+	case err != nil:
 		attrs = append(attrs, "code", schemas.AsError(err).Code)
 	}
 	s.log.Debug("a2a call", attrs...)
