@@ -17,7 +17,7 @@ import (
 // with consumers of their own, and whether an edge must be able to write it
 // to serve. Provisioning and binding (provision, bind), the NATS
 // permissions of each role (Role.permissions) and the write probe
-// (CheckWritable) are derived from this table, so a new stream or bucket is
+// (checkWritable) are derived from this table, so a new stream or bucket is
 // a row here and its names in schemas/names.go; its byte-level contract is
 // schemas/README.md.
 
@@ -41,7 +41,7 @@ type store struct {
 	followed bool
 	// serves: an edge writes it to serve at all (task records, work,
 	// events) or its agents stay listed by it; the write probe asks its
-	// leader (CheckWritable).
+	// leader (checkWritable).
 	serves bool
 	// lazy: a process that binds (Config.BindOnly) does not look it up at
 	// start-up but on first use, so a process of a release that predates

@@ -706,7 +706,7 @@ func (q *agentQueue) release() {
 	checkEvery := intakeCheckEvery
 	if d := q.t.b.cfg.intakeCheckEvery; d > 0 {
 		checkEvery = d
-		tick.Reset(d)
+		tick.Reset(min(d, time.Second))
 	}
 	for {
 		select {

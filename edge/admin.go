@@ -60,7 +60,7 @@ func (s *Server) handleRegistryPut(w http.ResponseWriter, r *http.Request) {
 	agent := r.PathValue("agent")
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		writePlain(w, http.StatusRequestEntityTooLarge, "a registry entry is at most 64 KiB")
+		writePlain(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("a registry entry is at most %d KiB", registryEntryMax>>10))
 		return
 	}
 	var e schemas.RegistryEntry

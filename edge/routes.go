@@ -91,7 +91,7 @@ const (
 )
 
 func (p Policy) String() string {
-	return [...]string{"none", "public", "caller", "admin", "admin-write", "webhook-token"}[min(int(p), 5)]
+	return enumName(int(p), "none", "public", "caller", "admin", "admin-write", "webhook-token")
 }
 
 // Limit is how a route's requests are rate-limited.
@@ -115,7 +115,7 @@ const (
 )
 
 func (l Limit) String() string {
-	return [...]string{"none declared", "none", "caller", "address"}[min(int(l), 3)]
+	return enumName(int(l), "none declared", "none", "caller", "address")
 }
 
 // Origins is which requests from browser pages of other origins a route
@@ -130,7 +130,7 @@ const (
 )
 
 func (o Origins) String() string {
-	return [...]string{"none declared", "state-changing", "same-origin"}[min(int(o), 2)]
+	return enumName(int(o), "none declared", "state-changing", "same-origin")
 }
 
 // routeDecl is one row of routeTable: the Route and what serves it.
@@ -508,4 +508,12 @@ func trimMediaType(ct string) string {
 		ct = ct[:100] + "…"
 	}
 	return strings.ToValidUTF8(ct, "?")
+}
+
+// enumName is the name of value i of a rule, "invalid" past the last.
+func enumName(i int, names ...string) string {
+	if i < 0 || i >= len(names) {
+		return "invalid"
+	}
+	return names[i]
 }

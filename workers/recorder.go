@@ -76,16 +76,11 @@ func (r *Recorder) Add(def Definition) {
 // it, as a Runner would on its first delivery. It returns the task as the
 // turn left it.
 func (r *Recorder) Start(ctx context.Context, name string, agent Agent, msg schemas.Message) (*schemas.TaskRecord, error) {
-	return r.start(ctx, bus.Submission{Agent: name, Message: &msg}, agent)
-}
-
-// start stores a submission's task and runs agent's turn on it.
-func (r *Recorder) start(ctx context.Context, s bus.Submission, agent Agent) (*schemas.TaskRecord, error) {
-	msg, err := r.create(s)
+	m, err := r.create(bus.Submission{Agent: name, Message: &msg})
 	if err != nil {
 		return nil, err
 	}
-	return r.turn(ctx, msg.TaskID, msg, agent)
+	return r.turn(ctx, m.TaskID, m, agent)
 }
 
 // create stores the task of a submission as bus.Submit does (a new

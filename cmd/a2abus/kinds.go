@@ -13,12 +13,13 @@ import (
 	"github.com/a2abus/a2abus/workers"
 )
 
-// The built-in kinds of agent. Each kind declares, in its own file, the
-// options it reads from an agent's object in the config file (a struct:
+// The built-in kinds of agent. Each kind declares, beside its agent (the
+// in-process ones below, the others in their own files), the options it
+// reads from an agent's object in the config file (a struct:
 // the fields besides name, kind, concurrency and extendedSkills; any other
 // field is an error), how they are checked when the config is read, and
-// how a process builds the agent. Adding a kind is its file and its line
-// in agentKinds.
+// how a process builds the agent. Adding a kind is its declaration and its
+// line in agentKinds.
 
 // agentKind is one built-in kind: check reads and checks an agent's
 // options (when the config is read, so a mistake stops the process at
