@@ -170,10 +170,6 @@ func (o Owner) caller(rec *schemas.TaskRecord) bool {
 	return rec.Tenant == o.Tenant && (o.Admin || rec.Owner == o.Principal)
 }
 
-func notFound(id string) error {
-	return schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
-}
-
 // Task reads a task owned by o, with its revision.
 func (b *Bus) Task(ctx context.Context, o Owner, id string) (*schemas.TaskRecord, uint64, error) {
 	if id == "" {
@@ -188,7 +184,7 @@ func (b *Bus) Task(ctx context.Context, o Owner, id string) (*schemas.TaskRecord
 		// not there); so does a stranger's, so the two take the same time
 		// and the answer's timing does not tell them apart either.
 		_, _, _ = b.readTask(ctx, id, true)
-		return nil, 0, notFound(id)
+		return nil, 0, schemas.TaskNotFound(id)
 	}
 	return rec, rev, nil
 }
@@ -430,7 +426,7 @@ func (b *Bus) Await(ctx context.Context, o Owner, id string) (*schemas.TaskRecor
 			return nil, err
 		}
 		if rec.Agent != o.Agent || !o.caller(rec) { // a reply is the fan-out's answer: not Owns
-			return nil, notFound(id)
+			return nil, schemas.TaskNotFound(id)
 		}
 		if rec.Reply != nil || rec.Task.Status.State.Settled() {
 			return rec, nil
@@ -646,7 +642,7 @@ func (b *Bus) StartChild(ctx context.Context, s Submission) error {
 		return err
 	}
 	if !o.Owns(rec) {
-		return notFound(s.TaskID)
+		return schemas.TaskNotFound(s.TaskID)
 	}
 	if rec.Task.Status.State != schemas.TaskStateSubmitted {
 		return nil // running or finished: nothing to queue

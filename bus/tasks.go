@@ -141,7 +141,7 @@ func (b *Bus) readTask(ctx context.Context, id string, fromLeader bool) ([]byte,
 	}
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-			return nil, 0, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
+			return nil, 0, schemas.TaskNotFound(id)
 		}
 		return nil, 0, errUnavailable("bus: get task", err)
 	}

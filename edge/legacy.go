@@ -137,7 +137,7 @@ func (s *a2aService) taskByClientID(ctx context.Context, c *call, id string) (*s
 	}
 	rec, rev, err := s.life.Task(ctx, c.owner(), scoped)
 	if errors.Is(err, schemas.ErrTaskNotFound) {
-		return nil, 0, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
+		return nil, 0, schemas.TaskNotFound(id)
 	}
 	return rec, rev, err
 }

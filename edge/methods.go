@@ -174,7 +174,7 @@ func (s *a2aService) createTask(ctx context.Context, c *call, msg *schemas.Messa
 	if errors.Is(err, bus.ErrTaskExists) {
 		// A client-chosen id whose task this caller does not own (one
 		// created before the edge authenticated): not found, as everywhere.
-		return nil, schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", c.clientTaskID).With("taskId", c.clientTaskID)
+		return nil, schemas.TaskNotFound(c.clientTaskID)
 	}
 	return rec, err
 }

@@ -89,6 +89,13 @@ func (e *Error) Is(target error) bool {
 	return t == e || (e.kind != nil && t == e.kind)
 }
 
+// TaskNotFound is the error for a task that is not there, or not the
+// caller's (isolation never says which): ErrTaskNotFound naming the id as
+// the caller gave it.
+func TaskNotFound(id string) *Error {
+	return Errorf(ErrTaskNotFound, "task %s not found", id).With("taskId", id)
+}
+
 // Errorf returns an occurrence of the table row kind with a formatted
 // message; errors.Is(err, kind) holds for it.
 func Errorf(kind *Error, format string, args ...any) *Error {

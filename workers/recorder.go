@@ -280,7 +280,7 @@ func (r *Recorder) ApplyEventsSince(_ context.Context, taskID string, _ *schemas
 	defer r.mu.Unlock()
 	t, ok := r.tasks[taskID]
 	if !ok {
-		return nil, 0, taskNotFound(taskID)
+		return nil, 0, schemas.TaskNotFound(taskID)
 	}
 	rec, err := bus.DecodeRecord(t.val)
 	if err != nil {
@@ -314,7 +314,7 @@ func (r *Recorder) read(id string) (*schemas.TaskRecord, uint64, error) {
 	}
 	r.mu.Unlock()
 	if !ok {
-		return nil, 0, taskNotFound(id)
+		return nil, 0, schemas.TaskNotFound(id)
 	}
 	rec, err := bus.DecodeRecord(val)
 	return rec, rev, err
@@ -331,15 +331,9 @@ func (r *Recorder) notifyLocked() {
 func (r *Recorder) owned(_ context.Context, o bus.Owner, id string) (*schemas.TaskRecord, uint64, error) {
 	rec, rev, err := r.read(id)
 	if err == nil && !o.Owns(rec) {
-		return nil, 0, taskNotFound(id)
+		return nil, 0, schemas.TaskNotFound(id)
 	}
 	return rec, rev, err
-}
-
-// taskNotFound is the store's answer for a task it does not have (or
-// does not show this caller).
-func taskNotFound(id string) error {
-	return schemas.Errorf(schemas.ErrTaskNotFound, "task %s not found", id).With("taskId", id)
 }
 
 // copyEvent is ev with its own copy of what it points to, so neither the
