@@ -271,7 +271,7 @@ func TestEveryRouteBoundsItsBody(t *testing.T) {
 // retryable 503, never a 404 or the route's work.
 func TestStartingServesTheRouteTable(t *testing.T) {
 	h := policyEdge(t)
-	st := edge.NewStarting(nil)
+	st := edge.NewStarting(nil, edge.Config{})
 	ts := httptest.NewServer(st)
 	defer ts.Close()
 	for _, rr := range routeRequests(h.edges[0].Routes(), schemas.NewID()) {

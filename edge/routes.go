@@ -517,3 +517,11 @@ func enumName(i int, names ...string) string {
 	}
 	return names[i]
 }
+
+// metricsToAll reports whether an edge of c serves /metrics to every
+// caller: its row made public (PublicMetrics, the row's publicWhen), or an
+// edge that authenticates no one opening its admin routes (OpenAdmin: see
+// admitAdmin). A starting edge (NewStarting) follows it.
+func (c *Config) metricsToAll() bool {
+	return c.PublicMetrics || ((c.Auth == nil || c.Auth.Anonymous()) && c.OpenAdmin)
+}

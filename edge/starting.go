@@ -43,9 +43,14 @@ type Starting struct {
 // a longer request is refused with a null id.
 const startingMaxID = 64 << 10
 
-// NewStarting returns the handler of an edge that is not serving yet, with
-// the reason "starting". m, if not nil, is served at /metrics.
-func NewStarting(m *bus.Metrics) *Starting {
+// NewStarting returns the handler of an edge of cfg that is not serving
+// yet, with the reason "starting". Until the edge is ready no one is
+// authenticated, so m is served at /metrics only where the edge serves it
+// to every caller (metricsToAll).
+func NewStarting(m *bus.Metrics, cfg Config) *Starting {
+	if !cfg.metricsToAll() {
+		m = nil
+	}
 	s := &Starting{mux: http.NewServeMux(), metrics: m}
 	s.SetReason("starting")
 	// The routes of an edge with every optional route off: those (MCP,

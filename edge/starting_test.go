@@ -20,7 +20,7 @@ import (
 func TestStartingRefusesUntilServe(t *testing.T) {
 	m := bus.NewMetrics()
 	m.Gauge("a2a_test_gauge", "A gauge of this test.").Set(1)
-	st := edge.NewStarting(m)
+	st := edge.NewStarting(m, edge.Config{PublicMetrics: true})
 	st.SetReason("connecting to NATS")
 	ts := httptest.NewServer(st)
 	defer ts.Close()

@@ -289,7 +289,7 @@ type edgeHTTP struct {
 
 // listen binds the edge's address and serves it with an edge.Starting,
 // within the process's HTTP bounds and its share of file descriptors.
-func (p *process) listen() (*edgeHTTP, error) {
+func (p *process) listen(authn *auth.Authenticator) (*edgeHTTP, error) {
 	hc := p.httpConfig("a2a")
 	hc.MaxConns, hc.MaxConnsPerAddr = p.conns.edge, p.conns.perAddr
 	scheme := "http"
@@ -300,13 +300,7 @@ func (p *process) listen() (*edgeHTTP, error) {
 		}
 		hc.TLS, scheme = tc, "https"
 	}
-	// Until the edge is ready no one is authenticated: the metrics are
-	// served meanwhile only where the edge serves them to every caller.
-	var m *bus.Metrics
-	if p.cfg.Auth.PublicMetrics || (p.anonymous && p.openAdmin) {
-		m = p.metrics
-	}
-	w := &edgeHTTP{start: edge.NewStarting(m)}
+	w := &edgeHTTP{start: edge.NewStarting(p.metrics, edge.Config{Auth: authn, PublicMetrics: p.cfg.Auth.PublicMetrics, OpenAdmin: p.openAdmin})}
 	l, err := edge.Listen(p.cfg.Listen, w.start, hc)
 	if err != nil {
 		return nil, fmt.Errorf("edge listen: %w", err)

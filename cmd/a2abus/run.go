@@ -161,7 +161,7 @@ func (p *process) prepare(ctx context.Context, cmd string) (*prepared, error) {
 		if p.openAdmin, err = p.decideOpenAdmin(cmd); err != nil {
 			return nil, err
 		}
-		if pre.web, err = p.listen(); err != nil {
+		if pre.web, err = p.listen(pre.authn); err != nil {
 			return nil, err
 		}
 	}
