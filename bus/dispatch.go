@@ -777,8 +777,9 @@ func (q *agentQueue) moveSome(ctx context.Context) bool {
 	ok, moved := true, 0
 	for _, mv := range batch {
 		var err error
+		var ack *jetstream.PubAck
 		select {
-		case <-mv.ack.Ok():
+		case ack = <-mv.ack.Ok():
 		case err = <-mv.ack.Err():
 		case <-ctx.Done():
 			err = ctx.Err()
@@ -793,7 +794,19 @@ func (q *agentQueue) moveSome(ctx context.Context) bool {
 		}
 		q.t.heldBytes.Add(-int64(len(mv.it.data)))
 		mv.it.data, mv.it.hdr = nil, nil
-		b.m.dispatched.Inc(q.agent)
+		if ack.Duplicate {
+			// Moved before (by a holder whose acknowledgement in the
+			// intake was lost with it): the work stream dropped this
+			// copy, so no worker's request was answered, and the credit
+			// goes back for the next item. (Were the earlier copy still
+			// waiting in the work stream, it answers the request and the
+			// next item waits there for the one after.)
+			q.mu.Lock()
+			q.credits = append(q.credits, mv.spent)
+			q.mu.Unlock()
+		} else {
+			b.m.dispatched.Inc(q.agent)
+		}
 		// An acknowledgement lost hands the item back after the
 		// AckWait (or at the next checkDeliveries): moved again, it is
 		// dropped as a repeat or found taken.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/a2abus/a2abus/schemas"
@@ -132,6 +133,49 @@ func TestDispatchHolderThatDiesHandsItsWorkOn(t *testing.T) {
 	if n := streamMsgs(t, second, schemas.StreamIntake); n != 0 {
 		t.Fatalf("the intake still holds %d items", n)
 	}
+}
+
+// An item a previous holder moved but whose acknowledgement in the intake
+// was lost (it died right after) is moved again by the next holder; the
+// work stream drops that copy as a repeat, and the worker's request it
+// was taken for is answered by the next item, not left waiting until it
+// expires.
+func TestDispatchMoveDroppedAsARepeatSpendsNoRequest(t *testing.T) {
+	b := newTestBus(t, Config{})
+	caller := schemas.CallerKey("", "a", "")
+	ids := queueFor(t, b, "repeat", caller, 2)
+	// The earlier move of the first item: in the work stream under its
+	// own id, taken and acknowledged by a worker (gone from the stream,
+	// remembered by its de-duplication).
+	intake, err := b.js.Stream(testCtx(t), schemas.StreamIntake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := intake.GetLastMsgForSubject(testCtx(t), schemas.SubjectIntake("repeat", caller, ids[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(schemas.SubjectWorkTask("repeat", ids[0]))
+	m.Header, m.Data = first.Header, first.Data
+	ack, err := b.js.PublishMsg(testCtx(t), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, err := b.js.Stream(testCtx(t), schemas.StreamWork)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := work.DeleteMsg(testCtx(t), ack.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	w := fetchOne(t, workConsumer(t, b, "repeat"))
+	if w.Item.TaskID != ids[1] {
+		t.Fatalf("got work for %s, want the next item %s", w.Item.TaskID, ids[1])
+	}
+	if err := w.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the intake to hold nothing", func() bool { return streamMsgs(t, b, schemas.StreamIntake) == 0 })
 }
 
 // An item the intake delivered that never reached the dispatcher (lost
