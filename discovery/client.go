@@ -42,6 +42,35 @@ func (e Endpoint) String() string {
 	return e.Binding + " " + e.Version + " " + e.URL
 }
 
+// The wire forms a user names (the --binding of a2abus's client commands
+// and of its load generator): each an endpoint at the URL the user gives.
+// A new wire form is a row here and its adapter (wire.go).
+var namedWires = []struct{ name, binding, version string }{
+	{"jsonrpc", schemas.BindingJSONRPC, schemas.ProtocolVersion},
+	{"rest", schemas.BindingHTTPJSON, schemas.ProtocolVersion},
+	{"jsonrpc03", schemas.BindingJSONRPC, schemas.ProtocolVersion03},
+}
+
+// NamedEndpoint is the endpoint at url of the wire form a user names
+// (one of WireNames), and whether name is one.
+func NamedEndpoint(name, url string) (Endpoint, bool) {
+	for _, w := range namedWires {
+		if w.name == name {
+			return Endpoint{URL: url, Binding: w.binding, Version: w.version}, true
+		}
+	}
+	return Endpoint{}, false
+}
+
+// WireNames are the names NamedEndpoint takes, in the order to offer them.
+func WireNames() []string {
+	names := make([]string, len(namedWires))
+	for i, w := range namedWires {
+		names[i] = w.name
+	}
+	return names
+}
+
 // Options configure a Client. The zero value is usable: a guarded HTTP
 // client that only reaches public addresses, and the default limits.
 type Options struct {

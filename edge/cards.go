@@ -97,35 +97,12 @@ func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
 	s.writeCacheable(w, r, s.card(reg))
 }
 
-// AgentEntry is one agent in GET /a2a/agents: its served card (the list
-// is of cards, as OpenFang's GET /a2a/agents is), and beside the card's
-// fields the agent's registered name, whether it runs here ("local") or is
-// proxied to an external A2A agent ("remote"), and its health. Remote, the
-// external agent's address and how its checks went, is operational: it is
-// shown to admins only (see seesOperations).
-type AgentEntry struct {
-	schemas.AgentCard
-	Agent  string                     `json:"agent"`
-	Kind   string                     `json:"kind"`
-	Remote *schemas.RemoteAgentStatus `json:"remote,omitempty"`
-	// Health is "maintenance" while an admin has the agent out of service
-	// (Maintenance says why), else a remote agent's health, and "online"
-	// for a local agent (one listed is one whose workers are live).
-	Health      string `json:"health,omitempty"`
-	Maintenance string `json:"maintenance,omitempty"`
-}
-
-// AgentList is the body of GET /a2a/agents: the cards and how many.
-type AgentList struct {
-	Agents []AgentEntry `json:"agents"`
-	Total  int          `json:"total"`
-}
-
 // handleAgentList lists the live registry. Query parameters narrow it:
 // skill=ID and tag=TAG (each repeatable; an agent must offer all of them),
-// kind=local|remote, health=online|degraded|offline|maintenance and q=words.
-// The list needs no credentials; what it shows depends on the caller (see
-// seesOperations), so it is cacheable by the caller only.
+// kind=local|remote, health=online|degraded|offline|maintenance and q=words
+// (see schemas.AgentQuery). The list needs no credentials; what it shows
+// depends on the caller (see seesOperations), so it is cacheable by the
+// caller only.
 func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	for k := range q {
@@ -136,12 +113,25 @@ func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	operator := s.seesOperations(r)
+	query := schemas.AgentQuery{Skills: q["skill"], Tags: q["tag"], Kind: q.Get("kind"), Health: q.Get("health"), Text: q.Get("q")}
+	out := schemas.AgentList{Agents: s.agentList(query, s.seesOperations(r))}
+	out.Total = len(out.Agents)
+	b, err := json.Marshal(out)
+	if err != nil {
+		http.Error(w, "encoding the list failed", http.StatusInternalServerError)
+		return
+	}
+	s.writeETagged(w, r, b, s.agentListCacheControl())
+}
+
+// agentList is the live registry narrowed by q, as a caller sees it: with
+// the operational side of remote agents when operator (seesOperations).
+func (s *Server) agentList(q schemas.AgentQuery, operator bool) []schemas.AgentEntry {
 	regs := s.agents.List()
-	terms := strings.Fields(strings.ToLower(q.Get("q")))
-	out := AgentList{Agents: make([]AgentEntry, 0, len(regs))}
+	terms := strings.Fields(strings.ToLower(q.Text))
+	out := make([]schemas.AgentEntry, 0, len(regs))
 	for _, reg := range regs {
-		e := AgentEntry{AgentCard: s.card(reg), Agent: reg.Agent, Kind: "local", Health: schemas.HealthOnline, Maintenance: reg.Maintenance}
+		e := schemas.AgentEntry{AgentCard: s.card(reg), Agent: reg.Agent, Kind: "local", Health: schemas.HealthOnline, Maintenance: reg.Maintenance}
 		if reg.Remote != nil {
 			e.Kind, e.Health = "remote", reg.Remote.Health
 			if operator {
@@ -151,17 +141,11 @@ func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
 		if reg.Maintenance != "" {
 			e.Health = schemas.HealthMaintenance
 		}
-		if e.matches(q["skill"], q["tag"], q.Get("kind"), q.Get("health")) && e.mentions(terms) {
-			out.Agents = append(out.Agents, e)
+		if matches(e, q) && mentions(e, terms) {
+			out = append(out, e)
 		}
 	}
-	out.Total = len(out.Agents)
-	b, err := json.Marshal(out)
-	if err != nil {
-		http.Error(w, "encoding the list failed", http.StatusInternalServerError)
-		return
-	}
-	s.writeETagged(w, r, b, s.agentListCacheControl())
+	return out
 }
 
 // seesOperations reports whether r's caller is shown the operational side
@@ -192,19 +176,21 @@ func (s *Server) agentListCacheControl() string {
 	return s.publicCacheControl()
 }
 
-func (e AgentEntry) matches(skills, tags []string, kind, health string) bool {
-	if kind != "" && e.Kind != kind {
+// matches reports whether e is of q's kind and health and offers its
+// skills and tags.
+func matches(e schemas.AgentEntry, q schemas.AgentQuery) bool {
+	if q.Kind != "" && e.Kind != q.Kind {
 		return false
 	}
-	if health != "" && e.Health != health {
+	if q.Health != "" && e.Health != q.Health {
 		return false
 	}
-	for _, id := range skills {
+	for _, id := range q.Skills {
 		if !slices.ContainsFunc(e.Skills, func(sk schemas.AgentSkill) bool { return sk.ID == id }) {
 			return false
 		}
 	}
-	for _, tag := range tags {
+	for _, tag := range q.Tags {
 		if !slices.ContainsFunc(e.Skills, func(sk schemas.AgentSkill) bool { return slices.Contains(sk.Tags, tag) }) {
 			return false
 		}
@@ -215,7 +201,7 @@ func (e AgentEntry) matches(skills, tags []string, kind, health string) bool {
 // mentions reports whether every word of terms (lowercase) is in the
 // agent's name, description, or a skill's id, name, description, tags or
 // examples: the text search of ?q= (and MCP's search_agents).
-func (e AgentEntry) mentions(terms []string) bool {
+func mentions(e schemas.AgentEntry, terms []string) bool {
 	if len(terms) == 0 {
 		return true
 	}

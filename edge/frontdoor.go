@@ -160,17 +160,8 @@ func (s *Server) serve(rt Route, b *binding, decode decodeFunc) frontDoorHandler
 			return
 		}
 		c.pathTenant, _ = r.Context().Value(tenantKey{}).(string)
-		who, err := s.authenticate(r)
-		if err != nil {
+		if err := s.admitCaller(r, c); err != nil {
 			s.refuseCaller(w, r, b, c, err)
-			return
-		}
-		if who.principal == "" {
-			who.origin = origin(r)
-		}
-		c.caller = who
-		if err := s.limitRate(c); err != nil {
-			s.refuse(w, b, c, err, 0)
 			return
 		}
 		agent, ok := b.agentOf(s, r)
@@ -243,6 +234,25 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, b *binding,
 	b.writeError(w, c, pe, 0)
 }
 
+// admitCaller is the check of who calls that every door carrying A2A
+// calls makes before anything of the call is read (serve, and the
+// in-process door): the caller authenticated from what r presents, and
+// its rate limited. An anonymous caller is known by where it sends from.
+func (s *Server) admitCaller(r *http.Request, c *call) error {
+	who, err := s.authenticate(r)
+	if err != nil {
+		return err
+	}
+	if who.principal == "" {
+		who.origin = origin(r)
+	}
+	c.caller = who
+	if e := s.limitRate(c); e != nil {
+		return e
+	}
+	return nil
+}
+
 // authenticates reports whether the edge checks credentials: Config.Auth
 // is set and configures a scheme.
 func (s *Server) authenticates() bool {
@@ -280,6 +290,12 @@ func (s *Server) selectTenant(c *call) error {
 			want = p.Tenant
 		}
 	}
+	return s.moveToTenant(c, want)
+}
+
+// moveToTenant moves the call to tenant want ("": stay in the caller's
+// own) if its principal may act there (see selectTenant).
+func (s *Server) moveToTenant(c *call, want string) error {
 	if want == "" || want == c.caller.tenant {
 		return nil
 	}
@@ -290,16 +306,38 @@ func (s *Server) selectTenant(c *call) error {
 	return s.cfg.Auth.Forbidden(fmt.Sprintf("principal %s may not act in tenant %q", c.caller.principal, want))
 }
 
-// refuseCaller answers a request that failed authentication: 401 with the
-// challenge naming the schemes the card declares, 403, or 503 when the
-// issuer's keys cannot be fetched; in the binding's form (on JSON-RPC: the
-// error −31401/−31403 with HTTP 200, and the challenge header). The log says who
-// and why, never the credential.
+// refuseCaller answers a request that admitCaller or selectTenant
+// refused: an authentication failure as 401 with the challenge naming the
+// schemes the card declares, 403, or 503 when the issuer's keys cannot be
+// fetched; in the binding's form (on JSON-RPC: the error −31401/−31403
+// with HTTP 200, and the challenge header).
 func (s *Server) refuseCaller(w http.ResponseWriter, r *http.Request, b *binding, c *call, err error) {
+	e, f := s.callerRefusal(r, err)
+	if f == nil {
+		s.refuse(w, b, c, e, 0)
+		return
+	}
+	if f.Challenge != "" {
+		w.Header().Set("WWW-Authenticate", f.Challenge)
+	}
+	status := f.Status
+	if errors.Is(e, schemas.ErrUnavailable) || b.rpc {
+		// The row's 503 with Retry-After; and on JSON-RPC, HTTP 200 like
+		// every JSON-RPC error, which is the only answer JSON-RPC clients
+		// (the official SDKs among them) read the error code from. The
+		// challenge header goes with it either way.
+		status = 0
+	}
+	s.refuse(w, b, c, e, status)
+}
+
+// callerRefusal is the protocol error of a refused caller, and the
+// authentication failure it came from (nil for another refusal: a rate,
+// a tenant's field). The log says who and why, never the credential.
+func (s *Server) callerRefusal(r *http.Request, err error) (*schemas.Error, *auth.Failure) {
 	var f *auth.Failure
 	if !errors.As(err, &f) {
-		s.refuse(w, b, c, schemas.AsError(err), 0)
-		return
+		return schemas.AsError(err), nil
 	}
 	kind, level := schemas.ErrUnauthenticated, slog.LevelInfo
 	switch f.Status {
@@ -310,23 +348,12 @@ func (s *Server) refuseCaller(w http.ResponseWriter, r *http.Request, b *binding
 		// (Failure.Error adds why the issuer's keys could not be fetched).
 		kind, level = schemas.ErrUnavailable, slog.LevelWarn
 	}
-	if f.Challenge != "" {
-		w.Header().Set("WWW-Authenticate", f.Challenge)
-	}
 	attrs := []any{"status", f.Status, "reason", f.Reason, "scheme", f.Scheme, "remote", r.RemoteAddr, "path", r.URL.Path}
 	if level == slog.LevelWarn {
 		attrs = append(attrs, "err", err) // the cause beyond the reason
 	}
 	s.log.Log(r.Context(), level, "request refused", attrs...)
-	status := f.Status
-	if kind == schemas.ErrUnavailable || b.rpc {
-		// The row's 503 with Retry-After; and on JSON-RPC, HTTP 200 like
-		// every JSON-RPC error, which is the only answer JSON-RPC clients
-		// (the official SDKs among them) read the error code from. The
-		// challenge header goes with it either way.
-		status = 0
-	}
-	s.refuse(w, b, c, schemas.Errorf(kind, "%s", f.Reason), status)
+	return schemas.Errorf(kind, "%s", f.Reason), f
 }
 
 // refuse answers a call with an error in its binding's form.

@@ -177,7 +177,7 @@ func TestAgentCards(t *testing.T) {
 	}
 	// The list holds every card.
 	_, list := get("/a2a/agents", nil)
-	var agents edge.AgentList
+	var agents schemas.AgentList
 	if err := json.Unmarshal(list, &agents); err != nil || len(agents.Agents) != 2 || agents.Agents[0].Name != "echo" || agents.Agents[1].Agent != "second" || agents.Agents[1].Kind != "local" {
 		t.Fatalf("agent list: %s", list)
 	}

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -148,6 +149,35 @@ func TestEveryBindingReachesTheServiceThroughItsInterceptors(t *testing.T) {
 		}
 	}
 
+	// The in-process door (the MCP bridge's) reaches it the same way.
+	door, who := s.InProcess(), schemas.Presented{}
+	for _, tc := range []struct {
+		name string
+		call func() error
+		ops  []string
+	}{
+		{"in-process stream", func() error {
+			msg := &schemas.Message{MessageID: "m-in", Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("hi")}}
+			return door.SendStreamingMessage(ctx, who, "echo", &schemas.SendMessageRequest{Message: msg}, func(*schemas.StreamResponse) error { return nil })
+		}, []string{opSendStreamingMessage}},
+		{"in-process get", func() error { _, err := door.GetTask(ctx, who, "echo", &schemas.GetTaskRequest{ID: id}); return err }, []string{opGetTask}},
+		{"in-process cancel", func() error {
+			_, err := door.CancelTask(ctx, who, "echo", &schemas.CancelTaskRequest{ID: id})
+			return err
+		}, []string{opCancelTask}},
+	} {
+		mu.Lock()
+		seen = nil
+		mu.Unlock()
+		err := tc.call()
+		mu.Lock()
+		got := slices.Clone(seen)
+		mu.Unlock()
+		if !slices.Equal(got, tc.ops) {
+			t.Errorf("%s: the chain saw %v, want %v (%v)", tc.name, got, tc.ops, err)
+		}
+	}
+
 	// An interceptor that refuses is answered in each binding's form, and
 	// the operation does not run (the slot trust levels and approvals use).
 	s.svc = intercept(s.svc, func(context.Context, *invocation, invoker) (any, error) {
@@ -173,5 +203,8 @@ func TestEveryBindingReachesTheServiceThroughItsInterceptors(t *testing.T) {
 	}
 	if out := do("POST", "/message:stream", strings.Replace(msg10, "%s", "5", 1)); !strings.Contains(string(out), "refused by policy") {
 		t.Errorf("HTTP+JSON stream: %s", out)
+	}
+	if _, err := door.GetTask(ctx, who, "echo", &schemas.GetTaskRequest{ID: id}); !errors.Is(err, schemas.ErrPermissionDenied) {
+		t.Errorf("in process: %v", err)
 	}
 }

@@ -15,7 +15,9 @@ func TestMCPRouteIsLimitedAndSameOrigin(t *testing.T) {
 	var hits atomic.Int64
 	h := newHarness(t, harnessOptions{edge: edge.Config{
 		Limits: edge.LimitsConfig{Default: edge.Limits{Rate: 0.001, Burst: 2}},
-		MCP:    http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1); w.WriteHeader(http.StatusNoContent) }),
+		MCP: func(*edge.InProcess) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1); w.WriteHeader(http.StatusNoContent) })
+		},
 	}})
 	post := func(site string) int {
 		t.Helper()

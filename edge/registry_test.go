@@ -16,7 +16,7 @@ import (
 	"github.com/a2abus/a2abus/workers"
 )
 
-func listAgents(t *testing.T, base, query string) (int, edge.AgentList) {
+func listAgents(t *testing.T, base, query string) (int, schemas.AgentList) {
 	t.Helper()
 	resp, err := http.Get(base + "/a2a/agents" + query)
 	if err != nil {
@@ -24,7 +24,7 @@ func listAgents(t *testing.T, base, query string) (int, edge.AgentList) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	var l edge.AgentList
+	var l schemas.AgentList
 	if resp.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(body, &l); err != nil {
 			t.Fatalf("GET /a2a/agents%s: %v\n%s", query, err, body)
@@ -33,7 +33,7 @@ func listAgents(t *testing.T, base, query string) (int, edge.AgentList) {
 	return resp.StatusCode, l
 }
 
-func names(l edge.AgentList) []string {
+func names(l schemas.AgentList) []string {
 	var out []string
 	for _, a := range l.Agents {
 		out = append(out, a.Agent)
@@ -43,7 +43,7 @@ func names(l edge.AgentList) []string {
 
 // waitList polls the listing (an external, TTL-driven condition) until
 // cond holds.
-func waitList(t *testing.T, base, query, what string, cond func(edge.AgentList) bool) edge.AgentList {
+func waitList(t *testing.T, base, query, what string, cond func(schemas.AgentList) bool) schemas.AgentList {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -141,7 +141,7 @@ func TestAgentRegistryListingQueryAndExpiry(t *testing.T) {
 
 	// Health news is registered at once, not at the next heartbeat.
 	rl.set(schemas.HealthDegraded)
-	waitList(t, h.url, "?health=degraded", "weather degraded", func(l edge.AgentList) bool { return len(l.Agents) == 1 })
+	waitList(t, h.url, "?health=degraded", "weather degraded", func(l schemas.AgentList) bool { return len(l.Agents) == 1 })
 
 	// A worker group that stops disappears once its registration expires.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -149,12 +149,12 @@ func TestAgentRegistryListingQueryAndExpiry(t *testing.T) {
 	go func() {
 		done <- workers.NewRunner(h.b, workers.EchoDefinition("temp"), workers.Options{ShutdownGrace: time.Second}).Run(ctx)
 	}()
-	waitList(t, h.url, "", "temp registered", func(l edge.AgentList) bool { return len(l.Agents) == 3 })
+	waitList(t, h.url, "", "temp registered", func(l schemas.AgentList) bool { return len(l.Agents) == 3 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	l := waitList(t, h.url, "", "temp expired", func(l edge.AgentList) bool { return len(l.Agents) == 2 })
+	l := waitList(t, h.url, "", "temp expired", func(l schemas.AgentList) bool { return len(l.Agents) == 2 })
 	if got := names(l); got[0] != "echo" || got[1] != "weather" {
 		t.Fatalf("after expiry: %v", got)
 	}

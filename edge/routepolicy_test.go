@@ -69,9 +69,11 @@ func (rr routeRequest) String() string { return rr.method + " " + rr.path + " ("
 func policyEdge(t *testing.T) *harness {
 	t.Helper()
 	return authHarnessWith(t, edge.Config{
-		Push:             true,
-		Limits:           edge.LimitsConfig{Default: edge.Limits{Rate: 0.001, Burst: 60}},
-		MCP:              http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }),
+		Push:   true,
+		Limits: edge.LimitsConfig{Default: edge.Limits{Rate: 0.001, Burst: 60}},
+		MCP: func(*edge.InProcess) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+		},
 		NotificationKeys: func() []byte { return []byte(`{"keys":[]}`) },
 	})
 }
@@ -232,14 +234,16 @@ func TestEveryRouteBoundsItsBody(t *testing.T) {
 		agents: []workers.Definition{workers.EchoDefinition("echo")},
 		edge: edge.Config{
 			DefaultAgent: "echo", Push: true, OpenAdmin: true, LoopbackOnly: true, MaxBodyBytes: 2048,
-			MCP: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				var tooBig *http.MaxBytesError
-				if _, err := io.ReadAll(r.Body); errors.As(err, &tooBig) {
-					w.WriteHeader(http.StatusRequestEntityTooLarge)
-					return
-				}
-				w.WriteHeader(http.StatusNoContent)
-			}),
+			MCP: func(*edge.InProcess) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					var tooBig *http.MaxBytesError
+					if _, err := io.ReadAll(r.Body); errors.As(err, &tooBig) {
+						w.WriteHeader(http.StatusRequestEntityTooLarge)
+						return
+					}
+					w.WriteHeader(http.StatusNoContent)
+				})
+			},
 		},
 	})
 	walked := 0

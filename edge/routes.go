@@ -185,11 +185,13 @@ func routeTable() []routeDecl {
 		side("DELETE /a2a/admin/agents/{agent}", PolicyAdminWrite, "admin", 0, (*Server).handleRegistryDelete),
 		side("POST /a2a/remote/{agent}/tasks/{task}/push", PolicyWebhookToken, "webhook", bodyEdge, (*Server).handleRemotePush),
 		{
-			// Each tool call the bridge makes passes the front door as
-			// well, with the MCP caller's own credentials.
+			// The session and the tool list need no credentials; each
+			// tool call the bridge makes is admitted by the in-process
+			// door as the front door admits an A2A call, with what the
+			// MCP request presented (inprocess.go).
 			Route: Route{Pattern: "/mcp", Policy: PolicyPublic, Limit: LimitAddress, Origins: OriginsSame},
 			body:  bodyEdge, bucket: "mcp",
-			handler: func(s *Server) http.Handler { return s.cfg.MCP },
+			handler: func(s *Server) http.Handler { return s.mcp },
 			when:    func(cfg *Config) bool { return cfg.MCP != nil },
 		},
 		{

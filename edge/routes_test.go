@@ -40,8 +40,10 @@ func TestRouteTableRefusesCrossSiteAndNonJSON(t *testing.T) {
 	h := newHarness(t, harnessOptions{
 		agents: []workers.Definition{workers.EchoDefinition("echo"), {Name: "slow", Agent: bl}},
 		edge: edge.Config{
-			Push:             true,
-			MCP:              http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { mcpHits.Add(1); w.WriteHeader(http.StatusNoContent) }),
+			Push: true,
+			MCP: func(*edge.InProcess) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { mcpHits.Add(1); w.WriteHeader(http.StatusNoContent) })
+			},
 			NotificationKeys: func() []byte { return []byte(`{"keys":[]}`) },
 		},
 	})

@@ -203,7 +203,7 @@ func TestAgentListShowsRemoteStatusToAdminsOnly(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			status, hdr, body := as(t, c.key, "GET", c.base+"/a2a/agents", "", "")
-			var l edge.AgentList
+			var l schemas.AgentList
 			if status != http.StatusOK || json.Unmarshal(body, &l) != nil || len(l.Agents) != 2 {
 				t.Fatalf("%d %s", status, body)
 			}
@@ -234,7 +234,7 @@ func TestAgentListShowsRemoteStatusToAdminsOnly(t *testing.T) {
 		{"?kind=local&health=online", []string{"echo"}},
 	} {
 		_, _, body := as(t, "", "GET", h.url+"/a2a/agents"+c.query, "", "")
-		var l edge.AgentList
+		var l schemas.AgentList
 		if err := json.Unmarshal(body, &l); err != nil || strings.Join(names(l), ",") != strings.Join(c.want, ",") {
 			t.Errorf("%s: %s, want %v", c.query, body, c.want)
 		}

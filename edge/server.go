@@ -25,10 +25,11 @@ type Config struct {
 	// answered as invalid params, so it should say what to change.
 	Push         bool
 	CheckWebhook func(context.Context, *url.URL) error
-	// MCP, when set, is served at /mcp (MCP's Streamable HTTP): the MCP
-	// bridge cmd builds (discovery/mcpbridge), whose every tool call is an
-	// A2A call through this edge's front door.
-	MCP http.Handler
+	// MCP, when set, makes the handler served at /mcp (MCP's Streamable
+	// HTTP) from the edge's in-process door: the MCP bridge cmd builds
+	// (discovery/mcpbridge), whose every tool call is an A2A call admitted
+	// there as the front door admits one. New calls it once.
+	MCP func(*InProcess) http.Handler
 	// NotificationKeys, when set, returns the JWKS document of the keys
 	// push notifications are signed with, served at
 	// /.well-known/jwks.json for receivers to verify them (a function: the
@@ -254,6 +255,7 @@ type Server struct {
 	mux      *http.ServeMux
 	table    []Route // every route mux serves (routes.go)
 	handler  http.Handler
+	mcp      http.Handler // Config.MCP's handler
 	v1, v03  dialect
 	openFang dialect
 	drain    drainState // what a shutdown waits for and ends (drain.go)
@@ -286,6 +288,9 @@ func New(b Bus, cfg Config) *Server {
 	}, s.interceptors(b.AgentLoad, b.Config().TaskMaxBytes)...)
 	s.v1, s.v03 = s.dialects()
 	s.openFang = s.openFangDialect()
+	if cfg.MCP != nil {
+		s.mcp = cfg.MCP(s.InProcess())
+	}
 	s.routes()
 	s.handler = withoutTrailingSlash(s.tenantPaths())
 	if cfg.LoopbackOnly {

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/a2abus/a2abus/discovery"
-	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -139,7 +138,7 @@ func runClientEnv(ctx context.Context, cmd string, args []string, stdout, stderr
 	fs.Var(headerFlag(o.header), "header", "request header \"Name: value\" (repeatable)")
 	o.credentialFlags(fs, "", " or where the agent's card says")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout of a call, and of reading the card (a stream lasts as long as the task)")
-	fs.StringVar(&o.binding, "binding", "auto", "auto (read the card), jsonrpc, rest or jsonrpc03 (URL is then the endpoint)")
+	fs.StringVar(&o.binding, "binding", "auto", "auto (read the card), or the wire form at the URL, which is then the endpoint: "+strings.Join(discovery.WireNames(), ", "))
 	fs.BoolVar(&o.allowPrivate, "allow-private", true, "allow loopback, private and link-local addresses (metadata addresses are always refused)")
 	if cmd == "stream" {
 		cmd, o.stream = "send", true
@@ -185,8 +184,8 @@ func runClientEnv(ctx context.Context, cmd string, args []string, stdout, stderr
 	switch {
 	case o.output != "text" && o.output != "json":
 		return usageErr("-o must be text or json, got %q", o.output)
-	case o.binding != "auto" && o.binding != "jsonrpc" && o.binding != "rest" && o.binding != "jsonrpc03":
-		return usageErr("--binding must be auto, jsonrpc, rest or jsonrpc03, got %q", o.binding)
+	case !knownBinding(o.binding):
+		return usageErr("--binding must be one of %s, got %q", bindingChoices(), o.binding)
 	case o.timeout <= 0:
 		return usageErr("--timeout must be positive, got %s", o.timeout)
 	case o.stream && o.noWait:
@@ -350,37 +349,46 @@ func (r *clientRun) fetcher() *discovery.Fetcher {
 	return &discovery.Fetcher{Policy: r.policy(), Header: r.o.header, Credentials: r.credentials(), Timeout: r.o.timeout}
 }
 
+// knownBinding reports whether name is a --binding: auto, or a wire form
+// discovery names.
+func knownBinding(name string) bool {
+	_, ok := discovery.NamedEndpoint(name, "")
+	return ok || name == "auto"
+}
+
+// bindingChoices lists the --binding values, for messages.
+func bindingChoices() string {
+	return "auto, " + strings.Join(discovery.WireNames(), ", ")
+}
+
 // client picks the endpoint: with --binding auto the best interface of the
 // card (discovery.ClientFor), or JSON-RPC 1.0 at the URL when there is no
 // usable card; with another --binding the URL itself.
 func (r *clientRun) client(ctx context.Context) (*discovery.Client, error) {
 	opts := discovery.Options{Policy: r.policy(), Header: r.o.header, Credentials: r.credentials(), Timeout: r.o.timeout}
-	r.ep = discovery.Endpoint{URL: r.url, Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion}
-	switch r.o.binding {
-	case "rest":
-		r.ep.Binding = schemas.BindingHTTPJSON
-	case "jsonrpc03":
-		r.ep.Version = schemas.ProtocolVersion03
-	case "auto":
-		f, err := r.fetcher().Fetch(ctx, r.url, "")
-		if err != nil {
-			var te *discovery.TransportError
-			var ae *discovery.AuthError
-			if (errors.As(err, &te) && te.Status == 0) || errors.Is(err, discovery.ErrForbiddenAddress) || errors.As(err, &ae) {
-				return nil, err // nothing answers there, it may not be called, or it wants credentials for its card
-			}
-			r.noCard = err // try the URL as a JSON-RPC endpoint
-			break
-		}
-		r.sec = discovery.CardSecurity(&f.Card)
-		c, err := discovery.ClientFor(&f.Card, opts)
-		if err != nil {
-			return nil, err
-		}
-		r.ep, r.fromCard = c.Endpoint(), true
-		return c, nil
+	ep, named := discovery.NamedEndpoint(r.o.binding, r.url)
+	if named {
+		r.ep = ep
+		return discovery.NewClient(r.ep, opts)
 	}
-	return discovery.NewClient(r.ep, opts)
+	r.ep, _ = discovery.NamedEndpoint("jsonrpc", r.url) // without a usable card
+	f, err := r.fetcher().Fetch(ctx, r.url, "")
+	if err != nil {
+		var te *discovery.TransportError
+		var ae *discovery.AuthError
+		if (errors.As(err, &te) && te.Status == 0) || errors.Is(err, discovery.ErrForbiddenAddress) || errors.As(err, &ae) {
+			return nil, err // nothing answers there, it may not be called, or it wants credentials for its card
+		}
+		r.noCard = err // try the URL as a JSON-RPC endpoint
+		return discovery.NewClient(r.ep, opts)
+	}
+	r.sec = discovery.CardSecurity(&f.Card)
+	c, err := discovery.ClientFor(&f.Card, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.ep, r.fromCard = c.Endpoint(), true
+	return c, nil
 }
 
 // describe says what went wrong in words a person can act on.
@@ -638,7 +646,7 @@ func (r *clientRun) agents(ctx context.Context) error {
 	if res.StatusCode == http.StatusBadRequest {
 		return &cliError{msg: fmt.Sprintf("%s refused the filters: %s", target, strings.TrimSpace(string(body)))}
 	}
-	var list edge.AgentList
+	var list schemas.AgentList
 	if res.StatusCode != http.StatusOK || json.Unmarshal(body, &list) != nil || list.Agents == nil {
 		return &cliError{msg: fmt.Sprintf("%s did not answer with an a2abus agent registry (HTTP %d): `agents` lists the agents of an a2abus edge (pass its base URL); `card` reads any agent's card", target, res.StatusCode)}
 	}

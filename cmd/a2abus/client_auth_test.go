@@ -354,7 +354,7 @@ func TestRemoteAgentCredentials(t *testing.T) {
 	gw := startProcEnv(t, []string{"REMOTE_TOKEN=" + remoteToken}, "serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", "off", "--config", cfg)
 	base := "http://" + addr
 	waitReady(t, gw, base)
-	waitAgents(t, base, "?kind=remote", "remote agents online", func(l edge.AgentList) bool {
+	waitAgents(t, base, "?kind=remote", "remote agents online", func(l schemas.AgentList) bool {
 		for _, n := range []string{"oauth", "bearer", "keyed", "mismatch"} {
 			if health(l, n) != schemas.HealthOnline {
 				return false

@@ -19,7 +19,6 @@ import (
 	"testing"
 
 	"github.com/a2abus/a2abus/discovery"
-	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -412,7 +411,7 @@ func TestCLIAgainstServe(t *testing.T) {
 				t.Fatalf("agents text lacks %q:\n%s", want, out)
 			}
 		}
-		list := cliJSON[edge.AgentList](t, "agents", base, "--skill", "echo")
+		list := cliJSON[schemas.AgentList](t, "agents", base, "--skill", "echo")
 		if len(list.Agents) != 1 || list.Agents[0].Name != "echo" {
 			t.Fatalf("agents json --skill echo: %+v", list)
 		}

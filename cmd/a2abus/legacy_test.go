@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/a2abus/a2abus/discovery"
-	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/schemas"
 	"github.com/a2abus/a2abus/workers"
 )
@@ -239,7 +238,7 @@ func TestRemoteAgentOfOlderDialectThroughServe(t *testing.T) {
 	gw := startProc(t, "serve", "--listen", addr, "--data-dir", filepath.Join(dir, "gw"), "--nats-listen", "off", "--config", cfg)
 	base := "http://" + addr
 	waitReady(t, gw, base)
-	l := waitAgents(t, base, "?kind=remote", "research online", func(l edge.AgentList) bool { return health(l, "research") == schemas.HealthOnline })
+	l := waitAgents(t, base, "?kind=remote", "research online", func(l schemas.AgentList) bool { return health(l, "research") == schemas.HealthOnline })
 	if e := l.Agents[0]; e.Agent != "research" || e.Name != "research" || len(e.Skills) != 1 || e.Skills[0].ID != "code-review" {
 		t.Fatalf("the registry does not carry AgentOS's card: %+v", e)
 	}

@@ -105,7 +105,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "load before measuring (connections, caches, JIT of the agent)")
 	fs.IntVar(&o.requests, "requests", 0, "stop after this many measured operations (0: run for --duration)")
 	fs.StringVar(&o.text, "text", "hello world", "message text sent")
-	fs.StringVar(&o.binding, "binding", "auto", "auto (read the card), jsonrpc, rest or jsonrpc03")
+	fs.StringVar(&o.binding, "binding", "auto", "auto (read the card), or the wire form at the URL: "+strings.Join(discovery.WireNames(), ", "))
 	fs.StringVar(&o.output, "o", "text", "output: text or json")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "timeout of one operation")
 	fs.Var(headerFlag(o.header), "header", "extra request header \"Name: value\" (repeatable)")
@@ -204,15 +204,10 @@ func loadClients(ctx context.Context, o loadOptions) ([]*discovery.Client, error
 	opts := discovery.Options{HTTP: hc, Header: o.header, Timeout: o.timeout}
 	var out []*discovery.Client
 	for _, u := range o.urls {
-		var ep discovery.Endpoint
-		switch o.binding {
-		case "jsonrpc":
-			ep = discovery.Endpoint{URL: u, Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion}
-		case "rest":
-			ep = discovery.Endpoint{URL: u, Binding: schemas.BindingHTTPJSON, Version: schemas.ProtocolVersion}
-		case "jsonrpc03":
-			ep = discovery.Endpoint{URL: u, Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion03}
-		case "auto":
+		ep, named := discovery.NamedEndpoint(o.binding, u)
+		switch {
+		case named:
+		case o.binding == "auto":
 			f := discovery.Fetcher{HTTP: hc, Header: o.header}
 			fc, err := f.Fetch(ctx, u, "")
 			if err != nil {
@@ -224,7 +219,7 @@ func loadClients(ctx context.Context, o loadOptions) ([]*discovery.Client, error
 			}
 			ep = eps[0]
 		default:
-			return nil, fmt.Errorf("load: unknown --binding %q (auto, jsonrpc, rest, jsonrpc03)", o.binding)
+			return nil, fmt.Errorf("load: unknown --binding %q (%s)", o.binding, bindingChoices())
 		}
 		c, err := discovery.NewClient(ep, opts)
 		if err != nil {

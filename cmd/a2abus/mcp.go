@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -22,13 +21,11 @@ import (
 // at /mcp, and "a2abus mcp" serves them over stdio, either bridging a
 // running edge (--url) or running a whole serve in the process.
 
-// edgeBridge builds the MCP bridge of an edge: its calls reach the edge
-// (e, set before the first call) in-process, through its front door.
-func (p *process) edgeBridge(e **edge.Server) (*mcpbridge.Bridge, error) {
-	in := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*e).Handler().ServeHTTP(w, r) })
+// edgeBridge builds the MCP bridge of an edge over its in-process door
+// (edge.Config.MCP calls it once, as the edge is built).
+func (p *process) edgeBridge(door *edge.InProcess) *mcpbridge.Bridge {
 	return mcpbridge.New(mcpbridge.Options{
-		BaseURL: p.cfg.PublicURL,
-		HTTP:    &http.Client{Transport: mcpbridge.HandlerTransport(in)},
+		Edge:    door,
 		Wait:    time.Duration(p.cfg.BlockingTimeout),
 		Version: discovery.Version,
 		Logger:  p.log,
@@ -90,11 +87,12 @@ func runMCPClient(ctx context.Context, args []string, stderr io.Writer, getenv f
 	o.credentialsFromEnv(getenv)
 	h := o.credentialHeader()
 	pol := discovery.Policy{AllowLoopback: *allowPrivate, AllowPrivate: *allowPrivate, AllowLinkLocal: *allowPrivate}
-	b, err := mcpbridge.New(mcpbridge.Options{BaseURL: *base, HTTP: pol.Client(0), Header: h, Wait: *wait, Refresh: *refresh,
-		Version: discovery.Version, Logger: newLogger(Config{LogLevel: "info", LogFormat: "text"}, stderr)})
+	e, err := mcpbridge.NewHTTPEdge(*base, pol.Client(0))
 	if err != nil {
 		return err
 	}
+	b := mcpbridge.New(mcpbridge.Options{Edge: e, Header: h, Wait: *wait, Refresh: *refresh,
+		Version: discovery.Version, Logger: newLogger(Config{LogLevel: "info", LogFormat: "text"}, stderr)})
 	ctx, stop := signalContext(ctx)
 	defer stop()
 	go func() { _ = b.Run(ctx) }()

@@ -12,7 +12,6 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -72,7 +71,7 @@ func TestMCPServerAsAnAgent(t *testing.T) {
 	base := "http://" + addr
 	waitReady(t, serve, base)
 	online := func(what string) {
-		waitAgents(t, base, "", what, func(l edge.AgentList) bool {
+		waitAgents(t, base, "", what, func(l schemas.AgentList) bool {
 			for _, a := range l.Agents {
 				if a.Agent == "calc" && a.Remote != nil && a.Remote.Health == "online" && len(a.Skills) == 3 {
 					return true
@@ -128,7 +127,7 @@ func TestMCPServerOverHTTPAsAnAgent(t *testing.T) {
 	gw := startProc(t, "serve", "--listen", gwAddr, "--data-dir", filepath.Join(dir, "gw"), "--nats-listen", "off", "--config", cfg)
 	base := "http://" + gwAddr
 	waitReady(t, gw, base)
-	waitAgents(t, base, "", "the remote edge's agents as tools", func(l edge.AgentList) bool {
+	waitAgents(t, base, "", "the remote edge's agents as tools", func(l schemas.AgentList) bool {
 		for _, a := range l.Agents {
 			if a.Agent == "far" && a.Remote != nil && a.Remote.Health == "online" {
 				for _, sk := range a.Skills {

@@ -12,19 +12,18 @@ import (
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
-	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/schemas"
 	"github.com/a2abus/a2abus/workers"
 )
 
 // waitAgents polls GET /a2a/agents (an external process's view) until cond
 // holds.
-func waitAgents(t *testing.T, base, query, what string, cond func(edge.AgentList) bool) edge.AgentList {
+func waitAgents(t *testing.T, base, query, what string, cond func(schemas.AgentList) bool) schemas.AgentList {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	var l edge.AgentList
+	var l schemas.AgentList
 	for time.Now().Before(deadline) {
-		l = edge.AgentList{}
+		l = schemas.AgentList{}
 		if resp, err := http.Get(base + "/a2a/agents" + query); err == nil {
 			_ = json.NewDecoder(resp.Body).Decode(&l)
 			resp.Body.Close()
@@ -40,7 +39,7 @@ func waitAgents(t *testing.T, base, query, what string, cond func(edge.AgentList
 
 // health is a remote agent's health as the listing shows it to any
 // caller (its remote status is shown to admins only).
-func health(l edge.AgentList, name string) string {
+func health(l schemas.AgentList, name string) string {
 	for _, a := range l.Agents {
 		if a.Agent == name && a.Kind == "remote" {
 			return a.Health
@@ -78,7 +77,7 @@ func TestRemoteAndFanOutAgentsThroughServe(t *testing.T) {
 	waitReady(t, gw, base)
 
 	// Both remote agents are listed, the down one offline with a reason.
-	l := waitAgents(t, base, "?kind=remote", "far online", func(l edge.AgentList) bool {
+	l := waitAgents(t, base, "?kind=remote", "far online", func(l schemas.AgentList) bool {
 		return health(l, "far") == schemas.HealthOnline && health(l, "later") == schemas.HealthOffline
 	})
 	for _, a := range l.Agents {
@@ -93,7 +92,7 @@ func TestRemoteAndFanOutAgentsThroughServe(t *testing.T) {
 			}
 		}
 	}
-	if got := waitAgents(t, base, "?skill=echo", "skill query", func(l edge.AgentList) bool { return len(l.Agents) == 2 }); got.Agents[0].Name != "echo" || got.Agents[1].Name != "far" {
+	if got := waitAgents(t, base, "?skill=echo", "skill query", func(l schemas.AgentList) bool { return len(l.Agents) == 2 }); got.Agents[0].Name != "echo" || got.Agents[1].Name != "far" {
 		t.Fatalf("?skill=echo: %+v", got)
 	}
 
@@ -129,7 +128,7 @@ func TestRemoteAndFanOutAgentsThroughServe(t *testing.T) {
 	// The down agent starts: the periodic check finds it.
 	later := startProc(t, "serve", "--listen", downAddr, "--data-dir", filepath.Join(dir, "later"), "--nats-listen", "off")
 	waitReady(t, later, "http://"+downAddr)
-	waitAgents(t, base, "?health=online", "later online", func(l edge.AgentList) bool { return health(l, "later") == schemas.HealthOnline })
+	waitAgents(t, base, "?health=online", "later online", func(l schemas.AgentList) bool { return health(l, "later") == schemas.HealthOnline })
 
 	later.stop(t)
 	gw.stop(t)
@@ -217,7 +216,7 @@ func TestRegistryChangedAtRunTimeSeenByASecondEdge(t *testing.T) {
 		t.Fatalf("add: %v\n%s%s", err, out, stderr)
 	}
 	for _, base := range []string{gwBase, edgeBase} {
-		waitAgents(t, base, "?tag=weather", "the registered agent on "+base, func(l edge.AgentList) bool { return health(l, "far") == "online" })
+		waitAgents(t, base, "?tag=weather", "the registered agent on "+base, func(l schemas.AgentList) bool { return health(l, "far") == "online" })
 	}
 	// The entry records which admin made it.
 	req, _ := http.NewRequest("GET", gwBase+"/a2a/admin/agents/far", nil)
@@ -246,7 +245,7 @@ func TestRegistryChangedAtRunTimeSeenByASecondEdge(t *testing.T) {
 			t.Fatalf("an admin's %s through an edge with the edge role's credentials: %v, want 403 naming the edge-admin credentials", what, err)
 		}
 	}
-	if l := waitAgents(t, gwBase, "", "the agent as it was", func(edge.AgentList) bool { return true }); health(l, "far") != "online" {
+	if l := waitAgents(t, gwBase, "", "the agent as it was", func(schemas.AgentList) bool { return true }); health(l, "far") != "online" {
 		t.Fatalf("after the refused changes: %+v", l)
 	}
 	adminAddr := freeAddr(t)
@@ -259,7 +258,7 @@ func TestRegistryChangedAtRunTimeSeenByASecondEdge(t *testing.T) {
 		t.Fatalf("update through the edge with the edge-admin role's credentials: %v\n%s%s", err, out, stderr)
 	}
 	for _, base := range []string{gwBase, edgeBase, adminBase} {
-		waitAgents(t, base, "?health=maintenance", "maintenance on "+base, func(l edge.AgentList) bool {
+		waitAgents(t, base, "?health=maintenance", "maintenance on "+base, func(l schemas.AgentList) bool {
 			return len(l.Agents) == 1 && l.Agents[0].Maintenance == "upgrading"
 		})
 	}
@@ -271,7 +270,7 @@ func TestRegistryChangedAtRunTimeSeenByASecondEdge(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, base := range []string{gwBase, edgeBase} {
-		waitAgents(t, base, "", "the agent gone from "+base, func(l edge.AgentList) bool {
+		waitAgents(t, base, "", "the agent gone from "+base, func(l schemas.AgentList) bool {
 			for _, a := range l.Agents {
 				if a.Agent == "far" {
 					return false

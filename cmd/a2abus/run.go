@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"runtime"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/discovery"
+	"github.com/a2abus/a2abus/discovery/mcpbridge"
 	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/edge/auth"
 	"github.com/a2abus/a2abus/workers"
@@ -311,14 +313,12 @@ func (p *process) runWorker(ctx context.Context, wk *workerGroup) error {
 func (p *process) runEdge(ctx, startCtx context.Context, cmd string, b *bus.Bus, srv *bus.Server, pre *prepared, wk *workerGroup) error {
 	web := pre.web
 	ec := p.edgeConfig(pre)
-	var e *edge.Server
-	bridge, err := p.edgeBridge(&e)
-	if err != nil {
-		wk.stop()
-		return err
+	var bridge *mcpbridge.Bridge
+	ec.MCP = func(door *edge.InProcess) http.Handler {
+		bridge = p.edgeBridge(door)
+		return bridge.Handler()
 	}
-	ec.MCP = bridge.Handler()
-	e = edge.New(b, ec)
+	e := edge.New(b, ec)
 	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
 	followDone := make(chan error, 1)
 	go func() { followDone <- e.Run(followCtx) }()

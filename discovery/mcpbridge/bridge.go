@@ -1,11 +1,13 @@
 // Package mcpbridge serves an a2abus edge's agents as MCP tools: one tool
 // per live agent (a2a_<agent>), and list_agents, search_agents, get_task
-// and cancel_task. It is an A2A client of the edge, built on the discovery
-// client: every tool call is an A2A call through the edge's front door,
-// with the credentials of the MCP request that made it (Streamable HTTP)
-// or of the process (stdio), so what a caller may do and see over MCP is
-// what it may over A2A. The tool list follows the edge's live registry,
-// and MCP clients are told when it changes.
+// and cancel_task. It is an adapter of the edge that only translates:
+// every tool call is an A2A call the edge admits with what the MCP request
+// that made it presented (its credentials and address over Streamable
+// HTTP; the process's own over stdio), so what a caller may do and see
+// over MCP is what it may over A2A. It reaches the edge through Edge: on
+// an edge, its in-process door (edge.InProcess); for "a2abus mcp --url",
+// the edge's HTTP API (NewHTTPEdge). The tool list follows the edge's live
+// registry, and MCP clients are told when it changes.
 //
 // The MCP protocol itself — versions from 2024-11-05 on, sessions, stdio
 // and Streamable HTTP, progress and list-changed notifications — is the
@@ -15,36 +17,41 @@ package mcpbridge
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/a2abus/a2abus/discovery"
 	"github.com/a2abus/a2abus/schemas"
 )
 
+// Edge is what the bridge needs of an a2abus edge: its agents, and the
+// A2A calls of the tools, each made for who (what the MCP request
+// presented), which the edge authenticates, limits and confines to the
+// caller's tasks as it does every A2A call. edge.InProcess is one, as is
+// NewHTTPEdge's.
+type Edge interface {
+	// Agents lists the live registry narrowed by q, as who sees it.
+	Agents(ctx context.Context, who schemas.Presented, q schemas.AgentQuery) ([]schemas.AgentEntry, error)
+	// SendStreamingMessage sends to agent and hands each event to each
+	// until the stream ends or each returns an error (which it returns).
+	SendStreamingMessage(ctx context.Context, who schemas.Presented, agent string, req *schemas.SendMessageRequest, each func(*schemas.StreamResponse) error) error
+	GetTask(ctx context.Context, who schemas.Presented, agent string, req *schemas.GetTaskRequest) (*schemas.Task, error)
+	CancelTask(ctx context.Context, who schemas.Presented, agent string, req *schemas.CancelTaskRequest) (*schemas.Task, error)
+}
+
 // Options configure a Bridge. Zero fields take the defaults.
 type Options struct {
-	// BaseURL is the edge's base URL (its public URL: the Host the edge
-	// expects). Required.
-	BaseURL string
-	// HTTP reaches the edge. Default: a plain client. An edge serving
-	// /mcp itself passes an in-process transport into its own handler
-	// (see HandlerTransport).
-	HTTP *http.Client
-	// Header is sent with every call (stdio: the process's credentials).
-	// Calls made for a Streamable HTTP request forward that request's
-	// Authorization and X-API-Key instead.
+	// Edge is the edge whose agents are served. Required.
+	Edge Edge
+	// Header is what calls made over stdio present (the process's
+	// credentials), and the bridge's own reads of the registry. Calls
+	// made for a Streamable HTTP request present that request's header
+	// instead.
 	Header http.Header
 	// Wait bounds how long a tool call waits for its task to settle
 	// before answering with the task as it stands; default 60s.
@@ -73,21 +80,15 @@ type Bridge struct {
 	tried      atomic.Int64
 }
 
-// forwarded are the request headers a call made for an MCP request over
-// HTTP carries to the edge: the caller's credentials.
-var forwarded = []string{"Authorization", "X-Api-Key"}
-
 // originHeader is schemas.HeaderMCPOrigin: the MCP client's address, from
 // the HTTP handler to the A2A calls made for it.
 const originHeader = schemas.HeaderMCPOrigin
 
-// New returns a bridge; Run keeps its tools in step with the registry.
-func New(opt Options) (*Bridge, error) {
-	if opt.BaseURL == "" {
-		return nil, errors.New("mcpbridge: BaseURL is required")
-	}
-	if opt.HTTP == nil {
-		opt.HTTP = &http.Client{}
+// New returns a bridge over opt.Edge (a nil Edge is a programming
+// error); Run keeps its tools in step with the registry.
+func New(opt Options) *Bridge {
+	if opt.Edge == nil {
+		panic("mcpbridge: New without an Edge")
 	}
 	if opt.Wait <= 0 {
 		opt.Wait = 60 * time.Second
@@ -98,12 +99,7 @@ func New(opt Options) (*Bridge, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	opt.BaseURL = strings.TrimSuffix(opt.BaseURL, "/")
 	b := &Bridge{opt: opt, log: opt.Logger.With("component", "mcp"), tools: map[string]string{}, ready: make(chan struct{})}
-	// The credentials go on every request the client sends, so it never
-	// follows a redirect: they would go along to wherever it points (the
-	// edge never redirects an A2A call).
-	b.opt.HTTP = &http.Client{Transport: credentials{next: transportOf(opt.HTTP), base: opt.Header}, Timeout: opt.HTTP.Timeout, CheckRedirect: noRedirects}
 	b.srv = sdk.NewServer(&sdk.Implementation{Name: "a2abus", Title: "a2abus agents", Version: opt.Version}, &sdk.ServerOptions{
 		Instructions: "Each a2a_<agent> tool sends a message to that A2A agent and answers with what it made. " +
 			"When the agent asks for input, call the same tool again with the taskId it gave. " +
@@ -112,8 +108,21 @@ func New(opt Options) (*Bridge, error) {
 	})
 	b.addFixedTools()
 	b.srv.AddReceivingMiddleware(b.freshTools)
-	return b, nil
+	return b
 }
+
+// caller is what the MCP request that made a call presented: over
+// Streamable HTTP its header and the client's address (Handler puts it in
+// the header), over stdio the bridge's own header.
+func (b *Bridge) caller(req *sdk.CallToolRequest) schemas.Presented {
+	if req != nil && req.Extra != nil && req.Extra.Header != nil {
+		return schemas.Presented{Header: req.Extra.Header, RemoteAddr: req.Extra.Header.Get(originHeader)}
+	}
+	return b.own()
+}
+
+// own is what the bridge's own calls present.
+func (b *Bridge) own() schemas.Presented { return schemas.Presented{Header: b.opt.Header} }
 
 // freshTools reads the registry before a tools/list or tools/call when it
 // was last read longer than Refresh ago, which it was after a time without
@@ -134,13 +143,6 @@ func (b *Bridge) freshTools(next sdk.MethodHandler) sdk.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
-}
-
-func transportOf(c *http.Client) http.RoundTripper {
-	if c.Transport != nil {
-		return c.Transport
-	}
-	return http.DefaultTransport
 }
 
 // Ready is closed once the tools of the registry's agents are served.
@@ -226,54 +228,14 @@ func (b *Bridge) read(ctx context.Context) error {
 	return b.refresh(ctx)
 }
 
-// agentEntry is what the bridge reads of GET /a2a/agents.
-type agentEntry struct {
-	schemas.AgentCard
-	Agent  string                     `json:"agent"`
-	Kind   string                     `json:"kind"`
-	Remote *schemas.RemoteAgentStatus `json:"remote,omitempty"`
-	Health string                     `json:"health,omitempty"`
-}
-
-// agents reads the registry, narrowed by query (GET /a2a/agents's).
-func (b *Bridge) agents(ctx context.Context, query url.Values) ([]agentEntry, error) {
-	u := b.opt.BaseURL + "/a2a/agents"
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := b.opt.HTTP.Do(req)
-	if err != nil {
-		return nil, discovery.RedactError(err, u) // it goes to the MCP client
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("the registry answered %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
-	}
-	var list struct {
-		Agents []agentEntry `json:"agents"`
-	}
-	if err := json.Unmarshal(body, &list); err != nil {
-		return nil, fmt.Errorf("the registry's answer: %w", err)
-	}
-	return list.Agents, nil
-}
-
 // refresh serves a tool for each live agent and removes the tools of
 // agents that went; the SDK tells sessions the list changed.
 func (b *Bridge) refresh(ctx context.Context) error {
-	agents, err := b.agents(ctx, nil)
+	agents, err := b.opt.Edge.Agents(ctx, b.own(), schemas.AgentQuery{})
 	if err != nil {
 		return err
 	}
-	live := map[string]agentEntry{}
+	live := map[string]schemas.AgentEntry{}
 	for _, a := range agents {
 		if a.Health == schemas.HealthOffline || a.Health == schemas.HealthMaintenance {
 			continue // it takes no task now: no tool until it does
@@ -292,7 +254,7 @@ func (b *Bridge) refresh(ctx context.Context) error {
 	}
 	// New agents, and agents whose card changed (the tool is served
 	// again with the new description; the SDK announces both).
-	var added []agentEntry
+	var added []schemas.AgentEntry
 	for name, a := range live {
 		shape := cardShape(a)
 		if b.tools[name] != shape {
@@ -312,7 +274,7 @@ func (b *Bridge) refresh(ctx context.Context) error {
 }
 
 // cardShape is what an agent's tool is made from, to tell a changed card.
-func cardShape(a agentEntry) string {
+func cardShape(a schemas.AgentEntry) string {
 	b, _ := json.Marshal(struct {
 		Name, Description string
 		Skills            []schemas.AgentSkill
@@ -327,55 +289,4 @@ func ToolName(agent string) string {
 		return ""
 	}
 	return "a2a_" + agent
-}
-
-// clientFor is the A2A client of an agent (A2A 1.0 JSON-RPC on the edge).
-func (b *Bridge) clientFor(agent string) (*discovery.Client, error) {
-	if !schemas.ValidAgentName(agent) {
-		return nil, fmt.Errorf("%q is not an agent name", agent)
-	}
-	// A client per call: the endpoint is fixed (nothing to learn about
-	// it), and a cache keyed by caller-given names would only grow.
-	return discovery.NewClient(discovery.Endpoint{URL: b.opt.BaseURL + "/agents/" + agent, Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion},
-		discovery.Options{HTTP: b.opt.HTTP, Timeout: b.opt.Wait + 10*time.Second})
-}
-
-// noRedirects is http.Client.CheckRedirect for clients that add
-// credentials to every request: a redirect is answered, not followed.
-func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-
-// credentials sets the headers a call forwards: those of the MCP request
-// that made it (in the context), else the bridge's own.
-type credentials struct {
-	next http.RoundTripper
-	base http.Header
-}
-
-type callerKey struct{}
-
-// withCaller puts an MCP request's headers in ctx for the calls it makes.
-func withCaller(ctx context.Context, h http.Header) context.Context {
-	if h == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, callerKey{}, h)
-}
-
-func (c credentials) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	if h, ok := r.Context().Value(callerKey{}).(http.Header); ok {
-		for _, k := range forwarded {
-			if v := h.Values(k); len(v) > 0 {
-				r.Header[http.CanonicalHeaderKey(k)] = slices.Clone(v)
-			}
-		}
-		if o := h.Get(originHeader); o != "" {
-			r.Header.Set(originHeader, o)
-		}
-	} else {
-		for k, vs := range c.base {
-			r.Header[k] = slices.Clone(vs)
-		}
-	}
-	return c.next.RoundTrip(r)
 }

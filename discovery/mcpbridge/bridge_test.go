@@ -2,8 +2,8 @@ package mcpbridge
 
 import (
 	"context"
+	"errors"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -14,8 +14,25 @@ import (
 
 	"github.com/a2abus/a2abus/bus/bustest"
 	"github.com/a2abus/a2abus/edge"
+	"github.com/a2abus/a2abus/schemas"
 	"github.com/a2abus/a2abus/workers"
 )
+
+// countedEdge counts the reads of the registry of the edge it wraps, and
+// fails them while failing is set.
+type countedEdge struct {
+	Edge
+	reads   atomic.Int64
+	failing atomic.Bool
+}
+
+func (c *countedEdge) Agents(ctx context.Context, who schemas.Presented, q schemas.AgentQuery) ([]schemas.AgentEntry, error) {
+	c.reads.Add(1)
+	if c.failing.Load() {
+		return nil, errors.New("not now")
+	}
+	return c.Edge.Agents(ctx, who, q)
+}
 
 // The bridge reads the registry until a read succeeds, then while MCP
 // clients are connected and not while none is (an idle edge does not call
@@ -46,23 +63,9 @@ func TestRegistryReadWhileSomeoneListens(t *testing.T) {
 	if err := e.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var reads atomic.Int64
-	var failing atomic.Bool
-	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/a2a/agents" {
-			reads.Add(1)
-			if failing.Load() {
-				http.Error(w, "not now", http.StatusServiceUnavailable)
-				return
-			}
-		}
-		e.Handler().ServeHTTP(w, r)
-	})
-	br, err := New(Options{BaseURL: base, Refresh: time.Hour, Logger: slog.New(slog.DiscardHandler),
-		HTTP: &http.Client{Transport: HandlerTransport(counted)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	counted := &countedEdge{Edge: e.InProcess()}
+	br := New(Options{Edge: counted, Refresh: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	reads, failing := &counted.reads, &counted.failing
 	want := func(n int64, when string) {
 		t.Helper()
 		if got := reads.Load(); got != n {

@@ -63,7 +63,7 @@ func Dial(ctx context.Context, c ServerConfig, version string) (*ToolClient, err
 			client = discovery.Policy{}.Client(0) // public addresses only
 		}
 		if len(c.Header) > 0 {
-			client = &http.Client{Transport: credentials{next: transportOf(client), base: c.Header}, CheckRedirect: noRedirects, Timeout: client.Timeout}
+			client = &http.Client{Transport: withHeader{next: transportOf(client), h: c.Header}, CheckRedirect: noRedirects, Timeout: client.Timeout}
 		}
 		t = &sdk.StreamableClientTransport{Endpoint: c.URL, HTTPClient: client, MaxRetries: -1}
 	default:

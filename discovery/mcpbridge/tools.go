@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -46,7 +43,7 @@ type TaskOutcome struct {
 }
 
 // addAgentTool serves an agent's tool, described from its card.
-func (b *Bridge) addAgentTool(a agentEntry) {
+func (b *Bridge) addAgentTool(a schemas.AgentEntry) {
 	var desc strings.Builder
 	desc.WriteString(a.Description)
 	if desc.Len() == 0 {
@@ -65,7 +62,7 @@ func (b *Bridge) addAgentTool(a agentEntry) {
 	agent := a.Agent
 	sdk.AddTool(b.srv, &sdk.Tool{Name: ToolName(agent), Title: a.Name, Description: desc.String()},
 		func(ctx context.Context, req *sdk.CallToolRequest, in AgentInput) (*sdk.CallToolResult, any, error) {
-			return b.send(withCaller(ctx, headerOf(req)), req, agent, in)
+			return b.send(ctx, req, agent, in)
 		})
 }
 
@@ -73,29 +70,22 @@ func (b *Bridge) addAgentTool(a agentEntry) {
 func (b *Bridge) addFixedTools() {
 	sdk.AddTool(b.srv, &sdk.Tool{Name: "list_agents", Description: "Lists the A2A agents served here: name, description, skills, and for a proxied agent its health."},
 		func(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
-			return b.listAgents(withCaller(ctx, headerOf(req)), nil)
+			return b.listAgents(ctx, req, schemas.AgentQuery{})
 		})
 	sdk.AddTool(b.srv, &sdk.Tool{Name: "search_agents", Description: "Finds A2A agents by words in their name, description, skills, tags or examples, by skill id or by tag."},
 		func(ctx context.Context, req *sdk.CallToolRequest, in SearchInput) (*sdk.CallToolResult, any, error) {
-			q := url.Values{}
-			if in.Query != "" {
-				q.Set("q", in.Query)
-			}
+			q := schemas.AgentQuery{Text: in.Query}
 			if in.Skill != "" {
-				q.Set("skill", in.Skill)
+				q.Skills = []string{in.Skill}
 			}
 			if in.Tag != "" {
-				q.Set("tag", in.Tag)
+				q.Tags = []string{in.Tag}
 			}
-			return b.listAgents(withCaller(ctx, headerOf(req)), q)
+			return b.listAgents(ctx, req, q)
 		})
 	sdk.AddTool(b.srv, &sdk.Tool{Name: "get_task", Description: "Reads a task an agent's tool started: its state, what the agent made, or what it asks."},
 		func(ctx context.Context, req *sdk.CallToolRequest, in TaskRef) (*sdk.CallToolResult, any, error) {
-			c, err := b.clientFor(in.Agent)
-			if err != nil {
-				return toolError(err), nil, nil
-			}
-			t, err := c.GetTask(withCaller(ctx, headerOf(req)), &schemas.GetTaskRequest{ID: in.TaskID})
+			t, err := b.opt.Edge.GetTask(ctx, b.caller(req), in.Agent, &schemas.GetTaskRequest{ID: in.TaskID})
 			if err != nil {
 				return toolError(err), nil, nil
 			}
@@ -104,11 +94,7 @@ func (b *Bridge) addFixedTools() {
 		})
 	sdk.AddTool(b.srv, &sdk.Tool{Name: "cancel_task", Description: "Cancels a task an agent's tool started."},
 		func(ctx context.Context, req *sdk.CallToolRequest, in TaskRef) (*sdk.CallToolResult, any, error) {
-			c, err := b.clientFor(in.Agent)
-			if err != nil {
-				return toolError(err), nil, nil
-			}
-			t, err := c.CancelTask(withCaller(ctx, headerOf(req)), &schemas.CancelTaskRequest{ID: in.TaskID})
+			t, err := b.opt.Edge.CancelTask(ctx, b.caller(req), in.Agent, &schemas.CancelTaskRequest{ID: in.TaskID})
 			if err != nil {
 				return toolError(err), nil, nil
 			}
@@ -117,9 +103,9 @@ func (b *Bridge) addFixedTools() {
 		})
 }
 
-// listAgents answers the registry, narrowed by q.
-func (b *Bridge) listAgents(ctx context.Context, q url.Values) (*sdk.CallToolResult, any, error) {
-	agents, err := b.agents(ctx, q)
+// listAgents answers the registry, narrowed by q, as the caller sees it.
+func (b *Bridge) listAgents(ctx context.Context, req *sdk.CallToolRequest, q schemas.AgentQuery) (*sdk.CallToolResult, any, error) {
+	agents, err := b.opt.Edge.Agents(ctx, b.caller(req), q)
 	if err != nil {
 		return toolError(err), nil, nil
 	}
@@ -155,42 +141,29 @@ func (b *Bridge) send(ctx context.Context, req *sdk.CallToolRequest, agent strin
 	if strings.TrimSpace(in.Message) == "" {
 		return toolError(errors.New("message is empty")), nil, nil
 	}
-	c, err := b.clientFor(agent)
-	if err != nil {
-		return toolError(err), nil, nil
-	}
 	msg := &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, TaskID: in.TaskID, ContextID: in.ContextID,
 		Parts: []schemas.Part{schemas.TextPart(in.Message)}}
 	wctx, cancel := context.WithTimeout(ctx, b.opt.Wait)
 	defer cancel()
-	stream, err := c.SendStreamingMessage(wctx, &schemas.SendMessageRequest{Message: msg})
-	if err != nil {
-		return toolError(err), nil, nil
-	}
-	defer stream.Close()
 	token := req.Params.GetProgressToken()
 	var task *schemas.Task
 	var reply *schemas.Message
 	progress := 0.0
-	for {
-		ev, err := stream.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			if wctx.Err() != nil && ctx.Err() == nil && task != nil {
-				break // still working: answer with where it stands
-			}
-			return toolError(err), nil, nil
-		}
+	err := b.opt.Edge.SendStreamingMessage(wctx, b.caller(req), agent, &schemas.SendMessageRequest{Message: msg}, func(ev *schemas.StreamResponse) error {
 		task, reply = fold(task, ev)
 		if token != nil {
 			progress++
 			_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: token, Progress: progress, Message: describe(ev)})
 		}
 		if reply != nil || (task != nil && task.Status.State.Settled()) {
-			break
+			return errSettled
 		}
+		return nil
+	})
+	// A stream cut by Wait while the task works is answered with where it
+	// stands.
+	if err != nil && !errors.Is(err, errSettled) && !(wctx.Err() != nil && ctx.Err() == nil && task != nil) {
+		return toolError(err), nil, nil
 	}
 	if reply != nil {
 		return &sdk.CallToolResult{Content: partsContent(reply.Parts)}, TaskOutcome{ContextID: reply.ContextID, State: "message"}, nil
@@ -201,6 +174,9 @@ func (b *Bridge) send(ctx context.Context, req *sdk.CallToolRequest, agent strin
 	res, out := taskResult(agent, task)
 	return res, out, nil
 }
+
+// errSettled ends a tool's stream once it has its answer.
+var errSettled = errors.New("mcpbridge: the task settled")
 
 // fold applies a stream event to the task as the client sees it.
 func fold(t *schemas.Task, ev *schemas.StreamResponse) (*schemas.Task, *schemas.Message) {
@@ -310,15 +286,16 @@ func partsContent(parts []schemas.Part) []sdk.Content {
 
 // toolError is a failed call as MCP reports one to the model: a result
 // with IsError and the reason.
+// An A2A error leads with its reason (UNAUTHENTICATED, TASK_NOT_FOUND…)
+// and says when to retry, so a model can tell what to do.
 func toolError(err error) *sdk.CallToolResult {
-	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: err.Error()}}}
-}
-
-// headerOf is the HTTP header of the MCP request that made a call (nil
-// over stdio).
-func headerOf(req *sdk.CallToolRequest) http.Header {
-	if req == nil || req.Extra == nil {
-		return nil
+	text := err.Error()
+	var pe *schemas.Error
+	if errors.As(err, &pe) && pe.Reason != "" {
+		text = pe.Reason + ": " + pe.Message
+		if pe.RetryAfter > 0 {
+			text += fmt.Sprintf(" (retry after %ds)", pe.RetryAfter)
+		}
 	}
-	return req.Extra.Header
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: text}}}
 }

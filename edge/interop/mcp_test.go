@@ -29,8 +29,8 @@ var failing = workers.AgentFunc(func(ctx context.Context, req *workers.Request, 
 })
 
 // startMCPA2Abus is a2abus with its agents served as MCP tools at /mcp,
-// the way cmd wires an edge: the bridge's calls go into the edge's own
-// handler. Agents registered with a short TTL, so one that stops leaves
+// the way cmd wires an edge: the bridge's calls go into the edge's
+// in-process door. Agents registered with a short TTL, so one that stops leaves
 // the registry soon.
 func startMCPA2Abus(t *testing.T) (string, *bus.Bus) {
 	t.Helper()
@@ -48,14 +48,13 @@ func startMCPA2AbusWith(t *testing.T, ecfg edge.Config) (string, *bus.Bus) {
 	}
 	ts := httptest.NewUnstartedServer(nil)
 	base := "http://" + ts.Listener.Addr().String()
-	var e *edge.Server
-	bridge, err := mcpbridge.New(mcpbridge.Options{BaseURL: base, Refresh: 100 * time.Millisecond, Wait: 20 * time.Second,
-		HTTP: &http.Client{Transport: mcpbridge.HandlerTransport(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.Handler().ServeHTTP(w, r) }))}})
-	if err != nil {
-		t.Fatal(err)
+	var bridge *mcpbridge.Bridge
+	ecfg.PublicURL, ecfg.DefaultAgent = base, "echo"
+	ecfg.MCP = func(door *edge.InProcess) http.Handler {
+		bridge = mcpbridge.New(mcpbridge.Options{Edge: door, Refresh: 100 * time.Millisecond, Wait: 20 * time.Second})
+		return bridge.Handler()
 	}
-	ecfg.PublicURL, ecfg.DefaultAgent, ecfg.MCP = base, "echo", bridge.Handler()
-	e = edge.New(b, ecfg)
+	e := edge.New(b, ecfg)
 	ts.Config.Handler = e.Handler()
 	ts.Start()
 	edgeDone := make(chan error, 1)

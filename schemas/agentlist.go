@@ -1,0 +1,52 @@
+package schemas
+
+import "net/http"
+
+// The registry as an edge lists it (GET /a2a/agents), and what an
+// adapter in the edge's process presents for the calls it makes there.
+
+// AgentEntry is one agent in GET /a2a/agents: its served card (the list
+// is of cards, as OpenFang's GET /a2a/agents is), and beside the card's
+// fields the agent's registered name, whether it runs here ("local") or is
+// proxied to an external A2A agent ("remote"), and its health. Remote, the
+// external agent's address and how its checks went, is operational: an
+// edge shows it to admins only.
+type AgentEntry struct {
+	AgentCard
+	Agent  string             `json:"agent"`
+	Kind   string             `json:"kind"`
+	Remote *RemoteAgentStatus `json:"remote,omitempty"`
+	// Health is "maintenance" while an admin has the agent out of service
+	// (Maintenance says why), else a remote agent's health, and "online"
+	// for a local agent (one listed is one whose workers are live).
+	Health      string `json:"health,omitempty"`
+	Maintenance string `json:"maintenance,omitempty"`
+}
+
+// AgentList is the body of GET /a2a/agents: the cards and how many.
+type AgentList struct {
+	Agents []AgentEntry `json:"agents"`
+	Total  int          `json:"total"`
+}
+
+// AgentQuery narrows the list: an agent is listed when it offers every
+// skill of Skills, has a skill carrying each tag of Tags, is of Kind and
+// in Health (when set), and every word of Text is in its name,
+// description, or a skill's id, name, description, tags or examples
+// (ignoring case). GET /a2a/agents takes them as skill, tag, kind, health
+// and q.
+type AgentQuery struct {
+	Skills, Tags       []string
+	Kind, Health, Text string
+}
+
+// Presented is what a request presented to the process that took it: its
+// header, credentials among it, and the address it came from (host:port;
+// "" for the process itself, as over stdio). An adapter in an edge's
+// process that is not one of its HTTP bindings (the MCP bridge) hands the
+// edge what its own request presented, and the edge admits each call it
+// makes with it as its front door admits an A2A request.
+type Presented struct {
+	Header     http.Header
+	RemoteAddr string
+}
