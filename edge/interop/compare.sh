@@ -27,6 +27,10 @@
 # The extra flags go to every load run, after compare.sh's own. Environment:
 # COMPARE_SECONDS (measured seconds per run, default 10) and COMPARE_WARMUP
 # (seconds, default 2) shorten a smoke run: COMPARE_SECONDS=3 compare.sh 1.
+# COMPARE_BASE=REV adds a fourth server, a2abus built at the git revision
+# REV ("base"), which takes its turns with the others: a change is judged
+# by before and after measured in the same rounds, not in two runs the
+# machine's drift between them would colour.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -41,10 +45,16 @@ trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$bin
 "$here/js/deps.sh"
 
 servers=(a2abus a2a-go a2a-js)
-declare -A url=([a2abus]=http://127.0.0.1:9731 [a2a-go]=http://127.0.0.1:9733 [a2a-js]=http://127.0.0.1:9735)
+declare -A url=([a2abus]=http://127.0.0.1:9731 [a2a-go]=http://127.0.0.1:9733 [a2a-js]=http://127.0.0.1:9735 [base]=http://127.0.0.1:9737)
 # The process each server runs as, checked before its memory is read, so
 # the figure is never a wrapper's.
-declare -A comm=([a2abus]=a2abus [a2a-go]=a2agoecho [a2a-js]=node)
+declare -A comm=([a2abus]=a2abus [a2a-go]=a2agoecho [a2a-js]=node [base]=a2abus)
+if [ -n "${COMPARE_BASE:-}" ]; then
+	git -C "$root" worktree add -f --detach "$bin/base-src" "$COMPARE_BASE" -q
+	(cd "$bin/base-src" && go build -o "$bin/base/a2abus" ./cmd/a2abus)
+	git -C "$root" worktree remove -f "$bin/base-src"
+	servers+=(base)
+fi
 
 # start NAME: starts the server fresh in the background, as the process
 # itself (no wrapper shell: $pid is the server), and waits for its card.
@@ -53,6 +63,11 @@ start() {
 	a2abus)
 		rm -rf "$bin/data"
 		"$bin/a2abus" serve --listen 127.0.0.1:9731 --nats-listen 127.0.0.1:9732 --data-dir "$bin/data" \
+			--rate-limit 0 --max-unfinished 0 --max-unfinished-bytes 0 >"$bin/$1.log" 2>&1 &
+		;;
+	base)
+		rm -rf "$bin/data"
+		"$bin/base/a2abus" serve --listen 127.0.0.1:9737 --nats-listen 127.0.0.1:9738 --data-dir "$bin/data" \
 			--rate-limit 0 --max-unfinished 0 --max-unfinished-bytes 0 >"$bin/$1.log" 2>&1 &
 		;;
 	a2a-go) "$bin/a2agoecho" --listen 127.0.0.1:9733 >"$bin/$1.log" 2>&1 & ;;
@@ -96,7 +111,7 @@ measure() {
 # ratios over every round measured so far.
 cat >"$bin/report.py" <<'PY'
 import json, os, statistics, sys
-bindir, servers = sys.argv[1], ["a2abus", "a2a-go", "a2a-js"]
+bindir, servers = sys.argv[1], os.environ["COMPARE_SERVERS"].split()
 # metric: (heading, reader of one round's files for one server, format)
 def load(r, kind, s):
     return json.load(open(os.path.join(bindir, "r%s-%s-%s.json" % (r, kind, s))))
@@ -139,13 +154,19 @@ print("median of %d round(s), %s s measured per run:" % (len(rounds), os.environ
 table(med)
 # Ratios the issue's targets are stated in: throughput above 1 is better,
 # latency and memory below 1 are better.
-print("a2abus / other (of the medians)   vs a2a-js   vs a2a-go")
-for heading, i, better in [("c=64 tasks/s", 2, "higher"), ("c=64 p99", 4, "lower"), ("c=1 p50", 1, "lower"),
-                           ("CPU per task at c=64", 5, "lower"), ("RSS after c=64", 6, "lower"),
-                           ("stream/s", 7, "higher"), ("stream first-event p50", 8, "lower")]:
-    a = med["a2abus"][i]
-    ratio = lambda o: a / o if o else float("nan")
-    print("  %-31s %7.2fx   %7.2fx   (%s is better)" % (heading, ratio(med["a2a-js"][i]), ratio(med["a2a-go"][i]), better))
+# With a base build, its ratios too, and a2abus against it.
+ratios = [("c=64 tasks/s", 2, "higher"), ("c=64 p99", 4, "lower"), ("c=1 p50", 1, "lower"),
+          ("CPU per task at c=64", 5, "lower"), ("RSS after c=64", 6, "lower"),
+          ("stream/s", 7, "higher"), ("stream first-event p50", 8, "lower")]
+for who in [s for s in ("a2abus", "base") if s in servers]:
+    print("%-6s / other (of the medians)   vs a2a-js   vs a2a-go%s" % (who, "   vs base" if who == "a2abus" and "base" in servers else ""))
+    for heading, i, better in ratios:
+        a = med[who][i]
+        ratio = lambda o: a / o if o else float("nan")
+        line = "  %-31s %7.2fx   %7.2fx" % (heading, ratio(med["a2a-js"][i]), ratio(med["a2a-go"][i]))
+        if who == "a2abus" and "base" in servers:
+            line += "   %7.2fx" % ratio(med["base"][i])
+        print(line + "   (%s is better)" % better)
 PY
 
 extra=("$@")
@@ -154,9 +175,9 @@ for i in $(seq "$rounds"); do
 	for s in "${servers[@]}"; do measure "$i" c64 "$s" --clients 64; done
 	for s in "${servers[@]}"; do measure "$i" stream "$s" --clients 16 --mode stream; done
 	echo "round $i (c1: 1 client; c64: 64 clients, server CPU µs per task, RSS right after; stream: 16 clients, first-event p50; latencies in ms)"
-	COMPARE_SECONDS="$secs" COMPARE_WARMUP="$warm" CLK_TCK="$(getconf CLK_TCK)" python3 "$bin/report.py" "$bin" round "$i"
+	COMPARE_SERVERS="${servers[*]}" COMPARE_SECONDS="$secs" COMPARE_WARMUP="$warm" CLK_TCK="$(getconf CLK_TCK)" python3 "$bin/report.py" "$bin" round "$i"
 	echo
 done
 # The machine is shared and noisy: the summary is the median round per
 # metric, rather than any single figure.
-COMPARE_SECONDS="$secs" COMPARE_WARMUP="$warm" CLK_TCK="$(getconf CLK_TCK)" python3 "$bin/report.py" "$bin" summary
+COMPARE_SERVERS="${servers[*]}" COMPARE_SECONDS="$secs" COMPARE_WARMUP="$warm" CLK_TCK="$(getconf CLK_TCK)" python3 "$bin/report.py" "$bin" summary
