@@ -21,7 +21,12 @@ import (
 // segment, or the default agent on the root routes. ok is false when that
 // agent is not in the live registry.
 func (s *Server) resolveAgent(r *http.Request) (string, bool) {
-	name := r.PathValue("agent")
+	return s.agentNamed(r.PathValue("agent"))
+}
+
+// agentNamed is the agent a call names ("": the edge's default agent) and
+// whether it is served here.
+func (s *Server) agentNamed(name string) (string, bool) {
 	if name == "" {
 		name = s.cfg.DefaultAgent
 		if name == "" {
@@ -58,6 +63,10 @@ func (s *Server) card(reg schemas.AgentRegistration) schemas.AgentCard {
 		{URL: url, ProtocolBinding: schemas.BindingJSONRPC, ProtocolVersion: schemas.ProtocolVersion},
 		{URL: url, ProtocolBinding: schemas.BindingHTTPJSON, ProtocolVersion: schemas.ProtocolVersion},
 		{URL: url, ProtocolBinding: schemas.BindingJSONRPC, ProtocolVersion: schemas.ProtocolVersion03},
+	}
+	if a := s.cfg.GRPCAddress; a != "" {
+		c.SupportedInterfaces = append(c.SupportedInterfaces, schemas.AgentInterface{URL: a, ProtocolBinding: schemas.BindingGRPC,
+			ProtocolVersion: schemas.ProtocolVersion, Tenant: schemas.AgentTenant("", reg.Agent)})
 	}
 	c.Capabilities.Streaming = schemas.Bool(true)
 	c.Capabilities.PushNotifications = schemas.Bool(s.cfg.Push)

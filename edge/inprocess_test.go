@@ -30,7 +30,7 @@ func TestInProcessDoorAdmitsAsTheFrontDoor(t *testing.T) {
 	send := func(who schemas.Presented, agent, text string) (*schemas.Task, error) {
 		msg := &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart(text)}}
 		var task *schemas.Task
-		err := door.SendStreamingMessage(ctx, who, agent, &schemas.SendMessageRequest{Message: msg}, func(ev *schemas.StreamResponse) error {
+		err := door.SendStreamingMessage(ctx, who, agent, &schemas.SendMessageRequest{Message: msg}, func(_ string, ev *schemas.StreamResponse) error {
 			if ev.Task != nil {
 				task = ev.Task
 			}

@@ -158,7 +158,7 @@ func TestEveryBindingReachesTheServiceThroughItsInterceptors(t *testing.T) {
 	}{
 		{"in-process stream", func() error {
 			msg := &schemas.Message{MessageID: "m-in", Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("hi")}}
-			return door.SendStreamingMessage(ctx, who, "echo", &schemas.SendMessageRequest{Message: msg}, func(*schemas.StreamResponse) error { return nil })
+			return door.SendStreamingMessage(ctx, who, "echo", &schemas.SendMessageRequest{Message: msg}, func(string, *schemas.StreamResponse) error { return nil })
 		}, []string{opSendStreamingMessage}},
 		{"in-process get", func() error { _, err := door.GetTask(ctx, who, "echo", &schemas.GetTaskRequest{ID: id}); return err }, []string{opGetTask}},
 		{"in-process cancel", func() error {

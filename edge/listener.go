@@ -110,8 +110,9 @@ func (c HTTPConfig) withDefaults() HTTPConfig {
 
 // HTTPListener is one bound, serving HTTP listener (see Listen).
 type HTTPListener struct {
-	ln net.Listener
-	hs *http.Server
+	ln  net.Listener
+	lim *connLimiter
+	hs  *http.Server
 	// endRequests cancels the context of every request with errGraceOver,
 	// so streams and blocking calls end when a shutdown's grace is over
 	// (and the edge tells them from requests whose client left).
@@ -135,7 +136,7 @@ func Listen(addr string, h http.Handler, cfg HTTPConfig) (*HTTPListener, error) 
 		ln = tls.NewListener(ln, cfg.TLS)
 	}
 	base, endRequests := context.WithCancelCause(context.Background())
-	l := &HTTPListener{ln: ln, endRequests: endRequests, done: make(chan error, 1)}
+	l := &HTTPListener{ln: ln, lim: limiter, endRequests: endRequests, done: make(chan error, 1)}
 	l.hs = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -155,6 +156,46 @@ func Listen(addr string, h http.Handler, cfg HTTPConfig) (*HTTPListener, error) 
 	}
 	go func() { l.done <- l.hs.Serve(ln) }()
 	return l, nil
+}
+
+// Share bounds the connections of another listener of the edge that does
+// not serve HTTP/1 — the gRPC binding's — within this one's caps: they
+// count against MaxConns and MaxConnsPerAddr with the edge's own (one
+// budget of file descriptors, one per-address share). A connection over a
+// cap is closed at accept, without the HTTP refusal (its client speaks
+// HTTP/2 from its first byte), and none is ever evicted to make room: the
+// edge cannot tell one idle between calls from one whose streams are
+// quiet.
+func (l *HTTPListener) Share(ln net.Listener) net.Listener {
+	return &sharedConns{Listener: ln, l: l.lim}
+}
+
+// sharedConns is a listener counted by another's connLimiter (Share).
+type sharedConns struct {
+	net.Listener
+	l *connLimiter
+}
+
+func (s *sharedConns) Accept() (net.Conn, error) {
+	for {
+		c, err := s.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		lc := &limitedConn{Conn: c, l: s.l, src: sourceOf(c.RemoteAddr())}
+		lc.busy.Store(true) // never evicted
+		if reason, victim := s.l.admit(lc); reason != "" {
+			s.l.refused.Inc(s.l.name, reason)
+			_ = c.Close()
+			continue
+		} else if victim != nil {
+			s.l.evicted.Inc(s.l.name)
+			_ = victim.Conn.Close()
+		} else {
+			s.l.gaugeOpen.Add(1, s.l.name)
+		}
+		return lc, nil
+	}
 }
 
 // Addr is the bound address.

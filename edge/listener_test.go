@@ -176,6 +176,45 @@ func TestConnectionCapsRefuseAtAccept(t *testing.T) {
 	})
 }
 
+// A listener shared with the edge's (the gRPC binding's) counts against
+// the edge's caps: with the edge's own connection open, a source address
+// at its cap has its next connection to the shared listener closed at
+// accept, with nothing written, and the one before it kept.
+func TestSharedListenerCountsAgainstTheEdgesCaps(t *testing.T) {
+	m := bus.NewMetrics()
+	l := listen(t, okHandler, edge.HTTPConfig{Name: "a2a", Metrics: m, MaxConnsPerAddr: 2})
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := l.Share(raw)
+	t.Cleanup(func() { shared.Close() })
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := shared.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			accepted <- c
+		}
+	}()
+	hold(t, l.Addr().String(), "127.0.0.1", 1)
+	waitMetric(t, m, `a2a_http_connections_open{listener="a2a"} 1`)
+	kept := hold(t, raw.Addr().String(), "127.0.0.1", 1)[0]
+	<-accepted
+	over := hold(t, raw.Addr().String(), "127.0.0.1", 1)[0]
+	if got, ended := readToEnd(over, 10*time.Second); !ended || len(got) > 0 {
+		t.Fatalf("the connection over the cap: ended %v, read %q", ended, got)
+	}
+	if _, ended := readToEnd(kept, 100*time.Millisecond); ended {
+		t.Fatal("the connection within the cap was closed")
+	}
+	waitMetric(t, m, `a2a_http_connections_refused_total{listener="a2a",reason="max_connections_per_addr"} 1`)
+	waitMetric(t, m, `a2a_http_connections_open{listener="a2a"} 2`)
+}
+
 // The read bounds cut clients that send slowly — a head trickled byte by
 // byte, a body that stops coming — and never a response: an SSE stream
 // that lasts several times every bound is delivered whole (the server

@@ -30,6 +30,10 @@ type Config struct {
 	// (discovery/mcpbridge), whose every tool call is an A2A call admitted
 	// there as the front door admits one. New calls it once.
 	MCP func(*InProcess) http.Handler
+	// GRPCAddress, when set, is where the edge's gRPC binding is served
+	// (host:port, as clients dial it): each agent's card declares it, with
+	// the tenant that names the agent (schemas.AgentTenant).
+	GRPCAddress string
 	// NotificationKeys, when set, returns the JWKS document of the keys
 	// push notifications are signed with, served at
 	// /.well-known/jwks.json for receivers to verify them (a function: the

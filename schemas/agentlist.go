@@ -1,6 +1,10 @@
 package schemas
 
-import "net/http"
+import (
+	"crypto/tls"
+	"net/http"
+	"strings"
+)
 
 // The registry as an edge lists it (GET /a2a/agents), and what an
 // adapter in the edge's process presents for the calls it makes there.
@@ -49,4 +53,41 @@ type AgentQuery struct {
 type Presented struct {
 	Header     http.Header
 	RemoteAddr string
+	// TLS is the connection's TLS state (its verified client certificate
+	// chains, for mutual TLS); nil over plain connections.
+	TLS *tls.ConnectionState
+}
+
+// A gRPC request has no path to name an agent by: it names one in its
+// tenant field, which A2A defines as an opaque routing value a client
+// copies from the interface it chose in the agent's card. An agent's gRPC
+// interface declares AgentTenant(tenant, agent); an edge reads a request's
+// with RouteTenant.
+
+// AgentTenant is the tenant field that names agent in tenant:
+// "agents/<agent>", or "<tenant>/agents/<agent>"; tenant alone for the
+// default agent ("").
+func AgentTenant(tenant, agent string) string {
+	switch {
+	case agent == "":
+		return tenant
+	case tenant == "":
+		return "agents/" + agent
+	}
+	return tenant + "/agents/" + agent
+}
+
+// RouteTenant splits a request's tenant field into the tenant it acts in
+// and the agent it names ("" for the default agent): the inverse of
+// AgentTenant.
+func RouteTenant(field string) (tenant, agent string) {
+	if rest, ok := strings.CutPrefix(field, "agents/"); ok && !strings.Contains(rest, "/") {
+		return "", rest
+	}
+	if i := strings.LastIndex(field, "/agents/"); i >= 0 {
+		if rest := field[i+len("/agents/"):]; !strings.Contains(rest, "/") {
+			return field[:i], rest
+		}
+	}
+	return field, ""
 }

@@ -31,6 +31,9 @@ type Config struct {
 	// TLSCert and TLSKey make the edge serve HTTPS (HTTP stays the default
 	// for local use); TLSClientCA is a PEM bundle of the CAs whose client
 	// certificates authenticate their subject (mutual TLS, see AuthConfig).
+	// GRPCListen, when set, serves A2A's gRPC binding (lf.a2a.v1) on its
+	// own address: cleartext HTTP/2, or TLS with TLSCert. Off by default.
+	GRPCListen  string `json:"grpcListen,omitempty"`
 	TLSCert     string `json:"tlsCert,omitempty"`
 	TLSKey      string `json:"tlsKey,omitempty"`
 	TLSClientCA string `json:"tlsClientCa,omitempty"`
@@ -407,6 +410,7 @@ func settings() []setting {
 	return []setting{
 		{"listen", "A2ABUS_LISTEN", "edge HTTP address HOST:PORT (default 127.0.0.1:8080)", str(func(c *Config) *string { return &c.Listen })},
 		{"public-url", "A2ABUS_PUBLIC_URL", "base URL put in agent cards (default http://<listen>)", str(func(c *Config) *string { return &c.PublicURL })},
+		{"grpc-listen", "A2ABUS_GRPC_LISTEN", "serve A2A's gRPC binding (lf.a2a.v1) on HOST:PORT, cleartext HTTP/2 or TLS with --tls-cert; agents' cards declare it (default: off)", str(func(c *Config) *string { return &c.GRPCListen })},
 		{"data-dir", "A2ABUS_DATA_DIR", "JetStream store directory of the embedded NATS server (default ./a2abus-data)", str(func(c *Config) *string { return &c.DataDir })},
 		{"nats-listen", "A2ABUS_NATS_LISTEN", `embedded NATS client address HOST:PORT, or "off" (default 127.0.0.1:4222)`, str(func(c *Config) *string { return &c.NATSListen })},
 		{"server-name", "A2ABUS_SERVER_NAME", "name of the embedded NATS server (required in a cluster)", str(func(c *Config) *string { return &c.ServerName })},

@@ -91,8 +91,19 @@ var layers = map[string]layer{
 		// Tested against a real edge with agents, over the SDK's client.
 		tests: []string{"edge", "workers"},
 	},
+	// The protobuf messages and gRPC service of A2A's lf.a2a.v1, generated
+	// from the specification's a2a.proto (generate.sh): the gRPC and
+	// protobuf runtime only, nothing of the module.
+	"edge/grpcbinding/a2apb": {},
+	// The gRPC binding: an adapter of the edge's in-process door, which it
+	// declares (Door) instead of importing the edge; only cmd wires them.
+	"edge/grpcbinding": {
+		may: []string{"schemas", "edge/grpcbinding/a2apb"},
+		// Tested against a real edge with agents on an in-process bus.
+		tests: []string{"edge", "edge/auth", "workers", "bus/bustest"},
+	},
 	"cmd/a2abus": {
-		may: []string{"schemas", "bus", "edge", "edge/auth", "workers", "discovery", "discovery/mcpbridge"},
+		may: []string{"schemas", "bus", "edge", "edge/auth", "workers", "discovery", "discovery/mcpbridge", "edge/grpcbinding", "edge/grpcbinding/a2apb"},
 		// The cluster fault tests ask the NATS cluster which node leads a
 		// stream, to kill that one.
 		natsInTests: true,
@@ -125,6 +136,12 @@ var oauth2Modules = []string{"golang.org/x/oauth2"}
 // discovery/mcpbridge imports it.
 var mcpModules = []string{"github.com/modelcontextprotocol/go-sdk"}
 
+// grpcModules are gRPC and protobuf: the gRPC binding's transport and
+// messages, generated from the specification (not hand-written). Only the
+// packages under edge/grpcbinding import them; the bus contract and
+// schemas stay JSON.
+var grpcModules = []string{"google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/rpc"}
+
 // jsonModules are the JSON reader of the bus's hot paths: the prototype of
 // the standard library's encoding/json/v2, read with encoding/json's
 // semantics (bus/readjson.go says why). Only bus imports it; what clients
@@ -134,11 +151,12 @@ var jsonModules = []string{"github.com/go-json-experiment/json"}
 // allowedModules are the product's direct requirements: the modules the
 // design allows, besides the module itself — the four the bus is built on,
 // go-jose for edge/auth and x/oauth2 for discovery, because security code
-// must not be hand-rolled, and the JSON reader of the bus.
+// must not be hand-rolled, the JSON reader of the bus, the MCP SDK, and
+// gRPC with protobuf and the google.rpc error details for the gRPC binding.
 var allowedModules = slices.Concat([]string{
 	"github.com/nats-io/nats.go", "github.com/nats-io/nats-server/v2",
 	"github.com/cloudevents/sdk-go/v2", "github.com/google/uuid",
-}, joseModules, oauth2Modules, jsonModules, mcpModules)
+}, joseModules, oauth2Modules, jsonModules, mcpModules, grpcModules)
 
 // listedPackage is what go list -json says of one package.
 type listedPackage struct {
@@ -278,6 +296,15 @@ func TestImportRules(t *testing.T) {
 			for _, imp := range p.Imports {
 				if inModules(imp, mcpModules) {
 					t.Errorf("%s imports %s; only discovery/mcpbridge may", rel, imp)
+				}
+			}
+		}
+
+		// Only the gRPC binding imports gRPC and protobuf.
+		if !strings.HasPrefix(rel, "edge/grpcbinding") {
+			for _, imp := range p.Imports {
+				if inModules(imp, grpcModules) {
+					t.Errorf("%s imports %s; only edge/grpcbinding may", rel, imp)
 				}
 			}
 		}

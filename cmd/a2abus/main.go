@@ -15,17 +15,20 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/edge/auth"
+	"github.com/a2abus/a2abus/edge/grpcbinding"
 	"github.com/a2abus/a2abus/schemas"
 	"github.com/a2abus/a2abus/workers"
 )
@@ -285,6 +288,10 @@ func (p *process) await(ctx context.Context, what string, ready func(context.Con
 type edgeHTTP struct {
 	l     *edge.HTTPListener
 	start *edge.Starting
+	// grpcL is the gRPC binding's listener (--grpc-listen), bound with
+	// the edge's; grpc serves it once the edge is ready (serveGRPC).
+	grpcL net.Listener
+	grpc  *grpcbinding.Server
 }
 
 // listen binds the edge's address and serves it with an edge.Starting,
@@ -307,6 +314,17 @@ func (p *process) listen(authn *auth.Authenticator) (*edgeHTTP, error) {
 	}
 	w.l = l
 	p.log.Info("edge listening; not ready until it follows the bus", "addr", scheme+"://"+l.Addr().String())
+	if p.cfg.GRPCListen != "" {
+		raw, err := net.Listen("tcp", p.cfg.GRPCListen)
+		if err != nil {
+			l.Stop(0)
+			return nil, fmt.Errorf("grpc listen: %w", err)
+		}
+		// Its connections count against the edge's caps: one budget of
+		// file descriptors, one share per source address.
+		w.grpcL = l.Share(raw)
+		p.log.Info("gRPC binding listening; not ready until the edge is", "addr", w.grpcL.Addr().String())
+	}
 	return w, nil
 }
 
@@ -370,7 +388,56 @@ func (w *edgeHTTP) setReason(reason string) {
 // stop stops accepting requests and lets those in flight finish for up to
 // grace, then ends them (see edge.HTTPListener.Stop). Only the first call
 // does anything.
-func (w *edgeHTTP) stop(grace time.Duration) { w.l.Stop(grace) }
+// stop stops the edge's HTTP and gRPC listeners, within one grace.
+func (w *edgeHTTP) stop(grace time.Duration) {
+	var wg sync.WaitGroup
+	if w.grpc != nil {
+		wg.Go(func() { w.grpc.Stop(grace) })
+	} else if w.grpcL != nil {
+		_ = w.grpcL.Close()
+	}
+	w.l.Stop(grace)
+	wg.Wait()
+}
+
+// grpcAddress is the gRPC binding's address as cards declare it: the
+// listener's, with the public URL's host when it listens on every
+// interface.
+func (p *process) grpcAddress(w *edgeHTTP) string {
+	if w.grpcL == nil {
+		return ""
+	}
+	host, port, _ := net.SplitHostPort(w.grpcL.Addr().String())
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if u, err := url.Parse(p.cfg.PublicURL); err == nil && u.Hostname() != "" {
+			host = u.Hostname()
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// serveGRPC serves the gRPC binding of e, once it is ready: every call
+// through its in-process door.
+func (p *process) serveGRPC(w *edgeHTTP, e *edge.Server) error {
+	if w.grpcL == nil {
+		return nil
+	}
+	o := grpcbinding.Options{MaxMessageBytes: int(p.cfg.MaxBodyBytes)}
+	if p.cfg.TLSCert != "" {
+		tc, err := p.tlsConfig()
+		if err != nil {
+			return err
+		}
+		o.TLS = tc
+	}
+	w.grpc = grpcbinding.NewServer(e.InProcess(), o)
+	go func() {
+		if err := w.grpc.Serve(w.grpcL); err != nil {
+			p.log.Error("the gRPC binding stopped serving", "err", err)
+		}
+	}()
+	return nil
+}
 
 func (p *process) agentNames() string {
 	var names []string

@@ -318,6 +318,7 @@ func (p *process) runEdge(ctx, startCtx context.Context, cmd string, b *bus.Bus,
 		bridge = p.edgeBridge(door)
 		return bridge.Handler()
 	}
+	ec.GRPCAddress = p.grpcAddress(web)
 	e := edge.New(b, ec)
 	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
 	followDone := make(chan error, 1)
@@ -332,6 +333,10 @@ func (p *process) runEdge(ctx, startCtx context.Context, cmd string, b *bus.Bus,
 	// for /readyz reads all of it.
 	p.announce(cmd, web.l.Addr().String(), srv)
 	web.start.Serve(e.Handler())
+	if err := p.serveGRPC(web, e); err != nil {
+		wk.stop()
+		return p.stopped(ctx, err)
+	}
 	go func() { _ = bridge.Run(followCtx) }()
 	if p.mcpStdio != nil {
 		// "a2abus mcp": MCP over stdio until the client goes, then the

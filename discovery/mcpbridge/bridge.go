@@ -37,9 +37,9 @@ import (
 type Edge interface {
 	// Agents lists the live registry narrowed by q, as who sees it.
 	Agents(ctx context.Context, who schemas.Presented, q schemas.AgentQuery) ([]schemas.AgentEntry, error)
-	// SendStreamingMessage sends to agent and hands each event to each
+	// SendStreamingMessage sends to agent and hands each event (with its id) to each
 	// until the stream ends or each returns an error (which it returns).
-	SendStreamingMessage(ctx context.Context, who schemas.Presented, agent string, req *schemas.SendMessageRequest, each func(*schemas.StreamResponse) error) error
+	SendStreamingMessage(ctx context.Context, who schemas.Presented, agent string, req *schemas.SendMessageRequest, each func(id string, ev *schemas.StreamResponse) error) error
 	GetTask(ctx context.Context, who schemas.Presented, agent string, req *schemas.GetTaskRequest) (*schemas.Task, error)
 	CancelTask(ctx context.Context, who schemas.Presented, agent string, req *schemas.CancelTaskRequest) (*schemas.Task, error)
 }

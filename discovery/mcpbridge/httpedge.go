@@ -105,7 +105,7 @@ func (e *httpEdge) client(who schemas.Presented, agent string) (*discovery.Clien
 		discovery.Options{HTTP: e.http, Header: credentialsOf(who), Timeout: e.timeout})
 }
 
-func (e *httpEdge) SendStreamingMessage(ctx context.Context, who schemas.Presented, agent string, req *schemas.SendMessageRequest, each func(*schemas.StreamResponse) error) error {
+func (e *httpEdge) SendStreamingMessage(ctx context.Context, who schemas.Presented, agent string, req *schemas.SendMessageRequest, each func(id string, ev *schemas.StreamResponse) error) error {
 	c, err := e.client(who, agent)
 	if err != nil {
 		return err
@@ -123,7 +123,7 @@ func (e *httpEdge) SendStreamingMessage(ctx context.Context, who schemas.Present
 		if err != nil {
 			return err
 		}
-		if err := each(ev); err != nil {
+		if err := each(stream.LastEventID(), ev); err != nil {
 			return err
 		}
 	}

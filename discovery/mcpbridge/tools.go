@@ -149,7 +149,7 @@ func (b *Bridge) send(ctx context.Context, req *sdk.CallToolRequest, agent strin
 	var task *schemas.Task
 	var reply *schemas.Message
 	progress := 0.0
-	err := b.opt.Edge.SendStreamingMessage(wctx, b.caller(req), agent, &schemas.SendMessageRequest{Message: msg}, func(ev *schemas.StreamResponse) error {
+	err := b.opt.Edge.SendStreamingMessage(wctx, b.caller(req), agent, &schemas.SendMessageRequest{Message: msg}, func(_ string, ev *schemas.StreamResponse) error {
 		task, reply = fold(task, ev)
 		if token != nil {
 			progress++

@@ -2,7 +2,8 @@
 // (github.com/a2aproject/a2a-go/v2) talks to a real a2abus — in-process
 // JetStream, real workers, the edge over real HTTP — on every binding
 // a2abus declares: JSON-RPC 1.0, HTTP+JSON 1.0 and JSON-RPC 0.3 (through
-// the SDK's 0.3 compat transport). It is its own module so the SDK never
+// the SDK's 0.3 compat transport), and gRPC against the a2abus process
+// (grpc_test.go). It is its own module so the SDK never
 // enters the product's dependency list.
 package interop
 

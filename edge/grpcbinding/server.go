@@ -1,0 +1,255 @@
+// Package grpcbinding serves A2A 1.0's gRPC binding, the service
+// lf.a2a.v1.A2AService (the specification's a2a.proto, generated into
+// a2apb). It is an adapter of the edge's in-process door (edge.InProcess,
+// declared here as Door) that only translates: protobuf messages to the
+// schemas' types and back, the call's metadata and peer to what the
+// request presented (schemas.Presented: credentials, address, the TLS
+// state for mutual TLS), and the door's errors to google.rpc.Status with
+// ErrorInfo. Authentication, rate limits, tenants, isolation, admission
+// and the task lifecycle are the door's, as for every binding.
+//
+// gRPC has no path to name an agent by: a request names it in its tenant
+// field, which A2A defines as an opaque routing value a client copies
+// from the interface it chose in the agent's card. An agent's card
+// declares its gRPC interface with the tenant "agents/<agent>" (or
+// "<tenant>/agents/<agent>" in a tenant); an empty tenant, or one
+// without that suffix, is the edge's default agent
+// (schemas.RouteTenant).
+package grpcbinding
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/a2abus/a2abus/edge/grpcbinding/a2apb"
+	"github.com/a2abus/a2abus/schemas"
+)
+
+// Door is what the binding needs of the edge: every A2A operation, for
+// what a request presented, on an agent ("": the default agent). The
+// edge's in-process door (edge.InProcess) is one.
+type Door interface {
+	SendMessage(ctx context.Context, who schemas.Presented, agent string, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error)
+	SendStreamingMessage(ctx context.Context, who schemas.Presented, agent string, req *schemas.SendMessageRequest, each func(id string, ev *schemas.StreamResponse) error) error
+	GetTask(ctx context.Context, who schemas.Presented, agent string, req *schemas.GetTaskRequest) (*schemas.Task, error)
+	ListTasks(ctx context.Context, who schemas.Presented, agent string, req *schemas.ListTasksRequest) (*schemas.ListTasksResponse, error)
+	CancelTask(ctx context.Context, who schemas.Presented, agent string, req *schemas.CancelTaskRequest) (*schemas.Task, error)
+	SubscribeToTask(ctx context.Context, who schemas.Presented, agent string, req *schemas.SubscribeToTaskRequest, each func(id string, ev *schemas.StreamResponse) error) error
+	CreateTaskPushNotificationConfig(ctx context.Context, who schemas.Presented, agent string, cfg *schemas.TaskPushNotificationConfig) (*schemas.TaskPushNotificationConfig, error)
+	GetTaskPushNotificationConfig(ctx context.Context, who schemas.Presented, agent string, req *schemas.GetTaskPushNotificationConfigRequest) (*schemas.TaskPushNotificationConfig, error)
+	ListTaskPushNotificationConfigs(ctx context.Context, who schemas.Presented, agent string, req *schemas.ListTaskPushNotificationConfigsRequest) ([]schemas.TaskPushNotificationConfig, error)
+	DeleteTaskPushNotificationConfig(ctx context.Context, who schemas.Presented, agent string, req *schemas.GetTaskPushNotificationConfigRequest) error
+	GetExtendedAgentCard(ctx context.Context, who schemas.Presented, agent, tenant string) (*schemas.AgentCard, error)
+}
+
+// Options configure the binding's server.
+type Options struct {
+	// MaxMessageBytes bounds a request message (the edge's
+	// --max-body-bytes); default gRPC's 4 MiB.
+	MaxMessageBytes int
+	// TLS, when set, serves gRPC over TLS with it (client certificates
+	// included, for mutual TLS); else cleartext HTTP/2.
+	TLS *tls.Config
+}
+
+// Server is a gRPC server of a door's agents, the A2A service registered.
+type Server struct{ g *grpc.Server }
+
+// NewServer is a gRPC server of door's agents: Serve it on a listener.
+func NewServer(door Door, o Options) *Server {
+	var opts []grpc.ServerOption
+	if o.MaxMessageBytes > 0 {
+		opts = append(opts, grpc.MaxRecvMsgSize(o.MaxMessageBytes))
+	}
+	if o.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
+	}
+	srv := grpc.NewServer(opts...)
+	a2apb.RegisterA2AServiceServer(srv, &service{door: door})
+	return &Server{g: srv}
+}
+
+// Serve serves l until Stop; it returns nil once stopped.
+func (s *Server) Serve(l net.Listener) error {
+	if err := s.g.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}
+
+// Stop stops taking calls and waits up to grace for those under way
+// (streams included), then ends what is left.
+func (s *Server) Stop(grace time.Duration) {
+	done := make(chan struct{})
+	go func() { s.g.GracefulStop(); close(done) }()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		s.g.Stop()
+		<-done
+	}
+}
+
+// service is lf.a2a.v1.A2AService over the door.
+type service struct {
+	a2apb.UnimplementedA2AServiceServer
+	door Door
+}
+
+// presented is what a call's request presented: its metadata as a header
+// (the credentials, A2A-Version, traceparent and Last-Event-ID among
+// it), its peer's address and TLS state.
+func presented(ctx context.Context) schemas.Presented {
+	var who schemas.Presented
+	md, _ := metadata.FromIncomingContext(ctx)
+	who.Header = make(http.Header, len(md))
+	for k, vs := range md {
+		if strings.HasPrefix(k, ":") || strings.HasSuffix(k, "-bin") {
+			continue // pseudo-headers and binary values are gRPC's own
+		}
+		who.Header[http.CanonicalHeaderKey(k)] = vs
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		if p.Addr != nil {
+			who.RemoteAddr = p.Addr.String()
+		}
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			who.TLS = &ti.State
+		}
+	}
+	return who
+}
+
+// unary runs one unary method: the request read into the schemas' Req,
+// its tenant field routed (the field tenant points at: the agent it
+// names, the tenant left in it), the door called, and its answer written
+// into out.
+func unary[Req, Res any, Out proto.Message](ctx context.Context, in proto.Message, tenant func(*Req) *string,
+	door func(context.Context, schemas.Presented, string, *Req) (Res, error), out Out) (Out, error) {
+	var req Req
+	var zero Out
+	if err := fromPB(in, &req); err != nil {
+		return zero, err
+	}
+	t := tenant(&req)
+	var agent string
+	*t, agent = schemas.RouteTenant(*t)
+	res, err := door(ctx, presented(ctx), agent, &req)
+	if err != nil {
+		return zero, statusOf(err)
+	}
+	return out, toPB(res, out)
+}
+
+// streaming runs one server-streaming method as unary runs a unary one,
+// each event sent as a StreamResponse.
+func streaming[Req any](stream grpc.ServerStreamingServer[a2apb.StreamResponse], in proto.Message, tenant func(*Req) *string,
+	door func(context.Context, schemas.Presented, string, *Req, func(string, *schemas.StreamResponse) error) error) error {
+	var req Req
+	if err := fromPB(in, &req); err != nil {
+		return err
+	}
+	t := tenant(&req)
+	var agent string
+	*t, agent = schemas.RouteTenant(*t)
+	ctx := stream.Context()
+	return statusOf(door(ctx, presented(ctx), agent, &req, func(_ string, ev *schemas.StreamResponse) error {
+		out := &a2apb.StreamResponse{}
+		if err := toPB(ev, out); err != nil {
+			return err
+		}
+		return stream.Send(out)
+	}))
+}
+
+// The tenant fields of the requests.
+func sendTenant(r *schemas.SendMessageRequest) *string                         { return &r.Tenant }
+func getTenant(r *schemas.GetTaskRequest) *string                              { return &r.Tenant }
+func listTenant(r *schemas.ListTasksRequest) *string                           { return &r.Tenant }
+func cancelTenant(r *schemas.CancelTaskRequest) *string                        { return &r.Tenant }
+func subscribeTenant(r *schemas.SubscribeToTaskRequest) *string                { return &r.Tenant }
+func pushTenant(r *schemas.TaskPushNotificationConfig) *string                 { return &r.Tenant }
+func pushGetTenant(r *schemas.GetTaskPushNotificationConfigRequest) *string    { return &r.Tenant }
+func pushListTenant(r *schemas.ListTaskPushNotificationConfigsRequest) *string { return &r.Tenant }
+
+func (s *service) SendMessage(ctx context.Context, in *a2apb.SendMessageRequest) (*a2apb.SendMessageResponse, error) {
+	return unary(ctx, in, sendTenant, s.door.SendMessage, &a2apb.SendMessageResponse{})
+}
+
+func (s *service) SendStreamingMessage(in *a2apb.SendMessageRequest, stream grpc.ServerStreamingServer[a2apb.StreamResponse]) error {
+	return streaming(stream, in, sendTenant, s.door.SendStreamingMessage)
+}
+
+func (s *service) SubscribeToTask(in *a2apb.SubscribeToTaskRequest, stream grpc.ServerStreamingServer[a2apb.StreamResponse]) error {
+	return streaming(stream, in, subscribeTenant, s.door.SubscribeToTask)
+}
+
+func (s *service) GetTask(ctx context.Context, in *a2apb.GetTaskRequest) (*a2apb.Task, error) {
+	return unary(ctx, in, getTenant, s.door.GetTask, &a2apb.Task{})
+}
+
+func (s *service) ListTasks(ctx context.Context, in *a2apb.ListTasksRequest) (*a2apb.ListTasksResponse, error) {
+	if in.PageSize != nil && *in.PageSize == 0 {
+		// The official SDK's gRPC client sets page_size 0 when its caller
+		// set none; A2A reads an unset size as the default, and 0 is
+		// below its minimum, so 0 here is read as unset.
+		in.PageSize = nil
+	}
+	return unary(ctx, in, listTenant, s.door.ListTasks, &a2apb.ListTasksResponse{})
+}
+
+func (s *service) CancelTask(ctx context.Context, in *a2apb.CancelTaskRequest) (*a2apb.Task, error) {
+	return unary(ctx, in, cancelTenant, s.door.CancelTask, &a2apb.Task{})
+}
+
+func (s *service) CreateTaskPushNotificationConfig(ctx context.Context, in *a2apb.TaskPushNotificationConfig) (*a2apb.TaskPushNotificationConfig, error) {
+	return unary(ctx, in, pushTenant, s.door.CreateTaskPushNotificationConfig, &a2apb.TaskPushNotificationConfig{})
+}
+
+func (s *service) GetTaskPushNotificationConfig(ctx context.Context, in *a2apb.GetTaskPushNotificationConfigRequest) (*a2apb.TaskPushNotificationConfig, error) {
+	return unary(ctx, in, pushGetTenant, s.door.GetTaskPushNotificationConfig, &a2apb.TaskPushNotificationConfig{})
+}
+
+// configList is ListTaskPushNotificationConfigsResponse's JSON form.
+type configList struct {
+	Configs []schemas.TaskPushNotificationConfig `json:"configs"`
+}
+
+func (s *service) ListTaskPushNotificationConfigs(ctx context.Context, in *a2apb.ListTaskPushNotificationConfigsRequest) (*a2apb.ListTaskPushNotificationConfigsResponse, error) {
+	list := func(ctx context.Context, who schemas.Presented, agent string, req *schemas.ListTaskPushNotificationConfigsRequest) (configList, error) {
+		cfgs, err := s.door.ListTaskPushNotificationConfigs(ctx, who, agent, req)
+		return configList{cfgs}, err
+	}
+	return unary(ctx, in, pushListTenant, list, &a2apb.ListTaskPushNotificationConfigsResponse{})
+}
+
+func (s *service) DeleteTaskPushNotificationConfig(ctx context.Context, in *a2apb.DeleteTaskPushNotificationConfigRequest) (*emptypb.Empty, error) {
+	del := func(ctx context.Context, who schemas.Presented, agent string, req *schemas.GetTaskPushNotificationConfigRequest) (struct{}, error) {
+		return struct{}{}, s.door.DeleteTaskPushNotificationConfig(ctx, who, agent, req)
+	}
+	return unary(ctx, in, pushGetTenant, del, &emptypb.Empty{})
+}
+
+func (s *service) GetExtendedAgentCard(ctx context.Context, in *a2apb.GetExtendedAgentCardRequest) (*a2apb.AgentCard, error) {
+	tenant, agent := schemas.RouteTenant(in.GetTenant())
+	card, err := s.door.GetExtendedAgentCard(ctx, presented(ctx), agent, tenant)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	out := &a2apb.AgentCard{}
+	return out, toPB(card, out)
+}

@@ -1,0 +1,286 @@
+package grpcbinding_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/a2abus/a2abus/bus/bustest"
+	"github.com/a2abus/a2abus/edge"
+	"github.com/a2abus/a2abus/edge/auth"
+	"github.com/a2abus/a2abus/edge/grpcbinding"
+	"github.com/a2abus/a2abus/edge/grpcbinding/a2apb"
+	"github.com/a2abus/a2abus/schemas"
+	"github.com/a2abus/a2abus/workers"
+)
+
+var _ grpcbinding.Door = (*edge.InProcess)(nil)
+
+// serve runs an edge with echo agents "echo" (the default) and "second"
+// on an in-process bus, its gRPC binding on a loopback port, and returns
+// a client of it.
+func serve(t *testing.T, cfg edge.Config) a2apb.A2AServiceClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	_, b := bustest.New(t, bustest.Options{})
+	var runs []chan error
+	for _, name := range []string{"echo", "second"} {
+		r := workers.NewRunner(b, workers.EchoDefinition(name), workers.Options{ShutdownGrace: time.Second})
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		runs = append(runs, done)
+		select {
+		case <-r.Ready():
+		case <-time.After(20 * time.Second):
+			t.Fatalf("agent %s not ready", name)
+		}
+	}
+	cfg.PublicURL, cfg.DefaultAgent = "http://127.0.0.1", "echo"
+	e := edge.New(b, cfg)
+	edgeDone := make(chan error, 1)
+	go func() { edgeDone <- e.Run(ctx) }()
+	if err := e.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		door := e.InProcess()
+		list, _ := door.Agents(ctx, schemas.Presented{}, schemas.AgentQuery{})
+		if len(list) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agents never registered")
+		}
+		time.Sleep(10 * time.Millisecond) // polling an external condition, not synchronising
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpcbinding.NewServer(e.InProcess(), grpcbinding.Options{MaxMessageBytes: 1 << 20})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		srv.Stop(time.Second)
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		cancel()
+		<-edgeDone
+		for _, done := range runs {
+			<-done
+		}
+	})
+	return a2apb.NewA2AServiceClient(conn)
+}
+
+func message(text string) *a2apb.Message {
+	return &a2apb.Message{MessageId: "m-" + text + "-" + time.Now().Format("150405.000000000"), Role: a2apb.Role_ROLE_USER,
+		Parts: []*a2apb.Part{{Content: &a2apb.Part_Text{Text: text}}}}
+}
+
+// errorInfo is the ErrorInfo of a status, or nil.
+func errorInfo(err error) (codes.Code, *errdetails.ErrorInfo) {
+	st, _ := status.FromError(err)
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return st.Code(), info
+		}
+	}
+	return st.Code(), nil
+}
+
+// Every operation of lf.a2a.v1.A2AService over gRPC, through the edge's
+// door: a blocking send, a stream, get, list, cancel, subscribe, the push
+// configs, and A2A's errors as statuses with ErrorInfo.
+func TestEveryOperationOverGRPC(t *testing.T) {
+	c := serve(t, edge.Config{Push: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	res, err := c.SendMessage(ctx, &a2apb.SendMessageRequest{Message: message("hello")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.GetTask()
+	if task.GetStatus().GetState() != a2apb.TaskState_TASK_STATE_COMPLETED || len(task.GetArtifacts()) == 0 ||
+		!strings.Contains(task.GetArtifacts()[0].GetParts()[0].GetText(), "hello") {
+		t.Fatalf("send: %v", res)
+	}
+	got, err := c.GetTask(ctx, &a2apb.GetTaskRequest{Id: task.GetId()})
+	if err != nil || got.GetId() != task.GetId() || got.GetStatus().GetState() != a2apb.TaskState_TASK_STATE_COMPLETED {
+		t.Fatalf("get: %v %v", got, err)
+	}
+
+	// The second agent, named by the tenant its card declares.
+	res, err = c.SendMessage(ctx, &a2apb.SendMessageRequest{Tenant: schemas.AgentTenant("", "second"), Message: message("other")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetTask(ctx, &a2apb.GetTaskRequest{Id: res.GetTask().GetId()}); status.Code(err) != codes.NotFound {
+		t.Fatalf("the second agent's task read as the default agent's: %v", err)
+	}
+	if _, err := c.GetTask(ctx, &a2apb.GetTaskRequest{Tenant: "agents/second", Id: res.GetTask().GetId()}); err != nil {
+		t.Fatalf("the second agent's task: %v", err)
+	}
+
+	// A stream: the task, then its updates to COMPLETED.
+	stream, err := c.SendStreamingMessage(ctx, &a2apb.SendMessageRequest{Message: message("streamed")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	var streamed string
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case ev.GetTask() != nil:
+			kinds, streamed = append(kinds, "task"), ev.GetTask().GetId()
+		case ev.GetStatusUpdate() != nil:
+			kinds = append(kinds, ev.GetStatusUpdate().GetStatus().GetState().String())
+		case ev.GetArtifactUpdate() != nil:
+			kinds = append(kinds, "artifact")
+		}
+	}
+	if len(kinds) < 3 || kinds[0] != "task" || kinds[len(kinds)-1] != "TASK_STATE_COMPLETED" {
+		t.Fatalf("stream events %v", kinds)
+	}
+	if _, err := c.GetTask(ctx, &a2apb.GetTaskRequest{Id: streamed}); err != nil {
+		t.Fatalf("the streamed task: %v", err)
+	}
+
+	list, err := c.ListTasks(ctx, &a2apb.ListTasksRequest{})
+	if err != nil || len(list.GetTasks()) != 2 {
+		t.Fatalf("list: %d tasks, %v", len(list.GetTasks()), err)
+	}
+
+	// A task that waits for input: subscribe sees it, cancel ends it.
+	res, err = c.SendMessage(ctx, &a2apb.SendMessageRequest{Message: message(workers.AskCommand)})
+	if err != nil || res.GetTask().GetStatus().GetState() != a2apb.TaskState_TASK_STATE_INPUT_REQUIRED {
+		t.Fatalf("ask: %v %v", res, err)
+	}
+	asking := res.GetTask().GetId()
+	sub, err := c.SubscribeToTask(ctx, &a2apb.SubscribeToTaskRequest{Id: asking})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := sub.Recv()
+	if err != nil || first.GetTask().GetId() != asking {
+		t.Fatalf("subscribe: first event %v %v", first, err)
+	}
+	canceled, err := c.CancelTask(ctx, &a2apb.CancelTaskRequest{Id: asking})
+	if err != nil || canceled.GetStatus().GetState() != a2apb.TaskState_TASK_STATE_CANCELED {
+		t.Fatalf("cancel: %v %v", canceled, err)
+	}
+	for {
+		ev, err := sub.Recv()
+		if err != nil {
+			t.Fatalf("the subscription ended before the cancel: %v", err)
+		}
+		if ev.GetStatusUpdate().GetStatus().GetState() == a2apb.TaskState_TASK_STATE_CANCELED {
+			break
+		}
+	}
+
+	// Push configs: create, get, list, delete.
+	cfg, err := c.CreateTaskPushNotificationConfig(ctx, &a2apb.TaskPushNotificationConfig{TaskId: task.GetId(), Id: "hook", Url: "https://127.0.0.1/hook"})
+	if err != nil || cfg.GetId() != "hook" || cfg.GetUrl() != "https://127.0.0.1/hook" {
+		t.Fatalf("create push config: %v %v", cfg, err)
+	}
+	if got, err := c.GetTaskPushNotificationConfig(ctx, &a2apb.GetTaskPushNotificationConfigRequest{TaskId: task.GetId(), Id: "hook"}); err != nil || got.GetId() != "hook" {
+		t.Fatalf("get push config: %v %v", got, err)
+	}
+	if l, err := c.ListTaskPushNotificationConfigs(ctx, &a2apb.ListTaskPushNotificationConfigsRequest{TaskId: task.GetId()}); err != nil || len(l.GetConfigs()) != 1 {
+		t.Fatalf("list push configs: %v %v", l, err)
+	}
+	if _, err := c.DeleteTaskPushNotificationConfig(ctx, &a2apb.DeleteTaskPushNotificationConfigRequest{TaskId: task.GetId(), Id: "hook"}); err != nil {
+		t.Fatalf("delete push config: %v", err)
+	}
+
+	// A2A's errors: the code of their row, ErrorInfo with the reason.
+	for _, tc := range []struct {
+		name   string
+		err    error
+		code   codes.Code
+		reason string
+	}{
+		{"unknown task", second(c.GetTask(ctx, &a2apb.GetTaskRequest{Id: "nope"})), codes.NotFound, "TASK_NOT_FOUND"},
+		{"finished task canceled", second(c.CancelTask(ctx, &a2apb.CancelTaskRequest{Id: task.GetId()})), codes.FailedPrecondition, "TASK_NOT_CANCELABLE"},
+		{"unknown agent", second(c.GetTask(ctx, &a2apb.GetTaskRequest{Tenant: "agents/nobody", Id: task.GetId()})), codes.Unimplemented, "METHOD_NOT_FOUND"},
+		{"no extended card", second(c.GetExtendedAgentCard(ctx, &a2apb.GetExtendedAgentCardRequest{Tenant: "agents/second"})), codes.FailedPrecondition, "EXTENDED_AGENT_CARD_NOT_CONFIGURED"},
+		{"empty message", second(c.SendMessage(ctx, &a2apb.SendMessageRequest{Message: &a2apb.Message{MessageId: "m", Role: a2apb.Role_ROLE_USER}})), codes.InvalidArgument, "INVALID_PARAMS"},
+	} {
+		code, info := errorInfo(tc.err)
+		if code != tc.code || info == nil || info.GetReason() != tc.reason || info.GetDomain() != "a2a-protocol.org" {
+			t.Errorf("%s: %v (code %v, info %v), want %v with reason %s", tc.name, tc.err, code, info, tc.code, tc.reason)
+		}
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
+
+// Over gRPC a caller is who its metadata's credentials say, as over every
+// binding: without them a call is refused UNAUTHENTICATED, another
+// principal's task is not found, and a caller over its rate is told when
+// to retry (RESOURCE_EXHAUSTED with RetryInfo).
+func TestGRPCCallersAreTheDoorsCallers(t *testing.T) {
+	a, err := auth.New(context.Background(), auth.Config{APIKeys: []auth.APIKey{
+		{Key: "grpc-alice-key-0123456789", Principal: "alice"}, {Key: "grpc-bob-key-0123456789", Principal: "bob"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := serve(t, edge.Config{Auth: a, Limits: edge.LimitsConfig{Default: edge.Limits{Rate: 0.001, Burst: 3}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	as := func(key string) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)
+	}
+	if _, err := c.SendMessage(ctx, &a2apb.SendMessageRequest{Message: message("hi")}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("without credentials: %v", err)
+	}
+	res, err := c.SendMessage(as("grpc-alice-key-0123456789"), &a2apb.SendMessageRequest{Message: message("hi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetTask(as("grpc-bob-key-0123456789"), &a2apb.GetTaskRequest{Id: res.GetTask().GetId()}); status.Code(err) != codes.NotFound {
+		t.Fatalf("bob reading alice's task: %v", err)
+	}
+	for range 2 {
+		if _, err := c.GetTask(as("grpc-alice-key-0123456789"), &a2apb.GetTaskRequest{Id: res.GetTask().GetId()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = c.GetTask(as("grpc-alice-key-0123456789"), &a2apb.GetTaskRequest{Id: res.GetTask().GetId()})
+	st, _ := status.FromError(err)
+	var retry *errdetails.RetryInfo
+	for _, d := range st.Details() {
+		if r, ok := d.(*errdetails.RetryInfo); ok {
+			retry = r
+		}
+	}
+	if st.Code() != codes.ResourceExhausted || retry == nil || retry.GetRetryDelay().AsDuration() <= 0 {
+		t.Fatalf("alice over her rate: %v (retry %v)", err, retry)
+	}
+}
