@@ -15,24 +15,25 @@ import (
 // authenticated from what the adapter's own request presented
 // (schemas.Presented), its rate limited, the agent one this edge serves,
 // the tenant selected — then runs it through the service and its
-// interceptors, and counts it under the binding "inprocess". The adapter
-// only translates: it holds no policy of its own.
+// interceptors, and counts it under the adapter's binding name. The
+// adapter only translates: it holds no policy of its own.
 //
 // Its methods' types are the schemas' and the standard library's, so an
 // adapter declares the interface it needs without importing the edge.
-type InProcess struct{ s *Server }
+type InProcess struct {
+	s       *Server
+	binding string
+}
 
-// InProcess returns the edge's in-process door.
-func (s *Server) InProcess() *InProcess { return &InProcess{s} }
-
-// bindingInProcess is the metrics label of the in-process door's calls.
-const bindingInProcess = "inprocess"
+// InProcess returns the edge's in-process door for an adapter, whose
+// calls the metrics count under binding ("mcp", "grpc").
+func (s *Server) InProcess(binding string) *InProcess { return &InProcess{s, binding} }
 
 // presented is the request a door's checks read for an in-process call:
 // what the adapter's request presented, in ctx. Its path names the door
 // and the operation, for the refusals' log.
 func presented(ctx context.Context, who schemas.Presented, op string) *http.Request {
-	r := (&http.Request{Method: http.MethodPost, URL: &url.URL{Path: "inprocess/" + op}, Header: who.Header, RemoteAddr: who.RemoteAddr, TLS: who.TLS}).WithContext(ctx)
+	r := (&http.Request{Method: http.MethodPost, URL: &url.URL{Path: "in-process/" + op}, Header: who.Header, RemoteAddr: who.RemoteAddr, TLS: who.TLS}).WithContext(ctx)
 	if r.Header == nil {
 		r.Header = http.Header{}
 	}
@@ -49,7 +50,7 @@ func presented(ctx context.Context, who schemas.Presented, op string) *http.Requ
 func (d *InProcess) admit(ctx context.Context, who schemas.Presented, agent, op, tenant string) (*call, *http.Request, error) {
 	s := d.s
 	r := presented(ctx, who, op)
-	c := &call{obs: s.observe(bindingInProcess), d: &s.v1, method: op, agent: agent, version: schemas.ProtocolVersion,
+	c := &call{obs: s.observe(d.binding), d: &s.v1, method: op, agent: agent, version: schemas.ProtocolVersion,
 		trace: r.Header.Get("traceparent"), lastEventID: r.Header.Get("Last-Event-ID")}
 	c.obs.method = op
 	if err := s.admitCaller(r, c); err != nil {

@@ -17,10 +17,10 @@ import (
 // credentials, no call; a caller over its rate is refused with when to
 // retry; a tenant the principal may not act in is forbidden; an agent not
 // served here is said so; another principal's task is not found; and each
-// call is counted under its own binding.
+// call is counted under its adapter's binding.
 func TestInProcessDoorAdmitsAsTheFrontDoor(t *testing.T) {
 	h := authHarnessWith(t, edge.Config{Limits: edge.LimitsConfig{Default: edge.Limits{Rate: 0.001, Burst: 4}}})
-	door := h.edges[0].InProcess()
+	door := h.edges[0].InProcess("mcp")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	key := func(k string) schemas.Presented {
@@ -75,9 +75,9 @@ func TestInProcessDoorAdmitsAsTheFrontDoor(t *testing.T) {
 		t.Fatalf("metrics: %d", status)
 	}
 	for _, want := range []string{
-		`a2a_rpc_requests_total{binding="inprocess",method="SendStreamingMessage",code="0"} 1`,
-		`a2a_rpc_requests_total{binding="inprocess",method="GetTask",code="-32001"} 1`,
-		`a2a_rpc_requests_total{binding="inprocess",method="CancelTask",code="-31429"} 1`,
+		`a2a_rpc_requests_total{binding="mcp",method="SendStreamingMessage",code="0"} 1`,
+		`a2a_rpc_requests_total{binding="mcp",method="GetTask",code="-32001"} 1`,
+		`a2a_rpc_requests_total{binding="mcp",method="CancelTask",code="-31429"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %s", want)

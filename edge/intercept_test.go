@@ -150,7 +150,7 @@ func TestEveryBindingReachesTheServiceThroughItsInterceptors(t *testing.T) {
 	}
 
 	// The in-process door (the MCP bridge's) reaches it the same way.
-	door, who := s.InProcess(), schemas.Presented{}
+	door, who := s.InProcess("test"), schemas.Presented{}
 	for _, tc := range []struct {
 		name string
 		call func() error

@@ -293,7 +293,7 @@ func New(b Bus, cfg Config) *Server {
 	s.v1, s.v03 = s.dialects()
 	s.openFang = s.openFangDialect()
 	if cfg.MCP != nil {
-		s.mcp = cfg.MCP(s.InProcess())
+		s.mcp = cfg.MCP(s.InProcess("mcp"))
 	}
 	s.routes()
 	s.handler = withoutTrailingSlash(s.tenantPaths())

@@ -430,7 +430,7 @@ func (p *process) serveGRPC(w *edgeHTTP, e *edge.Server) error {
 		}
 		o.TLS = tc
 	}
-	w.grpc = grpcbinding.NewServer(e.InProcess(), o)
+	w.grpc = grpcbinding.NewServer(e.InProcess("grpc"), o)
 	go func() {
 		if err := w.grpc.Serve(w.grpcL); err != nil {
 			p.log.Error("the gRPC binding stopped serving", "err", err)

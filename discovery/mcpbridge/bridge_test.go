@@ -63,7 +63,7 @@ func TestRegistryReadWhileSomeoneListens(t *testing.T) {
 	if err := e.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	counted := &countedEdge{Edge: e.InProcess()}
+	counted := &countedEdge{Edge: e.InProcess("mcp")}
 	br := New(Options{Edge: counted, Refresh: time.Hour, Logger: slog.New(slog.DiscardHandler)})
 	reads, failing := &counted.reads, &counted.failing
 	want := func(n int64, when string) {

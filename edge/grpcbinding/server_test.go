@@ -54,7 +54,7 @@ func serve(t *testing.T, cfg edge.Config) a2apb.A2AServiceClient {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		door := e.InProcess()
+		door := e.InProcess("grpc")
 		list, _ := door.Agents(ctx, schemas.Presented{}, schemas.AgentQuery{})
 		if len(list) == 2 {
 			break
@@ -68,7 +68,7 @@ func serve(t *testing.T, cfg edge.Config) a2apb.A2AServiceClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpcbinding.NewServer(e.InProcess(), grpcbinding.Options{MaxMessageBytes: 1 << 20})
+	srv := grpcbinding.NewServer(e.InProcess("grpc"), grpcbinding.Options{MaxMessageBytes: 1 << 20})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
