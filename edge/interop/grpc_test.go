@@ -3,7 +3,6 @@ package interop
 import (
 	"context"
 	"errors"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,19 +15,9 @@ import (
 	a2agrpc "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-)
 
-// loopbackAddr is a loopback address free now, for a child process to
-// listen on.
-func loopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+	"github.com/a2abus/a2abus/bus/bustest/freeaddr"
+)
 
 // The official Go SDK's gRPC client against "a2abus serve --grpc-listen"
 // (a real process: the SDK links its own copy of the lf.a2a.v1 messages,
@@ -40,7 +29,7 @@ func TestOfficialGoClientOverGRPC(t *testing.T) {
 		t.Skip("builds and starts a2abus")
 	}
 	bin := buildA2Abus(t)
-	addr, grpcAddr := loopbackAddr(t), loopbackAddr(t)
+	addr, grpcAddr := freeaddr.Addr(t), freeaddr.Addr(t)
 	base := "http://" + addr
 	cmd := exec.Command(bin, "serve", "--listen", addr, "--grpc-listen", grpcAddr, "--nats-listen", "off",
 		"--data-dir", filepath.Join(t.TempDir(), "data"))
