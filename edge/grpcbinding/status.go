@@ -3,6 +3,7 @@ package grpcbinding
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -15,54 +16,14 @@ import (
 )
 
 // codeOf is the gRPC code of a google.rpc.Code name, as the error table
-// names each row's (schemas.Error.GRPCStatus).
-var codeOf = func() map[string]codes.Code {
-	m := map[string]codes.Code{}
-	for c := codes.OK; c <= codes.Unauthenticated; c++ {
-		m[googleName(c)] = c
+// names each row's (schemas.Error.GRPCStatus): grpc's codes reads those
+// names itself, as they appear in JSON.
+func codeOf(name string) codes.Code {
+	var c codes.Code
+	if c.UnmarshalJSON([]byte(strconv.Quote(name))) != nil {
+		return codes.Unknown
 	}
-	return m
-}()
-
-// googleName is the google.rpc.Code name of c (UPPER_SNAKE_CASE).
-func googleName(c codes.Code) string {
-	switch c {
-	case codes.OK:
-		return "OK"
-	case codes.Canceled:
-		return "CANCELLED"
-	case codes.Unknown:
-		return "UNKNOWN"
-	case codes.InvalidArgument:
-		return "INVALID_ARGUMENT"
-	case codes.DeadlineExceeded:
-		return "DEADLINE_EXCEEDED"
-	case codes.NotFound:
-		return "NOT_FOUND"
-	case codes.AlreadyExists:
-		return "ALREADY_EXISTS"
-	case codes.PermissionDenied:
-		return "PERMISSION_DENIED"
-	case codes.ResourceExhausted:
-		return "RESOURCE_EXHAUSTED"
-	case codes.FailedPrecondition:
-		return "FAILED_PRECONDITION"
-	case codes.Aborted:
-		return "ABORTED"
-	case codes.OutOfRange:
-		return "OUT_OF_RANGE"
-	case codes.Unimplemented:
-		return "UNIMPLEMENTED"
-	case codes.Internal:
-		return "INTERNAL"
-	case codes.Unavailable:
-		return "UNAVAILABLE"
-	case codes.DataLoss:
-		return "DATA_LOSS"
-	case codes.Unauthenticated:
-		return "UNAUTHENTICATED"
-	}
-	return "UNKNOWN"
+	return c
 }
 
 // statusOf is the gRPC status of what the door answered (nil for nil): an
@@ -81,11 +42,7 @@ func statusOf(err error) error {
 		return status.Error(codes.Canceled, "the call was canceled")
 	}
 	pe := schemas.AsError(err)
-	code, ok := codeOf[pe.GRPCStatus]
-	if !ok {
-		code = codes.Unknown
-	}
-	st := status.New(code, pe.Message)
+	st := status.New(codeOf(pe.GRPCStatus), pe.Message)
 	info := &errdetails.ErrorInfo{Reason: pe.Reason, Domain: schemas.ErrorDomain, Metadata: pe.Metadata}
 	details := []protoadapt.MessageV1{info}
 	if pe.RetryAfter > 0 {
