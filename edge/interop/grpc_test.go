@@ -87,21 +87,8 @@ func TestOfficialGoClientOverGRPC(t *testing.T) {
 		t.Fatalf("GetTask: %v %v", got, err)
 	}
 
-	var kinds []string
-	for ev, err := range c.SendStreamingMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("one two three"))}) {
-		if err != nil {
-			t.Fatalf("stream: %v", err)
-		}
-		switch e := ev.(type) {
-		case *a2a.Task:
-			kinds = append(kinds, "task")
-		case *a2a.TaskStatusUpdateEvent:
-			kinds = append(kinds, string(e.Status.State))
-		case *a2a.TaskArtifactUpdateEvent:
-			kinds = append(kinds, "artifact")
-		}
-	}
-	if len(kinds) < 3 || kinds[0] != "task" || kinds[len(kinds)-1] != string(a2a.TaskStateCompleted) {
+	kinds := eventKinds(t, c.SendStreamingMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("one two three"))}))
+	if len(kinds) < 3 || kinds[0] != "task" || kinds[len(kinds)-1] != "status:"+string(a2a.TaskStateCompleted) {
 		t.Fatalf("stream events: %v", kinds)
 	}
 

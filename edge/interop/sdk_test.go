@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -136,6 +137,29 @@ func clientFor(t *testing.T, base, agent string, tr transport) *a2aclient.Client
 	return c
 }
 
+// eventKinds reads a stream to its end: each event's kind ("task",
+// "status:<state>", "artifact", or its type), failing on an error.
+func eventKinds(t *testing.T, events iter.Seq2[a2a.Event, error]) []string {
+	t.Helper()
+	var kinds []string
+	for ev, err := range events {
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		switch e := ev.(type) {
+		case *a2a.Task:
+			kinds = append(kinds, "task")
+		case *a2a.TaskStatusUpdateEvent:
+			kinds = append(kinds, "status:"+string(e.Status.State))
+		case *a2a.TaskArtifactUpdateEvent:
+			kinds = append(kinds, "artifact")
+		default:
+			kinds = append(kinds, fmt.Sprintf("%T", ev))
+		}
+	}
+	return kinds
+}
+
 func text(parts []*a2a.Part) string {
 	var b strings.Builder
 	for _, p := range parts {
@@ -192,22 +216,7 @@ func TestOfficialGoClient(t *testing.T) {
 			}
 
 			// Streaming: the task first, artifact chunks, completion last.
-			var kinds []string
-			for ev, err := range echo.SendStreamingMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("one two three four five six"))}) {
-				if err != nil {
-					t.Fatalf("stream: %v", err)
-				}
-				switch e := ev.(type) {
-				case *a2a.Task:
-					kinds = append(kinds, "task")
-				case *a2a.TaskStatusUpdateEvent:
-					kinds = append(kinds, "status:"+string(e.Status.State))
-				case *a2a.TaskArtifactUpdateEvent:
-					kinds = append(kinds, "artifact")
-				default:
-					kinds = append(kinds, fmt.Sprintf("%T", ev))
-				}
-			}
+			kinds := eventKinds(t, echo.SendStreamingMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("one two three four five six"))}))
 			if len(kinds) < 4 || kinds[0] != "task" || kinds[len(kinds)-1] != "status:"+string(a2a.TaskStateCompleted) || !strings.Contains(strings.Join(kinds, " "), "artifact") {
 				t.Fatalf("stream events: %v", kinds)
 			}
