@@ -27,6 +27,13 @@ func TestAnonymousEdgeOnlyOnLoopback(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "without authentication") || !strings.Contains(err.Error(), "--allow-anonymous") {
 		t.Fatalf("err = %v", err)
 	}
+	// So does one whose gRPC binding would listen beyond loopback, its
+	// HTTP on loopback.
+	args = []string{"serve", "--data-dir", t.TempDir(), "--nats-listen", "off", "--listen", "127.0.0.1:0", "--grpc-listen", "0.0.0.0:0"}
+	err = run(t.Context(), args, &out, &errOut, func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "without authentication") || !strings.Contains(err.Error(), "0.0.0.0:0") {
+		t.Fatalf("gRPC beyond loopback: err = %v", err)
+	}
 	// A bad key configuration fails at start too, without showing the key.
 	err = run(t.Context(), []string{"serve", "--data-dir", t.TempDir(), "--nats-listen", "off", "--listen", "127.0.0.1:0"}, &out, &errOut,
 		func(k string) string {

@@ -570,7 +570,7 @@ const (
 // edgeLimits are the limits of the process's edge, once its
 // authentication is known (authenticator).
 func (p *process) edgeLimits() edge.LimitsConfig {
-	return p.cfg.Limits.edge(p.anonymous && loopbackAddr(p.cfg.Listen))
+	return p.cfg.Limits.edge(p.anonymous && p.a2aBeyondLoopback() == "")
 }
 
 // edge converts the configuration for an edge; localAnonymous says the

@@ -549,6 +549,20 @@ func (p *process) decideOpenAdmin(cmd string) (bool, error) {
 	return *o, nil
 }
 
+// a2aBeyondLoopback is the first address the process takes A2A calls on
+// (the edge's, then the gRPC binding's) that is not a loopback address,
+// or "" when every one is: what decides whether anonymous callers may be
+// served, and without a rate limit. (The admin routes and the Host guard
+// are the HTTP listener's alone: loopbackAddr(p.cfg.Listen).)
+func (p *process) a2aBeyondLoopback() string {
+	for _, addr := range []string{p.cfg.Listen, p.cfg.GRPCListen} {
+		if addr != "" && !loopbackAddr(addr) {
+			return addr
+		}
+	}
+	return ""
+}
+
 // loopbackAddr reports whether a listen address (host:port) accepts
 // connections from this machine only.
 func loopbackAddr(addr string) bool {
@@ -597,8 +611,8 @@ func (p *process) authenticator(ctx context.Context) (*auth.Authenticator, error
 		return nil, err
 	}
 	if a.Anonymous() {
-		if !loopbackAddr(p.cfg.Listen) && !ac.AllowAnonymous {
-			return nil, fmt.Errorf("refusing to serve A2A on %s without authentication: anyone who reaches it could read and cancel every task; configure API keys (--api-key-file, $A2ABUS_API_KEYS) or JWT (--jwt-issuer, --jwt-audience), or pass --allow-anonymous", p.cfg.Listen)
+		if addr := p.a2aBeyondLoopback(); addr != "" && !ac.AllowAnonymous {
+			return nil, fmt.Errorf("refusing to serve A2A on %s without authentication: anyone who reaches it could read and cancel every task; configure API keys (--api-key-file, $A2ABUS_API_KEYS) or JWT (--jwt-issuer, --jwt-audience), or pass --allow-anonymous", addr)
 		}
 		p.anonymous = true
 		p.log.Warn("the edge serves without authentication", "listen", p.cfg.Listen)

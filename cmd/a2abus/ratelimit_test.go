@@ -54,6 +54,7 @@ func TestRateLimitDefault(t *testing.T) {
 		{"client certificates on loopback", []string{"--tls-cert", "edge.pem", "--tls-key", "edge.key", "--tls-client-ca", "ca.pem"}, nil, defaultRate, 1000},
 		{"anonymous beyond loopback", []string{"--listen", "0.0.0.0:8080", "--allow-anonymous", "true"}, nil, defaultRate, 1000},
 		{"anonymous beyond loopback, flag", []string{"--listen", "0.0.0.0:8080", "--allow-anonymous", "true", "--rate-limit", "3"}, nil, 3, 1000},
+		{"anonymous gRPC beyond loopback", []string{"--grpc-listen", "0.0.0.0:9090", "--allow-anonymous", "true"}, nil, defaultRate, 1000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := loadConfig(flag.NewFlagSet("t", flag.ContinueOnError), tc.args, func(k string) string { return tc.env[k] })
