@@ -289,9 +289,14 @@ type edgeHTTP struct {
 	l     *edge.HTTPListener
 	start *edge.Starting
 	// grpcL is the gRPC binding's listener (--grpc-listen), bound with
-	// the edge's; grpc serves it once the edge is ready (serveGRPC).
-	grpcL net.Listener
-	grpc  *grpcbinding.Server
+	// the edge's; grpc serves it once the edge is ready (serveGRPC), with
+	// the edge's TLS (tls, nil for cleartext), and grpcDone carries the
+	// error it stops serving with (nil: stopped).
+	grpcL    net.Listener
+	tls      *tls.Config
+	grpc     *grpcbinding.Server
+	grpcDone chan error
+	stopOnce sync.Once
 }
 
 // listen binds the edge's address and serves it with an edge.Starting,
@@ -307,7 +312,8 @@ func (p *process) listen(authn *auth.Authenticator) (*edgeHTTP, error) {
 		}
 		hc.TLS, scheme = tc, "https"
 	}
-	w := &edgeHTTP{start: edge.NewStarting(p.metrics, edge.Config{Auth: authn, PublicMetrics: p.cfg.Auth.PublicMetrics, OpenAdmin: p.openAdmin})}
+	w := &edgeHTTP{start: edge.NewStarting(p.metrics, edge.Config{Auth: authn, PublicMetrics: p.cfg.Auth.PublicMetrics, OpenAdmin: p.openAdmin}),
+		tls: hc.TLS, grpcDone: make(chan error, 1)}
 	l, err := edge.Listen(p.cfg.Listen, w.start, hc)
 	if err != nil {
 		return nil, fmt.Errorf("edge listen: %w", err)
@@ -385,19 +391,20 @@ func (w *edgeHTTP) setReason(reason string) {
 	}
 }
 
-// stop stops accepting requests and lets those in flight finish for up to
-// grace, then ends them (see edge.HTTPListener.Stop). Only the first call
-// does anything.
-// stop stops the edge's HTTP and gRPC listeners, within one grace.
+// stop stops accepting requests and calls on the edge's HTTP and gRPC
+// listeners and lets those in flight finish for up to grace, then ends
+// them (see edge.HTTPListener.Stop). Only the first call does anything.
 func (w *edgeHTTP) stop(grace time.Duration) {
-	var wg sync.WaitGroup
-	if w.grpc != nil {
-		wg.Go(func() { w.grpc.Stop(grace) })
-	} else if w.grpcL != nil {
-		_ = w.grpcL.Close()
-	}
-	w.l.Stop(grace)
-	wg.Wait()
+	w.stopOnce.Do(func() {
+		var wg sync.WaitGroup
+		if w.grpc != nil {
+			wg.Go(func() { w.grpc.Stop(grace) })
+		} else if w.grpcL != nil {
+			_ = w.grpcL.Close()
+		}
+		w.l.Stop(grace)
+		wg.Wait()
+	})
 }
 
 // grpcAddress is the gRPC binding's address as cards declare it: the
@@ -417,26 +424,13 @@ func (p *process) grpcAddress(w *edgeHTTP) string {
 }
 
 // serveGRPC serves the gRPC binding of e, once it is ready: every call
-// through its in-process door.
-func (p *process) serveGRPC(w *edgeHTTP, e *edge.Server) error {
+// through its in-process door. The error it stops with goes to grpcDone.
+func (p *process) serveGRPC(w *edgeHTTP, e *edge.Server) {
 	if w.grpcL == nil {
-		return nil
+		return
 	}
-	o := grpcbinding.Options{MaxMessageBytes: int(p.cfg.MaxBodyBytes)}
-	if p.cfg.TLSCert != "" {
-		tc, err := p.tlsConfig()
-		if err != nil {
-			return err
-		}
-		o.TLS = tc
-	}
-	w.grpc = grpcbinding.NewServer(e.InProcess("grpc"), o)
-	go func() {
-		if err := w.grpc.Serve(w.grpcL); err != nil {
-			p.log.Error("the gRPC binding stopped serving", "err", err)
-		}
-	}()
-	return nil
+	w.grpc = grpcbinding.NewServer(e.InProcess("grpc"), grpcbinding.Options{MaxMessageBytes: int(p.cfg.MaxBodyBytes), TLS: w.tls})
+	go func() { w.grpcDone <- w.grpc.Serve(w.grpcL) }()
 }
 
 func (p *process) agentNames() string {

@@ -333,10 +333,7 @@ func (p *process) runEdge(ctx, startCtx context.Context, cmd string, b *bus.Bus,
 	// for /readyz reads all of it.
 	p.announce(cmd, web.l.Addr().String(), srv)
 	web.start.Serve(e.Handler())
-	if err := p.serveGRPC(web, e); err != nil {
-		wk.stop()
-		return p.stopped(ctx, err)
-	}
+	p.serveGRPC(web, e)
 	go func() { _ = bridge.Run(followCtx) }()
 	if p.mcpStdio != nil {
 		// "a2abus mcp": MCP over stdio until the client goes, then the
@@ -392,8 +389,14 @@ func (p *process) serveEdge(ctx context.Context, e *edge.Server, web *edgeHTTP, 
 	select {
 	case <-ctx.Done():
 	case err := <-web.l.Done():
+		web.stop(0)
 		wk.stop()
 		return fmt.Errorf("edge http: %w", err)
+	case err := <-web.grpcDone:
+		// Serve returns nil only once stopped, which only stop does.
+		web.stop(0)
+		wk.stop()
+		return fmt.Errorf("edge grpc: %w", err)
 	}
 	// 1. not ready, and the streams of tasks that only wait for input end
 	// at once (their clients resume elsewhere)  2. stop accepting HTTP;
