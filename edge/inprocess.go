@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/a2abus/a2abus/schemas"
 )
@@ -102,6 +103,12 @@ func unary[Res any](d *InProcess, ctx context.Context, who schemas.Presented, ag
 	}
 	return res, nil
 }
+
+// StreamWriteTimeout is how long one event of a stream may wait for its
+// client (edge.Config.StreamWriteTimeout): an adapter whose writes can
+// block (gRPC's flow control) ends a stream whose client stops reading
+// after it, as the edge ends an SSE stream, and the client resumes.
+func (d *InProcess) StreamWriteTimeout() time.Duration { return d.s.cfg.StreamWriteTimeout }
 
 // Agents lists the live registry narrowed by q, as who sees it (its
 // admins see the operational side of remote agents): what GET /a2a/agents

@@ -52,6 +52,8 @@ type Door interface {
 	ListTaskPushNotificationConfigs(ctx context.Context, who schemas.Presented, agent string, req *schemas.ListTaskPushNotificationConfigsRequest) ([]schemas.TaskPushNotificationConfig, error)
 	DeleteTaskPushNotificationConfig(ctx context.Context, who schemas.Presented, agent string, req *schemas.GetTaskPushNotificationConfigRequest) error
 	GetExtendedAgentCard(ctx context.Context, who schemas.Presented, agent, tenant string) (*schemas.AgentCard, error)
+	// StreamWriteTimeout bounds how long one event waits for its client.
+	StreamWriteTimeout() time.Duration
 }
 
 // Options configure the binding's server.
@@ -157,7 +159,7 @@ func unary[Req, Res any, Out proto.Message](ctx context.Context, in proto.Messag
 
 // streaming runs one server-streaming method as unary runs a unary one,
 // each event sent as a StreamResponse.
-func streaming[Req any](stream grpc.ServerStreamingServer[a2apb.StreamResponse], in proto.Message, tenant func(*Req) *string,
+func streaming[Req any](stream grpc.ServerStreamingServer[a2apb.StreamResponse], timeout time.Duration, in proto.Message, tenant func(*Req) *string,
 	door func(context.Context, schemas.Presented, string, *Req, func(string, *schemas.StreamResponse) error) error) error {
 	var req Req
 	if err := fromPB(in, &req); err != nil {
@@ -167,13 +169,66 @@ func streaming[Req any](stream grpc.ServerStreamingServer[a2apb.StreamResponse],
 	var agent string
 	*t, agent = schemas.RouteTenant(*t)
 	ctx := stream.Context()
+	send := sender(stream, timeout)
+	defer send.close()
 	return statusOf(door(ctx, presented(ctx), agent, &req, func(_ string, ev *schemas.StreamResponse) error {
 		out := &a2apb.StreamResponse{}
 		if err := toPB(ev, out); err != nil {
 			return err
 		}
-		return stream.Send(out)
+		return send.send(out)
 	}))
+}
+
+// errStalled ends a stream whose client took no event for the edge's
+// stream write timeout: it is gone or stalled, and holds a stream of the
+// edge's and of its address's share; it resumes with SubscribeToTask.
+var errStalled = schemas.Errorf(schemas.ErrUnavailable, "this stream's client took no event for too long; resume it with SubscribeToTask")
+
+// streamSender writes a stream's events from a goroutine of its own, so a
+// write that gRPC's flow control holds (a client that stops reading) is
+// given up after the timeout: the handler then returns, which resets the
+// stream and frees the write.
+type streamSender struct {
+	stream  grpc.ServerStreamingServer[a2apb.StreamResponse]
+	timeout time.Duration
+	out     chan *a2apb.StreamResponse
+	done    chan error
+}
+
+func sender(stream grpc.ServerStreamingServer[a2apb.StreamResponse], timeout time.Duration) *streamSender {
+	s := &streamSender{stream: stream, timeout: timeout, out: make(chan *a2apb.StreamResponse), done: make(chan error, 1)}
+	if timeout > 0 {
+		go func() {
+			for m := range s.out {
+				s.done <- stream.Send(m)
+			}
+		}()
+	}
+	return s
+}
+
+func (s *streamSender) send(m *a2apb.StreamResponse) error {
+	if s.timeout <= 0 {
+		return s.stream.Send(m)
+	}
+	s.out <- m
+	t := time.NewTimer(s.timeout)
+	defer t.Stop()
+	select {
+	case err := <-s.done:
+		return err
+	case <-t.C:
+		return errStalled
+	}
+}
+
+// close ends the writer goroutine (after a stalled write, once the
+// stream's reset frees it).
+func (s *streamSender) close() {
+	if s.timeout > 0 {
+		close(s.out)
+	}
 }
 
 // The tenant fields of the requests.
@@ -191,11 +246,11 @@ func (s *service) SendMessage(ctx context.Context, in *a2apb.SendMessageRequest)
 }
 
 func (s *service) SendStreamingMessage(in *a2apb.SendMessageRequest, stream grpc.ServerStreamingServer[a2apb.StreamResponse]) error {
-	return streaming(stream, in, sendTenant, s.door.SendStreamingMessage)
+	return streaming(stream, s.door.StreamWriteTimeout(), in, sendTenant, s.door.SendStreamingMessage)
 }
 
 func (s *service) SubscribeToTask(in *a2apb.SubscribeToTaskRequest, stream grpc.ServerStreamingServer[a2apb.StreamResponse]) error {
-	return streaming(stream, in, subscribeTenant, s.door.SubscribeToTask)
+	return streaming(stream, s.door.StreamWriteTimeout(), in, subscribeTenant, s.door.SubscribeToTask)
 }
 
 func (s *service) GetTask(ctx context.Context, in *a2apb.GetTaskRequest) (*a2apb.Task, error) {

@@ -1,8 +1,6 @@
 package grpcbinding
 
 import (
-	"context"
-	"errors"
 	"strconv"
 	"time"
 
@@ -29,17 +27,15 @@ func codeOf(name string) codes.Code {
 // statusOf is the gRPC status of what the door answered (nil for nil): an
 // A2A error as its row's code with an ErrorInfo (its reason, the A2A
 // domain, its data as metadata) and, when it says when to retry, a
-// RetryInfo; a call ended by its client as CANCELLED. The door already
-// classified everything else (it never answers an unclassified error).
+// RetryInfo. A status already (a stream's failed Send) passes as it is.
+// The door classified everything else, a call ended before its answer
+// among it (UNAVAILABLE: its client, if still there, retries).
 func statusOf(err error) error {
 	if err == nil {
 		return nil
 	}
 	if _, ok := status.FromError(err); ok {
 		return err
-	}
-	if errors.Is(err, context.Canceled) {
-		return status.Error(codes.Canceled, "the call was canceled")
 	}
 	pe := schemas.AsError(err)
 	st := status.New(codeOf(pe.GRPCStatus), pe.Message)
