@@ -177,25 +177,7 @@ type sharedConns struct {
 }
 
 func (s *sharedConns) Accept() (net.Conn, error) {
-	for {
-		c, err := s.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		lc := &limitedConn{Conn: c, l: s.l, src: sourceOf(c.RemoteAddr())}
-		lc.busy.Store(true) // never evicted
-		if reason, victim := s.l.admit(lc); reason != "" {
-			s.l.refused.Inc(s.l.name, reason)
-			_ = c.Close()
-			continue
-		} else if victim != nil {
-			s.l.evicted.Inc(s.l.name)
-			_ = victim.Conn.Close()
-		} else {
-			s.l.gaugeOpen.Add(1, s.l.name)
-		}
-		return lc, nil
-	}
+	return s.l.accept(s.Listener, true, func(c net.Conn) { _ = c.Close() })
 }
 
 // Addr is the bound address.
@@ -308,16 +290,23 @@ func newConnLimiter(ln net.Listener, cfg HTTPConfig) *connLimiter {
 // Accept returns the next connection within the caps, closing the ones
 // over them. It returns an error only when the listener's Accept does.
 func (l *connLimiter) Accept() (net.Conn, error) {
+	return l.accept(l.Listener, false, l.refuse)
+}
+
+// accept takes the next connection of ln within the caps, refusing those
+// over them with refuse; a pinned connection is never evicted (Share).
+func (l *connLimiter) accept(ln net.Listener, pinned bool, refuse func(net.Conn)) (net.Conn, error) {
 	for {
-		c, err := l.Listener.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return nil, err
 		}
 		lc := &limitedConn{Conn: c, l: l, src: sourceOf(c.RemoteAddr())}
+		lc.busy.Store(pinned)
 		reason, victim := l.admit(lc)
 		if reason != "" {
 			l.refused.Inc(l.name, reason)
-			l.refuse(c)
+			refuse(c)
 			continue
 		}
 		if victim != nil {
