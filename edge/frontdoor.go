@@ -116,6 +116,16 @@ type dialect struct {
 	event func(c *call) func(*schemas.StreamResponse) any
 }
 
+// checkVersion is the refusal of a call of method that names A2A-Version
+// v, which the dialect does not speak (nil when it does).
+func (d *dialect) checkVersion(v, method string) *schemas.Error {
+	if d.versionOK(v) {
+		return nil
+	}
+	return schemas.Errorf(schemas.ErrVersionNotSupported, "A2A-Version %q is not supported by %s; it is an A2A %s method", v, method, d.version).
+		With("requestedVersion", v).With("supportedVersions", d.version)
+}
+
 // methodFunc runs one A2A method and returns its result.
 type methodFunc func(ctx context.Context, c *call) (any, error)
 
@@ -187,9 +197,8 @@ func (s *Server) serve(rt Route, b *binding, decode decodeFunc) frontDoorHandler
 			return
 		}
 		o.method = c.method
-		if !d.versionOK(c.version) {
-			s.refuse(w, b, c, schemas.Errorf(schemas.ErrVersionNotSupported, "A2A-Version %q is not supported by %s; it is an A2A %s method", c.version, c.method, d.version).
-				With("requestedVersion", c.version).With("supportedVersions", d.version), 0)
+		if e := d.checkVersion(c.version, c.method); e != nil {
+			s.refuse(w, b, c, e, 0)
 			return
 		}
 		if streaming {

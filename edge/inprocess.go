@@ -58,9 +58,10 @@ func (d *InProcess) admit(ctx context.Context, who schemas.Presented, agent, op,
 		e, _ := s.callerRefusal(r, err)
 		return c, r, d.refused(c, e)
 	}
-	if v := r.Header.Get(schemas.HeaderA2AVersion); v != "" && !s.v1.versionOK(v) {
-		return c, r, d.refused(c, schemas.Errorf(schemas.ErrVersionNotSupported, "A2A-Version %q is not supported here; this door speaks A2A %s", v, s.v1.version).
-			With("requestedVersion", v).With("supportedVersions", s.v1.version))
+	if v := r.Header.Get(schemas.HeaderA2AVersion); v != "" {
+		if e := s.v1.checkVersion(v, op); e != nil {
+			return c, r, d.refused(c, e)
+		}
 	}
 	name, ok := s.agentNamed(agent)
 	c.agent = name
