@@ -127,7 +127,8 @@ func (b *Bus) moveToDLQ(ctx context.Context, agent string, seq, deliveries uint6
 }
 
 // deadLetters lists the work items of agent kept in the dead-letter stream,
-// oldest first: what an operator inspects after poison work was given up.
+// oldest first: what a test inspects after poison work was given up
+// (bustest.DeadLetters).
 // A copy whose work item cannot be decoded is listed without a task id.
 func (b *Bus) deadLetters(ctx context.Context, agent string) ([]DeadLetter, error) {
 	var out []DeadLetter

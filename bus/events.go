@@ -788,7 +788,8 @@ func extString(ev *cloudevents.Event, name string) string {
 
 // eventReaders returns how many consumers the events stream has now,
 // across all processes (each process's hub has one; a reader catching up
-// on stored events has one for that while); for tests and metrics.
+// on stored events has one for that while); for tests
+// (bustest.EventReaders).
 func (b *Bus) eventReaders(ctx context.Context) (int, error) {
 	st, err := b.js.Stream(ctx, schemas.StreamEvents)
 	if err != nil {

@@ -126,6 +126,8 @@ func (b *Bus) decodeAt(val []byte, rev uint64) (*schemas.TaskRecord, uint64, err
 // from the stream leader.
 func (b *Bus) readTask(ctx context.Context, id string, fromLeader bool) ([]byte, uint64, error) {
 	if !schemas.ValidTaskID(id) {
+		// Not schemas.TaskNotFound: an id that is not one may carry
+		// anything, so the message quotes it.
 		return nil, 0, schemas.Errorf(schemas.ErrTaskNotFound, "task %q not found", id).With("taskId", id)
 	}
 	var val []byte

@@ -79,7 +79,8 @@ func AgentTenant(tenant, agent string) string {
 
 // RouteTenant splits a request's tenant field into the tenant it acts in
 // and the agent it names ("" for the default agent): the inverse of
-// AgentTenant.
+// AgentTenant. A tenant whose name ends in "/agents/<name>" is read as
+// naming that agent: such a tenant cannot be reached over gRPC.
 func RouteTenant(field string) (tenant, agent string) {
 	if rest, ok := strings.CutPrefix(field, "agents/"); ok && !strings.Contains(rest, "/") {
 		return "", rest
