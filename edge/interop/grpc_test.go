@@ -134,13 +134,23 @@ func TestOfficialGoClientOverGRPC(t *testing.T) {
 	if canceled, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: asking.ID}); err != nil || canceled.Status.State != a2a.TaskStateCanceled {
 		t.Fatalf("CancelTask: %v %v", canceled, err)
 	}
-	for st := range seen {
-		if st == a2a.TaskStateCanceled {
-			break
+	// The subscription ends with the cancel: every state it saw is in
+	// seen by then, CANCELED the last.
+	select {
+	case err := <-subDone:
+		if err != nil {
+			t.Fatalf("the subscription ended with %v", err)
 		}
+	case <-ctx.Done():
+		t.Fatal("the subscription never ended")
 	}
-	if err := <-subDone; err != nil {
-		t.Fatalf("the subscription ended with %v", err)
+	close(seen)
+	var last a2a.TaskState
+	for st := range seen {
+		last = st
+	}
+	if last != a2a.TaskStateCanceled {
+		t.Fatalf("the subscription's last state is %q, want canceled", last)
 	}
 
 	if _, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: a2a.NewTaskID()}); !errors.Is(err, a2a.ErrTaskNotFound) {
