@@ -210,6 +210,11 @@ type dispatchTerm struct {
 	// seen counts each agent's requests while begin counts the waiting
 	// ones, which may include them.
 	seen map[string]int
+	// closed is set by close before it waits for wg: a pull request's
+	// callback (a goroutine of the connection, not counted in wg) starts
+	// an agent's goroutines only before, so none is added to wg while
+	// close waits for it.
+	closed bool
 }
 
 func (b *Bus) startTerm(parent context.Context) *dispatchTerm {
@@ -285,6 +290,9 @@ func (t *dispatchTerm) begin() {
 
 func (t *dispatchTerm) close() {
 	t.cancel()
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
 	t.wg.Wait()
 	t.mu.Lock()
 	for agent := range t.agents {
@@ -359,7 +367,7 @@ func (t *dispatchTerm) queue(agent string) *agentQueue {
 	}
 	q := &agentQueue{t: t, agent: agent, callers: map[string][]*heldWork{}, finish: map[string]uint64{}, wake: make(chan struct{}, 1)}
 	t.agents[agent] = q
-	if t.ctx.Err() == nil {
+	if !t.closed && t.ctx.Err() == nil {
 		t.wg.Add(2)
 		go func() { defer t.wg.Done(); q.fetch() }()
 		go func() { defer t.wg.Done(); q.release() }()

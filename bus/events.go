@@ -36,10 +36,15 @@ type TaskUpdate struct {
 	Cursor uint64
 	// ID is the event's CloudEvent id: what a receiver of notifications
 	// de-duplicates by.
-	ID       string
-	Status   *schemas.TaskStatusUpdateEvent
-	Artifact *schemas.TaskArtifactUpdateEvent
-	Reply    *schemas.Message
+	ID string
+	// Generation is the task's generation after the event (see
+	// schemas.TaskRecord.Generation); 0 for an event stored before
+	// generations were kept. The event's data does not carry it: an A2A
+	// 1.1 answer adds it to its own copy.
+	Generation schemas.Generation
+	Status     *schemas.TaskStatusUpdateEvent
+	Artifact   *schemas.TaskArtifactUpdateEvent
+	Reply      *schemas.Message
 }
 
 // cursorBits is the room a cursor leaves for events of one revision: one
@@ -209,6 +214,8 @@ type EventReader struct {
 	err  error
 	done bool
 	last uint64
+	// afterGen: only events of a later generation pass (ReadEventsAfterGeneration).
+	afterGen schemas.Generation
 	// While the reader reads what was stored before it registered, the
 	// hub's events wait in pending (bounded by the buffer too).
 	replaying bool
@@ -236,7 +243,18 @@ type EventReader struct {
 // schemas.ErrUnavailable after that is the caller's to answer as
 // retryable.
 func (b *Bus) ReadEvents(ctx context.Context, taskID string, after uint64, buffer int) (*EventReader, error) {
-	return b.readEvents(ctx, taskID, after, buffer, false)
+	return b.readEvents(ctx, taskID, after, 0, buffer, false)
+}
+
+// ReadEventsAfterGeneration is ReadEvents from the event after generation
+// gen (see schemas.TaskRecord.Generation): what an A2A 1.1 client that
+// saw gen resumes from. A generation says nothing of where the event is
+// stored, so the reader replays the task's stored events from its first
+// (they are on the task's own subject, which the stream indexes) and
+// passes on those of a later generation; an event stored before
+// generations were kept has none and never passes.
+func (b *Bus) ReadEventsAfterGeneration(ctx context.Context, taskID string, gen schemas.Generation, buffer int) (*EventReader, error) {
+	return b.readEvents(ctx, taskID, 0, gen, buffer, false)
 }
 
 // ReadNewTaskEvents is ReadEvents for a task a Submit is creating, called
@@ -247,10 +265,10 @@ func (b *Bus) ReadEvents(ctx context.Context, taskID string, after uint64, buffe
 // reader skips asking the events stream's leader for the task's last
 // stored event, a round trip per stream.
 func (b *Bus) ReadNewTaskEvents(ctx context.Context, taskID string, after uint64, buffer int) (*EventReader, error) {
-	return b.readEvents(ctx, taskID, after, buffer, true)
+	return b.readEvents(ctx, taskID, after, 0, buffer, true)
 }
 
-func (b *Bus) readEvents(ctx context.Context, taskID string, after uint64, buffer int, fresh bool) (*EventReader, error) {
+func (b *Bus) readEvents(ctx context.Context, taskID string, after uint64, afterGen schemas.Generation, buffer int, fresh bool) (*EventReader, error) {
 	if !schemas.ValidTaskID(taskID) {
 		return nil, fmt.Errorf("bus: read events: invalid task id %q", taskID)
 	}
@@ -272,7 +290,7 @@ func (b *Bus) readEvents(ctx context.Context, taskID string, after uint64, buffe
 		}
 		return nil, schemas.Errorf(schemas.ErrUnavailable, "the events of task %s cannot be followed yet; retry", taskID)
 	}
-	r := &EventReader{b: b, hub: h, taskID: taskID, ch: make(chan []TaskUpdate, buffer), last: after, replaying: true, stopped: make(chan struct{})}
+	r := &EventReader{b: b, hub: h, taskID: taskID, ch: make(chan []TaskUpdate, buffer), last: after, afterGen: afterGen, replaying: true, stopped: make(chan struct{})}
 	pos := h.add(r)
 	retryable := func(err error) bool {
 		return errors.Is(err, schemas.ErrUnavailable) && !errors.Is(err, nats.ErrConnectionClosed)
@@ -372,12 +390,13 @@ func (r *EventReader) endReplay() {
 	}
 }
 
-// newer is the part of us (one stored message's events, in cursor order)
-// after the reader's cursor; r.mu is held. An older event (two writers
-// raced to publish) describes a superseded state and is dropped.
+// newer is the part of us (one stored message's events, in cursor order,
+// which is generation order) after the reader's cursor and generation;
+// r.mu is held. An older event (two writers raced to publish) describes a
+// superseded state and is dropped.
 func (r *EventReader) newer(us []TaskUpdate) []TaskUpdate {
 	for i, u := range us {
-		if u.Cursor > r.last {
+		if u.Cursor > r.last && (r.afterGen == 0 || u.Generation > r.afterGen) {
 			return us[i:]
 		}
 	}
@@ -631,6 +650,7 @@ type batchEvent struct {
 	DataContentType string          `json:"datacontenttype"`
 	Sequence        json.RawMessage `json:"sequence"`
 	SequenceIndex   json.RawMessage `json:"sequenceindex"`
+	Generation      json.RawMessage `json:"a2ageneration"`
 	Data            *eventData      `json:"data"`
 }
 
@@ -700,7 +720,7 @@ func decodeBatchUpdates(m *nats.Msg) []TaskUpdate {
 			(ev.DataContentType != "" && !strings.HasPrefix(ev.DataContentType, "application/json")) {
 			return nil
 		}
-		u, err := updateAt(rawText(ev.Sequence), rawText(ev.SequenceIndex))
+		u, err := updateAt(rawText(ev.Sequence), rawText(ev.SequenceIndex), rawText(ev.Generation))
 		if err != nil || !ev.Data.update(&u, ev.Type) {
 			return nil
 		}
@@ -723,16 +743,16 @@ func rawText(raw json.RawMessage) string {
 // decodeUpdate reads one task event. Extension values are read as text:
 // sdk-go types a number in a structured event as an integer.
 func decodeUpdate(ev *cloudevents.Event) (TaskUpdate, error) {
-	u, err := taskUpdate(ev.Type(), extString(ev, schemas.ExtSequence), extString(ev, schemas.ExtSequenceIndex), ev.Data())
+	u, err := taskUpdate(ev.Type(), extString(ev, schemas.ExtSequence), extString(ev, schemas.ExtSequenceIndex), extString(ev, schemas.ExtGeneration), ev.Data())
 	u.ID = ev.ID()
 	return u, err
 }
 
 // taskUpdate is the update of a task event of type typ with data, its
-// sequence and sequence index as written (an absent index is 0): both
-// readings of task events end here.
-func taskUpdate(typ, seq, index string, data []byte) (TaskUpdate, error) {
-	u, err := updateAt(seq, index)
+// sequence, sequence index and generation as written (an absent index or
+// generation is 0): both readings of task events end here.
+func taskUpdate(typ, seq, index, gen string, data []byte) (TaskUpdate, error) {
+	u, err := updateAt(seq, index, gen)
 	if err != nil {
 		return u, err
 	}
@@ -756,8 +776,9 @@ func taskUpdate(typ, seq, index string, data []byte) (TaskUpdate, error) {
 }
 
 // updateAt is an update with the revision and cursor of an event's
-// sequence and sequence index as written (an absent index is 0).
-func updateAt(seq, index string) (TaskUpdate, error) {
+// sequence and sequence index, and its generation, as written (an absent
+// index or generation is 0).
+func updateAt(seq, index, gen string) (TaskUpdate, error) {
 	var u TaskUpdate
 	var err error
 	u.Rev, err = strconv.ParseUint(seq, 10, 64)
@@ -771,6 +792,13 @@ func updateAt(seq, index string) (TaskUpdate, error) {
 		}
 	}
 	u.Cursor = EventCursor(u.Rev, i)
+	if gen != "" {
+		g, err := strconv.ParseInt(gen, 10, 64)
+		if err != nil || g < 1 {
+			return u, fmt.Errorf("%w: generation %q", errMalformedEvent, gen)
+		}
+		u.Generation = schemas.Generation(g)
+	}
 	return u, nil
 }
 

@@ -234,6 +234,7 @@ func SubmittedRecord(s Submission, msg *schemas.Message) *schemas.TaskRecord {
 		CreatedAt:    *now,
 		Dialect:      s.Dialect,
 		ClientTaskID: s.ClientTaskID,
+		Generation:   1,
 	}
 }
 
@@ -331,12 +332,25 @@ func (b *Bus) queue(ctx context.Context, rec *schemas.TaskRecord, rev uint64, st
 	return schemas.Errorf(schemas.ErrUnavailable, "the task could not be queued; retry shortly")
 }
 
+// Answer is a client's message to a task waiting for input.
+type Answer struct {
+	Message *schemas.Message
+	// IfGeneration, when set, takes the message only while the task's
+	// generation is this one (A2A 1.1's ifGenerationMatch): checked in
+	// the compare-and-swap that stores it, on the leader's record, so of
+	// two clients that read the same generation exactly one is taken and
+	// the other is refused with schemas.ErrTaskGenerationMismatch.
+	IfGeneration *schemas.Generation
+	Publish      PublishOptions
+}
+
 // Continue adds a client message to a task of o's that is waiting for
 // input (INPUT_REQUIRED or AUTH_REQUIRED) and queues it. The move back to
 // SUBMITTED is one compare-and-swap, so of two concurrent answers only one
 // is taken. Once the answer is stored the task is accepted: if its work
 // cannot be queued now, the orphan sweep queues it.
-func (b *Bus) Continue(ctx context.Context, o Owner, msg *schemas.Message, p PublishOptions, follow Follow) (*schemas.TaskRecord, uint64, error) {
+func (b *Bus) Continue(ctx context.Context, o Owner, a Answer, follow Follow) (*schemas.TaskRecord, uint64, error) {
+	msg := a.Message
 	cur, curRev, err := b.Task(ctx, o, msg.TaskID)
 	if err != nil {
 		return nil, 0, err
@@ -344,7 +358,16 @@ func (b *Bus) Continue(ctx context.Context, o Owner, msg *schemas.Message, p Pub
 	if msg.ContextID != "" && msg.ContextID != cur.Task.ContextID {
 		return nil, 0, schemas.Errorf(schemas.ErrInvalidParams, "message.contextId %q does not match the context of task %s", msg.ContextID, msg.TaskID)
 	}
-	rec, rev, err := b.applyFrom(ctx, msg.TaskID, cur, curRev, TaskEvent{Continue: msg})
+	var pre func(*schemas.TaskRecord) error
+	if want := a.IfGeneration; want != nil {
+		pre = func(r *schemas.TaskRecord) error {
+			if r.Generation != *want {
+				return schemas.GenerationMismatch(msg.TaskID, *want, r.Generation)
+			}
+			return nil
+		}
+	}
+	rec, rev, err := b.applyEventsIf(ctx, msg.TaskID, cur, curRev, nil, pre, []TaskEvent{{Continue: msg}})
 	switch {
 	case errors.Is(err, schemas.ErrTaskTerminal):
 		return nil, 0, schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s and accepts no more messages; start a new task in context %s and list this one in referenceTaskIds", msg.TaskID, rec.Task.Status.State, rec.Task.ContextID).With("taskId", msg.TaskID)
@@ -356,7 +379,7 @@ func (b *Bus) Continue(ctx context.Context, o Owner, msg *schemas.Message, p Pub
 	if follow != nil {
 		follow(rec, rev)
 	}
-	_ = b.queue(context.WithoutCancel(ctx), rec, rev, nil, p)
+	_ = b.queue(context.WithoutCancel(ctx), rec, rev, nil, a.Publish)
 	return rec, rev, nil
 }
 

@@ -68,7 +68,7 @@ func TestLifecycleIsolatesOwners(t *testing.T) {
 			t.Errorf("%s awaiting: %v", c.what, err)
 		}
 		msg := &schemas.Message{MessageID: schemas.NewID(), TaskID: c.id, Role: schemas.RoleUser, Parts: []schemas.Part{schemas.TextPart("x")}}
-		if _, _, err := b.Continue(ctx, c.o, msg, PublishOptions{}, nil); !errors.Is(err, schemas.ErrTaskNotFound) {
+		if _, _, err := b.Continue(ctx, c.o, Answer{Message: msg}, nil); !errors.Is(err, schemas.ErrTaskNotFound) {
 			t.Errorf("%s continuing: %v", c.what, err)
 		}
 	}

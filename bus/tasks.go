@@ -38,6 +38,9 @@ func (b *Bus) createTask(ctx context.Context, rec *schemas.TaskRecord) (uint64, 
 		return 0, nil, fmt.Errorf("bus: create task: invalid task id %q", rec.Task.ID)
 	}
 	rec.TrimHistory(b.cfg.HistoryCap)
+	if rec.Generation == 0 {
+		rec.Generation = 1 // a task is created at generation 1 (A2A 1.1)
+	}
 	val, err := json.Marshal(rec)
 	if err != nil {
 		return 0, nil, fmt.Errorf("bus: encode task: %w", err)
@@ -597,19 +600,37 @@ func FoldWrite(r *schemas.TaskRecord, since *string, evs []TaskEvent) error {
 	case since != nil && r.LastEventID != *since:
 		return ErrStale
 	}
+	if r.Generation == 0 {
+		r.Generation = 1 // a record stored before generations were kept counts from here
+	}
 	for _, ev := range evs {
 		if err := stamp(r, ev); err != nil {
 			return err
 		}
+		r.Generation++
 	}
 	r.LastEventID, r.LastEventIndex = last, len(evs)-1
 	return nil
 }
 
+// EventGeneration is the generation of the index-th event of the write
+// that stored rec (FoldWrite gave each event one more than the one before,
+// and the record keeps the last), so every publish of that write, a retry's
+// or PublishMissingFinalEvent's, gives the event the same one.
+func EventGeneration(rec *schemas.TaskRecord, index int) schemas.Generation {
+	if rec.Generation == 0 {
+		return 0
+	}
+	return rec.Generation - schemas.Generation(rec.LastEventIndex-index)
+}
+
 // stamp fills in an event's task and context ids and timestamp from the
 // record and folds it in.
 func stamp(r *schemas.TaskRecord, ev TaskEvent) error {
+	// Generations are the store's to give (EventGeneration), whatever a
+	// writer put in its events.
 	if ev.Status != nil {
+		ev.Status.Generation = 0
 		ev.Status.TaskID, ev.Status.ContextID = r.Task.ID, r.Task.ContextID
 		if ev.Status.Status.Timestamp == nil {
 			ev.Status.Status.Timestamp = schemas.Now()
@@ -619,6 +640,7 @@ func stamp(r *schemas.TaskRecord, ev TaskEvent) error {
 		}
 	}
 	if ev.Artifact != nil {
+		ev.Artifact.Generation = 0
 		ev.Artifact.TaskID, ev.Artifact.ContextID = r.Task.ID, r.Task.ContextID
 	}
 	if m := ev.Continue; m != nil {
@@ -763,7 +785,11 @@ func (b *Bus) taskCloudEvent(rec *schemas.TaskRecord, rev uint64, index int, ev 
 	if index > 0 {
 		idx = strconv.Itoa(index)
 	}
-	return b.newEvent(ev.ID, typ, rec.Task.ID, data, attr{schemas.ExtSequence, schemas.SequenceString(rev)}, attr{schemas.ExtSequenceIndex, idx})
+	gen := "" // none for a record stored before generations were kept
+	if g := EventGeneration(rec, index); g > 0 {
+		gen = strconv.FormatInt(int64(g), 10)
+	}
+	return b.newEvent(ev.ID, typ, rec.Task.ID, data, attr{schemas.ExtSequence, schemas.SequenceString(rev)}, attr{schemas.ExtSequenceIndex, idx}, attr{schemas.ExtGeneration, gen})
 }
 
 // Retention bounds the finished tasks kept besides their TTL. Zero fields

@@ -42,15 +42,21 @@ type call struct {
 	d           *dialect
 	method      string
 	params      json.RawMessage
-	version     string          // A2A-Version as sent ("" if absent)
-	trace       string          // traceparent header
-	lastEventID string          // Last-Event-ID header: a stream resume cursor
-	accept      string          // Accept header
-	id          json.RawMessage // JSON-RPC request id; nil on other bindings
-	caller      caller          // who is calling, as the pipeline authenticated it
-	pathTenant  string          // the tenant an HTTP+JSON path names (/{tenant}/…); "" if none
-	body        bodyHold        // what its body's buffer holds of the edge's bodyBudget (readBody)
-	bodyMax     int64           // the most of the body its route reads (Route.Body)
+	version     string // A2A-Version as sent ("" if absent)
+	trace       string // traceparent header
+	lastEventID string // Last-Event-ID header: a stream resume cursor
+	// gen: the answers carry A2A 1.1 generations (see call.shapeTask):
+	// the call named A2A-Version 1.1, or came through an in-process
+	// adapter, whose wire reads them safely.
+	gen bool
+	// ifGeneration is a continuation's ifGenerationMatch (checkSend).
+	ifGeneration *schemas.Generation
+	accept       string          // Accept header
+	id           json.RawMessage // JSON-RPC request id; nil on other bindings
+	caller       caller          // who is calling, as the pipeline authenticated it
+	pathTenant   string          // the tenant an HTTP+JSON path names (/{tenant}/…); "" if none
+	body         bodyHold        // what its body's buffer holds of the edge's bodyBudget (readBody)
+	bodyMax      int64           // the most of the body its route reads (Route.Body)
 
 	// For tasks of the older dialect: the id to create the task under (""
 	// when continuing one), the client's own id for it (what answers
@@ -201,6 +207,7 @@ func (s *Server) serve(rt Route, b *binding, decode decodeFunc) frontDoorHandler
 			s.refuse(w, b, c, e, 0)
 			return
 		}
+		c.gen = d == &s.v1 && asksGenerations(c.version)
 		if streaming {
 			s.serveStream(w, r, b, c, sfn)
 			return

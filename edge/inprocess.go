@@ -52,7 +52,7 @@ func (d *InProcess) admit(ctx context.Context, who schemas.Presented, agent, op,
 	s := d.s
 	r := presented(ctx, who, op)
 	c := &call{obs: s.observe(d.binding), d: &s.v1, method: op, agent: agent, version: schemas.ProtocolVersion,
-		trace: r.Header.Get("traceparent"), lastEventID: r.Header.Get("Last-Event-ID")}
+		trace: r.Header.Get("traceparent"), lastEventID: r.Header.Get("Last-Event-ID"), gen: true}
 	c.obs.method = op
 	if err := s.admitCaller(r, c); err != nil {
 		e, _ := s.callerRefusal(r, err)
@@ -62,6 +62,7 @@ func (d *InProcess) admit(ctx context.Context, who schemas.Presented, agent, op,
 		if e := s.v1.checkVersion(v, op); e != nil {
 			return c, r, d.refused(c, e)
 		}
+		c.version = v
 	}
 	name, ok := s.agentNamed(agent)
 	c.agent = name
@@ -126,7 +127,7 @@ func (d *InProcess) GetTask(ctx context.Context, who schemas.Presented, agent st
 		if err != nil {
 			return nil, err
 		}
-		t := rec.Task.WithHistoryLength(req.HistoryLength)
+		t := c.shapeTask(rec, req.HistoryLength)
 		return &t, nil
 	})
 }
@@ -138,7 +139,8 @@ func (d *InProcess) CancelTask(ctx context.Context, who schemas.Presented, agent
 		if err != nil {
 			return nil, err
 		}
-		return &rec.Task, nil
+		t := c.shapeTask(rec, nil)
+		return &t, nil
 	})
 }
 
@@ -283,11 +285,11 @@ func (f *funcStream) keepAlive() error { return nil }
 func (f *funcStream) hold()            {}
 func (f *funcStream) release() error   { return nil }
 
-func (f *funcStream) send(cursor uint64, r *schemas.StreamResponse) error {
+func (f *funcStream) send(id string, r *schemas.StreamResponse) error {
 	if f.stopped != nil {
 		return f.stopped
 	}
-	f.stopped = f.each(formatCursor(cursor), r)
+	f.stopped = f.each(id, r)
 	return f.stopped
 }
 

@@ -140,7 +140,18 @@ func supportedVersion(v string) bool {
 	if len(parts) < 2 {
 		return false
 	}
-	return parts[0] == "1" && parts[1] == "0"
+	return parts[0] == "1" && (parts[1] == "0" || parts[1] == "1")
+}
+
+// asksGenerations reports whether an A2A-Version (one supportedVersion
+// takes) is 1.1, whose answers carry task generations: a 1.0 client
+// never sees a field its schema does not know. The requests' generation
+// fields (currentGeneration, ifGenerationMatch) are honoured whatever the
+// version: only a client that knows them sends them, and ignoring a
+// precondition would lose the update it guards.
+func asksGenerations(v string) bool {
+	v = strings.TrimSpace(v)
+	return v == "1.1" || strings.HasPrefix(v, "1.1.")
 }
 
 // parseEnvelope checks the JSON-RPC envelope: valid JSON (−32700), an

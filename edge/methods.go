@@ -21,7 +21,7 @@ func (s *Server) rpcSendMessage(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.rawAnswer = true
+	c.rawAnswer = !c.gen // a stored task has no generation in it
 	res, err := s.svc.SendMessage(ctx, c, req)
 	if err != nil {
 		return nil, err
@@ -63,6 +63,9 @@ func (s *a2aService) checkSend(ctx context.Context, c *call, req *schemas.SendMe
 	var histLen *int32
 	if cfg := req.Configuration; cfg != nil {
 		histLen = cfg.HistoryLength
+		if req.Message.TaskID != "" {
+			c.ifGeneration = cfg.IfGenerationMatch // ignored for a new task (dev-1.1 §3.2.2)
+		}
 		if pc := cfg.TaskPushNotificationConfig; pc != nil {
 			if !s.cfg.Push {
 				return nil, nil, schemas.Errorf(schemas.ErrPushNotSupported, "push notifications are not supported by this agent")
@@ -159,7 +162,7 @@ func (s *a2aService) send(ctx context.Context, c *call, req *schemas.SendMessage
 	if rec.Reply != nil {
 		return &schemas.SendMessageResponse{Message: rec.Reply}, nil, nil
 	}
-	t := rec.Task.WithHistoryLength(histLen)
+	t := c.shapeTask(rec, histLen)
 	return &schemas.SendMessageResponse{Task: &t}, nil, nil
 }
 
@@ -203,7 +206,7 @@ func (s *a2aService) continueTask(ctx context.Context, c *call, msg *schemas.Mes
 			added = pr.Config.ID
 		}
 	}
-	rec, _, err := s.life.Continue(ctx, c.owner(), msg, c.publish(), follow)
+	rec, _, err := s.life.Continue(ctx, c.owner(), bus.Answer{Message: msg, IfGeneration: c.ifGeneration, Publish: c.publish()}, follow)
 	if added != "" && (errors.Is(err, schemas.ErrInvalidParams) || errors.Is(err, schemas.ErrUnsupportedOperation)) {
 		// Refusals only: after any other error the message may have
 		// been taken, and its notifications are owed.
@@ -224,13 +227,39 @@ func (s *a2aService) task(ctx context.Context, c *call, id string) (*schemas.Tas
 }
 
 // GetTask reads a task of the agent's as the caller's; the binding shapes
-// it with the historyLength asked for (validated here).
+// it with the historyLength asked for (validated here). With
+// currentGeneration (A2A 1.1) it is a long poll: the answer waits until
+// the task's generation is greater, for at most the edge's
+// BlockingTimeout, then gives the task as it is (the spec lets the server
+// answer early on a timeout). A finished task never changes again, so it
+// is answered at once.
 func (s *a2aService) GetTask(ctx context.Context, c *call, req *schemas.GetTaskRequest) (*schemas.TaskRecord, error) {
 	if err := schemas.ValidateHistoryLength(req.HistoryLength); err != nil {
 		return nil, err
 	}
 	rec, _, err := s.task(ctx, c, req.ID)
-	return rec, err
+	if err != nil || req.CurrentGeneration == nil {
+		return rec, err
+	}
+	past := *req.CurrentGeneration
+	changed := func(r *schemas.TaskRecord) bool { return r.Generation > past || r.Task.Status.State.Terminal() }
+	if changed(rec) {
+		return rec, nil
+	}
+	// The edge's task watcher already follows every task's record: the
+	// wait costs no read of its own.
+	wait := s.tasks.Watch(rec.Task.ID, rec)
+	defer wait.Close()
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.BlockingTimeout)
+	defer cancel()
+	last, err := wait.Until(wctx, changed)
+	switch {
+	case err == nil:
+		return last, nil
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && last != nil:
+		return last, nil
+	}
+	return nil, err
 }
 
 func (s *Server) rpcGetTask(ctx context.Context, c *call) (any, error) {
@@ -242,7 +271,7 @@ func (s *Server) rpcGetTask(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := rec.Task.WithHistoryLength(req.HistoryLength)
+	t := c.shapeTask(rec, req.HistoryLength)
 	return &t, nil
 }
 
@@ -255,7 +284,19 @@ func (s *Server) rpcCancelTask(ctx context.Context, c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rec.Task, nil
+	t := c.shapeTask(rec, nil)
+	return &t, nil
+}
+
+// shapeTask is a task as the call's answer holds it: its history cut to
+// histLen (nil: all), and, for a call that takes them (call.gen), its
+// generation.
+func (c *call) shapeTask(rec *schemas.TaskRecord, histLen *int32) schemas.Task {
+	t := rec.Task.WithHistoryLength(histLen)
+	if c.gen {
+		t.Generation = rec.Generation
+	}
+	return t
 }
 
 // CancelTask cancels a task of the agent's as the caller's (see
@@ -342,7 +383,7 @@ func (s *a2aService) ListTasks(ctx context.Context, c *call, req *schemas.ListTa
 	}
 	resp := &schemas.ListTasksResponse{Tasks: make([]schemas.Task, 0, len(page.Tasks)), PageSize: size, TotalSize: int32(page.Total)}
 	for _, r := range page.Tasks {
-		t := r.Task.WithHistoryLength(req.HistoryLength)
+		t := c.shapeTask(r, req.HistoryLength)
 		if !req.IncludeArtifacts {
 			t.Artifacts = nil
 		}

@@ -144,6 +144,13 @@ func decodeRESTTask(s *Server, w http.ResponseWriter, r *http.Request, c *call) 
 		if err := queryInt32(r, p, "historyLength"); err != nil {
 			return err
 		}
+		if v := r.URL.Query().Get("currentGeneration"); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return schemas.InvalidField("currentGeneration", "must be a generation (a non-negative integer), got %q", v)
+			}
+			p["currentGeneration"] = n
+		}
 	case action == "subscribe":
 		c.method = "SubscribeToTask"
 	case action == "cancel" && r.Method == http.MethodPost:

@@ -29,10 +29,11 @@ type Bus interface {
 // names its owner, and the bus checks it before it reads anything.
 type Lifecycle interface {
 	Submit(ctx context.Context, s bus.Submission, follow bus.Follow) (*schemas.TaskRecord, uint64, error)
-	Continue(ctx context.Context, o bus.Owner, msg *schemas.Message, p bus.PublishOptions, follow bus.Follow) (*schemas.TaskRecord, uint64, error)
+	Continue(ctx context.Context, o bus.Owner, a bus.Answer, follow bus.Follow) (*schemas.TaskRecord, uint64, error)
 	Cancel(ctx context.Context, o bus.Owner, id string, why *schemas.Message) (*schemas.TaskRecord, error)
 	Task(ctx context.Context, o bus.Owner, id string) (*schemas.TaskRecord, uint64, error)
 	ReadEvents(ctx context.Context, taskID string, after uint64, buffer int) (*bus.EventReader, error)
+	ReadEventsAfterGeneration(ctx context.Context, taskID string, gen schemas.Generation, buffer int) (*bus.EventReader, error)
 	ReadNewTaskEvents(ctx context.Context, taskID string, after uint64, buffer int) (*bus.EventReader, error)
 	AgentLoad(ctx context.Context, agent string) (bus.AgentLoad, error)
 }

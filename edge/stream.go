@@ -15,11 +15,14 @@ import (
 
 // Streaming (SendStreamingMessage, SubscribeToTask) over Server-Sent Events.
 //
-// Every SSE event carries `id: <task revision>`: the revision the event
-// produced (for the first Task snapshot, the snapshot's revision). A client
-// that reconnects with Last-Event-ID gets every later event once, in order,
-// from any edge: the reader replays the task's events from the stream and
-// passes on only those newer than the cursor (see bus.ReadEvents). Each
+// Every SSE event carries an id a client resumes by: `<revision>.<index>`,
+// the event's cursor (the task revision its write produced and its place
+// in the write; for a Task snapshot, the snapshot's), or, for a call that
+// takes A2A 1.1 generations (call.gen), the event's generation — 1, 2, 3…
+// per task, the same number the event carries. A client that reconnects
+// with Last-Event-ID gets every later event once, in order, from any edge:
+// the reader replays the task's events from the stream and passes on only
+// those newer than the cursor or generation (see bus.ReadEvents). Each
 // client has its own reader with a bounded buffer; a client that does not
 // keep up loses its stream (it resumes from its cursor) and never slows the
 // worker or other clients.
@@ -28,8 +31,8 @@ import (
 type streamOut interface {
 	// start commits the response as an SSE stream (headers, status 200).
 	start() error
-	// send writes one StreamResponse with its cursor.
-	send(cursor uint64, r *schemas.StreamResponse) error
+	// send writes one StreamResponse with its id (call.eventID).
+	send(id string, r *schemas.StreamResponse) error
 	// fail writes a protocol error as the last event of the stream.
 	fail(e *schemas.Error) error
 	// keepAlive writes an SSE comment so proxies keep the connection.
@@ -123,7 +126,7 @@ type sseStream struct {
 	shape func(*schemas.StreamResponse) any
 }
 
-func (o *sseStream) send(cursor uint64, resp *schemas.StreamResponse) error {
+func (o *sseStream) send(id string, resp *schemas.StreamResponse) error {
 	var v any = o.shape(resp)
 	if o.rpcID != nil {
 		v = rpcResponse{JSONRPC: "2.0", ID: o.rpcID, Result: v}
@@ -132,7 +135,7 @@ func (o *sseStream) send(cursor uint64, resp *schemas.StreamResponse) error {
 	if err != nil {
 		return err
 	}
-	return o.event(formatCursor(cursor), b)
+	return o.event(id, b)
 }
 
 func (o *sseStream) fail(e *schemas.Error) error {
@@ -174,7 +177,7 @@ func (s *a2aService) SendStreamingMessage(ctx context.Context, c *call, req *sch
 	// nothing the worker publishes can be missed (a2a-go #74/#340).
 	var reader *bus.EventReader
 	var snap *schemas.TaskRecord
-	var snapRev uint64
+	var snapRev uint64 // the snapshot's cursor
 	var openErr error
 	// A new task has no stored events to look for (ReadNewTaskEvents).
 	follow := func(read func(context.Context, string, uint64, int) (*bus.EventReader, error)) bus.Follow {
@@ -202,8 +205,7 @@ func (s *a2aService) SendStreamingMessage(ctx context.Context, c *call, req *sch
 		// second one). It gets the task, and the stream ends there: the
 		// client follows it with SubscribeToTask, as after any cut stream.
 		s.log.Warn("could not follow a streamed task's events; answering with the task only", "task_id", snap.Task.ID, "err", openErr)
-		t := snap.Task.WithHistoryLength(histLen)
-		_ = out.send(snapRev, &schemas.StreamResponse{Task: &t})
+		sendSnapshot(out, c, snap, snapRev, histLen)
 		return nil
 	}
 	// The response's headers leave with the first events, in one write,
@@ -222,8 +224,7 @@ func (s *a2aService) SendStreamingMessage(ctx context.Context, c *call, req *sch
 			if graceOver(ctx) {
 				// Cut by shutdown before the agent said anything: the
 				// client gets the task, to resume it by, and the error.
-				t := snap.Task.WithHistoryLength(histLen)
-				if out.send(snapRev, &schemas.StreamResponse{Task: &t}) == nil {
+				if sendSnapshot(out, c, snap, snapRev, histLen) == nil {
 					_ = out.fail(errResumeElsewhere())
 				}
 			}
@@ -239,24 +240,22 @@ func (s *a2aService) SendStreamingMessage(ctx context.Context, c *call, req *sch
 		case us, ok := <-reader.C():
 			if !ok {
 				// The client gets the task, to resume it by, and why.
-				t := snap.Task.WithHistoryLength(histLen)
-				if out.send(snapRev, &schemas.StreamResponse{Task: &t}) == nil {
+				if sendSnapshot(out, c, snap, snapRev, histLen) == nil {
 					readerBroke(out, reader)
 				}
 				return nil
 			}
 			if u := us[0]; u.Reply != nil {
 				out.hold()
-				_ = out.send(u.Cursor, &schemas.StreamResponse{Message: u.Reply})
+				_ = out.send(c.eventID(u.Cursor, u.Generation), &schemas.StreamResponse{Message: u.Reply})
 				_ = out.release()
 				return nil
 			}
-			t := snap.Task.WithHistoryLength(histLen)
 			out.hold()
-			if out.send(snapRev, &schemas.StreamResponse{Task: &t}) != nil {
+			if sendSnapshot(out, c, snap, snapRev, histLen) != nil {
 				return nil
 			}
-			last, end := s.sendReady(out, us, reader, schemas.TaskState.Settled)
+			last, end := s.sendReady(out, c, us, reader, schemas.TaskState.Settled)
 			if end {
 				return nil
 			}
@@ -289,13 +288,13 @@ func (s *a2aService) SubscribeToTask(ctx context.Context, c *call, req *schemas.
 	}
 	id := rec.Task.ID
 	state := rec.Task.Status.State
-	after := bus.SnapshotCursor(rev)
+	from := resumePoint{cursor: bus.SnapshotCursor(rev)}
 	resume := c.lastEventID != ""
 	if resume {
-		if after, err = parseCursor(c.lastEventID); err != nil {
+		if from, err = c.resumePoint(); err != nil {
 			return err
 		}
-		if state.Terminal() && bus.RecordCursor(rec, rev) <= after {
+		if state.Terminal() && !from.before(rec, rev) {
 			// Nothing newer will come: the client already has the end.
 			_ = out.start()
 			return nil
@@ -303,16 +302,21 @@ func (s *a2aService) SubscribeToTask(ctx context.Context, c *call, req *schemas.
 	} else if state.Terminal() {
 		return schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is already %s; there is nothing to subscribe to (GetTask returns it)", id, state).With("taskId", id)
 	}
-	reader, err := s.life.ReadEvents(ctx, id, after, s.cfg.StreamBuffer)
+	var reader *bus.EventReader
+	if from.byGeneration {
+		reader, err = s.life.ReadEventsAfterGeneration(ctx, id, from.gen, s.cfg.StreamBuffer)
+	} else {
+		reader, err = s.life.ReadEvents(ctx, id, from.cursor, s.cfg.StreamBuffer)
+	}
 	if err != nil {
 		return err
 	}
 	defer reader.Close()
 	task := s.drain.watchTask(state) // before the client sees the stream open
 	defer task.close()
+	after := from.cursor
 	if !resume {
-		t := rec.Task
-		if out.send(after, &schemas.StreamResponse{Task: &t}) != nil {
+		if sendSnapshot(out, c, rec, after, nil) != nil {
 			return nil
 		}
 	} else if err := out.start(); err != nil {
@@ -322,6 +326,52 @@ func (s *a2aService) SubscribeToTask(ctx context.Context, c *call, req *schemas.
 	defer keep.Stop()
 	s.relay(ctx, c, id, after, reader, out, keep, task, schemas.TaskState.Terminal)
 	return nil
+}
+
+// sendSnapshot writes a task's snapshot, from rec, as the event at cursor.
+func sendSnapshot(out streamOut, c *call, rec *schemas.TaskRecord, cursor uint64, histLen *int32) error {
+	t := c.shapeTask(rec, histLen)
+	return out.send(c.eventID(cursor, rec.Generation), &schemas.StreamResponse{Task: &t})
+}
+
+// eventID is the id of the event at cursor with generation gen (0:
+// unknown): for a call that takes generations its generation, else its
+// cursor (formatCursor). Either resumes the stream (call.resumePoint).
+func (c *call) eventID(cursor uint64, gen schemas.Generation) string {
+	if c.gen && gen > 0 {
+		return strconv.FormatInt(int64(gen), 10)
+	}
+	return formatCursor(cursor)
+}
+
+// resumePoint is where a resumed stream starts: after an event cursor, or,
+// byGeneration, after an event generation.
+type resumePoint struct {
+	cursor       uint64
+	gen          schemas.Generation
+	byGeneration bool
+}
+
+// before reports whether the task, read as rec at revision rev, has
+// events after the point.
+func (p resumePoint) before(rec *schemas.TaskRecord, rev uint64) bool {
+	if p.byGeneration {
+		return rec.Generation > p.gen
+	}
+	return bus.RecordCursor(rec, rev) > p.cursor
+}
+
+// resumePoint reads the call's Last-Event-ID: a cursor (parseCursor), or,
+// for a call that takes generations, a bare number, which is the
+// generation its ids were (eventID).
+func (c *call) resumePoint() (resumePoint, error) {
+	if c.gen && !strings.Contains(c.lastEventID, ".") {
+		if n, err := strconv.ParseInt(c.lastEventID, 10, 64); err == nil && n >= 0 {
+			return resumePoint{gen: schemas.Generation(n), byGeneration: true}, nil
+		}
+	}
+	cursor, err := parseCursor(c.lastEventID)
+	return resumePoint{cursor: cursor}, err
 }
 
 // formatCursor is the SSE id of a bus event cursor: "<revision>.<index>"
@@ -413,8 +463,7 @@ func (s *a2aService) relay(ctx context.Context, c *call, id string, last uint64,
 					continue
 				}
 				if ends(rec.Task.Status.State) && bus.RecordCursor(rec, rev) > last {
-					t := rec.Task
-					_ = out.send(bus.SnapshotCursor(rev), &schemas.StreamResponse{Task: &t})
+					_ = sendSnapshot(out, c, rec, bus.SnapshotCursor(rev), nil)
 					return
 				}
 			}
@@ -426,7 +475,7 @@ func (s *a2aService) relay(ctx context.Context, c *call, id string, last uint64,
 			}
 			quiet = false
 			var end bool
-			if last, end = s.sendReady(out, us, reader, stops); end {
+			if last, end = s.sendReady(out, c, us, reader, stops); end {
 				if task != nil && task.waitsForInput() && s.drain.draining() {
 					_ = out.fail(errResumeElsewhere())
 				}
@@ -458,7 +507,7 @@ func readerBroke(out streamOut, reader *bus.EventReader) {
 // its artifacts, COMPLETED, and whatever the caller wrote under a hold of
 // its own before). It returns the last cursor written and whether the
 // stream should end.
-func (s *a2aService) sendReady(out streamOut, us []bus.TaskUpdate, reader *bus.EventReader, ends func(schemas.TaskState) bool) (last uint64, end bool) {
+func (s *a2aService) sendReady(out streamOut, c *call, us []bus.TaskUpdate, reader *bus.EventReader, ends func(schemas.TaskState) bool) (last uint64, end bool) {
 	out.hold()
 	defer func() {
 		if out.release() != nil {
@@ -468,7 +517,7 @@ func (s *a2aService) sendReady(out streamOut, us []bus.TaskUpdate, reader *bus.E
 	for {
 		for _, u := range us {
 			last = u.Cursor
-			if s.sendUpdate(out, u, ends) {
+			if sendUpdate(out, c, u, ends) {
 				return last, true
 			}
 		}
@@ -487,17 +536,28 @@ func (s *a2aService) sendReady(out streamOut, us []bus.TaskUpdate, reader *bus.E
 
 // sendUpdate writes one event and reports whether the stream should end
 // (the write failed, a reply came, or the task reached a state that ends).
-func (s *a2aService) sendUpdate(out streamOut, u bus.TaskUpdate, ends func(schemas.TaskState) bool) (end bool) {
+// The update is shared with the other readers of the task (see
+// bus.EventReader.C): the generation a call takes goes on a copy.
+func sendUpdate(out streamOut, c *call, u bus.TaskUpdate, ends func(schemas.TaskState) bool) (end bool) {
 	var r schemas.StreamResponse
+	withGen := c.gen && u.Generation > 0
 	switch {
+	case u.Status != nil && withGen:
+		ev := *u.Status
+		ev.Generation = u.Generation
+		r.StatusUpdate = &ev
 	case u.Status != nil:
 		r.StatusUpdate = u.Status
+	case u.Artifact != nil && withGen:
+		ev := *u.Artifact
+		ev.Generation = u.Generation
+		r.ArtifactUpdate = &ev
 	case u.Artifact != nil:
 		r.ArtifactUpdate = u.Artifact
 	case u.Reply != nil:
 		r.Message = u.Reply
 	}
-	if err := out.send(u.Cursor, &r); err != nil {
+	if err := out.send(c.eventID(u.Cursor, u.Generation), &r); err != nil {
 		return true
 	}
 	return u.Reply != nil || (u.Status != nil && ends(u.Status.Status.State))

@@ -132,6 +132,10 @@ type Task struct {
 	Artifacts []Artifact     `json:"artifacts,omitempty"`
 	History   []Message      `json:"history,omitempty"`
 	Metadata  map[string]any `json:"metadata,omitempty"`
+	// Generation is set only in answers to A2A 1.1 calls (see
+	// Generation); the stored task leaves it out (TaskRecord.Generation
+	// keeps it), so 1.0 clients never see a field they do not know.
+	Generation Generation `json:"generation,omitempty"`
 }
 
 // TaskStatusUpdateEvent reports a status change of a task.
@@ -140,6 +144,9 @@ type TaskStatusUpdateEvent struct {
 	ContextID string         `json:"contextId"`
 	Status    TaskStatus     `json:"status"`
 	Metadata  map[string]any `json:"metadata,omitempty"`
+	// Generation is the task's generation after this event (A2A 1.1;
+	// set only for 1.1 calls, as Task.Generation).
+	Generation Generation `json:"generation,omitempty"`
 }
 
 // TaskArtifactUpdateEvent reports a new artifact or a chunk of one. Append
@@ -152,6 +159,8 @@ type TaskArtifactUpdateEvent struct {
 	Append    bool           `json:"append,omitempty"`
 	LastChunk bool           `json:"lastChunk,omitempty"`
 	Metadata  map[string]any `json:"metadata,omitempty"`
+	// Generation: see TaskStatusUpdateEvent.Generation.
+	Generation Generation `json:"generation,omitempty"`
 }
 
 // SendMessageResponse is the result of SendMessage: exactly one of Task or
@@ -175,6 +184,10 @@ type SendMessageConfiguration struct {
 	TaskPushNotificationConfig *TaskPushNotificationConfig `json:"taskPushNotificationConfig,omitempty"`
 	HistoryLength              *int32                      `json:"historyLength,omitempty"`
 	ReturnImmediately          bool                        `json:"returnImmediately,omitempty"`
+	// IfGenerationMatch (A2A 1.1) refuses a continuation of a task whose
+	// generation is not this one with ErrTaskGenerationMismatch, decided
+	// in the write that stores the message; ignored for a new task.
+	IfGenerationMatch *Generation `json:"ifGenerationMatch,omitempty"`
 }
 
 // SendMessageRequest is the params of SendMessage and SendStreamingMessage.
@@ -190,6 +203,9 @@ type GetTaskRequest struct {
 	Tenant        string `json:"tenant,omitempty"`
 	ID            string `json:"id"`
 	HistoryLength *int32 `json:"historyLength,omitempty"`
+	// CurrentGeneration (A2A 1.1) holds the answer until the task's
+	// generation is greater (a long poll), bounded by the edge's timeout.
+	CurrentGeneration *Generation `json:"currentGeneration,omitempty"`
 }
 
 // CancelTaskRequest is the params of CancelTask.

@@ -45,6 +45,11 @@ var (
 	ErrExtendedCardNotConfigured = &Error{Code: -32007, Reason: "EXTENDED_AGENT_CARD_NOT_CONFIGURED", HTTPStatus: 400, GRPCStatus: "FAILED_PRECONDITION", Message: "extended agent card is not configured"}
 	ErrExtensionSupportRequired  = &Error{Code: -32008, Reason: "EXTENSION_SUPPORT_REQUIRED", HTTPStatus: 400, GRPCStatus: "FAILED_PRECONDITION", Message: "a required extension was not requested"}
 	ErrVersionNotSupported       = &Error{Code: -32009, Reason: "VERSION_NOT_SUPPORTED", HTTPStatus: 400, GRPCStatus: "FAILED_PRECONDITION", Message: "protocol version not supported"}
+	// ErrTaskGenerationMismatch is A2A 1.1's TaskGenerationMismatchError
+	// (dev-1.1 §3.2.7, §5.4): a continuation's ifGenerationMatch is not
+	// the task's generation. 409 as the mapping table and §11.6's example
+	// give it (the change's summary says 412; its table and example win).
+	ErrTaskGenerationMismatch = &Error{Code: -32010, Reason: "TASK_GENERATION_MISMATCH", HTTPStatus: 409, GRPCStatus: "ABORTED", Message: "task generation mismatch"}
 	// ErrUnavailable is returned when a bound is reached or the bus cannot
 	// take work right now; it is retryable and carries RetryAfter (HTTP 503
 	// with Retry-After, and retryAfterSeconds in the ErrorInfo metadata).
@@ -73,7 +78,7 @@ var ErrorTable = []*Error{
 	ErrParse, ErrInvalidRequest, ErrMethodNotFound, ErrInvalidParams, ErrInternal,
 	ErrTaskNotFound, ErrTaskNotCancelable, ErrPushNotSupported, ErrUnsupportedOperation,
 	ErrContentTypeNotSupported, ErrInvalidAgentResponse, ErrExtendedCardNotConfigured,
-	ErrExtensionSupportRequired, ErrVersionNotSupported, ErrUnavailable,
+	ErrExtensionSupportRequired, ErrVersionNotSupported, ErrTaskGenerationMismatch, ErrUnavailable,
 	ErrUnauthenticated, ErrPermissionDenied, ErrRateLimited,
 }
 

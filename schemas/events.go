@@ -53,6 +53,12 @@ type TaskRecord struct {
 	// events learns from the record it holds whether anyone may be waiting
 	// to be told, so a task without configs costs no lookup.
 	Push bool `json:"push,omitempty"`
+	// Generation is the task's A2A 1.1 generation: 1 when created, one
+	// more for each event a write folds in (FoldWrite in bus), under the
+	// same compare-and-swap as the rest of the record, so it is
+	// contiguous per task whatever wrote it, wherever. 0 in a record
+	// stored before generations were kept.
+	Generation Generation `json:"generation,omitempty"`
 }
 
 // PushWake is the data of a push sender's wake-up (TypePushWake on

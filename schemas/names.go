@@ -115,6 +115,11 @@ const (
 	// they carry the same sequence and indexes 1, 2, … after the first
 	// (absent means 0). Readers order events by (sequence, index).
 	ExtSequenceIndex = "sequenceindex"
+	// ExtGeneration is the task's generation after the event (see
+	// TaskRecord.Generation): what A2A 1.1 events carry as generation. It
+	// is an attribute rather than a field of the data, which stays the
+	// A2A 1.0 event every reader knows.
+	ExtGeneration = "a2ageneration"
 	// ExtTraceparent carries the W3C trace context of the originating request.
 	ExtTraceparent = "traceparent"
 	// ExtA2AVersion is the A2A protocol version of the originating request.

@@ -127,6 +127,8 @@ func TestVocabErrorTableRows(t *testing.T) {
 		{ErrExtendedCardNotConfigured, -32007, "EXTENDED_AGENT_CARD_NOT_CONFIGURED", 400, "FAILED_PRECONDITION"},
 		{ErrExtensionSupportRequired, -32008, "EXTENSION_SUPPORT_REQUIRED", 400, "FAILED_PRECONDITION"},
 		{ErrVersionNotSupported, -32009, "VERSION_NOT_SUPPORTED", 400, "FAILED_PRECONDITION"},
+		// A2A 1.1 (dev-1.1 §5.4).
+		{ErrTaskGenerationMismatch, -32010, "TASK_GENERATION_MISMATCH", 409, "ABORTED"},
 		{ErrUnavailable, -31503, "UNAVAILABLE", 503, "UNAVAILABLE"},
 		{ErrRateLimited, -31429, "RATE_LIMITED", 429, "RESOURCE_EXHAUSTED"},
 		// Authentication's, with the codes of the official Go SDK.
@@ -819,5 +821,30 @@ func TestVocabTimestamps(t *testing.T) {
 	now := Now()
 	if now.Location() != time.UTC || now.Nanosecond()%int(time.Millisecond) != 0 || time.Since(now.Time) > time.Minute {
 		t.Errorf("Now() = %v", now)
+	}
+}
+
+// A generation reads as ProtoJSON writes an int64 (a string) and as the
+// JSON examples write it (a number), and writes as a number; anything else
+// is refused saying what a generation is.
+func TestGenerationReadsNumbersAndStrings(t *testing.T) {
+	var req GetTaskRequest
+	for _, in := range []string{`{"id":"t","currentGeneration":5}`, `{"id":"t","currentGeneration":"5"}`} {
+		req = GetTaskRequest{}
+		if err := json.Unmarshal([]byte(in), &req); err != nil || req.CurrentGeneration == nil || *req.CurrentGeneration != 5 {
+			t.Errorf("%s: %v, %v", in, err, req.CurrentGeneration)
+		}
+	}
+	for _, in := range []string{`{"currentGeneration":-1}`, `{"currentGeneration":"x"}`, `{"currentGeneration":1.5}`, `{"currentGeneration":true}`} {
+		if err := json.Unmarshal([]byte(in), &req); err == nil || !strings.Contains(err.Error(), "non-negative integer") {
+			t.Errorf("%s: %v", in, err)
+		}
+	}
+	b, _ := json.Marshal(Task{ID: "t", Generation: 7})
+	if !strings.Contains(string(b), `"generation":7`) {
+		t.Errorf("task = %s", b)
+	}
+	if b, _ := json.Marshal(Task{ID: "t"}); strings.Contains(string(b), "generation") {
+		t.Errorf("a task without a generation writes one: %s", b)
 	}
 }

@@ -111,7 +111,7 @@ func remoteDef(t *testing.T, name, url string) workers.Definition {
 func continueTask(t *testing.T, b *bus.Bus, agent, id, text string) {
 	t.Helper()
 	msg := &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, TaskID: id, Parts: []schemas.Part{schemas.TextPart(text)}}
-	if _, _, err := b.Continue(context.Background(), bus.Owner{Agent: agent}, msg, bus.PublishOptions{}, nil); err != nil {
+	if _, _, err := b.Continue(context.Background(), bus.Owner{Agent: agent}, bus.Answer{Message: msg}, nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -282,5 +284,113 @@ func TestGRPCCallersAreTheDoorsCallers(t *testing.T) {
 	}
 	if st.Code() != codes.ResourceExhausted || retry == nil || retry.GetRetryDelay().AsDuration() <= 0 {
 		t.Fatalf("alice over her rate: %v (retry %v)", err, retry)
+	}
+}
+
+// A2A 1.1 generations over gRPC, whose messages carry them for every
+// client (a 1.0 client's protobuf reader skips a field it does not know):
+// tasks and events are numbered 1, 2, 3…; a subscription resumed with the
+// last generation it saw (metadata last-event-id) gets exactly the later
+// events; of two continuations guarded by the same if_generation_match
+// one is taken and the other refused ABORTED with
+// TASK_GENERATION_MISMATCH.
+func TestGenerationsOverGRPC(t *testing.T) {
+	c := serve(t, edge.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	stream, err := c.SendStreamingMessage(ctx, &a2apb.SendMessageRequest{Message: message("one two three")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gens []int64
+	var id string
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case ev.GetTask() != nil:
+			id = ev.GetTask().GetId()
+			gens = append(gens, ev.GetTask().GetGeneration())
+		case ev.GetStatusUpdate() != nil:
+			gens = append(gens, ev.GetStatusUpdate().GetGeneration())
+		case ev.GetArtifactUpdate() != nil:
+			gens = append(gens, ev.GetArtifactUpdate().GetGeneration())
+		}
+	}
+	if len(gens) < 3 {
+		t.Fatalf("stream generations %v", gens)
+	}
+	for i, g := range gens {
+		if g != int64(i+1) {
+			t.Fatalf("stream generations %v, want 1, 2, 3…", gens)
+		}
+	}
+	last := gens[len(gens)-1]
+	if got, err := c.GetTask(ctx, &a2apb.GetTaskRequest{Id: id}); err != nil || got.GetGeneration() != last {
+		t.Fatalf("get: generation %d (%v), want %d", got.GetGeneration(), err, last)
+	}
+	// currentGeneration behind the task answers at once.
+	behind := last - 1
+	if got, err := c.GetTask(ctx, &a2apb.GetTaskRequest{Id: id, CurrentGeneration: &behind}); err != nil || got.GetGeneration() != last {
+		t.Fatalf("long poll behind: %d (%v)", got.GetGeneration(), err)
+	}
+
+	sub, err := c.SubscribeToTask(metadata.AppendToOutgoingContext(ctx, "last-event-id", "2"), &a2apb.SubscribeToTaskRequest{Id: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resumed []int64
+	for {
+		ev, err := sub.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetTask() != nil {
+			t.Fatal("a resumed subscription began with a snapshot")
+		}
+		resumed = append(resumed, ev.GetStatusUpdate().GetGeneration()+ev.GetArtifactUpdate().GetGeneration())
+	}
+	if want := gens[2:]; !slices.Equal(resumed, want) {
+		t.Fatalf("resumed after generation 2: %v, want %v", resumed, want)
+	}
+
+	asked, err := c.SendMessage(ctx, &a2apb.SendMessageRequest{Message: message(workers.AskCommand)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := asked.GetTask().GetGeneration()
+	results := make(chan error, 2)
+	for range 2 {
+		go func() {
+			m := message("answer")
+			m.TaskId = asked.GetTask().GetId()
+			_, err := c.SendMessage(ctx, &a2apb.SendMessageRequest{Message: m, Configuration: &a2apb.SendMessageConfiguration{ReturnImmediately: true, IfGenerationMatch: &g}})
+			results <- err
+		}()
+	}
+	taken, refused := 0, 0
+	for range 2 {
+		err := <-results
+		code, info := errorInfo(err)
+		switch {
+		case err == nil:
+			taken++
+		case code == codes.Aborted && info.GetReason() == "TASK_GENERATION_MISMATCH" && info.GetMetadata()["expectedGeneration"] == strconv.FormatInt(g, 10):
+			refused++
+		default:
+			t.Errorf("neither taken nor a mismatch: %v %v", err, info)
+		}
+	}
+	if taken != 1 || refused != 1 {
+		t.Fatalf("%d taken, %d refused; want one each", taken, refused)
 	}
 }
