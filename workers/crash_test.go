@@ -48,6 +48,17 @@ func TestCrashedWorkersTaskIsFinishedByAnother(t *testing.T) {
 	if got := rec.Task.Status.Message.Text(); got != "finished on attempt 2" {
 		t.Fatalf("status message %q", got)
 	}
+	// The redelivered run went on numbering the task's events where the
+	// crashed one left it: one generation per event, none twice.
+	gens := bustest.Generations(t, healthy, id)
+	if len(gens) == 0 || gens[len(gens)-1] != rec.Generation {
+		t.Fatalf("the log's generations %v end short of the task's %d", gens, rec.Generation)
+	}
+	for i, g := range gens {
+		if g != schemas.Generation(i+2) {
+			t.Fatalf("the log's generations %v, want 2…%d", gens, rec.Generation)
+		}
+	}
 }
 
 // A worker shut down mid-task hands its work back at once (no AckWait), and

@@ -1,8 +1,10 @@
 package bustest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -129,6 +131,25 @@ func StoredEvents(t testing.TB, b *bus.Bus, taskID string) []bus.StoredEvent {
 		})
 		return out, err
 	})
+}
+
+// Generations is the generation of every event the task's log holds, in
+// the order readers pass them on (cursor order, a cursor published twice
+// counted once): for a task whose writers all published what they stored,
+// 2, 3, … up to the record's generation.
+func Generations(t testing.TB, b *bus.Bus, taskID string) []schemas.Generation {
+	t.Helper()
+	var us []bus.TaskUpdate
+	for _, e := range StoredEvents(t, b, taskID) {
+		us = append(us, e.Updates...)
+	}
+	slices.SortStableFunc(us, func(x, y bus.TaskUpdate) int { return cmp.Compare(x.Cursor, y.Cursor) })
+	us = slices.CompactFunc(us, func(x, y bus.TaskUpdate) bool { return x.Cursor == y.Cursor })
+	gens := make([]schemas.Generation, len(us))
+	for i, u := range us {
+		gens[i] = u.Generation
+	}
+	return gens
 }
 
 // EventReaders counts the consumers of the events stream now, across

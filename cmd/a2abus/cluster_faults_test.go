@@ -92,20 +92,24 @@ const replayTimeout = 20 * time.Second
 var replayClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 
 // completions replays a task's event log from its start (SubscribeToTask
-// with Last-Event-ID 0) and counts the COMPLETED status updates in it. A
-// Task snapshot that closes a stream is not an event of the log and is not
-// counted. ended tells whether the stream ended by itself within
-// replayTimeout (if not, what came until then is counted).
-func completions(base, agent, id string) (n int, ended bool, err error) {
+// as an A2A 1.1 client, with Last-Event-ID 0: every event after
+// generation 0) and counts the COMPLETED status updates in it; gens are
+// the generations the events carry, in the order they came, each checked
+// against its SSE id. A Task snapshot that closes a stream is not an
+// event of the log and is not counted. ended tells whether the stream
+// ended by itself within replayTimeout (if not, what came until then is
+// counted).
+func completions(base, agent, id string) (n int, gens []schemas.Generation, ended bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), replayTimeout)
 	defer cancel()
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": map[string]any{"id": id}})
 	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/agents/"+agent, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("A2A-Version", "1.1")
 	req.Header.Set("Last-Event-ID", "0")
 	resp, err := replayClient.Do(req)
 	if err != nil {
-		return 0, false, err
+		return 0, nil, false, err
 	}
 	defer resp.Body.Close()
 	raw, rerr := io.ReadAll(resp.Body) // on a timeout: what came until then
@@ -119,23 +123,55 @@ func completions(base, agent, id string) (n int, ended bool, err error) {
 			if rerr != nil {
 				continue // cut off by the timeout
 			}
-			return 0, true, fmt.Errorf("event %s: %v", ev.id, err)
+			return 0, nil, true, fmt.Errorf("event %s: %v", ev.id, err)
 		}
 		if env.Error != nil {
-			return 0, rerr == nil, fmt.Errorf("rpc error in the stream: %s", env.Error)
+			return 0, nil, rerr == nil, fmt.Errorf("rpc error in the stream: %s", env.Error)
 		}
 		events++
+		var g schemas.Generation
+		switch r := env.Result; {
+		case r.StatusUpdate != nil:
+			g = r.StatusUpdate.Generation
+		case r.ArtifactUpdate != nil:
+			g = r.ArtifactUpdate.Generation
+		default:
+			continue
+		}
+		if ev.id != strconv.FormatInt(int64(g), 10) {
+			return 0, nil, rerr == nil, fmt.Errorf("event id %q carries generation %d", ev.id, g)
+		}
+		gens = append(gens, g)
 		if u := env.Result.StatusUpdate; u != nil && u.Status.State == schemas.TaskStateCompleted {
 			n++
 		}
 	}
 	switch {
 	case rerr != nil && events == 0:
-		return 0, false, fmt.Errorf("no event within %s: %v", replayTimeout, rerr)
+		return 0, nil, false, fmt.Errorf("no event within %s: %v", replayTimeout, rerr)
 	case rerr == nil && events == 0:
-		return 0, true, fmt.Errorf("HTTP %d, no events: %s", resp.StatusCode, raw)
+		return 0, nil, true, fmt.Errorf("HTTP %d, no events: %s", resp.StatusCode, raw)
 	}
-	return n, rerr == nil, nil
+	return n, gens, rerr == nil, nil
+}
+
+// generationFault says what is wrong with a replayed log's generations:
+// misordered (a generation not above the one before: a repeat or a step
+// back, which A2A 1.1 forbids), else gap (a step of more than one from
+// 2, the first event's: an event whose writer died between storing and
+// publishing it), else neither.
+func generationFault(gens []schemas.Generation) (misordered, gap bool) {
+	prev := schemas.Generation(1) // the task's creation
+	for _, g := range gens {
+		switch {
+		case g <= prev:
+			return true, false
+		case g != prev+1:
+			gap = true
+		}
+		prev = g
+	}
+	return false, gap
 }
 
 // auditCounts is what an audit found.
@@ -146,20 +182,22 @@ type auditCounts struct {
 	lost                        int // gone (or unreadable) at the deadline
 	duplicated                  int // more than one COMPLETED in its event log
 	missing                     int // completed, but its event log lacks the completion
+	misordered                  int // its log's generations repeat or step back
+	gaps                        int // its log skips a generation (see generationFault)
 	listed                      int // tasks ListTasks returned
 	orphans                     int // listed, but no client was given its id
 }
 
 func (a auditCounts) String() string {
-	return fmt.Sprintf("accepted %d, refused (retryable) %d, unusable answers %d; completed %d, failed %d, stuck %d, lost %d, duplicated %d, completion missing from the event log %d; listed %d, orphans %d",
-		a.accepted, a.refused, a.unusable, a.completed, a.failed, a.stuck, a.lost, a.duplicated, a.missing, a.listed, a.orphans)
+	return fmt.Sprintf("accepted %d, refused (retryable) %d, unusable answers %d; completed %d, failed %d, stuck %d, lost %d, duplicated %d, completion missing from the event log %d, generations misordered %d, skipped %d; listed %d, orphans %d",
+		a.accepted, a.refused, a.unusable, a.completed, a.failed, a.stuck, a.lost, a.duplicated, a.missing, a.misordered, a.gaps, a.listed, a.orphans)
 }
 
 // clean is the audit's pass condition: every accepted task completed, once,
 // with its completion in its log, and nothing else in the store.
 func (a auditCounts) clean() bool {
 	return a.completed == a.accepted && a.failed == 0 && a.stuck == 0 && a.lost == 0 &&
-		a.duplicated == 0 && a.missing == 0 && a.orphans == 0
+		a.duplicated == 0 && a.missing == 0 && a.misordered == 0 && a.orphans == 0
 }
 
 // examples keeps the first few lines of one kind and counts the rest.
@@ -327,19 +365,20 @@ func (tp *topology) audit(name string, within time.Duration, ls ...*ledger) audi
 
 	// Each completed task's log holds its completion once.
 	counts := make([]int, len(done))
+	gens := make([][]schemas.Generation, len(done))
 	ended := make([]bool, len(done))
 	errs := make([]error, len(done))
 	replayStart := time.Now()
 	each(len(done), 8, func(k int) {
 		id := ids[done[k]]
 		for try := 0; try < 2; try++ { // a replay that failed is made again once
-			counts[k], ended[k], errs[k] = completions(tp.edges[(k+try)%len(tp.edges)], agentOf[id], id)
+			counts[k], gens[k], ended[k], errs[k] = completions(tp.edges[(k+try)%len(tp.edges)], agentOf[id], id)
 			if errs[k] == nil {
 				return
 			}
 		}
 	})
-	var unended examples
+	var unended, misgen, gapped examples
 	for k, i := range done {
 		switch {
 		case errs[k] != nil:
@@ -354,6 +393,17 @@ func (tp *topology) audit(name string, within time.Duration, ls ...*ledger) audi
 		}
 		if errs[k] == nil && !ended[k] {
 			unended.add("task %s: %d completions, and the stream went on", ids[i], counts[k])
+		}
+		if errs[k] != nil {
+			continue
+		}
+		switch misordered, gap := generationFault(gens[k]); {
+		case misordered:
+			a.misordered++
+			misgen.add("task %s: generations %v", ids[i], gens[k])
+		case gap:
+			a.gaps++
+			gapped.add("task %s: generations %v", ids[i], gens[k])
 		}
 	}
 
@@ -426,6 +476,8 @@ func (tp *topology) audit(name string, within time.Duration, ls ...*ledger) audi
 	dup.log(t, "duplicated")
 	unended.log(t, fmt.Sprintf("replays of a completed task's log that had not ended after %s (not counted above unless the completion was missing)", replayTimeout))
 	missing.log(t, "completion missing")
+	misgen.log(t, "generations misordered")
+	gapped.log(t, "generations skipped (an event stored but never published: its writer died in between)")
 	orphans.log(t, "orphans")
 	unusable.log(t, "unusable answers")
 	tp.logSays(name)
