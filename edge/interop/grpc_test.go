@@ -2,9 +2,19 @@ package interop
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +23,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	a2agrpc "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -159,4 +171,198 @@ func TestOfficialGoClientOverGRPC(t *testing.T) {
 	if _, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: task.ID}); !errors.Is(err, a2a.ErrTaskNotCancelable) {
 		t.Fatalf("canceling a completed task: %v", err)
 	}
+}
+
+// The official Go SDK's gRPC client authenticates to a2abus over gRPC as
+// its AuthInterceptor does over HTTP (an API key for alice, a JWT bearer
+// token for bob, in metadata), is isolated there as everywhere, and
+// resumes a stream cut mid-way on a second edge: it sends metadata
+// last-event-id with the generation of the last event it got (the
+// snapshot is generation 1 and each event one more, A2A 1.1), and the
+// events before the cut and after the resume are the task's log, none
+// lost and none twice.
+func TestOfficialGoClientOverGRPCAuthenticatesAndResumesElsewhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts a2abus twice")
+	}
+	const apiKey = "interop-grpc-api-key-0123456789"
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: "ES256", Use: "sig"}}})
+	}))
+	t.Cleanup(jwks.Close)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: "k1"}}, (&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := jwt.Signed(signer).Claims(jwt.Claims{Subject: "bob", Issuer: "interop-issuer", Audience: jwt.Audience{"a2abus"},
+		Expiry: jwt.NewNumericDate(time.Now().Add(time.Hour)), IssuedAt: jwt.NewNumericDate(time.Now())}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	bin := buildA2Abus(t)
+	data := filepath.Join(t.TempDir(), "data")
+	// The JWKS server is on loopback, which a2abus reaches only when told.
+	config := filepath.Join(t.TempDir(), "a2abus.json")
+	if err := os.WriteFile(config, []byte(`{"outbound": {"allowLoopback": true}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	authFlags := []string{"--config", config, "--jwt-jwks-url", jwks.URL, "--jwt-issuer", "interop-issuer", "--jwt-audience", "a2abus"}
+	env := append(os.Environ(), "A2ABUS_API_KEYS="+apiKey+"=alice")
+	start := func(args ...string) {
+		cmd := exec.Command(bin, append(args, authFlags...)...)
+		cmd.Env = env
+		out := &strings.Builder{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if t.Failed() {
+				t.Logf("a2abus %s output:\n%s", args[0], out)
+			}
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ready := func(base string) {
+		for {
+			resp, err := http.Get(base + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return
+				}
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s never became ready", base)
+			case <-time.After(50 * time.Millisecond): // waiting for another process
+			}
+		}
+	}
+	httpA, grpcA, natsAddr := freeaddr.Addr(t), freeaddr.Addr(t), freeaddr.Addr(t)
+	start("serve", "--listen", httpA, "--grpc-listen", grpcA, "--nats-listen", natsAddr, "--data-dir", data)
+	ready("http://" + httpA)
+	httpB, grpcB := freeaddr.Addr(t), freeaddr.Addr(t)
+	start("edge", "--nats", "nats://"+natsAddr, "--nats-creds", filepath.Join(data, "nats-credentials", "edge"),
+		"--listen", httpB, "--grpc-listen", grpcB, "--default-agent", "echo")
+	ready("http://" + httpB)
+
+	store := a2aclient.NewInMemoryCredentialsStore()
+	store.Set("alice", "apiKey", a2aclient.AuthCredential(apiKey))
+	store.Set("bob", "bearer", a2aclient.AuthCredential(token))
+	// clientOf is a gRPC-only client of the edge at base, from its card.
+	clientOf := func(base string) *a2aclient.Client {
+		card := cardAsSDKReadsIt(t, base+"/agents/echo/.well-known/agent-card.json")
+		one := *card
+		one.SupportedInterfaces = nil
+		for _, in := range card.SupportedInterfaces {
+			if in.ProtocolBinding == a2a.TransportProtocolGRPC {
+				one.SupportedInterfaces = append(one.SupportedInterfaces, in)
+			}
+		}
+		if len(one.SupportedInterfaces) != 1 {
+			t.Fatalf("%s: gRPC interfaces %+v", base, card.SupportedInterfaces)
+		}
+		c, err := a2aclient.NewFromCard(ctx, &one, a2aclient.WithCallInterceptors(&a2aclient.AuthInterceptor{Service: store}),
+			a2agrpc.WithGRPCTransport(grpc.WithTransportCredentials(insecure.NewCredentials())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Destroy() })
+		return c
+	}
+	onA, onB := clientOf("http://"+httpA), clientOf("http://"+httpB)
+	asAlice, asBob := a2aclient.AttachSessionID(ctx, "alice"), a2aclient.AttachSessionID(ctx, "bob")
+	say := func(s string) *a2a.SendMessageRequest {
+		return &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(s))}
+	}
+
+	if _, err := onA.SendMessage(ctx, say("anonymous")); !errors.Is(err, a2a.ErrUnauthenticated) {
+		t.Fatalf("without credentials: %v, want ErrUnauthenticated", err)
+	}
+	if res, err := onB.SendMessage(asBob, say("bob's")); err != nil || res.(*a2a.Task).Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("bob with his JWT: %v %v", res, err)
+	}
+
+	// Alice's stream on edge A, cut after the snapshot and two events.
+	var before []string
+	var id string
+	for ev, err := range onA.SendStreamingMessage(asAlice, say("one two three four five six seven eight")) {
+		if err != nil {
+			t.Fatalf("stream on A: %v", err)
+		}
+		if task, ok := ev.(*a2a.Task); ok && id == "" {
+			id = string(task.ID)
+			continue
+		}
+		before = append(before, describe(ev))
+		if len(before) == 2 {
+			break // the client lets the stream go
+		}
+	}
+	if id == "" || len(before) != 2 {
+		t.Fatalf("stream on A: task %q, events %v", id, before)
+	}
+	resumeAfter := func(gen int) context.Context {
+		return a2aclient.AttachServiceParams(asAlice, a2aclient.ServiceParams{"last-event-id": {strconv.Itoa(gen)}})
+	}
+	var after []string
+	for ev, err := range onB.SubscribeToTask(resumeAfter(1+len(before)), &a2a.SubscribeToTaskRequest{ID: a2a.TaskID(id)}) {
+		if err != nil {
+			t.Fatalf("resuming on B: %v", err)
+		}
+		after = append(after, describe(ev))
+	}
+	var log []string
+	for ev, err := range onB.SubscribeToTask(resumeAfter(0), &a2a.SubscribeToTaskRequest{ID: a2a.TaskID(id)}) {
+		if err != nil {
+			t.Fatalf("the task's whole log on B: %v", err)
+		}
+		log = append(log, describe(ev))
+	}
+	if got := append(before, after...); !slices.Equal(got, log) || !strings.HasPrefix(log[len(log)-1], "status:"+string(a2a.TaskStateCompleted)) {
+		t.Fatalf("before the cut %v\nafter resuming %v\nthe task's log %v", before, after, log)
+	}
+
+	// Bob cannot see, follow or list alice's task, on either edge.
+	if _, err := onB.GetTask(asBob, &a2a.GetTaskRequest{ID: a2a.TaskID(id)}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Fatalf("bob reading alice's task: %v", err)
+	}
+	for _, err := range onA.SubscribeToTask(a2aclient.AttachServiceParams(asBob, a2aclient.ServiceParams{"last-event-id": {"0"}}), &a2a.SubscribeToTaskRequest{ID: a2a.TaskID(id)}) {
+		if !errors.Is(err, a2a.ErrTaskNotFound) {
+			t.Fatalf("bob following alice's task: %v", err)
+		}
+		break
+	}
+	if list, err := onA.ListTasks(asBob, &a2a.ListTasksRequest{}); err != nil || len(list.Tasks) != 1 {
+		t.Fatalf("bob's list: %v (%v)", list, err)
+	}
+	if got, err := onA.GetTask(asAlice, &a2a.GetTaskRequest{ID: a2a.TaskID(id)}); err != nil || got.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("alice reading her task: %v %v", got, err)
+	}
+	if _, err := onB.CancelTask(asAlice, &a2a.CancelTaskRequest{ID: a2a.TaskID(id)}); !errors.Is(err, a2a.ErrTaskNotCancelable) {
+		t.Fatalf("alice canceling her finished task: %v", err)
+	}
+}
+
+// describe is an event as a test compares it: its kind and what it says.
+func describe(ev a2a.Event) string {
+	switch e := ev.(type) {
+	case *a2a.Task:
+		return "task:" + string(e.Status.State)
+	case *a2a.TaskStatusUpdateEvent:
+		return "status:" + string(e.Status.State)
+	case *a2a.TaskArtifactUpdateEvent:
+		return fmt.Sprintf("artifact:%s append=%v last=%v %q", e.Artifact.ID, e.Append, e.LastChunk, text(e.Artifact.Parts))
+	}
+	return fmt.Sprintf("%T", ev)
 }
