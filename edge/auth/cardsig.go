@@ -55,7 +55,7 @@ var (
 	ErrCardUnsupportedAlg = errors.New("unsupported signature algorithm")
 	// ErrCardMalformed: the card or a signature is not well-formed (not
 	// JSON, a member named twice, a header that is not base64url JSON).
-	ErrCardMalformed = errors.New("malformed signature")
+	ErrCardMalformed = errors.New("malformed card or signature")
 	// ErrCardKeysUnavailable: the trusted JWKS could not be fetched; a
 	// later check may succeed.
 	ErrCardKeysUnavailable = errors.New("the trusted keys could not be fetched")
