@@ -80,6 +80,10 @@ var ErrNoCard = errors.New("no usable agent card")
 //     ErrorBackoff, so calls do not each wait for a dead agent;
 //   - an invalid card is an error wrapping ErrInvalidCard and ErrNoCard: it
 //     is never cached, nor does it replace a good cached card;
+//   - with Fetcher.Verify set, a cached card is checked as a fetched one is
+//     before it is served (the cache is shared by processes that may trust
+//     other keys, or none): one that fails is not served, and the agent is
+//     asked again;
 //   - Cache-Control no-store is honoured (the card is served, not kept, and
 //     an older cached copy is dropped); no-cache means revalidate every
 //     time.
@@ -151,6 +155,11 @@ func (r *Resolver) resolve(ctx context.Context, baseURL string, force bool) (*Re
 		// Not cached, or the cache cannot be read now: either way, ask the
 		// agent (writing the answer back is still worth a try).
 		cached = nil
+	}
+	if cached != nil && r.Fetcher.Verify != nil {
+		if _, err := r.Fetcher.verify(ctx, cached.Raw); err != nil {
+			cached = nil
+		}
 	}
 	now := r.now()
 	if cached != nil && !force {

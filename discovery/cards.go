@@ -58,6 +58,19 @@ type Fetched struct {
 	// NotModified is set when a conditional fetch was answered 304: Card
 	// and Raw are empty and the caller's copy is still good.
 	NotModified bool
+	// SignedBy is the kid of the trusted key whose signature of the card
+	// verified (Fetcher.Verify); "" when the card was not checked, or was
+	// unsigned and the policy accepts that.
+	SignedBy string
+}
+
+// CardVerifier checks the signatures of a card as served (its JSON)
+// against keys the operator trusts, never keys the card points to
+// (edge/auth's CardVerifier). It returns the kid of the key whose
+// signature verifies, "" for an unsigned card its policy accepts, or why
+// the card is refused.
+type CardVerifier interface {
+	VerifyCard(ctx context.Context, card []byte) (kid string, err error)
 }
 
 // Fetcher fetches agent cards. The zero value is usable: public addresses
@@ -76,6 +89,24 @@ type Fetcher struct {
 	Timeout     time.Duration // default 30s
 	// MaxBytes caps a card body. Default 1 MiB.
 	MaxBytes int64
+	// Verify, when set, checks the signatures of every card fetched; a
+	// card it refuses is an error wrapping ErrInvalidCard and Verify's
+	// error. nil: signatures are not checked.
+	Verify CardVerifier
+}
+
+// verify checks raw, a card as served, with f.Verify: the kid whose
+// signature verified, or an error wrapping ErrInvalidCard and the
+// verifier's error.
+func (f *Fetcher) verify(ctx context.Context, raw []byte) (string, error) {
+	if f.Verify == nil {
+		return "", nil
+	}
+	kid, err := f.Verify.VerifyCard(ctx, raw)
+	if err != nil {
+		return "", fmt.Errorf("%w (%w)", ErrInvalidCard, err)
+	}
+	return kid, nil
 }
 
 func (f *Fetcher) timeout() time.Duration {
@@ -107,8 +138,8 @@ func CardURLs(base string) ([]string, error) {
 // empty, makes the fetch conditional (If-None-Match); a 304 answer gives
 // NotModified.
 //
-// A card that fails ParseCard, or is larger than MaxBytes, gives an error
-// wrapping ErrInvalidCard; an agent that cannot be reached, or answers
+// A card that fails ParseCard, or Verify, or is larger than MaxBytes,
+// gives an error wrapping ErrInvalidCard; an agent that cannot be reached, or answers
 // another HTTP status, a *TransportError, but HTTP 401 or 403 an
 // *AuthError; a refused address one wrapping ErrForbiddenAddress.
 func (f *Fetcher) Fetch(ctx context.Context, base, etag string) (*Fetched, error) {
@@ -216,8 +247,12 @@ func (f *Fetcher) fetchAs(ctx context.Context, hc *http.Client, u, etag string, 
 	if err != nil {
 		return nil, res.StatusCode, fmt.Errorf("discovery: %s: %w", redactRaw(u), err)
 	}
+	kid, err := f.verify(ctx, body)
+	if err != nil {
+		return nil, res.StatusCode, fmt.Errorf("discovery: %s: %w", redactRaw(u), err)
+	}
 	return &Fetched{Card: *card, Raw: body, URL: u, ETag: res.Header.Get("ETag"), MaxAge: cc.maxAge, HasMaxAge: cc.hasMaxAge,
-		NoStore: cc.noStore, FetchedAt: now}, res.StatusCode, nil
+		NoStore: cc.noStore, FetchedAt: now, SignedBy: kid}, res.StatusCode, nil
 }
 
 // cachePolicy is what a Cache-Control header says about reusing a card.

@@ -3,8 +3,10 @@
 //
 //   - agent cards: fetching from the well-known paths (Fetcher), reading
 //     the 1.0 and 0.3 shapes and those of the older tasks/send dialect and
-//     validating them (ParseCard), and choosing the interface to speak
-//     (Endpoints, ClientFor);
+//     validating them (ParseCard), checking their signatures with the
+//     operator's trusted keys (Fetcher.Verify, a CardVerifier cmd fills
+//     with edge/auth's), and choosing the interface to speak (Endpoints,
+//     ClientFor);
 //   - the card cache policy (Resolver): freshness from HTTP caching
 //     headers, ETag revalidation, stale-if-error up to a hard TTL, over the
 //     A2A_CARDS bucket shared by every process (the store itself is bus's);

@@ -93,6 +93,7 @@ func (s *Server) card(reg schemas.AgentRegistration) schemas.AgentCard {
 	}
 	c = schemas.UnionCard(c)
 	s.declareSecurity(&c)
+	c.Signatures = nil // the edge's own, or none (signed)
 	return c
 }
 
@@ -103,7 +104,13 @@ func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reg, _ := s.agents.Get(agent)
-	s.writeCacheable(w, r, s.card(reg))
+	card, err := s.signed(s.card(reg))
+	if err != nil {
+		s.log.Error("signing the card failed", "agent", agent, "err", err)
+		http.Error(w, "signing the card failed", http.StatusInternalServerError)
+		return
+	}
+	s.writeCacheable(w, r, card)
 }
 
 // handleAgentList lists the live registry. Query parameters narrow it:
@@ -240,11 +247,17 @@ func (s *Server) writeCacheable(w http.ResponseWriter, r *http.Request, v any) {
 	s.writeCacheableJSON(w, r, b)
 }
 
-// handleJWKS serves the public keys push notifications are signed with,
-// as cacheable as a card: a receiver that meets a key it does not hold
-// (a rotation) fetches again.
+// handleJWKS serves the public keys push notifications and cards are
+// signed with, as cacheable as a card: a receiver that meets a key it does
+// not hold (a rotation) fetches again.
 func (s *Server) handleJWKS(w http.ResponseWriter, r *http.Request) {
-	s.writeCacheableJSON(w, r, s.cfg.NotificationKeys())
+	b, err := s.publishedKeys()
+	if err != nil {
+		s.log.Error("publishing the signing keys failed", "err", err)
+		http.Error(w, "publishing the signing keys failed", http.StatusInternalServerError)
+		return
+	}
+	s.writeCacheableJSON(w, r, b)
 }
 
 // writeCacheableJSON writes a public JSON document with an ETag and the
@@ -302,8 +315,9 @@ func (s *Server) hasExtendedCard(agent string) bool {
 }
 
 // extendedCard is the card of the called agent for an authenticated
-// caller: the public card with the agent's extended skills. The front door
-// has authenticated the caller before any method runs.
+// caller: the public card with the agent's extended skills, signed as the
+// public card is. The front door has authenticated the caller before any
+// method runs.
 func (s *Server) extendedCard(c *call) (schemas.AgentCard, error) {
 	reg, ok := s.agents.Get(c.agent)
 	if !ok || !s.hasExtendedCard(c.agent) {
@@ -311,5 +325,9 @@ func (s *Server) extendedCard(c *call) (schemas.AgentCard, error) {
 	}
 	card := s.card(reg)
 	card.Skills = append(append([]schemas.AgentSkill(nil), card.Skills...), s.cfg.ExtendedSkills[c.agent]...)
+	card, err := s.signed(card)
+	if err != nil {
+		return schemas.AgentCard{}, schemas.Errorf(schemas.ErrInternal, "signing the extended card failed: %v", err)
+	}
 	return card, nil
 }

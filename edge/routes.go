@@ -198,7 +198,7 @@ func routeTable() []routeDecl {
 			Route:   Route{Pattern: "GET /.well-known/jwks.json", Policy: PolicyPublic, Limit: LimitAddress, Origins: OriginsStateChanging},
 			bucket:  "jwks",
 			handler: func(s *Server) http.Handler { return http.HandlerFunc(s.handleJWKS) },
-			when:    func(cfg *Config) bool { return cfg.NotificationKeys != nil },
+			when:    func(cfg *Config) bool { return cfg.NotificationKeys != nil || cfg.CardKeys != nil },
 		},
 	}
 	rows = append(rows, legacyRows()...)

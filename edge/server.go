@@ -39,6 +39,14 @@ type Config struct {
 	// /.well-known/jwks.json for receivers to verify them (a function: the
 	// keys are rotated while the edge runs).
 	NotificationKeys func() []byte
+	// CardKeys, when set, returns the keys every card the edge serves is
+	// signed with (A2A §8.4: the public card, each agent's, the extended
+	// card, in every binding), their public half published at
+	// /.well-known/jwks.json beside NotificationKeys'. A function: the
+	// keys are rotated while the edge runs; a signature is made once per
+	// card content and key (cardsig.go). nil, or a nil result: cards are
+	// not signed.
+	CardKeys func() *auth.SigningKeys
 	// PublicURL is the base URL clients reach this edge (and its replicas)
 	// at, used in agent cards; default "http://127.0.0.1:8080".
 	PublicURL string
@@ -265,6 +273,7 @@ type Server struct {
 	drain    drainState // what a shutdown waits for and ends (drain.go)
 	m        edgeMetrics
 	bodies   *bodyBudget // the memory request bodies hold (readBody)
+	cardSigs cardSignatures
 }
 
 // New returns an edge on b (a *bus.Bus). Call Run to start following the

@@ -50,6 +50,12 @@ absent flags. When the card declares security schemes, only credentials
 that match one are sent. A refusal (HTTP 401 or 403) says what the agent
 asks for and which flag gives it.
 
+Card signatures (A2A §8.4): --card-trust-keys FILE (a JWK set) or
+--card-trust-jwks-url URL checks them against those keys, never a key the
+card points to (jku); a signed card that does not verify is refused with
+the reason, and --card-require-signed refuses an unsigned card too. A
+refused agent is not called.
+
 URL is the agent's base URL: its card (URL/.well-known/agent-card.json,
 then URL/.well-known/agent.json, or URL itself when it ends in .json) names
 the endpoint, JSON-RPC 1.0 first; a card with neither supportedInterfaces
@@ -109,6 +115,7 @@ type clientOptions struct {
 	kind, health, stateFlag string
 	pushURL, pushToken      string
 	deleteConfig            string
+	cardTrust               CardTrustConfig
 }
 
 // Environment variables the client commands read when the flags are
@@ -140,6 +147,9 @@ func runClientEnv(ctx context.Context, cmd string, args []string, stdout, stderr
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout of a call, and of reading the card (a stream lasts as long as the task)")
 	fs.StringVar(&o.binding, "binding", "auto", "auto (read the card), or the wire form at the URL, which is then the endpoint: "+strings.Join(discovery.WireNames(), ", "))
 	fs.BoolVar(&o.allowPrivate, "allow-private", true, "allow loopback, private and link-local addresses (metadata addresses are always refused)")
+	fs.StringVar(&o.cardTrust.KeysFile, "card-trust-keys", "", "JWK set of keys trusted to sign the agent's card: a signed card must verify with one of them")
+	fs.StringVar(&o.cardTrust.JWKSURL, "card-trust-jwks-url", "", "JWKS URL of keys trusted to sign the agent's card (the card's own jku is never followed)")
+	fs.BoolVar(&o.cardTrust.RequireSigned, "card-require-signed", false, "refuse an agent whose card is not signed by a trusted key (needs --card-trust-keys or --card-trust-jwks-url)")
 	if cmd == "stream" {
 		cmd, o.stream = "send", true
 	}
@@ -211,6 +221,12 @@ func runClientEnv(ctx context.Context, cmd string, args []string, stdout, stderr
 	defer stop()
 	r := &clientRun{o: o, url: pos[0], out: &printer{w: stdout, json: o.output == "json"}}
 	if r.creds, err = o.credentials(); err != nil {
+		return err
+	}
+	if o.binding != "auto" && (o.cardTrust.KeysFile != "" || o.cardTrust.JWKSURL != "") && cmd != "card" {
+		return usageErr("--binding %s reads no card, so there is no signature to check; leave out --card-trust-* or use --binding auto", o.binding)
+	}
+	if r.verify, err = r.cardVerifier(ctx); err != nil {
 		return err
 	}
 	switch cmd {
@@ -287,6 +303,8 @@ type clientRun struct {
 	// what the card declares about authentication.
 	creds *discovery.Authenticator
 	sec   discovery.Security
+	// verify checks the card's signatures (nil: not checked).
+	verify discovery.CardVerifier
 }
 
 // credentials are the command's --token and --api-key, or nil.
@@ -346,7 +364,17 @@ func (r *clientRun) policy() discovery.Policy {
 }
 
 func (r *clientRun) fetcher() *discovery.Fetcher {
-	return &discovery.Fetcher{Policy: r.policy(), Header: r.o.header, Credentials: r.credentials(), Timeout: r.o.timeout}
+	return &discovery.Fetcher{Policy: r.policy(), Header: r.o.header, Credentials: r.credentials(), Timeout: r.o.timeout, Verify: r.verify}
+}
+
+// cardVerifier is the verifier of the --card-trust-* flags, nil without
+// them. The JWKS URL is reached as the agent is (--allow-private).
+func (r *clientRun) cardVerifier(ctx context.Context) (discovery.CardVerifier, error) {
+	v, _, err := newCardVerifier(ctx, r.o.cardTrust, func(what, raw string) (discovery.Policy, error) { return r.policy(), nil })
+	if err != nil || v == nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // knownBinding reports whether name is a --binding: auto, or a wire form
@@ -376,8 +404,8 @@ func (r *clientRun) client(ctx context.Context) (*discovery.Client, error) {
 	if err != nil {
 		var te *discovery.TransportError
 		var ae *discovery.AuthError
-		if (errors.As(err, &te) && te.Status == 0) || errors.Is(err, discovery.ErrForbiddenAddress) || errors.As(err, &ae) {
-			return nil, err // nothing answers there, it may not be called, or it wants credentials for its card
+		if (errors.As(err, &te) && te.Status == 0) || errors.Is(err, discovery.ErrForbiddenAddress) || errors.As(err, &ae) || cardRefused(err) {
+			return nil, err // nothing answers there, it may not be called, it wants credentials for its card, or its card is not trusted
 		}
 		r.noCard = err // try the URL as a JSON-RPC endpoint
 		return discovery.NewClient(r.ep, opts)
@@ -585,6 +613,7 @@ func (r *clientRun) card(ctx context.Context) error {
 	if c.Capabilities.Streaming != nil && *c.Capabilities.Streaming {
 		r.out.line("  streaming  yes")
 	}
+	r.out.line("  signature  %s", signatureLine(f))
 	for _, s := range c.Skills {
 		r.out.line("  skill      %s: %s [%s]", s.ID, s.Name, strings.Join(s.Tags, ", "))
 	}

@@ -171,6 +171,13 @@ type Config struct {
 	MetricsListen string `json:"metricsListen"`
 	// Push configures push notifications (see PushConfig).
 	Push PushConfig `json:"push"`
+	// CardKeys is the JWK set of private keys the edge (serve, edge) signs
+	// every card it serves with (A2A §8.4; the first signs, the others
+	// stay published at /.well-known/jwks.json for a rotation's overlap):
+	// made and rotated by "a2abus push-keys", the same file in every edge,
+	// and it may be the push key file. Re-read when it changes. Default
+	// none: cards are not signed.
+	CardKeys string `json:"cardKeys,omitempty"`
 	// RegistryAgents runs, in serve and worker, the remote agents admins
 	// register at run time (GET/PUT/DELETE /a2a/admin/agents). Default
 	// true.
@@ -323,6 +330,28 @@ type OutboundConfig struct {
 	// CardHardTTL is how long a cached card is served while its agent is
 	// unreachable. Default 24h.
 	CardHardTTL Duration `json:"cardHardTTL,omitempty"`
+	// CardTrust says which keys may sign the cards of external agents
+	// (see CardTrustConfig). Default: none, signatures are not checked.
+	CardTrust CardTrustConfig `json:"cardTrust,omitempty"`
+}
+
+// CardTrustConfig is what the remote agents of a serve or worker process
+// believe of external agents' card signatures (A2A §8.4): the keys trusted
+// to sign them, pinned in a file or fetched from a JWKS URL the operator
+// chose — never from a key set a card's signature points to (jku).
+type CardTrustConfig struct {
+	// KeysFile is a JWK set of the trusted keys (public keys; a signer's
+	// private key file serves too). Re-read when it changes.
+	KeysFile string `json:"keysFile,omitempty"`
+	// JWKSURL is a JWK set of trusted keys (https, or http on a loopback
+	// host the outbound policy allows), fetched through the outbound
+	// guard and again, at most once a minute, when a card names a key it
+	// does not hold.
+	JWKSURL string `json:"jwksUrl,omitempty"`
+	// RequireSigned refuses an unsigned card. Without it an unsigned card
+	// is accepted, and a signed one must verify with a trusted key.
+	// Needs KeysFile or JWKSURL.
+	RequireSigned bool `json:"requireSigned,omitempty"`
 }
 
 // Duration is the one JSON duration type of the configuration
@@ -487,6 +516,10 @@ func settings() []setting {
 		{"remote-env-allow", "A2ABUS_REMOTE_ENV_ALLOW", "environment variables, comma-separated, that remote agents registered at run time may name in headersFromEnv besides those named A2ABUS_REMOTE_* (serve, edge, worker; default none)", func(c *Config, v string) error { c.RemoteEnvAllow = splitList(v); return nil }},
 		{"registry-agents", "A2ABUS_REGISTRY_AGENTS", "run the remote agents admins register at run time (/a2a/admin/agents) in this serve or worker process: true or false (default true)", setBool(func(c *Config, b bool) { c.RegistryAgents = &b })},
 		{"push", "A2ABUS_PUSH", "push notifications: serve the config methods, declare them in the cards and (serve, worker) deliver them: true or false (default false)", boolean(func(c *Config) *bool { return &c.Push.Enabled })},
+		{"card-keys", "A2ABUS_CARD_KEYS", "JWK set of the private keys the edge signs every agent card it serves with (A2A §8.4), the same file for every edge, may be the --push-keys file (make and rotate with: a2abus push-keys --file FILE; default none: cards are not signed)", str(func(c *Config) *string { return &c.CardKeys })},
+		{"card-trust-keys", "A2ABUS_CARD_TRUST_KEYS", "JWK set of the keys trusted to sign the cards of external agents (remote agents of serve and worker); a signed card must verify with one of them (default none: signatures are not checked)", str(func(c *Config) *string { return &c.Outbound.CardTrust.KeysFile })},
+		{"card-trust-jwks-url", "A2ABUS_CARD_TRUST_JWKS_URL", "JWKS URL of keys trusted to sign the cards of external agents, fetched through the outbound guard (a card's own jku is never followed; default none)", str(func(c *Config) *string { return &c.Outbound.CardTrust.JWKSURL })},
+		{"card-require-signed", "A2ABUS_CARD_REQUIRE_SIGNED", "refuse an external agent whose card is not signed by a trusted key: true or false (default false: unsigned cards are accepted; needs --card-trust-keys or --card-trust-jwks-url)", boolean(func(c *Config) *bool { return &c.Outbound.CardTrust.RequireSigned })},
 		{"push-keys", "A2ABUS_PUSH_KEYS", "JWK set of the private keys push notifications are signed with, the same file for every edge and worker (make and rotate with: a2abus push-keys --file FILE; serve without it makes a key at start-up)", str(func(c *Config) *string { return &c.Push.KeysFile })},
 		{"push-issuer", "A2ABUS_PUSH_ISSUER", "the iss of push notification tokens, the same for every process, e.g. the public URL (default a2abus)", str(func(c *Config) *string { return &c.Push.Issuer })},
 		{"push-sender", "A2ABUS_PUSH_SENDER", "deliver push notifications from this serve or worker process: true or false (default true with --push)", setBool(func(c *Config, b bool) { c.Push.Sender = &b })},
@@ -743,6 +776,9 @@ func (c *Config) validate() error {
 	}
 	if p := c.Push; p.Timeout < 0 || p.MaxAttempts < 0 || p.MaxAge < 0 || p.Concurrency < 0 {
 		errs = append(errs, errors.New("push timeout, attempts, age and concurrency cannot be negative"))
+	}
+	if t := c.Outbound.CardTrust; t.RequireSigned && t.KeysFile == "" && t.JWKSURL == "" {
+		errs = append(errs, errors.New("--card-require-signed needs the keys cards must be signed with: --card-trust-keys FILE or --card-trust-jwks-url URL"))
 	}
 	switch c.LogFormat {
 	case "text", "json":

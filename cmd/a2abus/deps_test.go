@@ -64,7 +64,9 @@ var layers = map[string]layer{
 	},
 	// Authentication of the edge's requests: a library the front door
 	// calls. It knows nothing of the bus: credentials in, a principal out.
-	// Its third-party code is the JOSE library only (see joseModules).
+	// Its third-party code is the JOSE library and, for the canonical form
+	// of the agent cards it signs and verifies, the JCS library (see
+	// joseModules, jcsModules).
 	"edge/auth": {may: []string{"schemas"}},
 	"workers": {
 		may: []string{"schemas", "bus"},
@@ -76,7 +78,9 @@ var layers = map[string]layer{
 	// discovery uses bus only for the card cache store (A2A_CARDS) and the
 	// metrics registry, and edge/auth (a library that knows nothing of
 	// the edge's server) for the JWKS verification of push notifications
-	// a receiver needs, written once for tokens coming in either way.
+	// a receiver needs, written once for tokens coming in either way (the
+	// card signatures it checks come through its CardVerifier interface,
+	// which cmd fills with edge/auth's).
 	"discovery": {
 		may: []string{"schemas", "bus", "edge/auth"},
 		// The client is tested against a real A2A server: an a2abus edge
@@ -125,6 +129,12 @@ var natsPrefixes = []string{"github.com/nats-io/", "github.com/cloudevents/"}
 // and it imports nothing else outside the standard library and the module.
 var joseModules = []string{"github.com/go-jose/go-jose/v4"}
 
+// jcsModules are RFC 8785 (JSON Canonicalization Scheme): the canonical
+// form agent card signatures are made over (A2A §8.4), whose number and
+// string serialisation is not hand-rolled. Only edge/auth, which signs
+// and verifies cards, imports it.
+var jcsModules = []string{"github.com/gowebpki/jcs"}
+
 // oauth2Modules are the OAuth2 client library: the client credentials
 // grant, token caching and refresh of remote agents are not hand-rolled
 // either. Only discovery (the A2A client) imports it; the packages it
@@ -150,13 +160,14 @@ var jsonModules = []string{"github.com/go-json-experiment/json"}
 
 // allowedModules are the product's direct requirements: the modules the
 // design allows, besides the module itself — the four the bus is built on,
-// go-jose for edge/auth and x/oauth2 for discovery, because security code
-// must not be hand-rolled, the JSON reader of the bus, the MCP SDK, and
-// gRPC with protobuf and the google.rpc error details for the gRPC binding.
+// go-jose and jcs for edge/auth and x/oauth2 for discovery, because
+// security code must not be hand-rolled, the JSON reader of the bus, the
+// MCP SDK, and gRPC with protobuf and the google.rpc error details for the
+// gRPC binding.
 var allowedModules = slices.Concat([]string{
 	"github.com/nats-io/nats.go", "github.com/nats-io/nats-server/v2",
 	"github.com/cloudevents/sdk-go/v2", "github.com/google/uuid",
-}, joseModules, oauth2Modules, jsonModules, mcpModules, grpcModules)
+}, joseModules, jcsModules, oauth2Modules, jsonModules, mcpModules, grpcModules)
 
 // listedPackage is what go list -json says of one package.
 type listedPackage struct {
@@ -337,30 +348,31 @@ func TestImportRules(t *testing.T) {
 		}
 	}
 
-	// The JOSE library: imported by edge/auth only, and never below it (not
-	// by schemas or bus, even indirectly); edge/auth: the standard
-	// library, the module (schemas, and with it uuid) and the JOSE
-	// library, nothing else.
+	// The JOSE and JCS libraries: imported by edge/auth only, and never
+	// below it (not by schemas or bus, even indirectly); edge/auth: the
+	// standard library, the module (schemas, and with it uuid) and those
+	// two, nothing else.
+	authModules := slices.Concat(joseModules, jcsModules)
 	for _, rel := range names {
 		if rel == "edge/auth" {
 			continue
 		}
 		for _, imp := range pkgs[rel].Imports {
-			if inModules(imp, joseModules) {
+			if inModules(imp, authModules) {
 				t.Errorf("%s imports %s; only edge/auth may", rel, imp)
 			}
 		}
 	}
 	for _, rel := range []string{"schemas", "bus", "bus/bustest"} {
 		for _, dep := range pkgs[rel].Deps {
-			if inModules(dep, joseModules) {
-				t.Errorf("%s depends on %s; the JOSE library stays in edge/auth", rel, dep)
+			if inModules(dep, authModules) {
+				t.Errorf("%s depends on %s; the JOSE and JCS libraries stay in edge/auth", rel, dep)
 			}
 		}
 	}
 	for _, dep := range pkgs["edge/auth"].Deps {
-		if _, in := local(dep); !in && !standard(dep) && !inModules(dep, joseModules) && dep != "github.com/google/uuid" {
-			t.Errorf("edge/auth depends on %s; it may use the standard library, schemas (with uuid) and %v only", dep, joseModules)
+		if _, in := local(dep); !in && !standard(dep) && !inModules(dep, authModules) && dep != "github.com/google/uuid" {
+			t.Errorf("edge/auth depends on %s; it may use the standard library, schemas (with uuid) and %v only", dep, authModules)
 		}
 	}
 

@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"sync/atomic"
+	"time"
 
 	"github.com/a2abus/a2abus/edge/auth"
 )
@@ -27,14 +31,99 @@ func loadAPIKeyFile(path string) ([]auth.APIKey, error) {
 	return keys, nil
 }
 
-// loadSigningKeys reads the JWK set push notifications are signed with
-// (auth.ParseSigningKeys).
+// loadSigningKeys reads a JWK set of private keys push notifications or
+// cards are signed with (auth.ParseSigningKeys); an error names the file.
 func loadSigningKeys(path, issuer string) (*auth.SigningKeys, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: notification signing keys: %v", auth.ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: signing keys: %v", auth.ErrInvalidConfig, err)
 	}
-	return auth.ParseSigningKeys(data, issuer)
+	k, err := auth.ParseSigningKeys(data, issuer)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
+}
+
+// loadCardTrustKeys reads the JWK set of keys trusted to sign the cards
+// of external agents (auth.ParseCardKeys); an error names the file.
+func loadCardTrustKeys(path string) (*auth.CardKeys, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: card trust keys: %v", auth.ErrInvalidConfig, err)
+	}
+	k, err := auth.ParseCardKeys(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
+}
+
+// reloaded holds what a file says, read again when the file changes (its
+// modification time, looked at by watch), so a key rotation needs no
+// restart. A file that changes and no longer loads is logged, and what
+// was loaded is kept.
+type reloaded[T any] struct {
+	cur  atomic.Pointer[T]
+	path string // "" for a value no file holds (fixed)
+	what string // what the file holds, for logs: "push notification keys"
+	load func(path string) (*T, error)
+	mod  time.Time // of the file as last loaded; watch's alone
+}
+
+// loadReloaded reads the file at path with load.
+func loadReloaded[T any](path, what string, load func(string) (*T, error)) (*reloaded[T], error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	v, err := load(path)
+	if err != nil {
+		return nil, err
+	}
+	r := &reloaded[T]{path: path, what: what, load: load, mod: st.ModTime()}
+	r.cur.Store(v)
+	return r, nil
+}
+
+// fixed holds v for good: what no file holds (serve's push key made at
+// start-up).
+func fixed[T any](v *T) *reloaded[T] {
+	r := &reloaded[T]{}
+	r.cur.Store(v)
+	return r
+}
+
+// get is what the file says now.
+func (r *reloaded[T]) get() *T { return r.cur.Load() }
+
+// watch reads the file again when it changes, looking every every, until
+// ctx ends. One watch runs per reloaded.
+func (r *reloaded[T]) watch(ctx context.Context, every time.Duration, log *slog.Logger) {
+	if r.path == "" {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st, err := os.Stat(r.path)
+		if err != nil || st.ModTime().Equal(r.mod) {
+			continue
+		}
+		v, err := r.load(r.path)
+		if err != nil {
+			log.Warn("the "+r.what+" file changed but does not load; keeping what was loaded", "err", err)
+			continue
+		}
+		r.cur.Store(v)
+		r.mod = st.ModTime()
+		log.Info(r.what+" reloaded", "file", r.path)
+	}
 }
 
 // environ is the "NAME=value" of each variable of names this process's

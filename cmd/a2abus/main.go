@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/discovery"
 	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/edge/auth"
 	"github.com/a2abus/a2abus/edge/grpcbinding"
@@ -47,13 +48,15 @@ Usage:
   a2abus mcp [serve flags]  the agents as MCP tools over stdio, with a serve in
                           this process; a2abus mcp --url URL bridges a running edge
   a2abus push-keys --file FILE
-                          make or rotate the keys push notifications are
-                          signed with (--push-keys FILE)
+                          make or rotate the keys push notifications
+                          (--push-keys FILE) or agent cards (--card-keys
+                          FILE) are signed with
   a2abus load   [flags]   load generator: N concurrent clients against any A2A
                           agent; prints throughput and p50/p90/p99 latency
 
 A client of any A2A agent (-o text|json, --header 'Authorization: ...'):
-  a2abus card URL                 the agent's card
+  a2abus card URL                 the agent's card (--card-trust-keys FILE or
+                                  --card-trust-jwks-url URL: check its signature)
   a2abus send URL TEXT            send a message (--stream, --no-wait, --task, --context,
                                   --push-url: register a webhook for its notifications)
   a2abus stream URL TEXT          send and print the task's progress as it happens
@@ -203,6 +206,9 @@ type process struct {
 	// mcpStdio, when set, is where "a2abus mcp" answers MCP (stdin is
 	// where it reads): the process's agents served as tools over stdio.
 	mcpStdio io.Writer
+	// cardVerify checks the signatures of external agents' cards (nil:
+	// not checked; see cardTrust).
+	cardVerify discovery.CardVerifier
 }
 
 // busConfig is the bus configuration of cmd's process: in-process to srv

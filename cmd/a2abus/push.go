@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"io"
 	iofs "io/fs"
-	"log/slog"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
@@ -176,80 +174,39 @@ func (t refusalWording) CloseIdleConnections() {
 const defaultPushIssuer = "a2abus"
 
 // keyring holds the current signing keys, replaced when the key file
-// changes (a rotation), so edges publish and senders sign with the new set
+// changes (a rotation), so edges publish and sign with the new set
 // without a restart.
-type keyring struct {
-	cur  atomic.Pointer[auth.SigningKeys]
-	path string
-	mod  time.Time
-}
+type keyring = reloaded[auth.SigningKeys]
 
 // pushKeys loads the signing keys of cmd's process.
 func (p *process) pushKeys(cmd string) (*keyring, error) {
 	c := p.cfg.Push
-	issuer := c.Issuer
-	if issuer == "" {
-		issuer = defaultPushIssuer
-	}
-	kr := &keyring{path: c.KeysFile}
 	if c.KeysFile == "" {
 		if cmd != "serve" {
 			return nil, errors.New("push notifications need --push-keys FILE in an edge or a worker, the same file in every process (make one with: a2abus push-keys --file FILE)")
 		}
-		k, err := auth.EphemeralSigningKeys(issuer)
+		k, err := auth.EphemeralSigningKeys(p.pushIssuer())
 		if err != nil {
 			return nil, err
 		}
-		kr.cur.Store(k)
 		p.log.Info("push notifications are signed with a key made at start-up; use --push-keys FILE for keys that outlive the process")
-		return kr, nil
+		return fixed(k), nil
 	}
-	st, err := os.Stat(c.KeysFile)
-	if err != nil {
-		return nil, fmt.Errorf("push keys: %w", err)
-	}
-	k, err := loadSigningKeys(c.KeysFile, issuer)
-	if err != nil {
-		return nil, err
-	}
-	kr.cur.Store(k)
-	kr.mod = st.ModTime()
-	return kr, nil
+	return p.signingKeys(c.KeysFile, "push notification keys")
 }
 
-// watch re-reads the key file when it changes, until ctx ends. A file
-// that does not load is logged and the keys in use are kept.
-func (kr *keyring) watch(ctx context.Context, every time.Duration, log *slog.Logger) {
-	if kr.path == "" {
-		return
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		st, err := os.Stat(kr.path)
-		if err != nil || st.ModTime().Equal(kr.mod) {
-			continue
-		}
-		k, err := loadSigningKeys(kr.path, kr.cur.Load().Issuer())
-		if err != nil {
-			log.Warn("the push key file changed but does not load; keeping the keys in use", "err", err)
-			continue
-		}
-		kr.cur.Store(k)
-		kr.mod = st.ModTime()
-		log.Info("push notification keys reloaded", "file", kr.path)
-	}
+// signingKeys loads the key file at path, re-read when it changes.
+func (p *process) signingKeys(path, what string) (*keyring, error) {
+	issuer := p.pushIssuer()
+	return loadReloaded(path, what, func(path string) (*auth.SigningKeys, error) { return loadSigningKeys(path, issuer) })
 }
 
-func (kr *keyring) jwks() []byte { return kr.cur.Load().JWKS() }
-
-func (kr *keyring) sign(n workers.Notification) (string, error) {
-	return kr.cur.Load().Sign(n.URL, n.TaskID, n.EventID, n.Body, time.Now())
+// pushIssuer is the iss of notification tokens.
+func (p *process) pushIssuer() string {
+	if p.cfg.Push.Issuer != "" {
+		return p.cfg.Push.Issuer
+	}
+	return defaultPushIssuer
 }
 
 // runsSender reports whether cmd's process delivers notifications.
@@ -262,8 +219,10 @@ func (p *process) runsSender(cmd string) bool {
 func (p *process) pushSender(b *bus.Bus, kr *keyring, pol discovery.Policy) (*workers.PushSender, error) {
 	c := p.cfg.Push
 	return workers.NewPushSender(b, workers.PushOptions{
-		Client:      webhookClient(pol),
-		Sign:        kr.sign,
+		Client: webhookClient(pol),
+		Sign: func(n workers.Notification) (string, error) {
+			return kr.get().Sign(n.URL, n.TaskID, n.EventID, n.Body, time.Now())
+		},
 		Timeout:     time.Duration(c.Timeout),
 		MaxAttempts: c.MaxAttempts,
 		MaxAge:      time.Duration(c.MaxAge),
@@ -284,7 +243,8 @@ func runPushKeys(args []string, stdout, stderr io.Writer) error {
 
 Puts a new signing key first in FILE (a JWK set of private keys; made if
 missing): processes started with --push-keys FILE sign push notifications
-with it from their next look at the file (every 10s), and every edge
+with it, and edges started with --card-keys FILE sign their agent cards
+with it, from their next look at the file (every 10s); every edge
 publishes the previous keys with it at /.well-known/jwks.json until they
 are dropped (--keep). Give every edge and worker the same file.
 `)

@@ -164,6 +164,9 @@ func (m *remoteMonitor) Live() (schemas.AgentCard, *schemas.RemoteAgentStatus) {
 	// credentials; the external ones are not ours to advertise.
 	c.SupportedInterfaces, c.URL, c.AdditionalInterfaces, c.PreferredTransport = nil, "", nil, ""
 	c.SecuritySchemes, c.SecurityRequirements, c.Security, c.Authentication = nil, nil, nil, nil
+	// Its signatures sign the external card, not the one the edge
+	// serves (which the edge signs itself, with --card-keys).
+	c.Signatures = nil
 	return c, &st
 }
 
@@ -287,7 +290,7 @@ func (p *process) buildRemote(name string, a remoteOptions) (workers.Definition,
 		opts.Credentials = creds
 	}
 	m := newRemoteMonitor(name, a.URL, every, opts, prefer, p.log)
-	fetcher := &discovery.Fetcher{Policy: pol, Header: header, Credentials: opts.Credentials}
+	fetcher := &discovery.Fetcher{Policy: pol, Header: header, Credentials: opts.Credentials, Verify: p.cardVerify}
 	m.resolve = func(ctx context.Context, base string, force bool) (*schemas.AgentCard, bool, error, error) {
 		// p.bus is connected before any monitor or worker runs.
 		resolver := &discovery.Resolver{Fetcher: fetcher, Store: p.bus, HardTTL: time.Duration(p.cfg.Outbound.CardHardTTL), Metrics: p.bus.Metrics()}

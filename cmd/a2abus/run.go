@@ -110,6 +110,11 @@ type prepared struct {
 	// point (keys is nil when push is off).
 	keys       *keyring
 	pushPolicy discovery.Policy
+	// cardKeys sign the cards an edge serves (nil: unsigned; keys when
+	// it is the same file); trusted are the pinned keys external agents'
+	// cards may be signed with (nil: none pinned).
+	cardKeys *keyring
+	trusted  *reloaded[auth.CardKeys]
 	// natsAuth is an edge's or worker's NATS credentials and TLS.
 	natsAuth clientAuth
 	// authn is the edge's authentication, and web its HTTP server,
@@ -124,9 +129,13 @@ type prepared struct {
 func (p *process) prepare(ctx context.Context, cmd string) (*prepared, error) {
 	var pre prepared
 	// Build the agents first: a configuration mistake fails before anything
-	// starts.
+	// starts. Their remote agents check card signatures with what
+	// cardTrust reads.
 	if cmd == "serve" || cmd == "worker" {
 		var err error
+		if pre.trusted, err = p.cardTrust(ctx); err != nil {
+			return nil, err
+		}
 		if pre.defs, err = p.definitions(); err != nil {
 			return nil, err
 		}
@@ -139,6 +148,16 @@ func (p *process) prepare(ctx context.Context, cmd string) (*prepared, error) {
 			return nil, err
 		}
 		if pre.keys, err = p.pushKeys(cmd); err != nil {
+			return nil, err
+		}
+	}
+	// The keys an edge signs its cards with: the push keys' keyring when
+	// it is the same file, so one watch re-reads it.
+	if (cmd == "serve" || cmd == "edge") && p.cfg.CardKeys != "" {
+		var err error
+		if pre.keys != nil && pre.keys.path == p.cfg.CardKeys {
+			pre.cardKeys = pre.keys
+		} else if pre.cardKeys, err = p.signingKeys(p.cfg.CardKeys, "card signing keys"); err != nil {
 			return nil, err
 		}
 	}
@@ -245,6 +264,10 @@ func (g *workerGroup) ready(ctx context.Context) error {
 // stop ends the work and waits until it has ended.
 func (g *workerGroup) stop() { g.cancel(); g.wg.Wait() }
 
+// keysEvery is how often the key files are looked at: a rotation takes
+// effect within it.
+const keysEvery = 10 * time.Second
+
 // startWorkers starts the process's workers on b (see workerGroup). If
 // one cannot start, those started are stopped.
 func (p *process) startWorkers(ctx context.Context, cmd string, b *bus.Bus, pre *prepared) (*workerGroup, error) {
@@ -270,7 +293,13 @@ func (p *process) startWorkers(ctx context.Context, cmd string, b *bus.Bus, pre 
 		})
 	}
 	if keys := pre.keys; keys != nil {
-		g.wg.Go(func() { keys.watch(workCtx, 10*time.Second, p.log) })
+		g.wg.Go(func() { keys.watch(workCtx, keysEvery, p.log) })
+	}
+	if keys := pre.cardKeys; keys != nil && keys != pre.keys {
+		g.wg.Go(func() { keys.watch(workCtx, keysEvery, p.log) })
+	}
+	if keys := pre.trusted; keys != nil {
+		g.wg.Go(func() { keys.watch(workCtx, keysEvery, p.log) })
 	}
 	if (cmd == "serve" || cmd == "worker") && (p.cfg.RegistryAgents == nil || *p.cfg.RegistryAgents) {
 		dyn := &dynamicAgents{p: p, static: map[string]bool{}, running: map[string]*dynAgent{}}
@@ -376,8 +405,12 @@ func (p *process) edgeConfig(pre *prepared) edge.Config {
 		Logger:             p.log,
 	}
 	ec.MaxBodyBuffer, ec.MaxBodyBufferPerAddr = p.cfg.MaxBodyBuffer, p.cfg.MaxBodyBufferPerAddr
+	if pre.cardKeys != nil {
+		ec.CardKeys = pre.cardKeys.get
+	}
 	if pre.keys != nil {
-		ec.Push, ec.CheckWebhook, ec.NotificationKeys = true, checkWebhook(pre.pushPolicy), pre.keys.jwks
+		keys := pre.keys
+		ec.Push, ec.CheckWebhook, ec.NotificationKeys = true, checkWebhook(pre.pushPolicy), func() []byte { return keys.get().JWKS() }
 	}
 	return ec
 }

@@ -39,13 +39,20 @@
 // ones, and nothing that could reveal a credential in an error or a log: a
 // Failure's Reason is safe to show and log.
 //
+// It also signs what a deployment vouches for and checks what others
+// vouch for: push notifications (SigningKeys.Sign, NotificationVerifier)
+// and agent cards (SigningKeys.SignCard, CardVerifier: A2A §8.4, a JWS
+// over the card's RFC 8785 form, checked against keys the operator trusts,
+// never keys a card points to).
+//
 // JWS and JWK parsing and signature verification are go-jose's
-// (github.com/go-jose/go-jose/v4): security code is not hand-rolled here.
-// OpenID Connect discovery is one GET of a JSON document, done here.
+// (github.com/go-jose/go-jose/v4), and RFC 8785 canonical JSON is
+// gowebpki/jcs's: security code is not hand-rolled here. OpenID Connect
+// discovery is one GET of a JSON document, done here.
 //
 // Dependency rule: auth depends on the standard library, schemas (for the
-// HTTP syntax rules it shares with the rest of the module) and go-jose
-// only; it never imports bus, NATS or the rest of edge. It reads no flags, environment or files (a test holds every
-// package but cmd to that): ReadAPIKeys, ParseAPIKeys and
-// ParseSigningKeys read what cmd read.
+// HTTP syntax rules it shares with the rest of the module), go-jose and
+// jcs only; it never imports bus, NATS or the rest of edge. It reads no flags, environment or files (a test holds every
+// package but cmd to that): ReadAPIKeys, ParseAPIKeys,
+// ParseSigningKeys and ParseCardKeys read what cmd read.
 package auth

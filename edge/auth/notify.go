@@ -65,13 +65,15 @@ func BodyHash(body []byte) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
-// SigningKeys sign notifications with the first of a set of private keys
-// and publish the public half of all of them. Immutable: a rotation loads
-// a new one.
+// SigningKeys sign notifications and agent cards (SignCard) with the
+// first of a set of private keys and publish the public half of all of
+// them. Immutable: a rotation loads a new one.
 type SigningKeys struct {
-	issuer string
-	signer jose.Signer
-	public []byte // the JWKS document
+	issuer     string
+	kid        string
+	signer     jose.Signer // notification tokens: typ JWT
+	cardSigner jose.Signer // card signatures: typ JOSE (A2A §8.4.2)
+	public     []byte      // the JWKS document
 }
 
 // MaxSigningKeys bounds a key file: the current key and the ones kept for
@@ -85,29 +87,29 @@ func ParseSigningKeys(data []byte, issuer string) (*SigningKeys, error) {
 		Keys []json.RawMessage `json:"keys"`
 	}
 	if err := json.Unmarshal(data, &set); err != nil {
-		return nil, fmt.Errorf("%w: notification signing keys: not a JWK set: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: signing keys: not a JWK set: %v", ErrInvalidConfig, err)
 	}
 	if len(set.Keys) == 0 || len(set.Keys) > MaxSigningKeys {
-		return nil, fmt.Errorf("%w: notification signing keys: %d keys; 1 to %d expected", ErrInvalidConfig, len(set.Keys), MaxSigningKeys)
+		return nil, fmt.Errorf("%w: signing keys: %d keys; 1 to %d expected", ErrInvalidConfig, len(set.Keys), MaxSigningKeys)
 	}
 	keys := make([]jose.JSONWebKey, len(set.Keys))
 	seen := map[string]bool{}
 	for i, raw := range set.Keys {
 		k := &keys[i]
 		if err := k.UnmarshalJSON(raw); err != nil {
-			return nil, fmt.Errorf("%w: notification signing key %d: %v", ErrInvalidConfig, i, err)
+			return nil, fmt.Errorf("%w: signing key %d: %v", ErrInvalidConfig, i, err)
 		}
 		alg, err := signingAlgorithm(k.Key)
 		if err != nil {
-			return nil, fmt.Errorf("%w: notification signing key %d (%q): %v", ErrInvalidConfig, i, k.KeyID, err)
+			return nil, fmt.Errorf("%w: signing key %d (%q): %v", ErrInvalidConfig, i, k.KeyID, err)
 		}
 		switch {
 		case k.KeyID == "":
-			return nil, fmt.Errorf("%w: notification signing key %d has no kid", ErrInvalidConfig, i)
+			return nil, fmt.Errorf("%w: signing key %d has no kid", ErrInvalidConfig, i)
 		case seen[k.KeyID]:
-			return nil, fmt.Errorf("%w: notification signing keys: kid %q is used twice", ErrInvalidConfig, k.KeyID)
+			return nil, fmt.Errorf("%w: signing keys: kid %q is used twice", ErrInvalidConfig, k.KeyID)
 		case k.Algorithm != "" && k.Algorithm != string(alg):
-			return nil, fmt.Errorf("%w: notification signing key %q: alg %q does not fit the key (%s)", ErrInvalidConfig, k.KeyID, k.Algorithm, alg)
+			return nil, fmt.Errorf("%w: signing key %q: alg %q does not fit the key (%s)", ErrInvalidConfig, k.KeyID, k.Algorithm, alg)
 		}
 		seen[k.KeyID] = true
 		k.Algorithm, k.Use = string(alg), "sig"
@@ -128,13 +130,17 @@ func EphemeralSigningKeys(issuer string) (*SigningKeys, error) {
 
 func newSigningKeys(keys []jose.JSONWebKey, issuer string) (*SigningKeys, error) {
 	if issuer == "" {
-		return nil, fmt.Errorf("%w: notification signing keys: an issuer is required", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: signing keys: an issuer is required", ErrInvalidConfig)
 	}
 	cur := keys[0]
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.SignatureAlgorithm(cur.Algorithm), Key: cur},
-		(&jose.SignerOptions{}).WithType("JWT"))
+	key := jose.SigningKey{Algorithm: jose.SignatureAlgorithm(cur.Algorithm), Key: cur}
+	signer, err := jose.NewSigner(key, (&jose.SignerOptions{}).WithType("JWT"))
 	if err != nil {
 		return nil, fmt.Errorf("notification signing key %q: %w", cur.KeyID, err)
+	}
+	cardSigner, err := jose.NewSigner(key, (&jose.SignerOptions{}).WithType("JOSE"))
+	if err != nil {
+		return nil, fmt.Errorf("card signing key %q: %w", cur.KeyID, err)
 	}
 	pub := jose.JSONWebKeySet{Keys: make([]jose.JSONWebKey, len(keys))}
 	for i, k := range keys {
@@ -144,7 +150,7 @@ func newSigningKeys(keys []jose.JSONWebKey, issuer string) (*SigningKeys, error)
 	if err != nil {
 		return nil, err
 	}
-	return &SigningKeys{issuer: issuer, signer: signer, public: doc}, nil
+	return &SigningKeys{issuer: issuer, kid: cur.KeyID, signer: signer, cardSigner: cardSigner, public: doc}, nil
 }
 
 // signingAlgorithm is the JWS algorithm of a private key a2abus signs
@@ -200,7 +206,7 @@ func RotateSigningKeys(data []byte, alg string, keep int) ([]byte, error) {
 	}
 	if len(bytes.TrimSpace(data)) > 0 {
 		if err := json.Unmarshal(data, &set); err != nil {
-			return nil, fmt.Errorf("%w: notification signing keys: not a JWK set: %v", ErrInvalidConfig, err)
+			return nil, fmt.Errorf("%w: signing keys: not a JWK set: %v", ErrInvalidConfig, err)
 		}
 	}
 	k, err := NewSigningKey(alg)

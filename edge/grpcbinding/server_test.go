@@ -2,6 +2,8 @@ package grpcbinding_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -392,5 +394,39 @@ func TestGenerationsOverGRPC(t *testing.T) {
 	}
 	if taken != 1 || refused != 1 {
 		t.Fatalf("%d taken, %d refused; want one each", taken, refused)
+	}
+}
+
+// The extended card over gRPC is the card the edge serves over HTTP, so
+// it carries the edge's signature (Config.CardKeys) too.
+func TestGRPCExtendedCardCarriesTheEdgesSignature(t *testing.T) {
+	a, err := auth.New(context.Background(), auth.Config{APIKeys: []auth.APIKey{{Key: "grpc-alice-key-0123456789", Principal: "alice"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := auth.RotateSigningKeys(nil, "EdDSA", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := auth.ParseSigningKeys(file, "a2abus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := schemas.AgentSkill{ID: "internal", Name: "Internal", Description: "for callers we know", Tags: []string{"internal"}}
+	c := serve(t, edge.Config{Auth: a, ExtendedSkills: map[string][]schemas.AgentSkill{"echo": {secret}},
+		CardKeys: func() *auth.SigningKeys { return keys }})
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer grpc-alice-key-0123456789")
+	card, err := c.GetExtendedAgentCard(ctx, &a2apb.GetExtendedAgentCardRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigs := card.GetSignatures()
+	if len(sigs) != 1 || sigs[0].GetSignature() == "" {
+		t.Fatalf("signatures %v", sigs)
+	}
+	hdr, err := base64.RawURLEncoding.DecodeString(sigs[0].GetProtected())
+	var h struct{ Kid, Typ string }
+	if err != nil || json.Unmarshal(hdr, &h) != nil || h.Kid != keys.KeyID() || h.Typ != "JOSE" {
+		t.Fatalf("protected header %s (%v), want kid %s", hdr, err, keys.KeyID())
 	}
 }
