@@ -59,8 +59,10 @@ var layers = map[string]layer{
 	"edge": {
 		may: []string{"schemas", "bus", "edge/auth"},
 		// End-to-end tests put real agents (echo, exec, fan-out) behind
-		// the edge on an in-process bus, instead of fakes of the runtime.
-		tests: []string{"workers"},
+		// the edge on an in-process bus, instead of fakes of the runtime;
+		// the checks every binding must pass (authentication, isolation)
+		// drive the gRPC binding too, served by the edge's door.
+		tests: []string{"workers", "edge/grpcbinding", "edge/grpcbinding/a2apb"},
 	},
 	// Authentication of the edge's requests: a library the front door
 	// calls. It knows nothing of the bus: credentials in, a principal out.
