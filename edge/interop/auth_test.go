@@ -30,27 +30,10 @@ import (
 // task.
 func TestOfficialGoClientAuthenticates(t *testing.T) {
 	const apiKey = "interop-api-key-0123456789"
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: "ES256", Use: "sig"}}})
-	}))
-	t.Cleanup(jwks.Close)
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: "k1"}}, (&jose.SignerOptions{}).WithType("JWT"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := jwt.Signed(signer).Claims(jwt.Claims{Subject: "bob", Issuer: "interop-issuer", Audience: jwt.Audience{"a2abus"},
-		Expiry: jwt.NewNumericDate(time.Now().Add(time.Hour)), IssuedAt: jwt.NewNumericDate(time.Now())}).Serialize()
-	if err != nil {
-		t.Fatal(err)
-	}
+	jwksURL, token := jwtIssuer(t, "bob")
 	a, err := auth.New(context.Background(), auth.Config{
 		APIKeys: []auth.APIKey{{Key: apiKey, Principal: "alice", Tenants: []string{"t1", "t2"}}},
-		JWT:     &auth.JWTConfig{JWKSURL: jwks.URL, Issuer: "interop-issuer", Audience: []string{"a2abus"}},
+		JWT:     &auth.JWTConfig{JWKSURL: jwksURL, Issuer: "interop-issuer", Audience: []string{"a2abus"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -173,4 +156,30 @@ func cardAsSDKReadsIt(t *testing.T, url string) *a2a.AgentCard {
 		t.Fatalf("the SDK cannot read the card: %v\n%s", err, b)
 	}
 	return &card
+}
+
+// jwtIssuer is a JWT issuer on loopback ("interop-issuer", audience
+// "a2abus", one ES256 key served as a JWKS) and a token it signed for
+// subject, valid for an hour.
+func jwtIssuer(t *testing.T, subject string) (jwksURL, token string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: "ES256", Use: "sig"}}})
+	}))
+	t.Cleanup(jwks.Close)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: "k1"}}, (&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err = jwt.Signed(signer).Claims(jwt.Claims{Subject: subject, Issuer: "interop-issuer", Audience: jwt.Audience{"a2abus"},
+		Expiry: jwt.NewNumericDate(time.Now().Add(time.Hour)), IssuedAt: jwt.NewNumericDate(time.Now())}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jwks.URL, token
 }

@@ -2,14 +2,9 @@ package interop
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,8 +18,6 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	a2agrpc "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
-	"github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -186,24 +179,7 @@ func TestOfficialGoClientOverGRPCAuthenticatesAndResumesElsewhere(t *testing.T) 
 		t.Skip("builds and starts a2abus twice")
 	}
 	const apiKey = "interop-grpc-api-key-0123456789"
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: "ES256", Use: "sig"}}})
-	}))
-	t.Cleanup(jwks.Close)
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: "k1"}}, (&jose.SignerOptions{}).WithType("JWT"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := jwt.Signed(signer).Claims(jwt.Claims{Subject: "bob", Issuer: "interop-issuer", Audience: jwt.Audience{"a2abus"},
-		Expiry: jwt.NewNumericDate(time.Now().Add(time.Hour)), IssuedAt: jwt.NewNumericDate(time.Now())}).Serialize()
-	if err != nil {
-		t.Fatal(err)
-	}
+	jwksURL, token := jwtIssuer(t, "bob")
 
 	bin := buildA2Abus(t)
 	data := filepath.Join(t.TempDir(), "data")
@@ -212,7 +188,7 @@ func TestOfficialGoClientOverGRPCAuthenticatesAndResumesElsewhere(t *testing.T) 
 	if err := os.WriteFile(config, []byte(`{"outbound": {"allowLoopback": true}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	authFlags := []string{"--config", config, "--jwt-jwks-url", jwks.URL, "--jwt-issuer", "interop-issuer", "--jwt-audience", "a2abus"}
+	authFlags := []string{"--config", config, "--jwt-jwks-url", jwksURL, "--jwt-issuer", "interop-issuer", "--jwt-audience", "a2abus"}
 	env := append(os.Environ(), "A2ABUS_API_KEYS="+apiKey+"=alice")
 	start := func(args ...string) {
 		cmd := exec.Command(bin, append(args, authFlags...)...)
