@@ -138,10 +138,14 @@ func validTenant(t string) bool {
 func decodeRESTTask(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
 	id, action := splitTaskAction(r.PathValue("task"))
 	p := map[string]any{"id": id}
+	q, err := protoQuery(r.URL.Query())
+	if err != nil {
+		return err
+	}
 	switch {
 	case action == "" && r.Method == http.MethodGet:
 		c.method = "GetTask"
-		if err := queryInt32(r, p, "historyLength"); err != nil {
+		if err := queryInt32(q, p, "historyLength"); err != nil {
 			return err
 		}
 	case action == "subscribe":
@@ -165,7 +169,7 @@ func decodeRESTTask(s *Server, w http.ResponseWriter, r *http.Request, c *call) 
 		c.method = r.Method + " /tasks/{id}:" + action
 		return schemas.Errorf(schemas.ErrMethodNotFound, "%s /tasks/{id}:%s is not a method", r.Method, action)
 	}
-	if t := r.URL.Query().Get("tenant"); t != "" {
+	if t := q.Get("tenant"); t != "" {
 		p["tenant"] = t
 	}
 	c.params = paramsOf(p)
@@ -175,7 +179,10 @@ func decodeRESTTask(s *Server, w http.ResponseWriter, r *http.Request, c *call) 
 // decodeRESTList reads ListTasks from the query.
 func decodeRESTList(_ *Server, _ http.ResponseWriter, r *http.Request, c *call) error {
 	c.method = "ListTasks"
-	q := r.URL.Query()
+	q, err := protoQuery(r.URL.Query())
+	if err != nil {
+		return err
+	}
 	p := map[string]any{}
 	for _, k := range []string{"contextId", "pageToken", "status", "tenant"} {
 		if v := q.Get(k); v != "" {
@@ -183,7 +190,7 @@ func decodeRESTList(_ *Server, _ http.ResponseWriter, r *http.Request, c *call) 
 		}
 	}
 	for _, k := range []string{"pageSize", "historyLength"} {
-		if err := queryInt32(r, p, k); err != nil {
+		if err := queryInt32(q, p, k); err != nil {
 			return err
 		}
 	}
