@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/a2abus/a2abus/schemas"
 )
@@ -103,7 +104,19 @@ func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reg, _ := s.agents.Get(agent)
-	s.writeCacheable(w, r, s.card(reg))
+	b, err := json.Marshal(s.card(reg))
+	if err != nil {
+		http.Error(w, "encoding the card failed", http.StatusInternalServerError)
+		return
+	}
+	// Last-Modified is when the registered card last changed, which every
+	// edge reads from the same registration (a registration of an older
+	// worker, without it: this edge's start).
+	modified := s.started
+	if reg.CardSince != nil {
+		modified = reg.CardSince.Time
+	}
+	s.writeETagged(w, r, b, s.publicCacheControl(), modified)
 }
 
 // handleAgentList lists the live registry. Query parameters narrow it:
@@ -130,7 +143,7 @@ func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "encoding the list failed", http.StatusInternalServerError)
 		return
 	}
-	s.writeETagged(w, r, b, s.agentListCacheControl())
+	s.writeETagged(w, r, b, s.agentListCacheControl(), time.Time{})
 }
 
 // agentList is the live registry narrowed by q, as a caller sees it: with
@@ -229,28 +242,11 @@ func mentions(e schemas.AgentEntry, terms []string) bool {
 	return true
 }
 
-// writeCacheable writes v as JSON with Cache-Control and a content ETag, and
-// answers a matching If-None-Match with 304.
-func (s *Server) writeCacheable(w http.ResponseWriter, r *http.Request, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, "encoding the card failed", http.StatusInternalServerError)
-		return
-	}
-	s.writeCacheableJSON(w, r, b)
-}
-
 // handleJWKS serves the public keys push notifications are signed with,
 // as cacheable as a card: a receiver that meets a key it does not hold
 // (a rotation) fetches again.
 func (s *Server) handleJWKS(w http.ResponseWriter, r *http.Request) {
-	s.writeCacheableJSON(w, r, s.cfg.NotificationKeys())
-}
-
-// writeCacheableJSON writes a public JSON document with an ETag and the
-// cards' max-age, answering a matching If-None-Match with 304.
-func (s *Server) writeCacheableJSON(w http.ResponseWriter, r *http.Request, b []byte) {
-	s.writeETagged(w, r, b, s.publicCacheControl())
+	s.writeETagged(w, r, s.cfg.NotificationKeys(), s.publicCacheControl(), time.Time{})
 }
 
 // publicCacheControl is the Cache-Control of what every caller is shown
@@ -259,16 +255,38 @@ func (s *Server) publicCacheControl() string {
 	return fmt.Sprintf("public, max-age=%d", int(s.cfg.CardMaxAge.Seconds()))
 }
 
-// writeETagged writes a JSON document with cacheControl and a content
-// ETag, answering a matching If-None-Match with 304.
-func (s *Server) writeETagged(w http.ResponseWriter, r *http.Request, b []byte, cacheControl string) {
+// writeETagged writes a JSON document with cacheControl, a content ETag
+// and, when modified is set, Last-Modified, and answers a conditional GET
+// as RFC 9110 §13.2.2 orders it: If-None-Match, when sent, decides alone
+// (304 when it holds the ETag, compared weakly, or *); otherwise
+// If-Modified-Since gives 304 when the document is unchanged since. What
+// this edge adds to a document is unchanged since it started, so the 304
+// also needs the date at or after the edge's start: a client whose copy
+// is older may hold what an edge configured otherwise served, and gets
+// the document again.
+func (s *Server) writeETagged(w http.ResponseWriter, r *http.Request, b []byte, cacheControl string, modified time.Time) {
 	sum := sha256.Sum256(b)
 	etag := `"` + hex.EncodeToString(sum[:12]) + `"`
 	h := w.Header()
 	h.Set("Cache-Control", cacheControl)
 	h.Set("ETag", etag)
-	for _, m := range strings.Split(r.Header.Get("If-None-Match"), ",") {
-		if m = strings.TrimSpace(m); m == etag || m == "*" {
+	if !modified.IsZero() {
+		h.Set("Last-Modified", modified.UTC().Format(http.TimeFormat))
+	}
+	if inm := r.Header.Get("If-None-Match"); inm != "" {
+		for _, m := range strings.Split(inm, ",") {
+			if m = strings.TrimPrefix(strings.TrimSpace(m), "W/"); m == etag || m == "*" {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+		}
+	} else if ims, err := http.ParseTime(r.Header.Get("If-Modified-Since")); err == nil && !modified.IsZero() {
+		// HTTP dates have whole seconds.
+		since := modified.Truncate(time.Second)
+		if started := s.started.Truncate(time.Second); started.After(since) {
+			since = started
+		}
+		if !since.After(ims) {
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}

@@ -265,6 +265,9 @@ type Server struct {
 	drain    drainState // what a shutdown waits for and ends (drain.go)
 	m        edgeMetrics
 	bodies   *bodyBudget // the memory request bodies hold (readBody)
+	// started is when the edge was built: its own part of every card it
+	// serves (interfaces, capabilities, security) is unchanged since.
+	started time.Time
 }
 
 // New returns an edge on b (a *bus.Bus). Call Run to start following the
@@ -285,6 +288,7 @@ func New(b Bus, cfg Config) *Server {
 		mux:      http.NewServeMux(),
 		m:        newEdgeMetrics(b.Metrics()),
 		bodies:   newBodyBudget(cfg.MaxBodyBuffer, cfg.MaxBodyBufferPerAddr, newBodyGauge(b.Metrics())),
+		started:  time.Now(),
 	}
 	s.svc = intercept(&a2aService{
 		cfg: &s.cfg, log: s.log, life: b, pushes: b, index: s.index, tasks: s.tasks, drain: &s.drain,
