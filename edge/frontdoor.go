@@ -167,7 +167,11 @@ func (s *Server) serve(rt Route, b *binding, decode decodeFunc) frontDoorHandler
 		// The body is read by decode and used until the answer is written.
 		defer s.bodies.release(&c.body)
 		if e := s.checkRoute(r, rt.Origins); e != nil {
-			s.refuse(w, b, c, e, 0)
+			status := 0
+			if !b.rpc {
+				status = mediaTypeStatus(e)
+			}
+			s.refuse(w, b, c, e, status)
 			return
 		}
 		c.pathTenant, _ = r.Context().Value(tenantKey{}).(string)
