@@ -46,6 +46,7 @@ type call struct {
 	trace       string          // traceparent header
 	lastEventID string          // Last-Event-ID header: a stream resume cursor
 	accept      string          // Accept header
+	answerType  string          // the media type of an HTTP+JSON answer (answerType)
 	id          json.RawMessage // JSON-RPC request id; nil on other bindings
 	caller      caller          // who is calling, as the pipeline authenticated it
 	pathTenant  string          // the tenant an HTTP+JSON path names (/{tenant}/…); "" if none
