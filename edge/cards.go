@@ -320,14 +320,40 @@ func (s *Server) hasExtendedCard(agent string) bool {
 }
 
 // extendedCard is the card of the called agent for an authenticated
-// caller: the public card with the agent's extended skills. The front door
-// has authenticated the caller before any method runs.
+// caller: the public card with the agent's extended skills, as A2A 1.0
+// alone defines a card (see card10): only 1.0 clients call
+// GetExtendedAgentCard, and the 1.0 card schema they check it against
+// has none of the union card's other fields. The front door has
+// authenticated the caller before any method runs.
 func (s *Server) extendedCard(c *call) (schemas.AgentCard, error) {
 	reg, ok := s.agents.Get(c.agent)
 	if !ok || !s.hasExtendedCard(c.agent) {
 		return schemas.AgentCard{}, schemas.Errorf(schemas.ErrExtendedCardNotConfigured, "agent %s has no extended agent card (its card does not declare capabilities.extendedAgentCard)", c.agent)
 	}
-	card := s.card(reg)
+	card := s.card10(s.card(reg))
 	card.Skills = append(append([]schemas.AgentSkill(nil), card.Skills...), s.cfg.ExtendedSkills[c.agent]...)
 	return card, nil
+}
+
+// card10 is served card c as A2A 1.0 alone defines a card: without the
+// 0.3 fields UnionCard added and the older dialect's authentication, and
+// with its security schemes in 1.0's shape only (a union card gives each
+// in both shapes side by side).
+func (s *Server) card10(c schemas.AgentCard) schemas.AgentCard {
+	c.URL, c.PreferredTransport, c.ProtocolVersion = "", "", ""
+	c.AdditionalInterfaces, c.SupportsAuthenticatedExtendedCard = nil, nil
+	c.Security, c.Authentication = nil, nil
+	c.SecuritySchemes, c.SecurityRequirements = nil, nil
+	if s.authenticates() {
+		c.SecuritySchemes, c.SecurityRequirements = s.cfg.Auth.CardSecurity()
+	}
+	return c
+}
+
+// card03 is a 1.0 card as 0.3's agent/getAuthenticatedExtendedCard
+// answers it: the union card, whose 0.3 fields 0.3 clients read.
+func (s *Server) card03(c schemas.AgentCard) schemas.AgentCard {
+	c = schemas.UnionCard(c)
+	s.declareSecurity(&c)
+	return c
 }
