@@ -473,3 +473,30 @@ func TestContextsStayWithTheirCaller(t *testing.T) {
 		t.Fatalf("alice again: %s", b)
 	}
 }
+
+// The cards' securityRequirements hold each scheme's scopes in the spec's
+// ProtoJSON form, a StringList {"list": [...]}; with CardScopesAsArrays,
+// as the bare array the official Go SDK reads (a2a-go#430), on the public
+// card and the extended card alike.
+func TestCardScopesAsArrays(t *testing.T) {
+	skills := map[string][]schemas.AgentSkill{"echo": {{ID: "more", Name: "More", Description: "d", Tags: []string{"t"}}}}
+	for _, c := range []struct {
+		name   string
+		arrays bool
+		want   string
+	}{
+		{"the spec's form", false, `"securityRequirements":[{"schemes":{"apiKey":{"list":[]}}}]`},
+		{"bare arrays", true, `"securityRequirements":[{"schemes":{"apiKey":[]}}]`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := authHarnessWith(t, edge.Config{CardScopesAsArrays: c.arrays, ExtendedSkills: skills})
+			_, _, public := as(t, "", "GET", h.url+"/agents/echo/.well-known/agent-card.json", "", "")
+			_, _, extended := as(t, aliceKey, "GET", h.url+"/agents/echo/extendedAgentCard", "", "")
+			for name, card := range map[string][]byte{"public card": public, "extended card": extended} {
+				if !bytes.Contains(card, []byte(c.want)) {
+					t.Errorf("%s: %s, want %s", name, card, c.want)
+				}
+			}
+		})
+	}
+}

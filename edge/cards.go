@@ -308,7 +308,7 @@ func (s *Server) declareSecurity(c *schemas.AgentCard) {
 	}
 	a := s.cfg.Auth
 	c.SecuritySchemes = a.UnionSecuritySchemes()
-	_, c.SecurityRequirements = a.CardSecurity()
+	c.SecurityRequirements = s.requirements()
 	_, c.Security = a.CardSecurity03()
 	c.Authentication = &schemas.LegacyAuthentication{Schemes: a.LegacySchemes()}
 }
@@ -345,9 +345,38 @@ func (s *Server) card10(c schemas.AgentCard) schemas.AgentCard {
 	c.Security, c.Authentication = nil, nil
 	c.SecuritySchemes, c.SecurityRequirements = nil, nil
 	if s.authenticates() {
-		c.SecuritySchemes, c.SecurityRequirements = s.cfg.Auth.CardSecurity()
+		c.SecuritySchemes, _ = s.cfg.Auth.CardSecurity()
+		c.SecurityRequirements = s.requirements()
 	}
 	return c
+}
+
+// requirements are the cards' 1.0 securityRequirements: the spec's
+// ProtoJSON form, or with Config.CardScopesAsArrays each scheme's scopes
+// as a bare array.
+func (s *Server) requirements() []json.RawMessage {
+	_, reqs := s.cfg.Auth.CardSecurity()
+	if !s.cfg.CardScopesAsArrays {
+		return reqs
+	}
+	out := make([]json.RawMessage, 0, len(reqs))
+	for _, raw := range reqs {
+		var r struct {
+			Schemes map[string]struct {
+				List []string `json:"list"`
+			} `json:"schemes"`
+		}
+		if err := json.Unmarshal(raw, &r); err != nil {
+			panic("edge: a requirement of edge/auth's CardSecurity does not decode: " + err.Error())
+		}
+		bare := make(map[string][]string, len(r.Schemes))
+		for name, l := range r.Schemes {
+			bare[name] = append([]string{}, l.List...)
+		}
+		b, _ := json.Marshal(map[string]any{"schemes": bare})
+		out = append(out, b)
+	}
+	return out
 }
 
 // card03 is a 1.0 card as 0.3's agent/getAuthenticatedExtendedCard

@@ -141,6 +141,13 @@ type Config struct {
 	// public card declares one. Only with Auth set; without
 	// authentication there is no one to show more to.
 	ExtendedSkills map[string][]schemas.AgentSkill
+	// CardScopesAsArrays writes the scopes of the cards' securityRequirements
+	// as bare arrays ({"schemes": {"apiKey": []}}), the form the official Go
+	// SDK (a2a-go v2, through v2.4.0: a2a-go#430) reads and writes, instead
+	// of the ProtoJSON form of the spec's StringList ({"schemes": {"apiKey":
+	// {"list": []}}}), which that SDK cannot read and protobuf's own parsers
+	// and the 1.0 card schema require. Default false: the spec's form.
+	CardScopesAsArrays bool
 	// PublicMetrics serves /metrics without credentials when Auth is set;
 	// otherwise only admin principals read it.
 	PublicMetrics bool
