@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,12 +20,18 @@ import (
 // the bucket TTL. An agent whose workers are all gone expires and disappears
 // from the edge's directory.
 
-// RegisterAgent stores (or refreshes) the registration of an agent.
+// RegisterAgent stores (or refreshes) the registration of an agent. Its
+// CardSince is the stored registration's when that holds the same card
+// (whichever worker of the agent stored it), else now.
 func (b *Bus) RegisterAgent(ctx context.Context, reg schemas.AgentRegistration) error {
 	if !schemas.ValidAgentName(reg.Agent) {
 		return fmt.Errorf("bus: register agent: invalid agent name %q", reg.Agent)
 	}
 	reg.UpdatedAt = *schemas.Now()
+	reg.CardSince = &reg.UpdatedAt
+	if since := b.cardSince(ctx, reg); since != nil {
+		reg.CardSince = since
+	}
 	val, err := json.Marshal(reg)
 	if err != nil {
 		return fmt.Errorf("bus: encode registration: %w", err)
@@ -33,6 +40,26 @@ func (b *Bus) RegisterAgent(ctx context.Context, reg schemas.AgentRegistration) 
 		return errUnavailable("bus: register agent", err)
 	}
 	return nil
+}
+
+// cardSince is the CardSince of the stored registration of reg's agent if
+// it holds reg's card, else nil. A failed read is nil too: the card then
+// reads as changed now, which costs clients a fetch, never a stale card.
+func (b *Bus) cardSince(ctx context.Context, reg schemas.AgentRegistration) *schemas.Timestamp {
+	e, err := b.agents.Get(ctx, reg.Agent)
+	if err != nil {
+		return nil
+	}
+	var stored schemas.AgentRegistration
+	if readJSON(e.Value(), &stored) != nil || stored.CardSince == nil {
+		return nil
+	}
+	was, err1 := json.Marshal(stored.Card)
+	now, err2 := json.Marshal(reg.Card)
+	if err1 != nil || err2 != nil || !bytes.Equal(was, now) {
+		return nil
+	}
+	return stored.CardSince
 }
 
 // AgentHeartbeat returns how often a registration should be refreshed.

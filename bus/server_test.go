@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -422,5 +423,49 @@ func TestAgentDirectory(t *testing.T) {
 
 	if hb := worker.AgentHeartbeat(); hb != worker.Config().AgentTTL/3 || hb <= 0 {
 		t.Fatalf("AgentHeartbeat = %v", hb)
+	}
+}
+
+// A registration's CardSince is when its card last changed: a refresh of
+// the same card, by any worker of the agent, keeps the stored one; another
+// card starts a new one. So every edge serves the card with the same
+// Last-Modified.
+func TestRegistrationKeepsWhenItsCardChanged(t *testing.T) {
+	s := startServer(t, "")
+	ctx := testCtx(t)
+	worker := connect(t, s, Config{MemoryStorage: true, Role: "worker"})
+	long := &schemas.Timestamp{Time: time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)}
+	card := schemas.AgentCard{Name: "Echo", Version: "1"}
+	stored, _ := json.Marshal(schemas.AgentRegistration{Agent: "echo", Card: card, Instance: "w-1", UpdatedAt: *long, CardSince: long})
+	if _, err := worker.agents.Put(ctx, "echo", stored); err != nil {
+		t.Fatal(err)
+	}
+	since := func() *schemas.Timestamp {
+		t.Helper()
+		e, err := worker.agents.Get(ctx, "echo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reg schemas.AgentRegistration
+		if err := json.Unmarshal(e.Value(), &reg); err != nil {
+			t.Fatal(err)
+		}
+		return reg.CardSince
+	}
+	// Another worker refreshes the same card.
+	if err := worker.RegisterAgent(ctx, schemas.AgentRegistration{Agent: "echo", Card: card, Instance: "w-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := since(); got == nil || !got.Equal(long.Time) {
+		t.Fatalf("a refresh of the same card moved cardSince to %v", got)
+	}
+	// A changed card is new.
+	card.Version = "2"
+	before := time.Now().Add(-time.Second)
+	if err := worker.RegisterAgent(ctx, schemas.AgentRegistration{Agent: "echo", Card: card, Instance: "w-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := since(); got == nil || got.Before(before) {
+		t.Fatalf("a changed card kept cardSince %v", got)
 	}
 }

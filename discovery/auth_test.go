@@ -50,6 +50,10 @@ func TestCardSecurityInBothShapes(t *testing.T) {
 	  "basic":  {"httpAuthSecurityScheme": {"scheme": "Basic"}},
 	  "odd":    {"apiKeySecurityScheme": {"location": "body", "name": "k"}}
 	}`, `[{"schemes": {"bearer": {"list": []}}}, {"schemes": {"key": {"list": []}, "oauth": {"list": ["read"]}}}]`))
+	// The scopes as bare arrays, as a2a-go v2 servers write them
+	// (a2a-go#430).
+	var bare schemas.AgentCard = *v1
+	bare.SecurityRequirements = []json.RawMessage{json.RawMessage(`{"schemes": {"bearer": []}}`), json.RawMessage(`{"schemes": {"key": [], "oauth": ["read"]}}`)}
 	v03 := mustParse(t, `{"name":"guarded","description":"d","version":"1","protocolVersion":"0.3.0",
 	  "url":"https://a.example/rpc","preferredTransport":"JSONRPC",
 	  "capabilities":{},"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"],"skills":[],
@@ -75,7 +79,7 @@ func TestCardSecurityInBothShapes(t *testing.T) {
 		},
 		Requirements: []discovery.Requirement{{"bearer": []string{}}, {"key": []string{}, "oauth": []string{"read"}}},
 	}
-	for name, card := range map[string]*schemas.AgentCard{"1.0": v1, "0.3": v03} {
+	for name, card := range map[string]*schemas.AgentCard{"1.0": v1, "1.0 with bare scope arrays": &bare, "0.3": v03} {
 		got := discovery.CardSecurity(card)
 		if jsonOf(t, got) != jsonOf(t, want) {
 			t.Errorf("%s card: security\n%s\nwant\n%s", name, jsonOf(t, got), jsonOf(t, want))

@@ -273,16 +273,22 @@ func parseScheme(name string, raw json.RawMessage) SecurityScheme {
 }
 
 // parseRequirement reads one requirement: 1.0 {"schemes": {name: {"list":
-// [scopes]}}}, or the 0.3 {name: [scopes]}.
+// [scopes]}}}, the same with bare scope arrays {"schemes": {name:
+// [scopes]}} (what a2a-go v2 servers write, a2a-go#430), or the 0.3
+// {name: [scopes]}.
 func parseRequirement(raw json.RawMessage) (Requirement, bool) {
 	var v1 struct {
-		Schemes map[string]struct {
-			List []string `json:"list"`
-		} `json:"schemes"`
+		Schemes map[string]json.RawMessage `json:"schemes"`
 	}
 	if json.Unmarshal(raw, &v1) == nil && v1.Schemes != nil {
 		r := Requirement{}
-		for n, l := range v1.Schemes {
+		for n, v := range v1.Schemes {
+			var l struct {
+				List []string `json:"list"`
+			}
+			if json.Unmarshal(v, &l) != nil && json.Unmarshal(v, &l.List) != nil {
+				return nil, false
+			}
 			r[n] = l.List
 		}
 		return r, true

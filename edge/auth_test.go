@@ -296,20 +296,89 @@ func TestExtendedCardForAuthenticatedCallers(t *testing.T) {
 		t.Fatalf("public card: %s", body)
 	}
 	hasSecret := func(b []byte) bool { return bytes.Contains(b, []byte(`"id":"internal"`)) }
-	for name, req := range map[string][4]string{
-		"1.0 JSON-RPC": {"POST", "/agents/echo", "application/json", rpcBody(1, "GetExtendedAgentCard", map[string]any{})},
-		"0.3 JSON-RPC": {"POST", "/agents/echo", "application/json", rpcBody(1, "agent/getAuthenticatedExtendedCard", nil)},
-		"HTTP+JSON":    {"GET", "/agents/echo/extendedAgentCard", "", ""},
+	result := func(b []byte) []byte {
+		var r struct{ Result json.RawMessage }
+		if json.Unmarshal(b, &r) != nil || r.Result == nil {
+			return b // HTTP+JSON: the card itself
+		}
+		return r.Result
+	}
+	for _, c := range []struct {
+		name string
+		req  [4]string
+		// check fails t unless the answered card is in the version's form.
+		check func(t *testing.T, card []byte)
+	}{
+		{"1.0 JSON-RPC", [4]string{"POST", "/agents/echo", "application/json", rpcBody(1, "GetExtendedAgentCard", map[string]any{})}, only10Card},
+		{"HTTP+JSON", [4]string{"GET", "/agents/echo/extendedAgentCard", "", ""}, only10Card},
+		{"0.3 JSON-RPC", [4]string{"POST", "/agents/echo", "application/json", rpcBody(1, "agent/getAuthenticatedExtendedCard", nil)}, func(t *testing.T, card []byte) {
+			var c03 struct {
+				URL, ProtocolVersion              string
+				SupportsAuthenticatedExtendedCard *bool
+				Security                          []map[string][]string
+				SecuritySchemes                   map[string]struct{ Type string }
+			}
+			if err := json.Unmarshal(card, &c03); err != nil || c03.URL == "" || c03.ProtocolVersion != "0.3.0" || c03.SupportsAuthenticatedExtendedCard == nil ||
+				len(c03.Security) == 0 || len(c03.SecuritySchemes) == 0 {
+				t.Fatalf("not a card 0.3 clients read: %s", card)
+			}
+			for name, sc := range c03.SecuritySchemes {
+				if sc.Type == "" {
+					t.Fatalf("scheme %s has no 0.3 type: %s", name, card)
+				}
+			}
+		}},
 	} {
-		if status, _, b := as(t, "", req[0], h.url+req[1], req[2], req[3]); hasSecret(b) || (status != 401 && !bytes.Contains(b, []byte("-31401"))) {
-			t.Errorf("%s without credentials: %d %s", name, status, b)
-		}
-		if status, _, b := as(t, aliceKey, req[0], h.url+req[1], req[2], req[3]); status != 200 || !hasSecret(b) {
-			t.Errorf("%s with a key: %d %s", name, status, b)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			req := c.req
+			if status, _, b := as(t, "", req[0], h.url+req[1], req[2], req[3]); hasSecret(b) || (status != 401 && !bytes.Contains(b, []byte("-31401"))) {
+				t.Errorf("without credentials: %d %s", status, b)
+			}
+			status, _, b := as(t, aliceKey, req[0], h.url+req[1], req[2], req[3])
+			if status != 200 || !hasSecret(b) {
+				t.Fatalf("with a key: %d %s", status, b)
+			}
+			c.check(t, result(b))
+		})
 	}
 	if _, _, b := as(t, aliceKey, "POST", h.url+"/agents/plain", "application/json", rpcBody(1, "GetExtendedAgentCard", map[string]any{})); !bytes.Contains(b, []byte("-32007")) {
 		t.Errorf("an agent without extended skills: %s", b)
+	}
+}
+
+// only10Card fails t unless card holds only what A2A 1.0's AgentCard
+// defines (its proto's fields, by json_name) and declares its security
+// schemes in 1.0's shape alone (one member of the SecurityScheme oneof):
+// what the 1.0 card schema accepts.
+func only10Card(t *testing.T, card []byte) {
+	t.Helper()
+	fields := map[string]bool{"name": true, "description": true, "supportedInterfaces": true, "provider": true, "version": true,
+		"documentationUrl": true, "capabilities": true, "securitySchemes": true, "securityRequirements": true, "defaultInputModes": true,
+		"defaultOutputModes": true, "skills": true, "signatures": true, "iconUrl": true}
+	oneof := map[string]bool{"apiKeySecurityScheme": true, "httpAuthSecurityScheme": true, "oauth2SecurityScheme": true,
+		"openIdConnectSecurityScheme": true, "mtlsSecurityScheme": true}
+	var c struct {
+		SecuritySchemes      map[string]map[string]json.RawMessage `json:"securitySchemes"`
+		SecurityRequirements []json.RawMessage                     `json:"securityRequirements"`
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(card, &all); err != nil || json.Unmarshal(card, &c) != nil {
+		t.Fatalf("not a card: %s", card)
+	}
+	for k := range all {
+		if !fields[k] {
+			t.Errorf("member %q is not a field of A2A 1.0's AgentCard", k)
+		}
+	}
+	if len(c.SecuritySchemes) == 0 || len(c.SecurityRequirements) == 0 {
+		t.Errorf("an authenticating agent's card declares no security: %s", card)
+	}
+	for name, sc := range c.SecuritySchemes {
+		for k := range sc {
+			if !oneof[k] || len(sc) != 1 {
+				t.Errorf("security scheme %s is not in 1.0's shape (one member of the oneof): %s", name, card)
+			}
+		}
 	}
 }
 
@@ -402,5 +471,32 @@ func TestContextsStayWithTheirCaller(t *testing.T) {
 	}
 	if b := send(aliceKey); !bytes.Contains(b, []byte("TASK_STATE_COMPLETED")) {
 		t.Fatalf("alice again: %s", b)
+	}
+}
+
+// The cards' securityRequirements hold each scheme's scopes in the spec's
+// ProtoJSON form, a StringList {"list": [...]}; with CardScopesAsArrays,
+// as the bare array the official Go SDK reads (a2a-go#430), on the public
+// card and the extended card alike.
+func TestCardScopesAsArrays(t *testing.T) {
+	skills := map[string][]schemas.AgentSkill{"echo": {{ID: "more", Name: "More", Description: "d", Tags: []string{"t"}}}}
+	for _, c := range []struct {
+		name   string
+		arrays bool
+		want   string
+	}{
+		{"the spec's form", false, `"securityRequirements":[{"schemes":{"apiKey":{"list":[]}}}]`},
+		{"bare arrays", true, `"securityRequirements":[{"schemes":{"apiKey":[]}}]`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := authHarnessWith(t, edge.Config{CardScopesAsArrays: c.arrays, ExtendedSkills: skills})
+			_, _, public := as(t, "", "GET", h.url+"/agents/echo/.well-known/agent-card.json", "", "")
+			_, _, extended := as(t, aliceKey, "GET", h.url+"/agents/echo/extendedAgentCard", "", "")
+			for name, card := range map[string][]byte{"public card": public, "extended card": extended} {
+				if !bytes.Contains(card, []byte(c.want)) {
+					t.Errorf("%s: %s, want %s", name, card, c.want)
+				}
+			}
+		})
 	}
 }

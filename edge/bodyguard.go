@@ -48,6 +48,9 @@ type bodyGuard struct {
 	strLen                    int     // decoded bytes of the current string so far (a lower bound)
 	strSeen                   int     // decoded bytes of every string so far (a lower bound)
 	key                       keyName // the key being read
+	// oddKeys: some member name holds an underscore or an escape, so it
+	// may be a proto field name to rename (see protoNames).
+	oddKeys bool
 
 	// idAt and idEnd are where the value of the top-level "id" member
 	// lies in the body: idEnd is 0 until that value has ended.
@@ -135,6 +138,7 @@ func (g *bodyGuard) stringByte(c byte) {
 		}
 	case c == '\\':
 		g.esc = true
+		g.oddKeys = g.oddKeys || g.isKey
 		return // the escape is counted at its next byte
 	case c == '"':
 		g.inStr = false
@@ -148,9 +152,12 @@ func (g *bodyGuard) stringByte(c byte) {
 	// byte.
 	g.strLen++
 	g.strSeen++
-	if g.isKey && g.key.n < keyShown {
-		g.key.b[g.key.n] = c
-		g.key.n++
+	if g.isKey {
+		if g.key.n < keyShown {
+			g.key.b[g.key.n] = c
+			g.key.n++
+		}
+		g.oddKeys = g.oddKeys || c == '_'
 	}
 	if g.strLen > g.str {
 		what := "holds a string"

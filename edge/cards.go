@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/a2abus/a2abus/schemas"
 )
@@ -110,7 +111,19 @@ func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "signing the card failed", http.StatusInternalServerError)
 		return
 	}
-	s.writeCacheable(w, r, card)
+	b, err := json.Marshal(card)
+	if err != nil {
+		http.Error(w, "encoding the card failed", http.StatusInternalServerError)
+		return
+	}
+	// Last-Modified is when the registered card last changed, which every
+	// edge reads from the same registration (a registration of an older
+	// worker, without it: this edge's start).
+	modified := s.started
+	if reg.CardSince != nil {
+		modified = reg.CardSince.Time
+	}
+	s.writeETagged(w, r, b, s.publicCacheControl(), modified)
 }
 
 // handleAgentList lists the live registry. Query parameters narrow it:
@@ -137,7 +150,7 @@ func (s *Server) handleAgentList(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "encoding the list failed", http.StatusInternalServerError)
 		return
 	}
-	s.writeETagged(w, r, b, s.agentListCacheControl())
+	s.writeETagged(w, r, b, s.agentListCacheControl(), time.Time{})
 }
 
 // agentList is the live registry narrowed by q, as a caller sees it: with
@@ -236,17 +249,6 @@ func mentions(e schemas.AgentEntry, terms []string) bool {
 	return true
 }
 
-// writeCacheable writes v as JSON with Cache-Control and a content ETag, and
-// answers a matching If-None-Match with 304.
-func (s *Server) writeCacheable(w http.ResponseWriter, r *http.Request, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, "encoding the card failed", http.StatusInternalServerError)
-		return
-	}
-	s.writeCacheableJSON(w, r, b)
-}
-
 // handleJWKS serves the public keys push notifications and cards are
 // signed with, as cacheable as a card: a receiver that meets a key it does
 // not hold (a rotation) fetches again.
@@ -257,13 +259,7 @@ func (s *Server) handleJWKS(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "publishing the signing keys failed", http.StatusInternalServerError)
 		return
 	}
-	s.writeCacheableJSON(w, r, b)
-}
-
-// writeCacheableJSON writes a public JSON document with an ETag and the
-// cards' max-age, answering a matching If-None-Match with 304.
-func (s *Server) writeCacheableJSON(w http.ResponseWriter, r *http.Request, b []byte) {
-	s.writeETagged(w, r, b, s.publicCacheControl())
+	s.writeETagged(w, r, b, s.publicCacheControl(), time.Time{})
 }
 
 // publicCacheControl is the Cache-Control of what every caller is shown
@@ -272,16 +268,38 @@ func (s *Server) publicCacheControl() string {
 	return fmt.Sprintf("public, max-age=%d", int(s.cfg.CardMaxAge.Seconds()))
 }
 
-// writeETagged writes a JSON document with cacheControl and a content
-// ETag, answering a matching If-None-Match with 304.
-func (s *Server) writeETagged(w http.ResponseWriter, r *http.Request, b []byte, cacheControl string) {
+// writeETagged writes a JSON document with cacheControl, a content ETag
+// and, when modified is set, Last-Modified, and answers a conditional GET
+// as RFC 9110 §13.2.2 orders it: If-None-Match, when sent, decides alone
+// (304 when it holds the ETag, compared weakly, or *); otherwise
+// If-Modified-Since gives 304 when the document is unchanged since. What
+// this edge adds to a document is unchanged since it started, so the 304
+// also needs the date at or after the edge's start: a client whose copy
+// is older may hold what an edge configured otherwise served, and gets
+// the document again.
+func (s *Server) writeETagged(w http.ResponseWriter, r *http.Request, b []byte, cacheControl string, modified time.Time) {
 	sum := sha256.Sum256(b)
 	etag := `"` + hex.EncodeToString(sum[:12]) + `"`
 	h := w.Header()
 	h.Set("Cache-Control", cacheControl)
 	h.Set("ETag", etag)
-	for _, m := range strings.Split(r.Header.Get("If-None-Match"), ",") {
-		if m = strings.TrimSpace(m); m == etag || m == "*" {
+	if !modified.IsZero() {
+		h.Set("Last-Modified", modified.UTC().Format(http.TimeFormat))
+	}
+	if inm := r.Header.Get("If-None-Match"); inm != "" {
+		for _, m := range strings.Split(inm, ",") {
+			if m = strings.TrimPrefix(strings.TrimSpace(m), "W/"); m == etag || m == "*" {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+		}
+	} else if ims, err := http.ParseTime(r.Header.Get("If-Modified-Since")); err == nil && !modified.IsZero() {
+		// HTTP dates have whole seconds.
+		since := modified.Truncate(time.Second)
+		if started := s.started.Truncate(time.Second); started.After(since) {
+			since = started
+		}
+		if !since.After(ims) {
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}
@@ -303,7 +321,7 @@ func (s *Server) declareSecurity(c *schemas.AgentCard) {
 	}
 	a := s.cfg.Auth
 	c.SecuritySchemes = a.UnionSecuritySchemes()
-	_, c.SecurityRequirements = a.CardSecurity()
+	c.SecurityRequirements = s.requirements()
 	_, c.Security = a.CardSecurity03()
 	c.Authentication = &schemas.LegacyAuthentication{Schemes: a.LegacySchemes()}
 }
@@ -315,19 +333,73 @@ func (s *Server) hasExtendedCard(agent string) bool {
 }
 
 // extendedCard is the card of the called agent for an authenticated
-// caller: the public card with the agent's extended skills, signed as the
-// public card is. The front door has authenticated the caller before any
-// method runs.
+// caller: the public card with the agent's extended skills, as A2A 1.0
+// alone defines a card (see card10), signed as the public card is: only
+// 1.0 clients call GetExtendedAgentCard, and the 1.0 card schema they
+// check it against has none of the union card's other fields. The front
+// door has authenticated the caller before any method runs.
 func (s *Server) extendedCard(c *call) (schemas.AgentCard, error) {
 	reg, ok := s.agents.Get(c.agent)
 	if !ok || !s.hasExtendedCard(c.agent) {
 		return schemas.AgentCard{}, schemas.Errorf(schemas.ErrExtendedCardNotConfigured, "agent %s has no extended agent card (its card does not declare capabilities.extendedAgentCard)", c.agent)
 	}
-	card := s.card(reg)
+	card := s.card10(s.card(reg))
 	card.Skills = append(append([]schemas.AgentSkill(nil), card.Skills...), s.cfg.ExtendedSkills[c.agent]...)
 	card, err := s.signed(card)
 	if err != nil {
 		return schemas.AgentCard{}, schemas.Errorf(schemas.ErrInternal, "signing the extended card failed: %v", err)
 	}
 	return card, nil
+}
+
+// card10 is served card c as A2A 1.0 alone defines a card: without the
+// 0.3 fields UnionCard added and the older dialect's authentication, and
+// with its security schemes in 1.0's shape only (a union card gives each
+// in both shapes side by side).
+func (s *Server) card10(c schemas.AgentCard) schemas.AgentCard {
+	c.URL, c.PreferredTransport, c.ProtocolVersion = "", "", ""
+	c.AdditionalInterfaces, c.SupportsAuthenticatedExtendedCard = nil, nil
+	c.Security, c.Authentication = nil, nil
+	c.SecuritySchemes, c.SecurityRequirements = nil, nil
+	if s.authenticates() {
+		c.SecuritySchemes, _ = s.cfg.Auth.CardSecurity()
+		c.SecurityRequirements = s.requirements()
+	}
+	return c
+}
+
+// requirements are the cards' 1.0 securityRequirements: the spec's
+// ProtoJSON form, or with Config.CardScopesAsArrays each scheme's scopes
+// as a bare array.
+func (s *Server) requirements() []json.RawMessage {
+	_, reqs := s.cfg.Auth.CardSecurity()
+	if !s.cfg.CardScopesAsArrays {
+		return reqs
+	}
+	out := make([]json.RawMessage, 0, len(reqs))
+	for _, raw := range reqs {
+		var r struct {
+			Schemes map[string]struct {
+				List []string `json:"list"`
+			} `json:"schemes"`
+		}
+		if err := json.Unmarshal(raw, &r); err != nil {
+			panic("edge: a requirement of edge/auth's CardSecurity does not decode: " + err.Error())
+		}
+		bare := make(map[string][]string, len(r.Schemes))
+		for name, l := range r.Schemes {
+			bare[name] = append([]string{}, l.List...)
+		}
+		b, _ := json.Marshal(map[string]any{"schemes": bare})
+		out = append(out, b)
+	}
+	return out
+}
+
+// card03 is a 1.0 card as 0.3's agent/getAuthenticatedExtendedCard
+// answers it: the union card, whose 0.3 fields 0.3 clients read.
+func (s *Server) card03(c schemas.AgentCard) schemas.AgentCard {
+	c = schemas.UnionCard(c)
+	s.declareSecurity(&c)
+	return c
 }

@@ -52,10 +52,12 @@ type call struct {
 	// ifGeneration is a continuation's ifGenerationMatch (checkSend).
 	ifGeneration *schemas.Generation
 	accept       string          // Accept header
+	answerType   string          // the media type of an HTTP+JSON answer (answerType)
 	id           json.RawMessage // JSON-RPC request id; nil on other bindings
 	caller       caller          // who is calling, as the pipeline authenticated it
 	pathTenant   string          // the tenant an HTTP+JSON path names (/{tenant}/…); "" if none
 	body         bodyHold        // what its body's buffer holds of the edge's bodyBudget (readBody)
+	oddKeys      bool            // a member name of the body may be a proto field name (see protoNames)
 	bodyMax      int64           // the most of the body its route reads (Route.Body)
 
 	// For tasks of the older dialect: the id to create the task under (""
@@ -172,7 +174,11 @@ func (s *Server) serve(rt Route, b *binding, decode decodeFunc) frontDoorHandler
 		// The body is read by decode and used until the answer is written.
 		defer s.bodies.release(&c.body)
 		if e := s.checkRoute(r, rt.Origins); e != nil {
-			s.refuse(w, b, c, e, 0)
+			status := 0
+			if !b.rpc {
+				status = mediaTypeStatus(e)
+			}
+			s.refuse(w, b, c, e, status)
 			return
 		}
 		c.pathTenant, _ = r.Context().Value(tenantKey{}).(string)
@@ -476,6 +482,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, c *call) ([]by
 		}
 	}
 	if err == io.EOF && g.err == nil && over == nil {
+		c.oddKeys = g.oddKeys
 		return buf, nil
 	}
 	c.id = g.id(buf)
@@ -535,7 +542,22 @@ func (s *Server) readParams(w http.ResponseWriter, r *http.Request, c *call) (js
 	if body[0] != '{' {
 		return nil, schemas.Errorf(schemas.ErrInvalidParams, "the request body must be a JSON object")
 	}
-	return body, nil
+	return s.protoParams(c, body)
+}
+
+// protoParams is a 1.0 call's params with the member names spelt as the
+// proto spells its fields made json_names (see protoNames); the params of
+// other dialects, and of a body whose names the guard found plain, are
+// returned as they are. The copy is taken from the body budget as the
+// body was.
+func (s *Server) protoParams(c *call, params json.RawMessage) (json.RawMessage, error) {
+	if c.d != &s.v1 || !c.oddKeys || len(bytes.TrimSpace(params)) == 0 {
+		return params, nil
+	}
+	if e := s.bodies.take(&c.body, int64(len(params))); e != nil {
+		return nil, e
+	}
+	return protoNames(params)
 }
 
 func jsonMediaType(ct string) bool {
@@ -551,8 +573,8 @@ func paramsOf(v map[string]any) json.RawMessage {
 }
 
 // queryInt32 reads an optional integer query parameter into m.
-func queryInt32(r *http.Request, m map[string]any, name string) error {
-	v := r.URL.Query().Get(name)
+func queryInt32(q url.Values, m map[string]any, name string) error {
+	v := q.Get(name)
 	if v == "" {
 		return nil
 	}

@@ -70,11 +70,12 @@ func decodeJSONRPC(s *Server, w http.ResponseWriter, r *http.Request, c *call) e
 	if perr != nil {
 		return perr
 	}
-	c.method, c.params = *req.Method, req.Params
+	c.method = *req.Method
 	if isV03Method(c.method) {
 		c.d = &s.v03
 	}
-	return nil
+	c.params, err = s.protoParams(c, req.Params)
+	return err
 }
 
 func (s *Server) dialects() (v1, v03 dialect) {

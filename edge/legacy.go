@@ -201,7 +201,7 @@ func legacyRows() []routeDecl {
 		readsNoBody(route("GET /a2a/tasks/{task}", func(_ *Server, _ http.ResponseWriter, r *http.Request, c *call) error {
 			c.method = "tasks/get"
 			p := map[string]any{"id": r.PathValue("task")}
-			err := queryInt32(r, p, "historyLength")
+			err := queryInt32(r.URL.Query(), p, "historyLength")
 			c.params = paramsOf(p)
 			return err
 		})),

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/schemas"
@@ -270,5 +272,111 @@ func TestPushConfigShowsItsDeliveryState(t *testing.T) {
 	}
 	if r := rpcAs(t, h, aliceKey, "GetTaskPushNotificationConfig", map[string]any{"taskId": id, "id": "good"}); strings.Contains(string(r.Result), "a2abusDelivery") {
 		t.Errorf("a healthy config: %s", r.Result)
+	}
+}
+
+// A config created on a finished task is stored and stays readable — got,
+// listed, then deleted — while a push sender runs, on 1.0 JSON-RPC,
+// HTTP+JSON and 0.3: the specification lists no error for creating one on
+// a finished task (the TCK creates them on completed tasks), and a sender
+// that dropped the configs of a finished task once its last event was
+// delivered made the create's answer a lie.
+func TestPushConfigOfAFinishedTaskStaysReadable(t *testing.T) {
+	h := pushHarness(t)
+	passes := make(chan string, 64)
+	s, err := workers.NewPushSender(h.b, workers.PushOptions{Client: &http.Client{}, Stored: func(id string) { passes <- id }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	rest := func(method, path, body string) (int, []byte) {
+		t.Helper()
+		code, _, b := as(t, aliceKey, method, h.url+"/agents/echo"+path, "application/json", body)
+		return code, b
+	}
+	rpc := func(method string, params map[string]any) (int, []byte) {
+		t.Helper()
+		r := rpcAs(t, h, aliceKey, method, params)
+		if r.Error != nil {
+			return r.Error.Code, []byte(r.Error.Message)
+		}
+		return 0, r.Result
+	}
+	for _, b := range []struct {
+		name              string
+		create, get, list func(task string) (int, []byte)
+		del               func(task string) (int, []byte)
+		ok, notFound      int
+	}{
+		{"1.0 JSON-RPC",
+			func(id string) (int, []byte) {
+				return rpc("CreateTaskPushNotificationConfig", map[string]any{"taskId": id, "id": "kept", "url": "https://hooks.example/kept"})
+			},
+			func(id string) (int, []byte) {
+				return rpc("GetTaskPushNotificationConfig", map[string]any{"taskId": id, "id": "kept"})
+			},
+			func(id string) (int, []byte) {
+				return rpc("ListTaskPushNotificationConfigs", map[string]any{"taskId": id})
+			},
+			func(id string) (int, []byte) {
+				return rpc("DeleteTaskPushNotificationConfig", map[string]any{"taskId": id, "id": "kept"})
+			},
+			0, schemas.ErrTaskNotFound.Code},
+		{"HTTP+JSON",
+			func(id string) (int, []byte) {
+				return rest("POST", "/tasks/"+id+"/pushNotificationConfigs", `{"id":"kept","url":"https://hooks.example/kept"}`)
+			},
+			func(id string) (int, []byte) { return rest("GET", "/tasks/"+id+"/pushNotificationConfigs/kept", "") },
+			func(id string) (int, []byte) { return rest("GET", "/tasks/"+id+"/pushNotificationConfigs", "") },
+			func(id string) (int, []byte) { return rest("DELETE", "/tasks/"+id+"/pushNotificationConfigs/kept", "") },
+			http.StatusOK, http.StatusNotFound},
+		{"0.3 JSON-RPC",
+			func(id string) (int, []byte) {
+				return rpc("tasks/pushNotificationConfig/set", map[string]any{"taskId": id, "pushNotificationConfig": map[string]any{"id": "kept", "url": "https://hooks.example/kept"}})
+			},
+			func(id string) (int, []byte) {
+				return rpc("tasks/pushNotificationConfig/get", map[string]any{"id": id, "pushNotificationConfigId": "kept"})
+			},
+			func(id string) (int, []byte) {
+				return rpc("tasks/pushNotificationConfig/list", map[string]any{"id": id})
+			},
+			func(id string) (int, []byte) {
+				return rpc("tasks/pushNotificationConfig/delete", map[string]any{"id": id, "pushNotificationConfigId": "kept"})
+			},
+			0, schemas.ErrTaskNotFound.Code},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			task := mustResult[schemas.SendMessageResponse](t, rpcAs(t, h, aliceKey, "SendMessage", send(userMessage("hi"), false))).Task
+			if task.Status.State != schemas.TaskStateCompleted {
+				t.Fatalf("the task is %s, want it finished", task.Status.State)
+			}
+			if code, body := b.create(task.ID); code != b.ok || !strings.Contains(string(body), "https://hooks.example/kept") {
+				t.Fatalf("create: %d %s", code, body)
+			}
+			// The create woke the sender: wait for its pass over the task.
+			for id := ""; id != task.ID; {
+				select {
+				case id = <-passes:
+				case <-time.After(30 * time.Second):
+					t.Fatal("the push sender never looked at the task")
+				}
+			}
+			if code, body := b.get(task.ID); code != b.ok || !strings.Contains(string(body), `"kept"`) {
+				t.Fatalf("get after the sender's pass: %d %s", code, body)
+			}
+			if code, body := b.list(task.ID); code != b.ok || !strings.Contains(string(body), `"kept"`) {
+				t.Fatalf("list after the sender's pass: %d %s", code, body)
+			}
+			if code, body := b.del(task.ID); code != b.ok {
+				t.Fatalf("delete: %d %s", code, body)
+			}
+			if code, body := b.get(task.ID); code != b.notFound {
+				t.Fatalf("get after delete: %d %s, want %d", code, body, b.notFound)
+			}
+		})
 	}
 }

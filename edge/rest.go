@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -23,12 +24,12 @@ const contentA2A = schemas.ContentTypeA2A
 // httpJSON is the HTTP+JSON binding.
 var httpJSON = &binding{
 	name: "rest", agentOf: pathAgent, noAgent: schemas.ErrTaskNotFound,
-	writeResult: func(w http.ResponseWriter, _ *call, res any) {
+	writeResult: func(w http.ResponseWriter, c *call, res any) {
 		if pre, ok := res.(preEncoded); ok {
-			pre.write(w, contentA2A, "", "")
+			pre.write(w, c.answerType, "", "")
 			return
 		}
-		writeREST(w, res)
+		writeREST(w, c.answerType, res)
 	},
 	writeError: func(w http.ResponseWriter, _ *call, e *schemas.Error, status int) { writeStatus(w, e, status) },
 }
@@ -38,7 +39,7 @@ var httpJSON = &binding{
 func restRows(prefix string) []routeDecl {
 	route := func(pattern string, decode decodeFunc) routeDecl {
 		return front(pattern, httpJSON, formStatus, func(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
-			c.d = &s.v1
+			c.d, c.answerType = &s.v1, answerType(r)
 			return decode(s, w, r, c)
 		})
 	}
@@ -138,10 +139,14 @@ func validTenant(t string) bool {
 func decodeRESTTask(s *Server, w http.ResponseWriter, r *http.Request, c *call) error {
 	id, action := splitTaskAction(r.PathValue("task"))
 	p := map[string]any{"id": id}
+	q, err := protoQuery(r.URL.Query())
+	if err != nil {
+		return err
+	}
 	switch {
 	case action == "" && r.Method == http.MethodGet:
 		c.method = "GetTask"
-		if err := queryInt32(r, p, "historyLength"); err != nil {
+		if err := queryInt32(q, p, "historyLength"); err != nil {
 			return err
 		}
 		if v := r.URL.Query().Get("currentGeneration"); v != "" {
@@ -172,7 +177,7 @@ func decodeRESTTask(s *Server, w http.ResponseWriter, r *http.Request, c *call) 
 		c.method = r.Method + " /tasks/{id}:" + action
 		return schemas.Errorf(schemas.ErrMethodNotFound, "%s /tasks/{id}:%s is not a method", r.Method, action)
 	}
-	if t := r.URL.Query().Get("tenant"); t != "" {
+	if t := q.Get("tenant"); t != "" {
 		p["tenant"] = t
 	}
 	c.params = paramsOf(p)
@@ -182,7 +187,10 @@ func decodeRESTTask(s *Server, w http.ResponseWriter, r *http.Request, c *call) 
 // decodeRESTList reads ListTasks from the query.
 func decodeRESTList(_ *Server, _ http.ResponseWriter, r *http.Request, c *call) error {
 	c.method = "ListTasks"
-	q := r.URL.Query()
+	q, err := protoQuery(r.URL.Query())
+	if err != nil {
+		return err
+	}
 	p := map[string]any{}
 	for _, k := range []string{"contextId", "pageToken", "status", "tenant"} {
 		if v := q.Get(k); v != "" {
@@ -190,7 +198,7 @@ func decodeRESTList(_ *Server, _ http.ResponseWriter, r *http.Request, c *call) 
 		}
 	}
 	for _, k := range []string{"pageSize", "historyLength"} {
-		if err := queryInt32(r, p, k); err != nil {
+		if err := queryInt32(q, p, k); err != nil {
 			return err
 		}
 	}
@@ -249,13 +257,68 @@ func decodeRESTPush(s *Server, w http.ResponseWriter, r *http.Request, c *call) 
 	return nil
 }
 
-func writeREST(w http.ResponseWriter, v any) {
+// answerType is the media type an HTTP+JSON answer is written in: of
+// application/a2a+json and application/json, the one the request's
+// Accept prefers; when it prefers neither (absent, */*, a tie), the
+// request body's (application/json in, application/json out); else
+// application/a2a+json, which the binding SHOULD use (spec §11.1).
+func answerType(r *http.Request) string {
+	if accept := r.Header.Get("Accept"); accept != "" {
+		qa, qj := acceptQ(accept, contentA2A), acceptQ(accept, "application/json")
+		switch {
+		case qa > qj:
+			return contentA2A
+		case qj > qa:
+			return "application/json"
+		}
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil && mt == "application/json" {
+		return mt
+	}
+	return contentA2A
+}
+
+// acceptQ is the quality an Accept header gives media type mt (type/subtype,
+// lower case): that of its most specific range matching mt (RFC 9110
+// §12.5.1), 0 when none does.
+func acceptQ(accept, mt string) float64 {
+	typ, _, _ := strings.Cut(mt, "/")
+	best, q := 0, 0.0
+	for _, part := range strings.Split(accept, ",") {
+		rng, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		specific := 0
+		switch {
+		case rng == mt:
+			specific = 3
+		case rng == typ+"/*":
+			specific = 2
+		case rng == "*/*":
+			specific = 1
+		}
+		if specific <= best {
+			continue
+		}
+		best, q = specific, 1
+		if v, ok := params["q"]; ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && f <= 1 {
+				q = f
+			}
+		}
+	}
+	return q
+}
+
+// writeREST writes v as an HTTP+JSON answer of media type contentType.
+func writeREST(w http.ResponseWriter, contentType string, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		writeStatus(w, schemas.Errorf(schemas.ErrInternal, "encoding the response failed"), 0)
 		return
 	}
-	w.Header().Set("Content-Type", contentA2A)
+	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
 }

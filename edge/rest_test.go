@@ -51,6 +51,13 @@ func restOK[T any](t testing.TB, r *restReply) T {
 // ErrorInfo reason.
 func restErr(t testing.TB, r *restReply, kind *schemas.Error) {
 	t.Helper()
+	restErrStatus(t, r, kind, kind.HTTPStatus)
+}
+
+// restErrStatus is restErr for an error of row kind answered with HTTP
+// status status (a body's media type: 415).
+func restErrStatus(t testing.TB, r *restReply, kind *schemas.Error, status int) {
+	t.Helper()
 	var st struct {
 		Error struct {
 			Code    int    `json:"code"`
@@ -66,8 +73,8 @@ func restErr(t testing.TB, r *restReply, kind *schemas.Error) {
 	if err := json.Unmarshal(r.body, &st); err != nil {
 		t.Fatalf("status %d, body not google.rpc.Status: %s", r.status, r.body)
 	}
-	if r.status != kind.HTTPStatus || st.Error.Code != kind.HTTPStatus {
-		t.Fatalf("HTTP %d (code %d), want %d: %s", r.status, st.Error.Code, kind.HTTPStatus, r.body)
+	if r.status != status || st.Error.Code != status {
+		t.Fatalf("HTTP %d (code %d), want %d: %s", r.status, st.Error.Code, status, r.body)
 	}
 	if len(st.Error.Details) != 1 || st.Error.Details[0].Reason != kind.Reason || st.Error.Details[0].Type != "type.googleapis.com/google.rpc.ErrorInfo" || st.Error.Details[0].Domain != "a2a-protocol.org" {
 		t.Fatalf("details: %s", r.body)
@@ -90,12 +97,17 @@ func TestRESTRoutes(t *testing.T) {
 			if res.Task == nil || res.Task.Status.State != schemas.TaskStateCompleted {
 				t.Fatalf("%s %s: %s", base, ct, r.body)
 			}
-			if got := r.header.Get("Content-Type"); got != "application/a2a+json" {
-				t.Fatalf("response Content-Type %q", got)
+			// Answered in the request's media type.
+			want := "application/a2a+json"
+			if strings.HasPrefix(ct, "application/json") {
+				want = "application/json"
+			}
+			if got := r.header.Get("Content-Type"); got != want {
+				t.Fatalf("response Content-Type %q to a request of %q, want %q", got, ct, want)
 			}
 		}
 	}
-	restErr(t, h.rest("POST", "/agents/echo/message:send", "text/plain", sendBody), schemas.ErrContentTypeNotSupported)
+	restErrStatus(t, h.rest("POST", "/agents/echo/message:send", "text/plain", sendBody), schemas.ErrContentTypeNotSupported, http.StatusUnsupportedMediaType)
 	restErr(t, h.rest("POST", "/agents/echo/message:send", "application/json", `{"message":`), schemas.ErrParse)
 	restErr(t, h.rest("POST", "/agents/echo/message:send", "application/json", `{}`), schemas.ErrInvalidParams)
 

@@ -116,9 +116,9 @@ func TestRoutePoliciesAndLimitsHoldOnEveryRoute(t *testing.T) {
 		switch rr.rt.Policy {
 		case edge.PolicyCaller:
 			resp, raw := rr.send(h, "", "")
-			refusedOn(t, rr.rt, rr.String()+" without credentials", resp, raw, schemas.ErrUnauthenticated)
+			refusedOn(t, rr.String()+" without credentials", resp, raw, schemas.ErrUnauthenticated)
 			resp, raw = rr.send(h, "not-a-key-0123456789abcdef", "")
-			refusedOn(t, rr.rt, rr.String()+" with a wrong key", resp, raw, schemas.ErrUnauthenticated)
+			refusedOn(t, rr.String()+" with a wrong key", resp, raw, schemas.ErrUnauthenticated)
 		case edge.PolicyAdmin, edge.PolicyAdminWrite:
 			if resp, raw := rr.send(h, "", ""); resp.StatusCode != http.StatusUnauthorized {
 				t.Errorf("%s without credentials: HTTP %d %s", rr, resp.StatusCode, raw)
@@ -172,7 +172,7 @@ func TestRoutePoliciesAndLimitsHoldOnEveryRoute(t *testing.T) {
 		switch rr.rt.Limit {
 		case edge.LimitCaller:
 			resp, raw := rr.send(h, aliceKey, "")
-			refusedOn(t, rr.rt, rr.String()+" over alice's rate", resp, raw, schemas.ErrRateLimited)
+			refusedOn(t, rr.String()+" over alice's rate", resp, raw, schemas.ErrRateLimited)
 			if resp.Header.Get("Retry-After") == "" {
 				t.Errorf("%s over alice's rate: no Retry-After", rr)
 			}
@@ -258,7 +258,7 @@ func TestEveryRouteBoundsItsBody(t *testing.T) {
 			continue // a pattern without a method that does not take this one
 		}
 		if rr.rt.FrontDoor {
-			refusedOn(t, rr.rt, rr.String()+" past its bound", resp, raw, schemas.ErrInvalidRequest)
+			refusedOn(t, rr.String()+" past its bound", resp, raw, schemas.ErrInvalidRequest)
 			continue
 		}
 		if resp.StatusCode != http.StatusRequestEntityTooLarge {

@@ -337,9 +337,9 @@ func (s *Server) sideDoor(rt Route, bucket string, next http.Handler) http.Handl
 	admit := s.admission(rt.Policy)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if e := s.checkRoute(r, rt.Origins); e != nil {
-			status := e.HTTPStatus
-			if e.Code == schemas.ErrContentTypeNotSupported.Code {
-				status = http.StatusUnsupportedMediaType
+			status := mediaTypeStatus(e)
+			if status == 0 {
+				status = e.HTTPStatus
 			}
 			writePlain(w, status, e.Message)
 			return
@@ -483,6 +483,19 @@ func (s *Server) checkRoute(r *http.Request, o Origins) *schemas.Error {
 		return schemas.Errorf(schemas.ErrContentTypeNotSupported, "Content-Type %q is not supported; send %s or application/json", trimMediaType(ct), contentA2A)
 	}
 	return nil
+}
+
+// mediaTypeStatus is the HTTP status of checkRoute's refusal e where HTTP
+// decides it: a request body of a media type the route does not take is
+// 415 Unsupported Media Type, on every route answered in HTTP statuses.
+// (The A2A table's ContentTypeNotSupported row, 400, is about the media
+// types of a message's parts; JSON-RPC answers keep HTTP 200 and carry
+// the row's code.) 0 for any other refusal: the row's status.
+func mediaTypeStatus(e *schemas.Error) int {
+	if e.Code == schemas.ErrContentTypeNotSupported.Code {
+		return http.StatusUnsupportedMediaType
+	}
+	return 0
 }
 
 // crossOriginRead reports whether a safe-method request comes from a

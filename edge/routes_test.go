@@ -68,7 +68,7 @@ func TestRouteTableRefusesCrossSiteAndNonJSON(t *testing.T) {
 			unsafe++
 			for _, br := range crossSite {
 				resp, raw := h.do(m, path, br.body, br.header)
-				refusedOn(t, rt, m+" "+path+" ("+br.name+")", resp, raw, schemas.ErrPermissionDenied)
+				refusedOn(t, m+" "+path+" ("+br.name+")", resp, raw, schemas.ErrPermissionDenied)
 			}
 			// Not a browser, but not JSON either: a body without a media
 			// type, and a form.
@@ -78,7 +78,7 @@ func TestRouteTableRefusesCrossSiteAndNonJSON(t *testing.T) {
 					header["Content-Type"] = ct
 				}
 				resp, raw := h.do(m, path, `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}`, header)
-				refusedOn(t, rt, m+" "+path+" (Content-Type "+ct+")", resp, raw, schemas.ErrContentTypeNotSupported)
+				refusedOn(t, m+" "+path+" (Content-Type "+ct+")", resp, raw, schemas.ErrContentTypeNotSupported)
 			}
 		}
 	}
@@ -104,8 +104,9 @@ func TestRouteTableRefusesCrossSiteAndNonJSON(t *testing.T) {
 }
 
 // refusedOn asserts that an answer is the refusal row kind, in the route's
-// form: a JSON-RPC error (HTTP 200), or the row's or 415's HTTP status.
-func refusedOn(t *testing.T, rt edge.Route, what string, resp *http.Response, raw []byte, kind *schemas.Error) {
+// form: a JSON-RPC error (HTTP 200), or the row's HTTP status — 415 for a
+// body's media type, on every route that answers in HTTP statuses.
+func refusedOn(t *testing.T, what string, resp *http.Response, raw []byte, kind *schemas.Error) {
 	t.Helper()
 	var rpc struct {
 		Error *struct {
@@ -119,7 +120,7 @@ func refusedOn(t *testing.T, rt edge.Route, what string, resp *http.Response, ra
 		return
 	}
 	want := kind.HTTPStatus
-	if kind == schemas.ErrContentTypeNotSupported && !rt.FrontDoor {
+	if kind == schemas.ErrContentTypeNotSupported {
 		want = http.StatusUnsupportedMediaType
 	}
 	if resp.StatusCode != want {

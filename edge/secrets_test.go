@@ -91,8 +91,8 @@ func TestPushSecretsAreWriteOnly(t *testing.T) {
 		t.Fatalf("%d answers checked, want 15", len(answers))
 	}
 
-	// The sender starts only now (the finished task's configs are dropped
-	// once delivered): the webhook gets the secrets as stored.
+	// The sender starts only now, every answer checked: the webhook gets
+	// the secrets as stored.
 	s, err := workers.NewPushSender(h.b, workers.PushOptions{Client: &http.Client{}})
 	if err != nil {
 		t.Fatal(err)

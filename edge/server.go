@@ -149,6 +149,13 @@ type Config struct {
 	// public card declares one. Only with Auth set; without
 	// authentication there is no one to show more to.
 	ExtendedSkills map[string][]schemas.AgentSkill
+	// CardScopesAsArrays writes the scopes of the cards' securityRequirements
+	// as bare arrays ({"schemes": {"apiKey": []}}), the form the official Go
+	// SDK (a2a-go v2, through v2.4.0: a2a-go#430) reads and writes, instead
+	// of the ProtoJSON form of the spec's StringList ({"schemes": {"apiKey":
+	// {"list": []}}}), which that SDK cannot read and protobuf's own parsers
+	// and the 1.0 card schema require. Default false: the spec's form.
+	CardScopesAsArrays bool
 	// PublicMetrics serves /metrics without credentials when Auth is set;
 	// otherwise only admin principals read it.
 	PublicMetrics bool
@@ -274,6 +281,9 @@ type Server struct {
 	m        edgeMetrics
 	bodies   *bodyBudget // the memory request bodies hold (readBody)
 	cardSigs cardSignatures
+	// started is when the edge was built: its own part of every card it
+	// serves (interfaces, capabilities, security) is unchanged since.
+	started time.Time
 }
 
 // New returns an edge on b (a *bus.Bus). Call Run to start following the
@@ -294,6 +304,7 @@ func New(b Bus, cfg Config) *Server {
 		mux:      http.NewServeMux(),
 		m:        newEdgeMetrics(b.Metrics()),
 		bodies:   newBodyBudget(cfg.MaxBodyBuffer, cfg.MaxBodyBufferPerAddr, newBodyGauge(b.Metrics())),
+		started:  time.Now(),
 	}
 	s.svc = intercept(&a2aService{
 		cfg: &s.cfg, log: s.log, life: b, pushes: b, index: s.index, tasks: s.tasks, drain: &s.drain,

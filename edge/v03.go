@@ -18,8 +18,18 @@ func (s *Server) v03Methods() map[string]methodFunc {
 		"message/send":                       s.v03Send,
 		"tasks/get":                          s.v03Get,
 		"tasks/cancel":                       s.v03Cancel,
-		"agent/getAuthenticatedExtendedCard": s.rpcGetExtendedAgentCard, // a union card: 0.3 clients read its 0.3 fields
+		"agent/getAuthenticatedExtendedCard": s.v03GetExtendedAgentCard,
 	}
+}
+
+// v03GetExtendedAgentCard answers the extended card as a union card: 0.3
+// clients read its 0.3 fields.
+func (s *Server) v03GetExtendedAgentCard(ctx context.Context, c *call) (any, error) {
+	card, err := s.svc.GetExtendedAgentCard(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return s.card03(*card), nil
 }
 
 func (s *Server) v03StreamMethods() map[string]streamFunc {

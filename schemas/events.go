@@ -195,6 +195,10 @@ type AgentRegistration struct {
 	Card      AgentCard `json:"card"`
 	Instance  string    `json:"instance"`
 	UpdatedAt Timestamp `json:"updatedAt"`
+	// CardSince is when Card last changed: kept by every refresh that
+	// registers the same card, so it is the same for every worker of the
+	// agent and every edge serving its card (the card's Last-Modified).
+	CardSince *Timestamp `json:"cardSince,omitempty"`
 	// Remote is set for an agent whose work is proxied to an external A2A
 	// agent: where it is and how reachable it was at the last check.
 	Remote *RemoteAgentStatus `json:"remote,omitempty"`

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/netip"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -339,14 +338,17 @@ func (s *PushSender) deliverTask(ctx context.Context, taskID string, log *slog.L
 	// Each config's progress is stored as it is made, so a sender that
 	// dies repeats at most the notification it was posting; the configs
 	// share the task's one value, so their stores take turns, each from the
-	// set the last one stored. A finished task's configs are dropped with
-	// the store that brings the last of them to its end.
+	// set the last one stored. A finished task's configs are kept once
+	// their last event is delivered: the specification has a config
+	// created on a finished task succeed and be read back (Get, List,
+	// Delete), so they stay until deleted or the task is (the sweep
+	// deletes them with its events).
 	var mu sync.Mutex
 	set := &schemas.PushConfigSet{Configs: cfgs}
 	save := func(o outcome) error {
 		mu.Lock()
 		defer mu.Unlock()
-		next, nrev, err := s.store(ctx, taskID, set, rev, []outcome{o}, final)
+		next, nrev, err := s.store(ctx, taskID, set, rev, []outcome{o})
 		if err == nil {
 			set, rev = next, nrev
 		}
@@ -361,12 +363,6 @@ func (s *PushSender) deliverTask(ctx context.Context, taskID string, log *slog.L
 		wg.Go(func() { out[i] = s.deliverConfig(ctx, taskID, rec, &cfgs[i], evs, save, log) })
 	}
 	wg.Wait()
-	if final > 0 && len(evs) == 0 {
-		// Delivered before, not dropped then (a sender died between).
-		if _, _, err := s.store(ctx, taskID, set, rev, nil, final); err != nil {
-			return delivered{}, err
-		}
-	}
 	if s.opt.Stored != nil {
 		s.opt.Stored(taskID)
 	}
@@ -389,10 +385,8 @@ func (s *PushSender) deliverTask(ctx context.Context, taskID string, log *slog.L
 }
 
 // store writes outcomes into the task's configs (set, at revision rev),
-// skipping configs deleted or replaced meanwhile; with final > 0 (the
-// cursor of the event that ended the task) it drops the configs when each
-// has reached it or is disabled.
-func (s *PushSender) store(ctx context.Context, taskID string, set *schemas.PushConfigSet, rev uint64, outs []outcome, final uint64) (*schemas.PushConfigSet, uint64, error) {
+// skipping configs deleted or replaced meanwhile.
+func (s *PushSender) store(ctx context.Context, taskID string, set *schemas.PushConfigSet, rev uint64, outs []outcome) (*schemas.PushConfigSet, uint64, error) {
 	return s.b.ChangePushDelivery(ctx, taskID, set, rev, func(set *schemas.PushConfigSet) error {
 		for _, o := range outs {
 			i := set.Index(o.id)
@@ -404,11 +398,6 @@ func (s *PushSender) store(ctx context.Context, taskID string, set *schemas.Push
 				c.Delivered, c.DeliveredSeq = o.delivered, o.seq
 			}
 			c.Failing, c.Disabled = o.failing, o.disabled
-		}
-		if final > 0 && !slices.ContainsFunc(set.Configs, func(c schemas.PushConfigRecord) bool {
-			return c.Disabled == "" && c.Delivered < final
-		}) {
-			set.Configs = nil
 		}
 		return nil
 	})

@@ -213,8 +213,20 @@ func (s stored) waitConfigs(t *testing.T, b *bus.Bus, id, what string, cond func
 	}
 }
 
-// gone: a finished task's configs are dropped once all is delivered.
-func gone(cfgs []schemas.PushConfigRecord) bool { return len(cfgs) == 0 }
+// caughtUp says whether every config of the finished task id has been
+// delivered its last event, each kept: a finished task's configs stay
+// readable until deleted or the task is.
+func caughtUp(t *testing.T, b *bus.Bus, id string) func([]schemas.PushConfigRecord) bool {
+	t.Helper()
+	last, err := b.LastStoredEvent(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := last.LastCursor()
+	return func(cfgs []schemas.PushConfigRecord) bool {
+		return len(cfgs) > 0 && !slices.ContainsFunc(cfgs, func(c schemas.PushConfigRecord) bool { return c.Delivered < final })
+	}
+}
 
 func TestPushDeliversEveryEventInOrderWithItsCredentials(t *testing.T) {
 	_, b := bustest.New(t, bustest.Options{})
@@ -268,7 +280,7 @@ func TestPushDeliversEveryEventInOrderWithItsCredentials(t *testing.T) {
 		t.Errorf("signed %d notifications (first %+v), delivered %d", len(signed), signed[0], len(got))
 	}
 	mu.Unlock()
-	st.waitConfigs(t, b, id, "the finished task's configs dropped", gone)
+	st.waitConfigs(t, b, id, "every event delivered, the configs kept", caughtUp(t, b, id))
 }
 
 func TestPushRetriesAFailingWebhookInOrder(t *testing.T) {
@@ -316,7 +328,7 @@ func TestPushRetriesAFailingWebhookInOrder(t *testing.T) {
 	if first != 3 {
 		t.Errorf("the first event was posted %d times, want 3 (two failures, then success)", first)
 	}
-	st.waitConfigs(t, b, id, "the finished task's configs dropped", gone)
+	st.waitConfigs(t, b, id, "every event delivered, the configs kept", caughtUp(t, b, id))
 }
 
 func TestPushDeadLettersAfterTheBoundAndMarksTheConfigFailing(t *testing.T) {
@@ -402,7 +414,7 @@ func TestPushIn03ShapeForA03Registration(t *testing.T) {
 			t.Fatalf("0.3 notification headers %v", r.header)
 		}
 	}
-	st.waitConfigs(t, b, id, "the finished task's configs dropped", gone)
+	st.waitConfigs(t, b, id, "every event delivered, the configs kept", caughtUp(t, b, id))
 }
 
 // A sender whose connection dies mid-backlog (as when its process is

@@ -28,6 +28,10 @@ type Config struct {
 	// PublicURL is the base URL put in agent cards. Default http://<listen>
 	// (https:// with TLS).
 	PublicURL string `json:"publicUrl"`
+	// CardScopesAsArrays writes the scopes of the cards'
+	// securityRequirements as bare arrays, for the official Go SDK through
+	// v2.4.0 (see edge.Config.CardScopesAsArrays). Default false.
+	CardScopesAsArrays bool `json:"cardScopesAsArrays,omitempty"`
 	// TLSCert and TLSKey make the edge serve HTTPS (HTTP stays the default
 	// for local use); TLSClientCA is a PEM bundle of the CAs whose client
 	// certificates authenticate their subject (mutual TLS, see AuthConfig).
@@ -439,6 +443,7 @@ func settings() []setting {
 	return []setting{
 		{"listen", "A2ABUS_LISTEN", "edge HTTP address HOST:PORT (default 127.0.0.1:8080)", str(func(c *Config) *string { return &c.Listen })},
 		{"public-url", "A2ABUS_PUBLIC_URL", "base URL put in agent cards (default http://<listen>)", str(func(c *Config) *string { return &c.PublicURL })},
+		{"card-scopes-as-arrays", "A2ABUS_CARD_SCOPES_AS_ARRAYS", `write the scopes of the cards' securityRequirements as bare arrays ({"schemes":{"apiKey":[]}}), which the official Go SDK a2a-go v2 through v2.4.0 reads, instead of the spec's {"list":[]}: true or false (default false)`, boolean(func(c *Config) *bool { return &c.CardScopesAsArrays })},
 		{"grpc-listen", "A2ABUS_GRPC_LISTEN", "serve A2A's gRPC binding (lf.a2a.v1) on HOST:PORT, cleartext HTTP/2 or TLS with --tls-cert; agents' cards declare it (default: off)", str(func(c *Config) *string { return &c.GRPCListen })},
 		{"data-dir", "A2ABUS_DATA_DIR", "JetStream store directory of the embedded NATS server (default ./a2abus-data)", str(func(c *Config) *string { return &c.DataDir })},
 		{"nats-listen", "A2ABUS_NATS_LISTEN", `embedded NATS client address HOST:PORT, or "off" (default 127.0.0.1:4222)`, str(func(c *Config) *string { return &c.NATSListen })},

@@ -126,3 +126,26 @@ func TestLegacyPrincipalNamesFlag(t *testing.T) {
 		t.Fatalf("--admins jwt:ops with an issuer: %v", err)
 	}
 }
+
+// --card-scopes-as-arrays (and its variable) reaches the edge's
+// configuration; it is off by default.
+func TestCardScopesAsArraysSetting(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want bool
+	}{
+		{nil, nil, false},
+		{[]string{"--card-scopes-as-arrays=true"}, nil, true},
+		{nil, map[string]string{"A2ABUS_CARD_SCOPES_AS_ARRAYS": "true"}, true},
+	} {
+		cfg, err := loadConfig(flag.NewFlagSet("t", flag.ContinueOnError), c.args, func(k string) string { return c.env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &process{cfg: cfg, log: slog.New(slog.DiscardHandler), out: io.Discard}
+		if got := p.edgeConfig(&prepared{}).CardScopesAsArrays; got != c.want {
+			t.Errorf("%v %v: CardScopesAsArrays %v, want %v", c.args, c.env, got, c.want)
+		}
+	}
+}

@@ -399,6 +399,7 @@ func (p *process) edgeConfig(pre *prepared) edge.Config {
 		LoopbackOnly:       loopbackAddr(p.cfg.Listen),
 		Auth:               pre.authn,
 		ExtendedSkills:     p.extendedSkills(),
+		CardScopesAsArrays: p.cfg.CardScopesAsArrays,
 		PublicMetrics:      p.cfg.Auth.PublicMetrics,
 		OpenAdmin:          p.openAdmin,
 		RemoteEnvAllow:     p.cfg.RemoteEnvAllow,

@@ -23,8 +23,10 @@ import (
 )
 
 // The official Go client authenticates to an a2abus edge the way the SDK
-// is built to: its AuthInterceptor reads the schemes and requirements from
-// the card a2abus serves and attaches the credential of the session, an
+// is built to: its resolver reads the card a2abus serves (with
+// CardScopesAsArrays: a2a-go v2.4.0 cannot read the spec's form of its
+// securityRequirements, a2a-go#430), its AuthInterceptor takes the schemes
+// and requirements from it and attaches the credential of the session, an
 // API key or a JWT bearer token, on every binding. Without one it gets the
 // SDK's ErrUnauthenticated; with one, a principal cannot read another's
 // task.
@@ -38,16 +40,24 @@ func TestOfficialGoClientAuthenticates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := startA2AbusWith(t, edge.Config{DefaultAgent: "echo", Auth: a})
 	ctx := context.Background()
 	// The SDK's resolver cannot read the spec's ProtoJSON form of
 	// securityRequirements ({"schemes":{"apiKey":{"list":[]}}}, StringList
-	// as a message), which a2abus serves: a2a-go#430, open. It fails only
-	// there, so the card is read as it will once that is fixed.
-	if _, err := agentcard.NewResolver(nil).Resolve(ctx, base+"/agents/echo"); err == nil {
-		t.Log("the SDK's resolver reads the card's securityRequirements now (a2a-go#430 fixed): drop the workaround below")
+	// as a message), which a2abus serves by default: a2a-go#430, open in
+	// v2.4.0. When a version of the SDK this module requires reads it, this
+	// fails: CardScopesAsArrays is then no longer needed for it (say so in
+	// ARCHITECTURE.md).
+	spec := startA2AbusWith(t, edge.Config{DefaultAgent: "echo", Auth: a})
+	if _, err := agentcard.NewResolver(nil).Resolve(ctx, spec+"/agents/echo"); err == nil {
+		t.Fatal("the SDK's resolver reads the spec's securityRequirements now (a2a-go#430 fixed)")
 	}
-	card := cardAsSDKReadsIt(t, base+"/agents/echo/.well-known/agent-card.json")
+	// With the compatibility setting the SDK's own resolver reads the card
+	// of an authenticating a2abus, security and all.
+	base := startA2AbusWith(t, edge.Config{DefaultAgent: "echo", Auth: a, CardScopesAsArrays: true})
+	card, err := agentcard.NewResolver(nil).Resolve(ctx, base+"/agents/echo")
+	if err != nil {
+		t.Fatalf("the SDK's resolver cannot read the card of an a2abus with CardScopesAsArrays: %v", err)
+	}
 	if len(card.SecurityRequirements) == 0 || card.SecuritySchemes["apiKey"] == nil || card.SecuritySchemes["bearer"] == nil {
 		t.Fatalf("the SDK reads no security from the card: %+v / %+v", card.SecuritySchemes, card.SecurityRequirements)
 	}
@@ -122,40 +132,6 @@ func TestOfficialGoClientAuthenticates(t *testing.T) {
 			}
 		})
 	}
-}
-
-// cardAsSDKReadsIt fetches a card and decodes it with the SDK's types,
-// after turning each securityRequirements StringList {"list": [...]} into
-// the bare array a2a-go v2.4.0 expects (a2a-go#430).
-func cardAsSDKReadsIt(t *testing.T, url string) *a2a.AgentCard {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var raw map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
-		t.Fatal(err)
-	}
-	reqs, _ := raw["securityRequirements"].([]any)
-	for _, r := range reqs {
-		schemes, _ := r.(map[string]any)["schemes"].(map[string]any)
-		for name, v := range schemes {
-			if l, ok := v.(map[string]any); ok {
-				if l["list"] == nil {
-					l["list"] = []any{}
-				}
-				schemes[name] = l["list"]
-			}
-		}
-	}
-	b, _ := json.Marshal(raw)
-	var card a2a.AgentCard
-	if err := json.Unmarshal(b, &card); err != nil {
-		t.Fatalf("the SDK cannot read the card: %v\n%s", err, b)
-	}
-	return &card
 }
 
 // jwtIssuer is a JWT issuer on loopback ("interop-issuer", audience

@@ -188,7 +188,9 @@ func TestOfficialGoClientOverGRPCAuthenticatesAndResumesElsewhere(t *testing.T) 
 	if err := os.WriteFile(config, []byte(`{"outbound": {"allowLoopback": true}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	authFlags := []string{"--config", config, "--jwt-jwks-url", jwksURL, "--jwt-issuer", "interop-issuer", "--jwt-audience", "a2abus"}
+	// The SDK's resolver reads an authenticating card only in the form
+	// a2a-go v2.4.0 knows (a2a-go#430; TestOfficialGoClientAuthenticates).
+	authFlags := []string{"--config", config, "--jwt-jwks-url", jwksURL, "--jwt-issuer", "interop-issuer", "--jwt-audience", "a2abus", "--card-scopes-as-arrays"}
 	env := append(os.Environ(), "A2ABUS_API_KEYS="+apiKey+"=alice")
 	start := func(args ...string) {
 		cmd := exec.Command(bin, append(args, authFlags...)...)
@@ -237,7 +239,10 @@ func TestOfficialGoClientOverGRPCAuthenticatesAndResumesElsewhere(t *testing.T) 
 	store.Set("bob", "bearer", a2aclient.AuthCredential(token))
 	// clientOf is a gRPC-only client of the edge at base, from its card.
 	clientOf := func(base string) *a2aclient.Client {
-		card := cardAsSDKReadsIt(t, base+"/agents/echo/.well-known/agent-card.json")
+		card, err := agentcard.NewResolver(nil).Resolve(ctx, base+"/agents/echo")
+		if err != nil {
+			t.Fatalf("the SDK's resolver at %s: %v", base, err)
+		}
 		one := *card
 		one.SupportedInterfaces = nil
 		for _, in := range card.SupportedInterfaces {
