@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/a2abus/a2abus/bus/bustest/freeaddr"
+	"github.com/a2abus/a2abus/edge/interop/internal/a2abusbin"
 )
 
 // The official Go SDK's gRPC client against "a2abus serve --grpc-listen"
@@ -28,7 +29,7 @@ func TestOfficialGoClientOverGRPC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts a2abus")
 	}
-	bin := buildA2Abus(t)
+	bin := a2abusbin.Build(t)
 	addr, grpcAddr := freeaddr.Addr(t), freeaddr.Addr(t)
 	base := "http://" + addr
 	cmd := exec.Command(bin, "serve", "--listen", addr, "--grpc-listen", grpcAddr, "--nats-listen", "off",
