@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -162,6 +163,11 @@ func newGRPCConn(ep Endpoint, opts Options, hc *http.Client) (*grpcConn, error) 
 	g.cc, err = grpc.NewClient("passthrough:///"+hostport,
 		grpc.WithTransportCredentials(creds),
 		grpc.WithContextDialer(dial),
+		// While it cannot connect, gRPC fails calls at once and connects
+		// again after a back-off that grows to two minutes by default: a
+		// client whose agent comes back would fail that long. Five seconds
+		// at most, as an HTTP client would dial again at the next call.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second}, MinConnectTimeout: 10 * time.Second}),
 		grpc.WithUserAgent(UserAgent),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(int(min(opts.MaxResponseBytes, 1<<31-1)))))
 	if err != nil {
@@ -264,6 +270,13 @@ func (w grpcWire) callError(ctx context.Context, err error) error {
 	return e
 }
 
+// notAMessage is the error of a request that has no protobuf form (a
+// value A2A does not define, such as an unknown role): the caller's, as
+// an agent would answer it over HTTP; nothing is sent.
+func notAMessage(method string, err error) error {
+	return schemas.Errorf(schemas.ErrInvalidParams, "%s: the request does not fit A2A's gRPC messages: %v", method, err)
+}
+
 // grpcUnary makes one unary call: req, a 1.0 request, converted into in,
 // sent by call with the call's metadata within the client's Timeout (once
 // more when a refreshed credential may pass, see refreshes), and the
@@ -271,7 +284,7 @@ func (w grpcWire) callError(ctx context.Context, err error) error {
 func grpcUnary[In proto.Message, Out proto.Message](ctx context.Context, w grpcWire, method string, req any, in In,
 	call func(context.Context, In, ...grpc.CallOption) (Out, error), res any) error {
 	if err := pbwire.ToPB(req, in); err != nil {
-		return fmt.Errorf("discovery: %s: the request does not convert to protobuf: %w", method, err)
+		return notAMessage(method, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
 	defer cancel()
@@ -307,7 +320,7 @@ func grpcUnary[In proto.Message, Out proto.Message](ctx context.Context, w grpcW
 func grpcStream[In proto.Message](ctx context.Context, w grpcWire, method string, req any, in In, lastEventID string, subscribe bool,
 	call func(context.Context, In, ...grpc.CallOption) (grpc.ServerStreamingClient[a2apb.StreamResponse], error)) (*Stream, error) {
 	if err := pbwire.ToPB(req, in); err != nil {
-		return nil, fmt.Errorf("discovery: %s: the request does not convert to protobuf: %w", method, err)
+		return nil, notAMessage(method, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	open := func() (grpc.ServerStreamingClient[a2apb.StreamResponse], *http.Request, error) {

@@ -168,3 +168,24 @@ func TestGRPCUnreachableIsATransportError(t *testing.T) {
 		t.Fatalf("calling nobody: %v", err)
 	}
 }
+
+// A request with no protobuf form (a part holding text and a URL at once,
+// where A2A's Part holds one) is the caller's error, INVALID_PARAMS as an
+// agent would answer it over HTTP, and nothing is sent: the address here
+// answers nobody.
+func TestGRPCRequestWithoutAProtobufFormIsInvalidParams(t *testing.T) {
+	c, err := discovery.NewClient(discovery.Endpoint{URL: "127.0.0.1:1", Binding: schemas.BindingGRPC, Version: "1.0"}, loopback())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	msg := text("two things at once")
+	u := "https://files.example/a.txt"
+	msg.Parts[0].URL = &u
+	if _, err := c.SendMessage(context.Background(), &schemas.SendMessageRequest{Message: msg}); !errors.Is(err, schemas.ErrInvalidParams) {
+		t.Fatalf("send: %v", err)
+	}
+	if _, err := c.SendStreamingMessage(context.Background(), &schemas.SendMessageRequest{Message: msg}); !errors.Is(err, schemas.ErrInvalidParams) {
+		t.Fatalf("stream: %v", err)
+	}
+}
