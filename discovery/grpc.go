@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -48,7 +49,7 @@ type grpcConn struct {
 	cc  *grpc.ClientConn
 	api a2apb.A2AServiceClient
 	// at is the endpoint as an http(s) URL: what the guard checks before
-	// each call, what credentials are applied to (grpcWire.metadata) and
+	// each call, what credentials are applied to (grpcWire.callMetadata) and
 	// what errors name.
 	at *url.URL
 	// dialed is the outcome of the last dial, nil when it connected: gRPC
@@ -216,21 +217,12 @@ func (w grpcWire) callMetadata(ctx context.Context, lastEventID string) (metadat
 	}
 	md := make(metadata.MD, len(req.Header))
 	for k, vs := range req.Header {
-		if containsFold(grpcSkipped, k) || strings.HasPrefix(strings.ToLower(k), "grpc-") {
+		if slices.ContainsFunc(grpcSkipped, func(h string) bool { return strings.EqualFold(h, k) }) || strings.HasPrefix(strings.ToLower(k), "grpc-") {
 			continue
 		}
 		md[strings.ToLower(k)] = vs
 	}
 	return md, req, nil
-}
-
-func containsFold(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // refreshes reports whether a call refused with err is worth sending once

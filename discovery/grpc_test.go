@@ -189,3 +189,28 @@ func TestGRPCRequestWithoutAProtobufFormIsInvalidParams(t *testing.T) {
 		t.Fatalf("stream: %v", err)
 	}
 }
+
+// A card that wants its API key in the URL's query cannot be satisfied
+// over gRPC, which has no URL to put it in: the call says so and sends
+// nothing.
+func TestGRPCCannotCarryAKeyInTheQuery(t *testing.T) {
+	card := mustParse(t, `{"name": "q", "description": "d", "version": "1", "skills": [], "capabilities": {},
+		"defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+		"supportedInterfaces": [{"url": "127.0.0.1:1", "protocolBinding": "GRPC", "protocolVersion": "1.0"}],
+		"securitySchemes": {"key": {"apiKeySecurityScheme": {"location": "query", "name": "api_key"}}},
+		"securityRequirements": [{"schemes": {"key": {"list": []}}}]}`)
+	creds, err := discovery.NewAuthenticator(discovery.Auth{APIKey: discovery.Secret("k-0123456789")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := loopback()
+	opts.Credentials = creds
+	c, err := discovery.ClientFor(card, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.GetTask(context.Background(), &schemas.GetTaskRequest{ID: "t"}); !errors.Is(err, discovery.ErrNoMatchingCredentials) {
+		t.Fatalf("a key for the query over gRPC: %v", err)
+	}
+}
