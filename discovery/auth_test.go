@@ -10,12 +10,15 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/a2abus/a2abus/discovery"
+	"github.com/a2abus/a2abus/edge"
+	"github.com/a2abus/a2abus/edge/auth"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -761,5 +764,165 @@ func TestRedactErrorHidesTheURLsSecrets(t *testing.T) {
 	plain := errors.New("no URL here")
 	if discovery.RedactError(plain, raw) != plain || discovery.RedactError(nil, raw) != nil {
 		t.Fatal("an error without the URL is not returned as it is")
+	}
+}
+
+// An a2abus edge that authenticates, on every 1.0 binding (over gRPC the
+// credentials travel as metadata): the client chosen from its card for
+// that binding is refused without credentials or with a wrong key (an
+// *AuthError, unary and streaming), is let in with an API key where the
+// card says (X-API-Key, over gRPC x-api-key metadata), and one principal
+// does not see another's task.
+func TestCredentialsReachAnAuthenticatingEdgeOnEveryBinding(t *testing.T) {
+	const aliceKey, bobKey = "discovery-alice-key-0123456789", "discovery-bob-key-0123456789"
+	a, err := auth.New(context.Background(), auth.Config{APIKeys: []auth.APIKey{{Key: aliceKey, Principal: "alice"}, {Key: bobKey, Principal: "bob"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startEdge(t, edge.Config{Auth: a}, nil)
+	ctx := context.Background()
+	f, err := (&discovery.Fetcher{Policy: loopback().Policy}).Fetch(ctx, srv.base+"/agents/echo", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := func(t *testing.T, binding string, creds discovery.Auth) *discovery.Client {
+		t.Helper()
+		opts := loopback()
+		if creds.APIKey != nil || creds.BearerToken != nil {
+			authn, err := discovery.NewAuthenticator(creds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts.Credentials = authn
+		}
+		c, err := discovery.ClientFor(&f.Card, opts, binding)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if c.Endpoint().Binding != binding {
+			t.Fatalf("the card's %s endpoint: %+v", binding, c.Endpoint())
+		}
+		return c
+	}
+	for _, ep := range v1Bindings {
+		t.Run(ep.Binding, func(t *testing.T) {
+			refused := func(what string, err error) {
+				t.Helper()
+				var ae *discovery.AuthError
+				if !errors.As(err, &ae) || !errors.Is(err, schemas.ErrUnauthenticated) || !ae.Unauthenticated() || !ae.Security.Declared() {
+					t.Fatalf("%s: %v", what, err)
+				}
+			}
+			for name, creds := range map[string]discovery.Auth{"no credentials": {}, "a wrong key": {APIKey: discovery.Secret("not-a-key-of-this-edge-000")}} {
+				c := as(t, ep.Binding, creds)
+				_, err := c.SendMessage(ctx, &schemas.SendMessageRequest{Message: text("hi")})
+				refused(name, err)
+				refused(name+", streaming", subscribeError(c.SendStreamingMessage(ctx, &schemas.SendMessageRequest{Message: text("hi")})))
+			}
+			alice := as(t, ep.Binding, discovery.Auth{APIKey: discovery.Secret(aliceKey)})
+			res, err := alice.SendMessage(ctx, &schemas.SendMessageRequest{Message: text("alice's")})
+			if err != nil || res.Task == nil || res.Task.Status.State != schemas.TaskStateCompleted {
+				t.Fatalf("with alice's key: %+v %v", res, err)
+			}
+			s, err := alice.SendStreamingMessage(ctx, &schemas.SendMessageRequest{Message: text("alice's stream")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if evs := readAll(t, s); lastState(evs) != schemas.TaskStateCompleted {
+				t.Fatalf("alice's stream ended %s", lastState(evs))
+			}
+			bob := as(t, ep.Binding, discovery.Auth{APIKey: discovery.Secret(bobKey)})
+			if _, err := bob.GetTask(ctx, &schemas.GetTaskRequest{ID: res.Task.ID}); !errors.Is(err, schemas.ErrTaskNotFound) {
+				t.Fatalf("bob reading alice's task: %v", err)
+			}
+			if _, err := alice.GetTask(ctx, &schemas.GetTaskRequest{ID: res.Task.ID}); err != nil {
+				t.Fatalf("alice reading her task: %v", err)
+			}
+		})
+	}
+}
+
+// rotating is Credentials that send a stale key until the agent refuses
+// it (Invalidate), then good, the way an OAuth2 token is replaced.
+type rotating struct {
+	stale, good string
+	mu          sync.Mutex
+	current     string
+	applied     atomic.Int32
+	invalidated atomic.Int32
+}
+
+func (r *rotating) Apply(_ context.Context, req *http.Request, _ *discovery.Security) error {
+	r.applied.Add(1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	req.Header.Set("X-API-Key", r.current)
+	return nil
+}
+
+func (r *rotating) Invalidate(refused *http.Request) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if refused.Header.Get("X-API-Key") != r.stale {
+		return false
+	}
+	r.invalidated.Add(1)
+	r.current = r.good
+	return true
+}
+
+func (r *rotating) goStale() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.current = r.stale
+}
+
+// A credential the agent refuses is replaced once and the call sent again,
+// unary or streaming, over HTTP+JSON (HTTP 401) and gRPC
+// (UNAUTHENTICATED); one that is still refused after that is the agent's
+// refusal, not a loop. (JSON-RPC is not among them: an a2abus edge
+// answers its refusal -31401 in HTTP 200, and the JSON-RPC wire replaces
+// a credential on HTTP 401 only.)
+func TestARefusedCredentialIsReplacedOnce(t *testing.T) {
+	const key = "discovery-rotated-key-0123456789"
+	a, err := auth.New(context.Background(), auth.Config{APIKeys: []auth.APIKey{{Key: key, Principal: "alice"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startEdge(t, edge.Config{Auth: a}, nil)
+	ctx := context.Background()
+	for _, ep := range slices.DeleteFunc(slices.Clone(v1Bindings), func(ep discovery.Endpoint) bool { return ep.Binding == schemas.BindingJSONRPC }) {
+		t.Run(ep.Binding, func(t *testing.T) {
+			creds := &rotating{stale: "expired-key-of-nobody-0000", good: key}
+			creds.goStale()
+			opts := loopback()
+			opts.Credentials = creds
+			c, err := discovery.NewClient(srv.at(ep, "echo"), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			res, err := c.SendMessage(ctx, &schemas.SendMessageRequest{Message: text("again")})
+			if err != nil || res.Task == nil || creds.invalidated.Load() != 1 {
+				t.Fatalf("send with a stale key: %+v %v (%d replaced)", res, err, creds.invalidated.Load())
+			}
+			creds.goStale()
+			s, err := c.SendStreamingMessage(ctx, &schemas.SendMessageRequest{Message: text("again, streaming")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if evs := readAll(t, s); lastState(evs) != schemas.TaskStateCompleted || creds.invalidated.Load() != 2 {
+				t.Fatalf("stream with a stale key ended %s (%d replaced)", lastState(evs), creds.invalidated.Load())
+			}
+
+			creds.good = "another-key-of-nobody-00000" // refused too
+			creds.goStale()
+			before := creds.applied.Load()
+			_, err = c.GetTask(ctx, &schemas.GetTaskRequest{ID: res.Task.ID})
+			if !errors.Is(err, schemas.ErrUnauthenticated) || creds.applied.Load()-before != 2 {
+				t.Fatalf("a replacement refused too: %v after %d tries", err, creds.applied.Load()-before)
+			}
+		})
 	}
 }

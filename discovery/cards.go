@@ -358,6 +358,14 @@ func ParseCard(b []byte) (*schemas.AgentCard, error) {
 		return nil, fmt.Errorf("%w: no interface (supportedInterfaces, or url for an A2A 0.3 card)", ErrInvalidCard)
 	}
 	for i, in := range c.SupportedInterfaces {
+		if strings.EqualFold(in.ProtocolBinding, schemas.BindingGRPC) {
+			// A gRPC address: host:port as a2abus's edge and the official
+			// SDKs write it, or a URL (grpcAddress).
+			if _, _, err := grpcAddress(in.URL); err != nil {
+				return nil, fmt.Errorf("%w: supportedInterfaces[%d].url %q is not a gRPC address (host:port or an absolute URL)", ErrInvalidCard, i, in.URL)
+			}
+			continue
+		}
 		u, err := url.Parse(in.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "grpc" && u.Scheme != "grpcs") || u.Host == "" {
 			return nil, fmt.Errorf("%w: supportedInterfaces[%d].url %q is not an absolute URL", ErrInvalidCard, i, in.URL)
@@ -408,17 +416,19 @@ func v03Interfaces(c *schemas.AgentCard, legacy bool) []schemas.AgentInterface {
 
 // Endpoints lists the interfaces of a card a2abus can speak, best first:
 // 1.0 before 0.3 before the older tasks/send dialect, then in the order of
-// prefer (default JSONRPC, then HTTP+JSON), then in the card's order.
-// Bindings not in prefer are left out, and so is any binding a2abus does
-// not speak, preferred or not. Endpoints of the older dialect carry the
-// card's capabilities.streaming.
+// prefer (default JSONRPC, then HTTP+JSON, then GRPC), then in the card's
+// order. Bindings not in prefer are left out, and so is any binding
+// a2abus does not speak, preferred or not (gRPC is 1.0's only). Endpoints
+// of the older dialect carry the card's capabilities.streaming. A gRPC
+// interface's host:port (or grpc://) URL is made http:// or https:// after
+// the card's HTTP interfaces, when it has any (see grpcURL).
 func Endpoints(c *schemas.AgentCard, prefer ...string) []Endpoint {
 	if len(prefer) == 0 {
-		prefer = []string{schemas.BindingJSONRPC, schemas.BindingHTTPJSON}
+		prefer = []string{schemas.BindingJSONRPC, schemas.BindingHTTPJSON, schemas.BindingGRPC}
 	}
 	rank := func(in schemas.AgentInterface) int {
-		if !strings.EqualFold(in.ProtocolBinding, schemas.BindingJSONRPC) && !strings.EqualFold(in.ProtocolBinding, schemas.BindingHTTPJSON) {
-			return -1 // gRPC, or a binding preferred but not spoken
+		if !slices.ContainsFunc([]string{schemas.BindingJSONRPC, schemas.BindingHTTPJSON, schemas.BindingGRPC}, func(b string) bool { return strings.EqualFold(in.ProtocolBinding, b) }) {
+			return -1 // a binding preferred but not spoken
 		}
 		r := -1
 		for i, b := range prefer {
@@ -431,6 +441,8 @@ func Endpoints(c *schemas.AgentCard, prefer ...string) []Endpoint {
 		}
 		switch {
 		case isV1(in.ProtocolVersion):
+		case strings.EqualFold(in.ProtocolBinding, schemas.BindingGRPC):
+			return -1
 		case isV03(in.ProtocolVersion) && strings.EqualFold(in.ProtocolBinding, schemas.BindingJSONRPC):
 			r += 100
 		case isLegacy(in.ProtocolVersion) && strings.EqualFold(in.ProtocolBinding, schemas.BindingJSONRPC):
@@ -458,8 +470,11 @@ func Endpoints(c *schemas.AgentCard, prefer ...string) []Endpoint {
 			ep.Version = schemas.ProtocolVersionLegacy
 			ep.Streaming = c.Capabilities.Streaming != nil && *c.Capabilities.Streaming
 		}
-		if strings.EqualFold(in.ProtocolBinding, schemas.BindingHTTPJSON) {
+		switch {
+		case strings.EqualFold(in.ProtocolBinding, schemas.BindingHTTPJSON):
 			ep.Binding = schemas.BindingHTTPJSON
+		case strings.EqualFold(in.ProtocolBinding, schemas.BindingGRPC):
+			ep.Binding, ep.URL = schemas.BindingGRPC, grpcURL(in.URL, httpScheme(c))
 		}
 		cands = append(cands, cand{ep, r})
 	}
@@ -476,6 +491,47 @@ func Endpoints(c *schemas.AgentCard, prefer ...string) []Endpoint {
 	return out
 }
 
+// httpScheme is the scheme of a card's HTTP interfaces (JSON-RPC and
+// HTTP+JSON): "https" when any is, "http" when all are plain, "" when it
+// has none.
+func httpScheme(c *schemas.AgentCard) string {
+	scheme := ""
+	for _, in := range c.SupportedInterfaces {
+		if strings.EqualFold(in.ProtocolBinding, schemas.BindingGRPC) {
+			continue
+		}
+		switch u, err := url.Parse(in.URL); {
+		case err != nil:
+		case strings.EqualFold(u.Scheme, "https"):
+			return "https"
+		case strings.EqualFold(u.Scheme, "http"):
+			scheme = "http"
+		}
+	}
+	return scheme
+}
+
+// grpcURL is a card's gRPC URL as an endpoint's: a host:port or grpc://
+// URL, which does not say whether the agent speaks TLS, made scheme://
+// (the scheme of the card's HTTP interfaces: an a2abus edge serves gRPC
+// over TLS exactly when it serves HTTP over TLS); any other form, or a
+// card without HTTP interfaces, as it is (grpcAddress then decides).
+func grpcURL(raw, scheme string) string {
+	rest, isGRPC := cutPrefixFold(raw, "grpc://")
+	if scheme == "" || (!isGRPC && strings.Contains(raw, "://")) {
+		return raw
+	}
+	hostport, _, _ := strings.Cut(rest, "/")
+	return scheme + "://" + hostport
+}
+
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
+		return s[len(prefix):], true
+	}
+	return s, false
+}
+
 // ClientFor returns a client of the best interface of a card, with
 // Options.Security read from the card (CardSecurity) unless set.
 func ClientFor(c *schemas.AgentCard, opts Options, prefer ...string) (*Client, error) {
@@ -485,7 +541,7 @@ func ClientFor(c *schemas.AgentCard, opts Options, prefer ...string) (*Client, e
 	}
 	eps := Endpoints(c, prefer...)
 	if len(eps) == 0 {
-		return nil, fmt.Errorf("discovery: agent %q offers no interface a2abus speaks (JSONRPC or HTTP+JSON, A2A 1.0 or 0.3, or the tasks/send dialect)", c.Name)
+		return nil, fmt.Errorf("discovery: agent %q offers no interface a2abus speaks (JSONRPC, HTTP+JSON or GRPC in A2A 1.0, JSONRPC in 0.3, or the tasks/send dialect)", c.Name)
 	}
 	return NewClient(eps[0], opts)
 }

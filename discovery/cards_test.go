@@ -328,7 +328,8 @@ func TestFetchErrors(t *testing.T) {
 }
 
 // Endpoints lists what a2abus can speak, best first: 1.0 before 0.3, the
-// preferred bindings in order, then the card's order.
+// preferred bindings in order (gRPC last by default, 1.0 only), then the
+// card's order; a card that offers only gRPC is spoken over gRPC.
 func TestEndpointsOrdering(t *testing.T) {
 	in := func(url, binding, version string) schemas.AgentInterface {
 		return schemas.AgentInterface{URL: url, ProtocolBinding: binding, ProtocolVersion: version}
@@ -336,6 +337,7 @@ func TestEndpointsOrdering(t *testing.T) {
 	card := &schemas.AgentCard{SupportedInterfaces: []schemas.AgentInterface{
 		in("https://a/v03", "JSONRPC", "0.3.0"),
 		in("https://a/grpc", "GRPC", "1.0"),
+		in("https://a/grpc03", "GRPC", "0.3"),
 		in("https://a/rest", "HTTP+JSON", "1.0"),
 		in("https://a/v03rest", "HTTP+JSON", "0.3"),
 		in("https://a/rpc", "jsonrpc", "1.0.1"),
@@ -353,6 +355,7 @@ func TestEndpointsOrdering(t *testing.T) {
 		{nil, []discovery.Endpoint{
 			ep("https://a/rpc", "JSONRPC", "1.0", ""), ep("https://a/rpc2", "JSONRPC", "1.0", ""),
 			ep("https://a/rest", "HTTP+JSON", "1.0", ""), ep("https://a/tenant", "HTTP+JSON", "1.0", "acme"),
+			ep("https://a/grpc", "GRPC", "1.0", ""),
 			ep("https://a/v03", "JSONRPC", "0.3", ""),
 		}},
 		{[]string{"HTTP+JSON", "JSONRPC"}, []discovery.Endpoint{
@@ -363,18 +366,28 @@ func TestEndpointsOrdering(t *testing.T) {
 		{[]string{"HTTP+JSON"}, []discovery.Endpoint{
 			ep("https://a/rest", "HTTP+JSON", "1.0", ""), ep("https://a/tenant", "HTTP+JSON", "1.0", "acme"),
 		}},
-		{[]string{"GRPC"}, []discovery.Endpoint{}},
+		{[]string{"GRPC"}, []discovery.Endpoint{ep("https://a/grpc", "GRPC", "1.0", "")}},
+		{[]string{"MQTT"}, []discovery.Endpoint{}},
 	}
 	for _, c := range cases {
 		if got := discovery.Endpoints(card, c.prefer...); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("prefer %v:\n got  %+v\n want %+v", c.prefer, got, c.want)
 		}
 	}
-	if _, err := discovery.ClientFor(card, discovery.Options{}, "GRPC"); err == nil {
+	if _, err := discovery.ClientFor(card, discovery.Options{}, "MQTT"); err == nil {
 		t.Fatal("ClientFor with nothing to speak")
 	}
 	c, err := discovery.ClientFor(card, discovery.Options{})
 	if err != nil || c.Endpoint() != ep("https://a/rpc", "JSONRPC", "1.0", "") {
 		t.Fatalf("ClientFor: %+v %v", c, err)
+	}
+	onlyGRPC := &schemas.AgentCard{Name: "g", SupportedInterfaces: []schemas.AgentInterface{
+		in("https://a/v03", "JSONRPC", "0.3.0"), {URL: "agent.example:50051", ProtocolBinding: "GRPC", ProtocolVersion: "1.0", Tenant: "agents/g"}}}
+	g, err := discovery.ClientFor(onlyGRPC, discovery.Options{})
+	if err != nil || g.Endpoint() != ep("https://agent.example:50051", "GRPC", "1.0", "agents/g") {
+		t.Fatalf("ClientFor a card offering 1.0 over gRPC only: %+v %v", g, err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -20,8 +23,12 @@ const UserAgent = "a2abus/" + Version + " (+https://github.com/a2abus/a2abus)"
 
 // Endpoint is where and how to reach an agent: one interface of its card.
 type Endpoint struct {
+	// URL is where the binding is spoken: an http(s) URL, or for gRPC
+	// one of the forms grpcAddress (grpc.go) reads — https:// or
+	// grpcs:// over TLS, http:// in cleartext, host:port or grpc:// in
+	// cleartext to a loopback address and over TLS otherwise.
 	URL     string
-	Binding string // schemas.BindingJSONRPC or schemas.BindingHTTPJSON
+	Binding string // schemas.BindingJSONRPC, schemas.BindingHTTPJSON or schemas.BindingGRPC
 	// Version is the A2A protocol version spoken there: "1.0", "0.3", or
 	// schemas.ProtocolVersionLegacy ("0.1") for the older tasks/send
 	// dialect (JSON-RPC only).
@@ -48,16 +55,27 @@ func (e Endpoint) String() string {
 var namedWires = []struct{ name, binding, version string }{
 	{"jsonrpc", schemas.BindingJSONRPC, schemas.ProtocolVersion},
 	{"rest", schemas.BindingHTTPJSON, schemas.ProtocolVersion},
+	{"grpc", schemas.BindingGRPC, schemas.ProtocolVersion},
 	{"jsonrpc03", schemas.BindingJSONRPC, schemas.ProtocolVersion03},
 }
 
-// NamedEndpoint is the endpoint at url of the wire form a user names
-// (one of WireNames), and whether name is one.
-func NamedEndpoint(name, url string) (Endpoint, bool) {
+// NamedEndpoint is the endpoint at u of the wire form a user names (one
+// of WireNames), and whether name is one. gRPC has no path, so for
+// "grpc" the path of an absolute URL is the tenant the calls name
+// instead: http://host:port/agents/echo calls the agent echo of an
+// a2abus edge, as http://host:8080/agents/echo does over JSON-RPC.
+func NamedEndpoint(name, u string) (Endpoint, bool) {
 	for _, w := range namedWires {
-		if w.name == name {
-			return Endpoint{URL: url, Binding: w.binding, Version: w.version}, true
+		if w.name != name {
+			continue
 		}
+		ep := Endpoint{URL: u, Binding: w.binding, Version: w.version}
+		if pu, err := url.Parse(u); err == nil && w.binding == schemas.BindingGRPC && pu.Host != "" && strings.Trim(pu.Path, "/") != "" {
+			ep.Tenant = strings.Trim(pu.Path, "/")
+			pu.Path, pu.RawPath = "", ""
+			ep.URL = pu.String()
+		}
+		return ep, true
 	}
 	return Endpoint{}, false
 }
@@ -75,9 +93,12 @@ func WireNames() []string {
 // client that only reaches public addresses, and the default limits.
 type Options struct {
 	// HTTP is the HTTP client to use. Default: Policy.Client(0), the
-	// SSRF-guarded client; a caller that sets HTTP owns the guard.
+	// SSRF-guarded client; a caller that sets HTTP owns the guard. A gRPC
+	// endpoint uses its TLS configuration (see grpcTLS), not its
+	// connections.
 	HTTP *http.Client
-	// Policy guards outbound addresses when HTTP is nil.
+	// Policy guards outbound addresses when HTTP is nil, and always those
+	// of a gRPC endpoint, whose connection dials through its guard.
 	Policy Policy
 	// Header is added to every request.
 	Header http.Header
@@ -115,16 +136,21 @@ type Client struct {
 	spoken atomic.Int32
 }
 
-// NewClient returns a client of the endpoint.
+// NewClient returns a client of the endpoint. A client of a gRPC
+// endpoint holds a connection of its own (dialed at its first call):
+// Close releases it.
 func NewClient(ep Endpoint, opts Options) (*Client, error) {
-	u, err := url.Parse(ep.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if ep.Binding == schemas.BindingGRPC {
+		if _, _, err := grpcAddress(ep.URL); err != nil {
+			return nil, err
+		}
+	} else if u, err := url.Parse(ep.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("discovery: agent URL %q is not an absolute http(s) URL", ep.URL)
 	}
 	switch ep.Binding {
-	case schemas.BindingJSONRPC, schemas.BindingHTTPJSON:
+	case schemas.BindingJSONRPC, schemas.BindingHTTPJSON, schemas.BindingGRPC:
 	default:
-		return nil, fmt.Errorf("discovery: binding %q is not supported (JSONRPC or HTTP+JSON)", ep.Binding)
+		return nil, fmt.Errorf("discovery: binding %q is not supported (JSONRPC, HTTP+JSON or GRPC)", ep.Binding)
 	}
 	switch {
 	case isV1(ep.Version):
@@ -153,11 +179,32 @@ func NewClient(ep Endpoint, opts Options) (*Client, error) {
 		hc = opts.Policy.Client(0)
 	}
 	cn := &conn{ep: ep, http: hc, opts: opts}
+	if ep.Binding == schemas.BindingGRPC {
+		var err error
+		if cn.grpc, err = newGRPCConn(ep, opts, opts.HTTP); err != nil {
+			return nil, err
+		}
+	}
 	return &Client{conn: cn, wires: wiresFor(cn)}, nil
 }
 
 // Endpoint returns the endpoint the client calls.
 func (c *Client) Endpoint() Endpoint { return c.conn.ep }
+
+// Close releases what the client holds of its own: a gRPC endpoint's
+// connection, after which its calls and streams under way end and new
+// ones fail. A client of another binding holds nothing of its own (its
+// HTTP client's connections are pooled by whoever made it), and Close does
+// nothing. It is safe to call more than once.
+func (c *Client) Close() error {
+	if c.conn.grpc == nil {
+		return nil
+	}
+	if err := c.conn.grpc.cc.Close(); err != nil && status.Code(err) != codes.Canceled {
+		return err
+	}
+	return nil
+}
 
 func isV1(v string) bool { return v == "" || v == "1" || strings.HasPrefix(v, "1.") }
 func isV03(v string) bool {

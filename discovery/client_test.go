@@ -2,12 +2,15 @@ package discovery_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +20,7 @@ import (
 	"github.com/a2abus/a2abus/bus/bustest"
 	"github.com/a2abus/a2abus/discovery"
 	"github.com/a2abus/a2abus/edge"
+	"github.com/a2abus/a2abus/edge/grpcbinding"
 	"github.com/a2abus/a2abus/schemas"
 	"github.com/a2abus/a2abus/workers"
 )
@@ -89,7 +93,7 @@ func jsonOf(t *testing.T, v any) string {
 // --- against a real a2abus edge --------------------------------------------
 
 // startA2Abus serves an a2abus edge with an echo agent and one that works
-// until canceled, over real HTTP on loopback.
+// until canceled, over real HTTP on loopback (and gRPC: see startEdge).
 func startA2Abus(t *testing.T) string {
 	t.Helper()
 	return startA2AbusWith(t, edge.Config{})
@@ -97,6 +101,37 @@ func startA2Abus(t *testing.T) string {
 
 // startA2AbusWith is startA2Abus with an edge configuration.
 func startA2AbusWith(t *testing.T, ecfg edge.Config) string {
+	t.Helper()
+	return startEdge(t, ecfg, nil).base
+}
+
+// testEdge is where an edge of startEdge serves: its base URL and its
+// gRPC binding's address (host:port, as its cards declare it).
+type testEdge struct{ base, grpc string }
+
+// at is the endpoint of agent on the edge in ep's binding and version:
+// below the base URL, or for gRPC the binding's address with the tenant
+// that names the agent, as the agent's card declares them.
+func (e testEdge) at(ep discovery.Endpoint, agent string) discovery.Endpoint {
+	if ep.Binding == schemas.BindingGRPC {
+		ep.URL, ep.Tenant = e.grpc, schemas.AgentTenant("", agent)
+		return ep
+	}
+	ep.URL = e.base + "/agents/" + agent
+	return ep
+}
+
+// v1Bindings are the wire forms of A2A 1.0 an a2abus edge serves.
+var v1Bindings = []discovery.Endpoint{
+	{Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion},
+	{Binding: schemas.BindingHTTPJSON, Version: schemas.ProtocolVersion},
+	{Binding: schemas.BindingGRPC, Version: schemas.ProtocolVersion},
+}
+
+// startEdge is startA2AbusWith that serves the edge's gRPC binding too,
+// on a loopback port of its own (over TLS with grpcTLS when set), as cmd
+// serves it: the agents' cards declare it.
+func startEdge(t *testing.T, ecfg edge.Config, grpcTLS *tls.Config) testEdge {
 	t.Helper()
 	_, b := bustest.New(t, bustest.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -117,14 +152,26 @@ func startA2AbusWith(t *testing.T, ecfg edge.Config) string {
 		stops = append(stops, done)
 		<-r.Ready()
 	}
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewUnstartedServer(nil)
 	ecfg.PublicURL = "http://" + ts.Listener.Addr().String()
+	ecfg.GRPCAddress = gl.Addr().String()
 	e := edge.New(b, ecfg)
 	ts.Config.Handler = e.Handler()
 	ts.Start()
+	gs := grpcbinding.NewServer(e.InProcess("grpc"), grpcbinding.Options{TLS: grpcTLS})
+	served := make(chan error, 1)
+	go func() { served <- gs.Serve(gl) }()
 	edone := make(chan error, 1)
 	go func() { edone <- e.Run(ctx) }()
 	t.Cleanup(func() {
+		gs.Stop(time.Second)
+		if err := <-served; err != nil {
+			t.Errorf("serving gRPC: %v", err)
+		}
 		ts.Close()
 		cancel()
 		<-edone
@@ -137,15 +184,17 @@ func startA2AbusWith(t *testing.T, ecfg edge.Config) string {
 	if err := e.WaitReady(rctx); err != nil {
 		t.Fatal(err)
 	}
-	return ts.URL
+	return testEdge{base: ts.URL, grpc: gl.Addr().String()}
 }
 
 // The client speaks every binding it offers to a real a2abus edge: 1.0
-// JSON-RPC, 1.0 HTTP+JSON and 0.3 JSON-RPC, each method; streams come in
-// order and end at the terminal event; a stream resumes after any event
-// with Last-Event-ID; the agent's errors map back to the error table.
+// JSON-RPC, 1.0 HTTP+JSON, 1.0 gRPC and 0.3 JSON-RPC, each method; streams
+// come in order and end at the terminal event; a stream resumes after any
+// event with Last-Event-ID (over gRPC as metadata); the agent's errors map
+// back to the error table.
 func TestClientAgainstA2Abus(t *testing.T) {
-	base := startA2Abus(t)
+	srv := startEdge(t, edge.Config{}, nil)
+	base := srv.base
 	ctx := context.Background()
 	// The agent's card lists the interfaces the client then uses.
 	cardRes, err := (&discovery.Fetcher{Policy: loopback().Policy}).Fetch(ctx, base+"/agents/echo", "")
@@ -153,21 +202,21 @@ func TestClientAgainstA2Abus(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ep := range discovery.Endpoints(&cardRes.Card) {
-		if !strings.HasPrefix(ep.URL, base) {
+		if ep.Binding == schemas.BindingGRPC {
+			if ep != (discovery.Endpoint{URL: "http://" + srv.grpc, Binding: schemas.BindingGRPC, Version: schemas.ProtocolVersion, Tenant: "agents/echo"}) {
+				t.Fatalf("the card's gRPC endpoint: %+v", ep)
+			}
+		} else if !strings.HasPrefix(ep.URL, base) {
 			t.Fatalf("card endpoint %s is not on the edge %s", ep, base)
 		}
 	}
-	for _, ep := range []discovery.Endpoint{
-		{Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion},
-		{Binding: schemas.BindingHTTPJSON, Version: schemas.ProtocolVersion},
-		{Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion03},
-	} {
+	for _, ep := range append(slices.Clone(v1Bindings), discovery.Endpoint{Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion03}) {
 		t.Run(ep.Binding+"-"+ep.Version, func(t *testing.T) {
-			ep.URL = base + "/agents/echo"
-			c, err := discovery.NewClient(ep, loopback())
+			c, err := discovery.NewClient(srv.at(ep, "echo"), loopback())
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer c.Close()
 			res, err := c.SendMessage(ctx, &schemas.SendMessageRequest{Message: text("blocking send")})
 			if err != nil || res.Task == nil || res.Task.Status.State != schemas.TaskStateCompleted || *res.Task.Artifacts[0].Parts[0].Text != "blocking send" {
 				t.Fatalf("send: %+v %v", res, err)
@@ -175,7 +224,7 @@ func TestClientAgainstA2Abus(t *testing.T) {
 			done := res.Task
 
 			// Streaming: the snapshot first, the echoed text in order in
-			// its chunks, one terminal status last, increasing cursors.
+			// its chunks, one terminal status last.
 			const input = "one two three four five six seven eight nine"
 			s, err := c.SendStreamingMessage(ctx, &schemas.SendMessageRequest{Message: text(input)})
 			if err != nil {
@@ -186,17 +235,7 @@ func TestClientAgainstA2Abus(t *testing.T) {
 				t.Fatalf("stream: %d events, last %s", len(evs), lastState(evs))
 			}
 			var echoed strings.Builder
-			prev := uint64(0)
 			for i, e := range evs {
-				// a2abus's SSE ids are "<revision>.<index>", index < 4096.
-				revText, indexText, _ := strings.Cut(e.id, ".")
-				rev, err := strconv.ParseUint(revText, 10, 64)
-				index, err2 := strconv.ParseUint(indexText, 10, 12)
-				cur := rev<<12 | index
-				if err != nil || err2 != nil || cur <= prev {
-					t.Fatalf("event %d: cursor %q after %d", i, e.id, prev)
-				}
-				prev = cur
 				if a := e.ev.ArtifactUpdate; a != nil {
 					if a.Append != (echoed.Len() > 0) {
 						t.Fatalf("event %d: append %v", i, a.Append)
@@ -210,25 +249,58 @@ func TestClientAgainstA2Abus(t *testing.T) {
 			if echoed.String() != input {
 				t.Fatalf("streamed %q, want %q", echoed.String(), input)
 			}
+			// The events to resume after, with their ids: the stream's own,
+			// increasing cursors; a gRPC stream has none (A2A's messages
+			// have no place for one), so there those of a JSON-RPC stream
+			// of the edge, which are the bus's cursors on every binding.
+			ref := evs
+			if ep.Binding == schemas.BindingGRPC {
+				for i, e := range evs {
+					if e.id != "" {
+						t.Fatalf("gRPC event %d has the id %q", i, e.id)
+					}
+				}
+				jc, err := discovery.NewClient(srv.at(v1Bindings[0], "echo"), loopback())
+				if err != nil {
+					t.Fatal(err)
+				}
+				js, err := jc.SendStreamingMessage(ctx, &schemas.SendMessageRequest{Message: text(input)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ref = readAll(t, js)
+			}
+			prev := uint64(0)
+			for i, e := range ref {
+				// a2abus's SSE ids are "<revision>.<index>", index < 4096.
+				revText, indexText, _ := strings.Cut(e.id, ".")
+				rev, err := strconv.ParseUint(revText, 10, 64)
+				index, err2 := strconv.ParseUint(indexText, 10, 12)
+				cur := rev<<12 | index
+				if err != nil || err2 != nil || cur <= prev {
+					t.Fatalf("event %d: cursor %q after %d", i, e.id, prev)
+				}
+				prev = cur
+			}
 			// Resuming after any event gives exactly the events after it.
-			taskID := evs[0].ev.Task.ID
-			for _, k := range []int{0, len(evs) / 2, len(evs) - 2} {
-				sub, err := c.SubscribeToTask(ctx, &schemas.SubscribeToTaskRequest{ID: taskID}, evs[k].id)
+			taskID := ref[0].ev.Task.ID
+			for _, k := range []int{0, len(ref) / 2, len(ref) - 2} {
+				sub, err := c.SubscribeToTask(ctx, &schemas.SubscribeToTaskRequest{ID: taskID}, ref[k].id)
 				if err != nil {
 					t.Fatalf("resume after %d: %v", k, err)
 				}
 				got := readAll(t, sub)
-				if len(got) != len(evs)-k-1 {
-					t.Fatalf("resume after event %d: %d events, want %d", k, len(got), len(evs)-k-1)
+				if len(got) != len(ref)-k-1 {
+					t.Fatalf("resume after event %d: %d events, want %d", k, len(got), len(ref)-k-1)
 				}
 				for i, e := range got {
-					if want := evs[k+1+i]; e.id != want.id || jsonOf(t, e.ev) != jsonOf(t, want.ev) {
+					if want := ref[k+1+i]; (e.id != want.id && ep.Binding != schemas.BindingGRPC) || jsonOf(t, e.ev) != jsonOf(t, want.ev) {
 						t.Fatalf("resumed event %d: %s %s, want %s %s", i, e.id, jsonOf(t, e.ev), want.id, jsonOf(t, want.ev))
 					}
 				}
 			}
 			// Resuming after the last event: nothing more.
-			sub, err := c.SubscribeToTask(ctx, &schemas.SubscribeToTaskRequest{ID: taskID}, evs[len(evs)-1].id)
+			sub, err := c.SubscribeToTask(ctx, &schemas.SubscribeToTaskRequest{ID: taskID}, ref[len(ref)-1].id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -263,11 +335,11 @@ func TestClientAgainstA2Abus(t *testing.T) {
 
 			// A task that runs until canceled: a non-blocking send answers
 			// at once; a subscriber sees the cancel and its stream ends.
-			ep.URL = base + "/agents/hang"
-			h, err := discovery.NewClient(ep, loopback())
+			h, err := discovery.NewClient(srv.at(ep, "hang"), loopback())
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer h.Close()
 			run, err := h.SendMessage(ctx, &schemas.SendMessageRequest{Message: text("hang"), Configuration: &schemas.SendMessageConfiguration{ReturnImmediately: true}})
 			if err != nil || run.Task == nil || run.Task.Status.State.Terminal() {
 				t.Fatalf("non-blocking send: %+v %v", run, err)
@@ -1209,18 +1281,15 @@ func TestStreamFraming(t *testing.T) {
 // binding of an a2abus edge (which keeps a subscription open there), while
 // a send's stream ends where the agent asks for input.
 func TestSubscriptionFollowsATaskThroughInputRequired(t *testing.T) {
-	base := startA2Abus(t)
+	srv := startEdge(t, edge.Config{}, nil)
 	ctx := context.Background()
-	for _, ep := range []discovery.Endpoint{
-		{Binding: schemas.BindingJSONRPC, Version: schemas.ProtocolVersion},
-		{Binding: schemas.BindingHTTPJSON, Version: schemas.ProtocolVersion},
-	} {
+	for _, ep := range v1Bindings {
 		t.Run(ep.Binding, func(t *testing.T) {
-			ep.URL = base + "/agents/echo"
-			c, err := discovery.NewClient(ep, loopback())
+			c, err := discovery.NewClient(srv.at(ep, "echo"), loopback())
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer c.Close()
 			s, err := c.SendStreamingMessage(ctx, &schemas.SendMessageRequest{Message: text("/ask")})
 			if err != nil {
 				t.Fatal(err)

@@ -29,6 +29,8 @@ type conn struct {
 	http *http.Client
 	opts Options
 	ids  atomic.Int64
+	// grpc is a gRPC endpoint's connection (grpc.go), nil for the others.
+	grpc *grpcConn
 }
 
 // wireError is a JSON-RPC error object, or the body of google.rpc.Status;

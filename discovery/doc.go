@@ -10,13 +10,15 @@
 //   - the card cache policy (Resolver): freshness from HTTP caching
 //     headers, ETag revalidation, stale-if-error up to a hard TTL, over the
 //     A2A_CARDS bucket shared by every process (the store itself is bus's);
-//   - the A2A client (Client): A2A 1.0 JSON-RPC, 1.0 HTTP+JSON and 0.3
-//     JSON-RPC, and the older tasks/send dialect of OpenFang and AgentOS
-//     (JSON-RPC, or OpenFang's REST routes), each wire form an adapter of
-//     its own file behind the one interface Client declares (wire.go),
-//     with agents' errors decoded back to the table in schemas;
-//   - streams of task events over Server-Sent Events (Stream), or made by
-//     polling an agent of the older dialect that cannot stream;
+//   - the A2A client (Client): A2A 1.0 JSON-RPC, 1.0 HTTP+JSON, 1.0 gRPC
+//     and 0.3 JSON-RPC, and the older tasks/send dialect of OpenFang and
+//     AgentOS (JSON-RPC, or OpenFang's REST routes), each wire form an
+//     adapter of its own file behind the one interface Client declares
+//     (wire.go), with agents' errors decoded back to the table in schemas;
+//     a gRPC endpoint's Client holds a connection of its own, which Close
+//     releases;
+//   - streams of task events over Server-Sent Events or gRPC (Stream), or
+//     made by polling an agent of the older dialect that cannot stream;
 //   - the SSRF guard (Policy) every outbound request passes, on the URL,
 //     every redirect and the address dialled; a redirect to another
 //     origin carries none of the credentials or configured headers;
@@ -49,8 +51,12 @@
 //     event dropped.
 //
 // Dependency rule: discovery depends on schemas, on bus only for the
-// card cache store and the metrics registry, and on edge/auth only for
-// verifying signed notifications against a JWKS; it never imports the
-// edge's server, workers or NATS. It is the one package that imports golang.org/x/oauth2.
+// card cache store and the metrics registry, on edge/auth only for
+// verifying signed notifications against a JWKS, and on
+// edge/grpcbinding/a2apb and edge/grpcbinding/pbwire (the lf.a2a.v1
+// messages and their conversions, shared with the edge's gRPC binding)
+// only for its gRPC wire; it never imports the edge's server, workers or
+// NATS. It is the one package that imports golang.org/x/oauth2, and the
+// one outside edge/grpcbinding that imports gRPC.
 // It reads no environment or files: secrets come in as SecretFunc.
 package discovery

@@ -453,7 +453,7 @@ func (w *legacyWire) decode(contextID string, subscribe bool) decodeFunc {
 // first the task as given, then what polling tasks/get finds changed.
 func (w *legacyWire) pollStream(ctx context.Context, first *schemas.Task) *Stream {
 	ctx, cancel := context.WithCancel(ctx)
-	return &Stream{url: redactRaw(w.ep.URL), poll: w.newPoller(ctx, first), cancel: cancel}
+	return &Stream{url: redactRaw(w.ep.URL), events: w.newPoller(ctx, first), cancel: cancel}
 }
 
 // newPoller returns the poller of a task, polling until ctx ends.

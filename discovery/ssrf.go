@@ -389,19 +389,26 @@ func (p Policy) Transport(base *http.Transport) *http.Transport {
 		}
 	}
 	t := base.Clone()
-	p = p.clone()
-	d := &net.Dialer{
-		Timeout:   10 * time.Second,
-		KeepAlive: 30 * time.Second,
-		Control:   p.control,
-	}
 	t.Proxy = nil
 	t.OnProxyConnectResponse = nil
-	t.DialContext = d.DialContext
+	t.DialContext = p.dialer().DialContext
 	t.DialTLSContext = nil
 	t.DialTLS = nil
 	t.Dial = nil
 	return t
+}
+
+// dialer is the dialer of every connection the policy guards, HTTP
+// (Transport) and gRPC (grpc.go): its Control hook applies CheckAddr to
+// the IP address being connected to, after name resolution, so nothing is
+// sent to a refused address however its name resolves. It has its own
+// copy of the policy.
+func (p Policy) dialer() *net.Dialer {
+	return &net.Dialer{
+		Timeout:   10 * time.Second,
+		KeepAlive: 30 * time.Second,
+		Control:   p.clone().control,
+	}
 }
 
 // defaultTransport is the base of Policy.Client: timeouts for connecting

@@ -20,9 +20,10 @@ import (
 // ErrStreamClosed is returned by Stream.Next once Close was called.
 var ErrStreamClosed = errors.New("discovery: stream closed")
 
-// Stream is an open SSE stream of task events from an agent, or, for an
-// agent of the older tasks/send dialect that cannot stream, the same
-// events made by polling the task (see SendStreamingMessage). Next returns
+// Stream is an open stream of task events from an agent: Server-Sent
+// Events, a gRPC server stream, or, for an agent of the older tasks/send
+// dialect that cannot stream, the same events made by polling the task
+// (see SendStreamingMessage). Next returns
 // the events in order and io.EOF after the last one: the event that
 // settles the task (a terminal or interrupted status, or a Task in such a
 // state; for a subscription, a terminal one), a direct Message, an event
@@ -40,9 +41,10 @@ type Stream struct {
 	release sync.Once
 	cancel  context.CancelFunc
 	closed  atomic.Bool
-	// poll, when set, makes the events instead of an SSE body: an agent of
-	// the older dialect that cannot stream is polled (legacy.go).
-	poll *poller
+	// events, when set, makes the events instead of an SSE body: a gRPC
+	// stream's (grpc.go), or the poller of an agent of the older dialect
+	// that cannot stream (legacy.go).
+	events eventSource
 	// refused, when set, gives the poller to switch to when the agent
 	// answers the stream's request with an error event saying it does not
 	// know the method (an agent of the older dialect may, being asked for
@@ -53,6 +55,14 @@ type Stream struct {
 	lastID string
 	done   bool // the last event was returned
 	err    error
+}
+
+// eventSource makes a stream's events when they do not come as SSE: next
+// returns the next event and whether it is the last, io.EOF when the
+// stream ended, or the error that broke it. Next calls it from one
+// goroutine; Close ends it by canceling the stream's context.
+type eventSource interface {
+	next() (ev *schemas.StreamResponse, final bool, err error)
 }
 
 // decodeFunc reads one SSE event's data: the event, and whether it is the
@@ -196,8 +206,8 @@ func (s *Stream) Next() (*schemas.StreamResponse, error) {
 	if s.done {
 		return nil, s.fail(io.EOF)
 	}
-	if s.poll != nil {
-		ev, final, err := s.poll.next()
+	if s.events != nil {
+		ev, final, err := s.events.next()
 		if err != nil {
 			if s.closed.Load() {
 				err = ErrStreamClosed
@@ -237,7 +247,7 @@ func (s *Stream) Next() (*schemas.StreamResponse, error) {
 				}
 				return nil, s.fail(err)
 			}
-			s.poll = p
+			s.events = p
 			return s.Next()
 		}
 		s.refused = nil
@@ -260,7 +270,10 @@ func (s *Stream) fail(err error) error {
 }
 
 // LastEventID is the SSE id of the last event read: pass it to
-// SubscribeToTask to resume after it. A polled stream has none.
+// SubscribeToTask to resume after it. A polled stream has none, and
+// neither has a gRPC stream (A2A's messages have no place for one); an
+// a2abus edge's ids are the same on every binding, so one read over
+// JSON-RPC or HTTP+JSON resumes a subscription over gRPC too.
 func (s *Stream) LastEventID() string { return s.lastID }
 
 // Close ends the stream and releases its connection.

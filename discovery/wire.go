@@ -9,8 +9,8 @@ import (
 
 // wire is one wire form of A2A, a binding and a protocol version or
 // dialect, as an adapter of its own file: jsonrpc.go (1.0 JSON-RPC),
-// rest.go (1.0 HTTP+JSON), v03.go (0.3 JSON-RPC) and legacy.go (the older
-// tasks/send dialect). It takes 1.0's typed requests and answers 1.0's
+// rest.go (1.0 HTTP+JSON), grpc.go (1.0 gRPC), v03.go (0.3 JSON-RPC) and
+// legacy.go (the older tasks/send dialect). It takes 1.0's typed requests and answers 1.0's
 // responses and streams, or errors of the table (*schemas.Error), an
 // *AuthError or a *TransportError, whatever its form says on the wire; an
 // operation its form lacks is an error of the table too. Client's exported
@@ -41,6 +41,8 @@ func wiresFor(c *conn) []wire {
 		return []wire{v03Wire{c}, &legacyWire{conn: c}}
 	case c.ep.Binding == schemas.BindingHTTPJSON:
 		return []wire{restWire{c}}
+	case c.ep.Binding == schemas.BindingGRPC:
+		return []wire{grpcWire{c}}
 	}
 	return []wire{jsonrpcWire{c}}
 }

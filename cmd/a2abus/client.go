@@ -24,8 +24,8 @@ import (
 
 // The client commands: a2abus as an A2A client of any agent (not only
 // a2abus). They read the agent's card to pick an interface, speak A2A 1.0
-// (JSON-RPC or HTTP+JSON), 0.3 or the older tasks/send dialect (OpenFang,
-// AgentOS), print a readable summary or the A2A objects as JSON, and exit
+// (JSON-RPC, HTTP+JSON or gRPC), 0.3 or the older tasks/send dialect
+// (OpenFang, AgentOS), print a readable summary or the A2A objects as JSON, and exit
 // 1 with a message a person can act on when the agent or the network says
 // no, or when the task they ran ended badly.
 
@@ -58,11 +58,17 @@ refused agent is not called.
 
 URL is the agent's base URL: its card (URL/.well-known/agent-card.json,
 then URL/.well-known/agent.json, or URL itself when it ends in .json) names
-the endpoint, JSON-RPC 1.0 first; a card with neither supportedInterfaces
-nor a protocolVersion is read as the older tasks/send dialect's.
-An agent without a card is called with JSON-RPC 1.0 at URL itself; with
---binding the card is not read and URL is the endpoint. Flags may come
-before or after the arguments; put -- before a TEXT that starts with "-".
+the endpoint, JSON-RPC 1.0 first (gRPC when the card offers only that); a
+card with neither supportedInterfaces nor a protocolVersion is read as the
+older tasks/send dialect's. An agent without a card is called with
+JSON-RPC 1.0 at URL itself; with --binding the card is not read and URL is
+the endpoint. With --binding grpc, URL is the gRPC address:
+http://HOST:PORT in cleartext, https://HOST:PORT over TLS, or HOST:PORT as
+a card names it (cleartext to loopback, else TLS); its path names the
+agent (the request's tenant), e.g. http://127.0.0.1:9090/agents/echo for
+the agent echo of "a2abus serve --grpc-listen 127.0.0.1:9090". Flags may
+come before or after the arguments; put -- before a TEXT that starts
+with "-".
 
 Output (-o): text is a summary for a person. json prints the A2A object of
 the call, one compact JSON object per line: card: the card as served; send:
@@ -212,7 +218,14 @@ func runClientEnv(ctx context.Context, cmd string, args []string, stdout, stderr
 			return usageErr("%v", err)
 		}
 	}
-	if u, err := url.Parse(pos[0]); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if ep, named := discovery.NamedEndpoint(o.binding, pos[0]); named && ep.Binding == schemas.BindingGRPC && cmd != "card" && cmd != "agents" {
+		// A gRPC address: checked as the client reads it.
+		c, err := discovery.NewClient(ep, discovery.Options{})
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		c.Close()
+	} else if u, err := url.Parse(pos[0]); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return usageErr("URL %q must be an absolute http:// or https:// URL", pos[0])
 	}
 	o.credentialsFromEnv(getenv)
@@ -238,6 +251,7 @@ func runClientEnv(ctx context.Context, cmd string, args []string, stdout, stderr
 		var c *discovery.Client
 		if c, err = r.client(ctx); err == nil {
 			err = r.call(ctx, cmd, c, pos[1:])
+			c.Close()
 		}
 	}
 	if err == nil {
@@ -608,7 +622,7 @@ func (r *clientRun) card(ctx context.Context) error {
 		r.out.line("  interface  %s", ep)
 	}
 	if len(eps) == 0 {
-		r.out.line("  interface  none a2abus speaks (JSONRPC or HTTP+JSON, A2A 1.0 or 0.3, or the tasks/send dialect)")
+		r.out.line("  interface  none a2abus speaks (JSONRPC, HTTP+JSON or GRPC in A2A 1.0, JSONRPC in 0.3, or the tasks/send dialect)")
 	}
 	if c.Capabilities.Streaming != nil && *c.Capabilities.Streaming {
 		r.out.line("  streaming  yes")
@@ -861,7 +875,7 @@ func (r *clientRun) follow(ctx context.Context, s *discovery.Stream) error {
 				msg = "interrupted"
 			}
 			if id := s.LastEventID(); id != "" && taskID != "" {
-				msg += fmt.Sprintf("; resume with: a2abus subscribe %s %s --last-event-id %s", r.url, taskID, id)
+				msg += fmt.Sprintf("; resume with: a2abus subscribe %s %s --last-event-id %s%s", r.url, taskID, id, r.bindingFlag())
 			}
 			return &cliError{msg: msg, err: err}
 		}
@@ -935,10 +949,19 @@ func (r *clientRun) outcome(id string, st schemas.TaskStatus) error {
 func (r *clientRun) hint(id string, st schemas.TaskState) {
 	switch {
 	case st.Interrupted():
-		r.out.line("  reply    a2abus send %s TEXT --task %s", r.url, id)
+		r.out.line("  reply    a2abus send %s TEXT --task %s%s", r.url, id, r.bindingFlag())
 	case !st.Terminal():
-		r.out.line("  follow   a2abus subscribe %s %s", r.url, id)
+		r.out.line("  follow   a2abus subscribe %s %s%s", r.url, id, r.bindingFlag())
 	}
+}
+
+// bindingFlag is the --binding a command line the hints suggest needs to
+// reach the same endpoint: none when the card chose it.
+func (r *clientRun) bindingFlag() string {
+	if r.o.binding == "auto" {
+		return ""
+	}
+	return " --binding " + r.o.binding
 }
 
 // task prints a task for a person.

@@ -533,7 +533,7 @@ func TestCLIAgainstServe(t *testing.T) {
 		for _, args := range [][]string{
 			{"get", base},
 			{"send", base, "a", "b"},
-			{"send", base, "x", "--binding", "grpc"},
+			{"send", base, "x", "--binding", "mqtt"},
 			{"send", base, "x", "--stream", "--no-wait"},
 			{"send", "localhost:8080", "x"},
 			{"tasks", base, "--state", "bogus"},

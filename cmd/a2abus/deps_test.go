@@ -82,18 +82,23 @@ var layers = map[string]layer{
 	// the edge's server) for the JWKS verification of push notifications
 	// a receiver needs, written once for tokens coming in either way (the
 	// card signatures it checks come through its CardVerifier interface,
-	// which cmd fills with edge/auth's).
+	// which cmd fills with edge/auth's). Its gRPC wire speaks the
+	// lf.a2a.v1 messages generated once for both ends
+	// (edge/grpcbinding/a2apb) through the conversions the server uses
+	// (edge/grpcbinding/pbwire): two leaves that know nothing of the edge
+	// (schemas and protobuf only), never the binding's server itself.
 	"discovery": {
-		may: []string{"schemas", "bus", "edge/auth"},
+		may: []string{"schemas", "bus", "edge/auth", "edge/grpcbinding/a2apb", "edge/grpcbinding/pbwire"},
 		// The client is tested against a real A2A server: an a2abus edge
-		// with agents on an in-process bus, in every binding and version.
-		tests: []string{"edge", "workers"},
+		// with agents on an in-process bus, in every binding and version
+		// (gRPC served by edge/grpcbinding).
+		tests: []string{"edge", "workers", "edge/grpcbinding"},
 	},
 	// The MCP bridge: an A2A client of an edge (through discovery) that
 	// serves its agents as MCP tools; the one package that imports the
 	// official MCP Go SDK.
 	"discovery/mcpbridge": {
-		may: []string{"schemas", "bus", "edge/auth", "discovery"},
+		may: []string{"schemas", "bus", "edge/auth", "discovery", "edge/grpcbinding/a2apb", "edge/grpcbinding/pbwire"},
 		// Tested against a real edge with agents, over the SDK's client.
 		tests: []string{"edge", "workers"},
 	},
@@ -101,15 +106,19 @@ var layers = map[string]layer{
 	// from the specification's a2a.proto (generate.sh): the gRPC and
 	// protobuf runtime only, nothing of the module.
 	"edge/grpcbinding/a2apb": {},
+	// A2A's gRPC wire form for both ends, the binding's server and
+	// discovery's gRPC wire: the schemas' types to lf.a2a.v1 messages and
+	// back, errors to google.rpc.Status and back.
+	"edge/grpcbinding/pbwire": {may: []string{"schemas", "edge/grpcbinding/a2apb"}},
 	// The gRPC binding: an adapter of the edge's in-process door, which it
 	// declares (Door) instead of importing the edge; only cmd wires them.
 	"edge/grpcbinding": {
-		may: []string{"schemas", "edge/grpcbinding/a2apb"},
+		may: []string{"schemas", "edge/grpcbinding/a2apb", "edge/grpcbinding/pbwire"},
 		// Tested against a real edge with agents on an in-process bus.
 		tests: []string{"edge", "edge/auth", "workers", "bus/bustest"},
 	},
 	"cmd/a2abus": {
-		may: []string{"schemas", "bus", "edge", "edge/auth", "workers", "discovery", "discovery/mcpbridge", "edge/grpcbinding", "edge/grpcbinding/a2apb"},
+		may: []string{"schemas", "bus", "edge", "edge/auth", "workers", "discovery", "discovery/mcpbridge", "edge/grpcbinding", "edge/grpcbinding/a2apb", "edge/grpcbinding/pbwire"},
 		// The cluster fault tests ask the NATS cluster which node leads a
 		// stream, to kill that one.
 		natsInTests: true,
@@ -149,10 +158,14 @@ var oauth2Modules = []string{"golang.org/x/oauth2"}
 var mcpModules = []string{"github.com/modelcontextprotocol/go-sdk"}
 
 // grpcModules are gRPC and protobuf: the gRPC binding's transport and
-// messages, generated from the specification (not hand-written). Only the
-// packages under edge/grpcbinding import them; the bus contract and
-// schemas stay JSON.
+// messages, generated from the specification (not hand-written). Only
+// grpcPackages import them; the bus contract and schemas stay JSON.
 var grpcModules = []string{"google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/rpc"}
+
+// grpcPackages are the packages that speak gRPC: the generated messages
+// and service, their conversions for both ends, the binding's server and
+// the A2A client's gRPC wire.
+var grpcPackages = []string{"edge/grpcbinding/a2apb", "edge/grpcbinding/pbwire", "edge/grpcbinding", "discovery"}
 
 // jsonModules are the JSON reader of the bus's hot paths: the prototype of
 // the standard library's encoding/json/v2, read with encoding/json's
@@ -313,11 +326,11 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 
-		// Only the gRPC binding imports gRPC and protobuf.
-		if !strings.HasPrefix(rel, "edge/grpcbinding") {
+		// Only the gRPC packages import gRPC and protobuf.
+		if !slices.Contains(grpcPackages, rel) {
 			for _, imp := range p.Imports {
 				if inModules(imp, grpcModules) {
-					t.Errorf("%s imports %s; only edge/grpcbinding may", rel, imp)
+					t.Errorf("%s imports %s; only %v may", rel, imp, grpcPackages)
 				}
 			}
 		}

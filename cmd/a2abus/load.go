@@ -46,7 +46,8 @@ const loadUsage = `Usage: a2abus load --url URL [--url URL ...] [flags]
 
 Drives A2A agents with concurrent clients and prints throughput and latency
 percentiles (p50/p90/p99). URL is an agent's base URL (its card is read to
-pick the interface) or, with --binding, the endpoint itself.
+pick the interface) or, with --binding, the endpoint itself (for grpc, the
+gRPC address with the agent as its path: http://HOST:PORT/agents/NAME).
 
 Flags:
 `
@@ -133,6 +134,11 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
 	// The generator shares the machine with what it measures: the GC
 	// target of a server (see Config.GCPercent) keeps its own collection
 	// work from taking CPU the system under test could use.
@@ -191,8 +197,10 @@ func rateLimited(err error) bool {
 }
 
 // loadClients builds one A2A client per URL, sharing one HTTP transport
-// sized for the number of concurrent clients.
-func loadClients(ctx context.Context, o loadOptions) ([]*discovery.Client, error) {
+// sized for the number of concurrent clients (a gRPC endpoint's client
+// holds one connection, which carries every concurrent call); the caller
+// closes them.
+func loadClients(ctx context.Context, o loadOptions) (_ []*discovery.Client, err error) {
 	policy := discovery.Policy{AllowLoopback: o.allowAddr, AllowPrivate: o.allowAddr, AllowLinkLocal: o.allowAddr}
 	tr := policy.Transport(&http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -201,8 +209,15 @@ func loadClients(ctx context.Context, o loadOptions) ([]*discovery.Client, error
 		IdleConnTimeout:     90 * time.Second,
 	})
 	hc := &http.Client{Transport: tr}
-	opts := discovery.Options{HTTP: hc, Header: o.header, Timeout: o.timeout}
+	opts := discovery.Options{HTTP: hc, Policy: policy, Header: o.header, Timeout: o.timeout}
 	var out []*discovery.Client
+	defer func() {
+		if err != nil {
+			for _, c := range out {
+				c.Close()
+			}
+		}
+	}()
 	for _, u := range o.urls {
 		ep, named := discovery.NamedEndpoint(o.binding, u)
 		switch {

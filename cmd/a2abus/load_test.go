@@ -33,8 +33,8 @@ func TestLoadToolAgainstServe(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	dir := t.TempDir()
-	httpAddr := freeAddr(t)
-	serve := startProc(t, "serve", "--listen", httpAddr, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", freeAddr(t))
+	httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
+	serve := startProc(t, "serve", "--listen", httpAddr, "--grpc-listen", grpcAddr, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", freeAddr(t))
 	base := "http://" + httpAddr
 	waitReady(t, serve, base)
 
@@ -45,7 +45,9 @@ func TestLoadToolAgainstServe(t *testing.T) {
 		{"send-auto", []string{"--url", base}},
 		{"send-rest", []string{"--url", base + "/agents/echo", "--binding", "rest"}},
 		{"send-v03", []string{"--url", base + "/agents/echo", "--binding", "jsonrpc03"}},
+		{"send-grpc", []string{"--url", "http://" + grpcAddr + "/agents/echo", "--binding", "grpc"}},
 		{"stream", []string{"--url", base, "--mode", "stream"}},
+		{"stream-grpc", []string{"--url", grpcAddr, "--binding", "grpc", "--mode", "stream"}},
 		{"fanout", []string{"--url", base, "--url", base + "/agents/echo", "--mode", "fanout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,7 +63,7 @@ func TestLoadToolAgainstServe(t *testing.T) {
 			if !(l.P50 > 0 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.Max) || res.PerSecond <= 0 {
 				t.Fatalf("percentiles out of order or empty: %+v, %.1f/s", l, res.PerSecond)
 			}
-			if tc.name == "stream" {
+			if strings.HasPrefix(tc.name, "stream") {
 				if res.FirstEvent == nil || res.FirstEvent.P50 <= 0 || res.FirstEvent.P50 > l.P50 || res.Events < 2*res.OK {
 					t.Fatalf("stream: first event %+v, %d events for %d streams", res.FirstEvent, res.Events, res.OK)
 				}

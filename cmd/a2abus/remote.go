@@ -37,11 +37,18 @@ type remoteMonitor struct {
 	prefer  []string
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	card    *schemas.AgentCard
-	client  *discovery.Client
-	status  schemas.RemoteAgentStatus
-	changed chan struct{}
+	mu     sync.Mutex
+	card   *schemas.AgentCard
+	client *discovery.Client
+	// built is the last client built and the card it was built from,
+	// kept while the agent is offline (client nil) so that it is used
+	// again when the agent comes back with the same interfaces and
+	// security: a gRPC client holds a connection, which a new one would
+	// open again (and the old one leave behind).
+	built     *discovery.Client
+	builtFrom *schemas.AgentCard
+	status    schemas.RemoteAgentStatus
+	changed   chan struct{}
 }
 
 func newRemoteMonitor(name, url string, every time.Duration, opts discovery.Options, prefer []string, log *slog.Logger) *remoteMonitor {
@@ -112,20 +119,22 @@ func (m *remoteMonitor) check(ctx context.Context, force bool) {
 }
 
 // setCard keeps the card and rebuilds the client when the card's
-// interfaces or security changed. m.mu is held.
+// interfaces or security changed. A client replaced is not closed: tasks
+// under way may still hold it (a gRPC client's connection drops its
+// socket once idle, after grpc's idle timeout). m.mu is held.
 func (m *remoteMonitor) setCard(card *schemas.AgentCard) {
-	if m.card != nil && m.client != nil && sameInterfaces(m.card, card) && sameSecurity(m.card, card) {
-		m.card = card
+	m.card = card
+	if m.built != nil && sameInterfaces(m.builtFrom, card) && sameSecurity(m.builtFrom, card) {
+		m.client = m.built
 		return
 	}
-	m.card = card
 	c, err := discovery.ClientFor(card, m.opts, m.prefer...)
 	if err != nil {
 		m.client = nil
 		m.status.Health, m.status.LastError = schemas.HealthOffline, err.Error()
 		return
 	}
-	m.client = c
+	m.client, m.built, m.builtFrom = c, c, card
 }
 
 func sameSecurity(a, b *schemas.AgentCard) bool {

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/discovery"
 	"github.com/a2abus/a2abus/schemas"
 	"github.com/a2abus/a2abus/workers"
 )
@@ -314,4 +318,46 @@ func trySendText(t *testing.T, base, agent, key, text string) (int, string) {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(raw)
+}
+
+// A remote agent's monitor keeps its client across an offline spell: when
+// the agent comes back with the card it had, the calls go through the
+// client built before (a gRPC one holds a connection), and a card whose
+// interfaces changed gets a new one.
+func TestRemoteMonitorKeepsItsClientAcrossAnOfflineSpell(t *testing.T) {
+	grpcCard := func(addr string) *schemas.AgentCard {
+		return &schemas.AgentCard{Name: "far", SupportedInterfaces: []schemas.AgentInterface{
+			{URL: addr, ProtocolBinding: schemas.BindingGRPC, ProtocolVersion: schemas.ProtocolVersion, Tenant: "agents/far"}}}
+	}
+	var card *schemas.AgentCard
+	var down error
+	m := newRemoteMonitor("far", "http://127.0.0.1:1", time.Minute, discovery.Options{}, nil, slog.New(slog.DiscardHandler))
+	m.resolve = func(context.Context, string, bool) (*schemas.AgentCard, bool, error, error) {
+		return card, false, nil, down
+	}
+	ctx := context.Background()
+	client := func() *discovery.Client {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.client
+	}
+
+	card = grpcCard("127.0.0.1:50051")
+	m.check(ctx, true)
+	first := client()
+	if first == nil || first.Endpoint().Binding != schemas.BindingGRPC {
+		t.Fatalf("the client of a gRPC card: %+v", first)
+	}
+	down = errors.New("connection refused")
+	if m.check(ctx, true); client() != nil {
+		t.Fatal("an offline agent kept a client to call")
+	}
+	down, card = nil, grpcCard("127.0.0.1:50051")
+	if m.check(ctx, true); client() != first {
+		t.Fatal("the agent back with the same card got a new client")
+	}
+	card = grpcCard("127.0.0.1:50052")
+	if m.check(ctx, true); client() == first || client().Endpoint().URL != "127.0.0.1:50052" {
+		t.Fatalf("a card with another interface kept the client of %+v", first.Endpoint())
+	}
 }

@@ -5,7 +5,8 @@
 // schemas' types and back, the call's metadata and peer to what the
 // request presented (schemas.Presented: credentials, address, the TLS
 // state for mutual TLS), and the door's errors to google.rpc.Status with
-// ErrorInfo. Authentication, rate limits, tenants, isolation, admission
+// ErrorInfo. The conversions of messages and errors are pbwire's, which
+// the A2A client's gRPC wire (discovery) reads them back with. Authentication, rate limits, tenants, isolation, admission
 // and the task lifecycle are the door's, as for every binding.
 //
 // gRPC has no path to name an agent by: a request names it in its tenant
@@ -30,10 +31,12 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/a2abus/a2abus/edge/grpcbinding/a2apb"
+	"github.com/a2abus/a2abus/edge/grpcbinding/pbwire"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -104,6 +107,38 @@ func (s *Server) Stop(grace time.Duration) {
 		s.g.Stop()
 		<-done
 	}
+}
+
+// fromPB reads a request message into the schemas' type v; a message that
+// does not read is the client's error.
+func fromPB(m proto.Message, v any) error {
+	if err := pbwire.FromPB(m, v); err != nil {
+		return statusOf(schemas.Errorf(schemas.ErrInvalidParams, "the request does not read as A2A: %v", err))
+	}
+	return nil
+}
+
+// toPB writes the schemas' value v into the answer message m.
+func toPB(v any, m proto.Message) error {
+	if err := pbwire.ToPB(v, m); err != nil {
+		return statusOf(schemas.Errorf(schemas.ErrInternal, "the answer does not convert to protobuf: %v", err))
+	}
+	return nil
+}
+
+// statusOf is the gRPC status of what the door answered (nil for nil): an
+// A2A error as pbwire.Status writes it. A status already (a stream's
+// failed Send) passes as it is. The door classified everything else, a
+// call ended before its answer among it (UNAVAILABLE: its client, if
+// still there, retries).
+func statusOf(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return pbwire.Status(schemas.AsError(err)).Err()
 }
 
 // service is lf.a2a.v1.A2AService over the door.

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/a2abus/a2abus/bus/bustest/freeaddr"
+	"github.com/a2abus/a2abus/edge/interop/internal/a2abusbin"
 )
 
 // The official Go SDK's gRPC client against "a2abus serve --grpc-listen"
@@ -33,7 +34,7 @@ func TestOfficialGoClientOverGRPC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts a2abus")
 	}
-	bin := buildA2Abus(t)
+	bin := a2abusbin.Build(t)
 	addr, grpcAddr := freeaddr.Addr(t), freeaddr.Addr(t)
 	base := "http://" + addr
 	cmd := exec.Command(bin, "serve", "--listen", addr, "--grpc-listen", grpcAddr, "--nats-listen", "off",
@@ -181,7 +182,7 @@ func TestOfficialGoClientOverGRPCAuthenticatesAndResumesElsewhere(t *testing.T) 
 	const apiKey = "interop-grpc-api-key-0123456789"
 	jwksURL, token := jwtIssuer(t, "bob")
 
-	bin := buildA2Abus(t)
+	bin := a2abusbin.Build(t)
 	data := filepath.Join(t.TempDir(), "data")
 	// The JWKS server is on loopback, which a2abus reaches only when told.
 	config := filepath.Join(t.TempDir(), "a2abus.json")

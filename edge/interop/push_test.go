@@ -6,14 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"testing"
 	"time"
 
 	a2a03 "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
-	"github.com/a2abus/a2abus/discovery"
 	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/workers"
 )
@@ -40,8 +38,10 @@ func newHook(t *testing.T) *hook {
 func startPushA2Abus(t *testing.T) string {
 	t.Helper()
 	base, b := startA2AbusOn(t, edge.Config{DefaultAgent: "echo", Push: true})
-	client := discovery.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}.Client(0)
-	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	// A plain client, not discovery's guarded one: discovery links
+	// a2abus's lf.a2a.v1 messages (its gRPC wire), which cannot share a
+	// binary with the SDK's (protobuf's registry refuses the second copy).
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	s, err := workers.NewPushSender(b, workers.PushOptions{Client: client})
 	if err != nil {
 		t.Fatal(err)

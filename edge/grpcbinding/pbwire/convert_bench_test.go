@@ -1,4 +1,4 @@
-package grpcbinding
+package pbwire
 
 import (
 	"testing"
@@ -26,7 +26,7 @@ func BenchmarkConvertTaskToPB(b *testing.B) {
 	t := benchTask()
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := toPB(t, &a2apb.Task{}); err != nil {
+		if err := ToPB(t, &a2apb.Task{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -38,7 +38,7 @@ func BenchmarkConvertSendRequestFromPB(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var req schemas.SendMessageRequest
-		if err := fromPB(in, &req); err != nil {
+		if err := FromPB(in, &req); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,10 @@
-package interop
+// Package mcpinterop proves that the official MCP Go SDK's client
+// (github.com/modelcontextprotocol/go-sdk) uses a2abus's agents as MCP
+// tools. It is a package of its own, apart from the A2A SDK's tests:
+// the bridge links discovery, and with it a2abus's lf.a2a.v1 messages,
+// which cannot share a test binary with the A2A SDK's copy (protobuf's
+// registry refuses the second).
+package mcpinterop
 
 import (
 	"context"
@@ -6,7 +12,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -20,8 +25,18 @@ import (
 	"github.com/a2abus/a2abus/discovery/mcpbridge"
 	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/edge/auth"
+	"github.com/a2abus/a2abus/edge/interop/internal/a2abusbin"
 	"github.com/a2abus/a2abus/workers"
 )
+
+// slow reports WORKING and then waits until it is canceled.
+var slow = workers.AgentFunc(func(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
+	if err := out.Working(ctx, "waiting"); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return ctx.Err()
+})
 
 // failing always fails.
 var failing = workers.AgentFunc(func(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
@@ -270,37 +285,13 @@ func TestMCPInitializeNegotiatesVersions(t *testing.T) {
 	}
 }
 
-// buildA2Abus returns the a2abus binary for process tests: the one
-// run.sh built ($A2ABUS_INTEROP_BIN), else one built here as this test
-// binary was (with the race detector if it has it; without cmd/a2abus's
-// profile, which would make every package a variant of its own): the
-// packages are then those compiled for the tests already, and only the
-// link is new, where a plain build compiles nats-server and the whole
-// standard library once more (about two minutes on 2 cores).
-func buildA2Abus(t *testing.T) string {
-	t.Helper()
-	if bin := os.Getenv("A2ABUS_INTEROP_BIN"); bin != "" {
-		return bin
-	}
-	bin := filepath.Join(t.TempDir(), "a2abus")
-	args := []string{"build", "-pgo=off", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command("go", append(args, "github.com/a2abus/a2abus/cmd/a2abus")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building a2abus: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // The official MCP client over stdio: "a2abus mcp --url" bridging a
 // running edge, and "a2abus mcp" with a serve in its own process.
 func TestOfficialMCPClientOverStdio(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts a2abus")
 	}
-	bin := buildA2Abus(t)
+	bin := a2abusbin.Build(t)
 	base, _ := startMCPA2Abus(t)
 	for name, args := range map[string][]string{
 		"bridging an edge": {"mcp", "--url", base, "--refresh", "100ms"},
@@ -324,7 +315,7 @@ func TestOfficialMCPClientOverStdio(t *testing.T) {
 				t.Fatalf("echo over stdio: %+v %v\n%s", res, err, cmd.Stderr)
 			}
 			// Close ends the process (its stdin closes) and waits for it. A
-			// binary built with the race detector (buildA2Abus) says on
+			// binary built with the race detector (a2abusbin.Build) says on
 			// stderr if it saw a race.
 			closed := cs.Close()
 			if stderr := cmd.Stderr.(*strings.Builder).String(); strings.Contains(stderr, "WARNING: DATA RACE") {

@@ -1,6 +1,6 @@
 //go:build !race
 
-package interop
+package a2abusbin
 
 // raceEnabled: see race_on_test.go.
 const raceEnabled = false

@@ -1,0 +1,34 @@
+// Package a2abusbin gives the interop tests that run a2abus as a process
+// its binary, built once per test binary that asks.
+package a2abusbin
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// Build returns the a2abus binary for process tests: the one run.sh built
+// ($A2ABUS_INTEROP_BIN), else one built here as the test binary was (with
+// the race detector if it has it; without cmd/a2abus's profile, which
+// would make every package a variant of its own): the packages are then
+// those compiled for the tests already, and only the link is new, where a
+// plain build compiles nats-server and the whole standard library once
+// more (about two minutes on 2 cores).
+func Build(t testing.TB) string {
+	t.Helper()
+	if bin := os.Getenv("A2ABUS_INTEROP_BIN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(t.TempDir(), "a2abus")
+	args := []string{"build", "-pgo=off", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "github.com/a2abus/a2abus/cmd/a2abus")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building a2abus: %v\n%s", err, out)
+	}
+	return bin
+}
