@@ -249,29 +249,18 @@ func TestClientAgainstA2Abus(t *testing.T) {
 			if echoed.String() != input {
 				t.Fatalf("streamed %q, want %q", echoed.String(), input)
 			}
-			// The events to resume after, with their ids: the stream's own,
-			// increasing cursors; a gRPC stream has none (A2A's messages
-			// have no place for one), so there those of a JSON-RPC stream
-			// of the edge, which are the bus's cursors on every binding.
+			// The events to resume after, with their ids: an SSE stream's,
+			// increasing cursors "<revision>.<index>"; a gRPC stream's, the
+			// task generations its events carry (A2A 1.1), 1, 2, 3…
 			ref := evs
-			if ep.Binding == schemas.BindingGRPC {
-				for i, e := range evs {
-					if e.id != "" {
-						t.Fatalf("gRPC event %d has the id %q", i, e.id)
-					}
-				}
-				jc, err := discovery.NewClient(srv.at(v1Bindings[0], "echo"), loopback())
-				if err != nil {
-					t.Fatal(err)
-				}
-				js, err := jc.SendStreamingMessage(ctx, &schemas.SendMessageRequest{Message: text(input)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ref = readAll(t, js)
-			}
 			prev := uint64(0)
 			for i, e := range ref {
+				if ep.Binding == schemas.BindingGRPC {
+					if e.id != strconv.Itoa(i+1) {
+						t.Fatalf("gRPC event %d: id %q, want the generation %d", i, e.id, i+1)
+					}
+					continue
+				}
 				// a2abus's SSE ids are "<revision>.<index>", index < 4096.
 				revText, indexText, _ := strings.Cut(e.id, ".")
 				rev, err := strconv.ParseUint(revText, 10, 64)
@@ -294,7 +283,7 @@ func TestClientAgainstA2Abus(t *testing.T) {
 					t.Fatalf("resume after event %d: %d events, want %d", k, len(got), len(ref)-k-1)
 				}
 				for i, e := range got {
-					if want := ref[k+1+i]; (e.id != want.id && ep.Binding != schemas.BindingGRPC) || jsonOf(t, e.ev) != jsonOf(t, want.ev) {
+					if want := ref[k+1+i]; e.id != want.id || jsonOf(t, e.ev) != jsonOf(t, want.ev) {
 						t.Fatalf("resumed event %d: %s %s, want %s %s", i, e.id, jsonOf(t, e.ev), want.id, jsonOf(t, want.ev))
 					}
 				}

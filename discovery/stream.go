@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -214,6 +215,9 @@ func (s *Stream) Next() (*schemas.StreamResponse, error) {
 			}
 			return nil, s.fail(err)
 		}
+		if id := generationID(ev); id != "" {
+			s.lastID = id
+		}
 		if final {
 			s.done = true
 			s.close()
@@ -269,12 +273,31 @@ func (s *Stream) fail(err error) error {
 	return err
 }
 
-// LastEventID is the SSE id of the last event read: pass it to
-// SubscribeToTask to resume after it. A polled stream has none, and
-// neither has a gRPC stream (A2A's messages have no place for one); an
-// a2abus edge's ids are the same on every binding, so one read over
-// JSON-RPC or HTTP+JSON resumes a subscription over gRPC too.
+// LastEventID is the id of the last event read: pass it to
+// SubscribeToTask to resume after it. Over SSE it is the event's SSE id;
+// over gRPC, whose messages have no place for an id, it is the task
+// generation the event carries (A2A 1.1, which an a2abus edge's gRPC
+// binding always sends and resumes by: metadata last-event-id). A polled
+// stream, or a gRPC server that sends no generations, has none.
 func (s *Stream) LastEventID() string { return s.lastID }
+
+// generationID is the generation an event carries as a resume id, "" for
+// none (0: the server keeps none).
+func generationID(ev *schemas.StreamResponse) string {
+	var g schemas.Generation
+	switch {
+	case ev.Task != nil:
+		g = ev.Task.Generation
+	case ev.StatusUpdate != nil:
+		g = ev.StatusUpdate.Generation
+	case ev.ArtifactUpdate != nil:
+		g = ev.ArtifactUpdate.Generation
+	}
+	if g <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(int64(g), 10)
+}
 
 // Close ends the stream and releases its connection.
 func (s *Stream) Close() error {
