@@ -16,6 +16,10 @@
 #         what one task costs, whatever the cores), then its resident
 #         memory (VmRSS of its own process) right after
 #   stream  streaming sends, 16 clients: streams/s and first-event p50
+#   g64   blocking sends over gRPC (lf.a2a.v1), 64 clients, to the servers
+#         that have the binding (a2abus --grpc-listen, a2a-go's a2agrpc):
+#         tasks/s, p99 and the server's CPU per task; the summary gives a2abus's gRPC against its own
+#         JSON-RPC c=64 in the same rounds
 # Every measurement gets a freshly started server (the in-memory stores only
 # grow, so a reused one slows down and holds more memory), and the three
 # servers take turns per measurement so drift on a shared machine hits them
@@ -46,6 +50,9 @@ trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$bin
 
 servers=(a2abus a2a-go a2a-js)
 declare -A url=([a2abus]=http://127.0.0.1:9731 [a2a-go]=http://127.0.0.1:9733 [a2a-js]=http://127.0.0.1:9735 [base]=http://127.0.0.1:9737)
+# The gRPC binding's addresses, of the servers that have one (a2a-js's SDK
+# serves none).
+declare -A gurl=([a2abus]=http://127.0.0.1:9736 [a2a-go]=http://127.0.0.1:9734)
 # The process each server runs as, checked before its memory is read, so
 # the figure is never a wrapper's.
 declare -A comm=([a2abus]=a2abus [a2a-go]=a2agoecho [a2a-js]=node [base]=a2abus)
@@ -54,6 +61,9 @@ if [ -n "${COMPARE_BASE:-}" ]; then
 	(cd "$bin/base-src" && go build -o "$bin/base/a2abus" ./cmd/a2abus)
 	git -C "$root" worktree remove -f "$bin/base-src"
 	servers+=(base)
+	if "$bin/base/a2abus" serve --help 2>&1 | grep -q -- --grpc-listen; then
+		gurl[base]=http://127.0.0.1:9739
+	fi
 fi
 
 # start NAME: starts the server fresh in the background, as the process
@@ -62,15 +72,15 @@ start() {
 	case "$1" in
 	a2abus)
 		rm -rf "$bin/data"
-		"$bin/a2abus" serve --listen 127.0.0.1:9731 --nats-listen 127.0.0.1:9732 --data-dir "$bin/data" \
+		"$bin/a2abus" serve --listen 127.0.0.1:9731 --nats-listen 127.0.0.1:9732 --grpc-listen 127.0.0.1:9736 --data-dir "$bin/data" \
 			--rate-limit 0 --max-unfinished 0 --max-unfinished-bytes 0 >"$bin/$1.log" 2>&1 &
 		;;
 	base)
 		rm -rf "$bin/data"
-		"$bin/base/a2abus" serve --listen 127.0.0.1:9737 --nats-listen 127.0.0.1:9738 --data-dir "$bin/data" \
+		"$bin/base/a2abus" serve --listen 127.0.0.1:9737 --nats-listen 127.0.0.1:9738 ${gurl[base]:+--grpc-listen 127.0.0.1:9739} --data-dir "$bin/data" \
 			--rate-limit 0 --max-unfinished 0 --max-unfinished-bytes 0 >"$bin/$1.log" 2>&1 &
 		;;
-	a2a-go) "$bin/a2agoecho" --listen 127.0.0.1:9733 >"$bin/$1.log" 2>&1 & ;;
+	a2a-go) "$bin/a2agoecho" --listen 127.0.0.1:9733 --grpc-listen 127.0.0.1:9734 >"$bin/$1.log" 2>&1 & ;;
 	a2a-js) node "$here/js/echo-server.mjs" --listen 127.0.0.1:9735 >"$bin/$1.log" 2>&1 & ;;
 	esac
 	pid=$!
@@ -90,12 +100,13 @@ cputicks() { awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0; }
 # for the c=64 run also the server's CPU ticks over the run and its VmRSS
 # in kB right after.
 measure() {
-	local out="$bin/r$1-$2-$3" t0
+	local out="$bin/r$1-$2-$3" t0 target=(--url "${url[$3]}")
+	if [ "$2" = g64 ]; then target=(--binding grpc --url "${gurl[$3]}"); fi
 	start "$3"
 	t0="$(cputicks)"
-	"$bin/a2abus" load --url "${url[$3]}" --duration "${secs}s" --warmup "${warm}s" -o json "${@:4}" "${extra[@]}" >"$out.json" ||
+	"$bin/a2abus" load "${target[@]}" --duration "${secs}s" --warmup "${warm}s" -o json "${@:4}" "${extra[@]}" >"$out.json" ||
 		echo '{"ok": 0, "failed": -1}' >"$out.json"
-	if [ "$2" = c64 ]; then
+	if [ "$2" = c64 ] || [ "$2" = g64 ]; then
 		local c; c="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
 		if [ "$c" = "${comm[$3]}" ]; then
 			echo $(($(cputicks) - t0)) >"$out.cpu"
@@ -117,9 +128,9 @@ def load(r, kind, s):
     return json.load(open(os.path.join(bindir, "r%s-%s-%s.json" % (r, kind, s))))
 def rss(r, s):
     return int(open(os.path.join(bindir, "r%s-c64-%s.rss" % (r, s))).read()) / 1024
-def cpu(r, s):
-    ticks = int(open(os.path.join(bindir, "r%s-c64-%s.cpu" % (r, s))).read())
-    tasks = load(r, "c64", s)["perSecond"] * (float(os.environ["COMPARE_SECONDS"]) + float(os.environ["COMPARE_WARMUP"]))
+def cpu(r, s, kind="c64"):
+    ticks = int(open(os.path.join(bindir, "r%s-%s-%s.cpu" % (r, kind, s))).read())
+    tasks = load(r, kind, s)["perSecond"] * (float(os.environ["COMPARE_SECONDS"]) + float(os.environ["COMPARE_WARMUP"]))
     return ticks * 1e6 / float(os.environ["CLK_TCK"]) / tasks
 metrics = [
     ("c1/s",      lambda r, s: load(r, "c1", s)["perSecond"], "%9.0f"),
@@ -131,9 +142,13 @@ metrics = [
     ("RSS MiB",   lambda r, s: rss(r, s), "%9.1f"),
     ("stream/s",  lambda r, s: load(r, "stream", s)["perSecond"], "%9.0f"),
     ("1st p50",   lambda r, s: load(r, "stream", s)["firstEventMs"]["p50"], "%9.2f"),
+    ("g64/s",     lambda r, s: load(r, "g64", s)["perSecond"], "%9.0f"),
+    ("g64 p99",   lambda r, s: load(r, "g64", s)["latencyMs"]["p99"], "%9.2f"),
+    ("g64 cpuµs", lambda r, s: cpu(r, s, "g64"), "%9.0f"),
 ]
 def failed(r, s):
-    n = [load(r, k, s).get("failed", 0) for k in ("c1", "c64", "stream")]
+    n = [load(r, k, s).get("failed", 0) for k in ("c1", "c64", "stream", "g64")
+         if os.path.exists(os.path.join(bindir, "r%s-%s-%s.json" % (r, k, s)))]
     return "broken" if -1 in n else str(sum(n))
 def value(f, r, s):
     try:
@@ -157,7 +172,8 @@ table(med)
 # With a base build, its ratios too, and a2abus against it.
 ratios = [("c=64 tasks/s", 2, "higher"), ("c=64 p99", 4, "lower"), ("c=1 p50", 1, "lower"),
           ("CPU per task at c=64", 5, "lower"), ("RSS after c=64", 6, "lower"),
-          ("stream/s", 7, "higher"), ("stream first-event p50", 8, "lower")]
+          ("stream/s", 7, "higher"), ("stream first-event p50", 8, "lower"),
+          ("gRPC c=64 tasks/s", 9, "higher"), ("gRPC c=64 p99", 10, "lower")]
 for who in [s for s in ("a2abus", "base") if s in servers]:
     print("%-6s / other (of the medians)   vs a2a-js   vs a2a-go%s" % (who, "   vs base" if who == "a2abus" and "base" in servers else ""))
     for heading, i, better in ratios:
@@ -167,6 +183,12 @@ for who in [s for s in ("a2abus", "base") if s in servers]:
         if who == "a2abus" and "base" in servers:
             line += "   %7.2fx" % ratio(med["base"][i])
         print(line + "   (%s is better)" % better)
+# The gRPC binding against the JSON-RPC binding of the same server, in the
+# same rounds (issue 32's target: at least 1).
+for who in [s for s in ("a2abus", "base", "a2a-go") if s in servers]:
+    g, j = med[who][9], med[who][2]
+    if g == g and j:
+        print("%-6s gRPC / JSON-RPC c=64 tasks/s (of the medians): %.2fx" % (who, g / j))
 PY
 
 extra=("$@")
@@ -174,7 +196,8 @@ for i in $(seq "$rounds"); do
 	for s in "${servers[@]}"; do measure "$i" c1 "$s" --clients 1; done
 	for s in "${servers[@]}"; do measure "$i" c64 "$s" --clients 64; done
 	for s in "${servers[@]}"; do measure "$i" stream "$s" --clients 16 --mode stream; done
-	echo "round $i (c1: 1 client; c64: 64 clients, server CPU µs per task, RSS right after; stream: 16 clients, first-event p50; latencies in ms)"
+	for s in "${servers[@]}"; do if [ -n "${gurl[$s]:-}" ]; then measure "$i" g64 "$s" --clients 64; fi; done
+	echo "round $i (c1: 1 client; c64: 64 clients, server CPU µs per task, RSS right after; stream: 16 clients, first-event p50; g64: 64 clients over gRPC; latencies in ms)"
 	COMPARE_SERVERS="${servers[*]}" COMPARE_SECONDS="$secs" COMPARE_WARMUP="$warm" CLK_TCK="$(getconf CLK_TCK)" python3 "$bin/report.py" "$bin" round "$i"
 	echo
 done

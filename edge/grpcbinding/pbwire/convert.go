@@ -10,8 +10,8 @@ import (
 // The schemas' types are A2A 1.0's JSON form, which the specification
 // defines as the protobuf messages' canonical JSON mapping: a message
 // converts through that JSON, so the two can never disagree about a field,
-// an enum name or a oneof. (A hand-written field-by-field copy would be
-// faster; the conversion is measured with the binding in issue 35's work.)
+// an enum name or a oneof. The messages of the busy path are also copied
+// field by field (direct.go), which the JSON path checks.
 //
 // The errors are plain: what a failed conversion means depends on the end
 // and the direction (on the server, a request that does not read is the
@@ -26,6 +26,9 @@ var fromJSON = protojson.UnmarshalOptions{DiscardUnknown: true}
 // FromPB reads the message m into v, a pointer to a value of the schemas'
 // types.
 func FromPB(m proto.Message, v any) error {
+	if fromPBDirect(m, v) {
+		return nil
+	}
 	b, err := protojson.Marshal(m)
 	if err == nil {
 		err = json.Unmarshal(b, v)
@@ -36,6 +39,9 @@ func FromPB(m proto.Message, v any) error {
 // ToPB writes v, a value of the schemas' types, into the message m; what
 // the message has no field for is left out.
 func ToPB(v any, m proto.Message) error {
+	if toPBDirect(v, m) {
+		return nil
+	}
 	b, err := json.Marshal(v)
 	if err == nil {
 		err = fromJSON.Unmarshal(b, m)

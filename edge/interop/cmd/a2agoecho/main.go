@@ -5,8 +5,13 @@
 // "echo-<task id>", COMPLETED with a status message). It lives in the interop
 // module so the product module never depends on the SDK.
 //
-//	go run ./cmd/a2agoecho --listen 127.0.0.1:9100
+//	go run ./cmd/a2agoecho --listen 127.0.0.1:9100 [--grpc-listen 127.0.0.1:9101]
 //	a2abus load --url http://127.0.0.1:9100 --clients 64
+//	a2abus load --binding grpc --url http://127.0.0.1:9101 --clients 64
+//
+// With --grpc-listen it also serves the SDK's own gRPC binding
+// (a2agrpc/v1) on that address, with the same request handler, and its
+// card declares it.
 package main
 
 import (
@@ -22,7 +27,9 @@ import (
 	"syscall"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	a2agrpc "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"google.golang.org/grpc"
 )
 
 // echoExecutor answers every message with its own text as one artifact.
@@ -60,39 +67,70 @@ func (echoExecutor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 	}
 }
 
-// newHandler serves the card at the well-known path and JSON-RPC at "/".
-func newHandler(baseURL string) http.Handler {
+// newHandler serves the card at the well-known path and JSON-RPC at "/";
+// the card declares the gRPC binding at grpcAddr too, when set.
+func newHandler(baseURL, grpcAddr string) http.Handler {
+	interfaces := []*a2a.AgentInterface{a2a.NewAgentInterface(baseURL, a2a.TransportProtocolJSONRPC)}
+	if grpcAddr != "" {
+		interfaces = append(interfaces, a2a.NewAgentInterface(grpcAddr, a2a.TransportProtocolGRPC))
+	}
 	card := &a2a.AgentCard{
-		Name:        "a2agoecho",
-		Description: "a2a-go v2 baseline echo agent",
-		Version:     "1.0.0",
-		SupportedInterfaces: []*a2a.AgentInterface{
-			a2a.NewAgentInterface(baseURL, a2a.TransportProtocolJSONRPC),
-		},
-		DefaultInputModes:  []string{"text/plain"},
-		DefaultOutputModes: []string{"text/plain"},
-		Capabilities:       a2a.AgentCapabilities{Streaming: true},
-		Skills:             []a2a.AgentSkill{{ID: "echo", Name: "Echo", Description: "Returns the text it is sent.", Tags: []string{"echo"}}},
+		Name:                "a2agoecho",
+		Description:         "a2a-go v2 baseline echo agent",
+		Version:             "1.0.0",
+		SupportedInterfaces: interfaces,
+		DefaultInputModes:   []string{"text/plain"},
+		DefaultOutputModes:  []string{"text/plain"},
+		Capabilities:        a2a.AgentCapabilities{Streaming: true},
+		Skills:              []a2a.AgentSkill{{ID: "echo", Name: "Echo", Description: "Returns the text it is sent.", Tags: []string{"echo"}}},
 	}
 	mux := http.NewServeMux()
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-	mux.Handle("/", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(echoExecutor{})))
+	mux.Handle("/", a2asrv.NewJSONRPCHandler(requests))
 	return mux
+}
+
+// requests is the one request handler both bindings serve.
+var requests = a2asrv.NewHandler(echoExecutor{})
+
+// newGRPCServer serves the SDK's gRPC binding of requests.
+func newGRPCServer() *grpc.Server {
+	s := grpc.NewServer()
+	a2agrpc.NewHandler(requests).RegisterWith(s)
+	return s
 }
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:9100", "address to listen on (loopback by default)")
+	grpcListen := flag.String("grpc-listen", "", "also serve the gRPC binding on this address (default: off)")
 	flag.Parse()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		log.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	srv := &http.Server{Handler: newHandler(base)}
+	var gs *grpc.Server
+	grpcAddr := ""
+	if *grpcListen != "" {
+		gl, err := net.Listen("tcp", *grpcListen)
+		if err != nil {
+			log.Fatal(err)
+		}
+		grpcAddr, gs = gl.Addr().String(), newGRPCServer()
+		go func() {
+			if err := gs.Serve(gl); err != nil {
+				log.Fatal(err)
+			}
+		}()
+	}
+	srv := &http.Server{Handler: newHandler(base, grpcAddr)}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
 		<-ctx.Done()
+		if gs != nil {
+			gs.Stop()
+		}
 		srv.Close()
 	}()
 	fmt.Printf("a2agoecho listening on %s\n", base)

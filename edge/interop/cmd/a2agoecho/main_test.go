@@ -2,10 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	a2agrpc "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // The baseline must do the work a2abus's echo does, or the comparison
@@ -13,7 +21,7 @@ import (
 // artifact "echo-<task id>".
 func TestBaselineEchoCompletesATask(t *testing.T) {
 	srv := httptest.NewServer(nil)
-	srv.Config.Handler = newHandler(srv.URL)
+	srv.Config.Handler = newHandler(srv.URL, "")
 	defer srv.Close()
 
 	send := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"m1","parts":[{"text":"hello baseline"}]}}}`
@@ -63,5 +71,29 @@ func post(t *testing.T, url, body string, v any) {
 	defer res.Body.Close()
 	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Its gRPC binding serves the same handler: the SDK's own gRPC client
+// gets a completed echo task, as a2abus's gRPC row of the comparison does.
+func TestBaselineServesGRPC(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := newGRPCServer()
+	go func() { _ = gs.Serve(l) }()
+	defer gs.Stop()
+	ctx := context.Background()
+	c, err := a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{a2a.NewAgentInterface(l.Addr().String(), a2a.TransportProtocolGRPC)},
+		a2agrpc.WithGRPCTransport(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy()
+	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("over gRPC"))})
+	task, ok := res.(*a2a.Task)
+	if err != nil || !ok || task.Status.State != a2a.TaskStateCompleted || len(task.Artifacts) != 1 || task.Artifacts[0].Parts[0].Text() != "over gRPC" {
+		t.Fatalf("SendMessage over gRPC: %+v %v", res, err)
 	}
 }
