@@ -23,11 +23,15 @@ if [ -z "$bin" ]; then
 fi
 # A free loopback port and a random key, with what this script needs
 # anyway (Node.js, coreutils): nothing beyond the README's prerequisites.
-port=$(node -e 'const s=require("net").createServer(); s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close() })')
+freeport() { node -e 'const s=require("net").createServer(); s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close() })'; }
+port=$(freeport)
+# The gRPC binding too, on a port of its own: the suite runs over it as
+# well (A2ABUS_GRPC).
+gport=$(freeport)
 # The suite runs twice: against an a2abus without authentication, and
 # against one that takes API keys (the SDK then presents one on every call).
 serve() {
-	"$bin" serve --listen "127.0.0.1:$port" --nats-listen off --data-dir "$work/data-$1" --agent echo --agent tck \
+	"$bin" serve --listen "127.0.0.1:$port" --grpc-listen "127.0.0.1:$gport" --nats-listen off --data-dir "$work/data-$1" --agent echo --agent tck \
 		--push true --push-allow-http true --push-allow-private true >"$work/serve.log" 2>&1 &
 	pid=$!
 	for _ in $(seq 1 120); do
@@ -45,11 +49,11 @@ stop_serve() {
 	fi
 }
 serve anonymous
-A2ABUS_URL="http://127.0.0.1:$port" "$here/run.sh"
+A2ABUS_URL="http://127.0.0.1:$port" A2ABUS_GRPC="127.0.0.1:$gport" "$here/run.sh"
 stop_serve
 key="js-interop-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"
 A2ABUS_API_KEYS="$key=js-interop" serve keys
-A2ABUS_URL="http://127.0.0.1:$port" A2ABUS_API_KEY="$key" "$here/run.sh"
+A2ABUS_URL="http://127.0.0.1:$port" A2ABUS_GRPC="127.0.0.1:$gport" A2ABUS_API_KEY="$key" "$here/run.sh"
 stop_serve
 
 # The JS echo server (node_modules is installed by run.sh above).

@@ -7,8 +7,9 @@
 // client is built the way an SDK user builds one: the agent card is fetched
 // with the SDK's card resolver and a ClientFactory picks the interface from
 // the card's supportedInterfaces. The same checks run over each binding the
-// SDK can speak and a2abus offers: JSON-RPC 1.0, HTTP+JSON 1.0 and (through
-// the SDK's v0.3 compat layer) JSON-RPC 0.3.
+// SDK can speak and a2abus offers: JSON-RPC 1.0, HTTP+JSON 1.0, (through
+// the SDK's v0.3 compat layer) JSON-RPC 0.3, and gRPC 1.0 when a2abus
+// serves it (A2ABUS_GRPC=HOST:PORT, its --grpc-listen).
 //
 // Only node:test and node:assert are used; nothing sleeps to synchronise:
 // polling loops run against a deadline and every call carries an abort
@@ -33,17 +34,26 @@ import {
   UnsupportedOperationError,
 } from '@a2a-js/sdk/errors';
 import { isLegacyAgentCard, parseLegacyAgentCard } from '@a2a-js/sdk/compat/v0_3/client';
+import { GrpcTransportFactory } from '@a2a-js/sdk/client/grpc';
+import * as grpc from '@grpc/grpc-js';
 
 const BASE = (process.env.A2ABUS_URL ?? '').replace(/\/+$/, '');
 if (!BASE) {
   throw new Error('set A2ABUS_URL to the base URL of a running a2abus, e.g. http://127.0.0.1:8080');
 }
 const agentURL = (name) => `${BASE}/agents/${name}`;
+// The address a2abus serves its gRPC binding on, if it does.
+const GRPC = process.env.A2ABUS_GRPC ?? '';
 
 // How long one call may take, and how long a task may take to finish.
 const CALL_TIMEOUT_MS = 15_000;
 const TASK_DEADLINE_MS = 20_000;
-const opts = () => ({ signal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
+// The API key (below) also goes as a service parameter: the SDK's gRPC
+// transport carries those as metadata, where a2abus reads credentials.
+const opts = () => ({
+  signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
+  ...(process.env.A2ABUS_API_KEY ? { serviceParameters: { authorization: `Bearer ${process.env.A2ABUS_API_KEY}` } } : {}),
+});
 
 // A2ABUS_INTEROP_TRACE=1 prints every HTTP exchange the SDK makes (request
 // line, A2A-Version, body; response status, content type, body), which is
@@ -105,6 +115,19 @@ const TRANSPORTS = [
     // v0.3 had no tasks/list; the SDK's compat transport refuses it locally.
     listTasks: false,
   },
+  ...(GRPC
+    ? [
+        {
+          name: 'gRPC 1.0',
+          binding: 'GRPC',
+          version: '1.0',
+          // The SDK copies the interface's tenant (agents/<name>) into every
+          // request, which is how a gRPC call names its agent.
+          factory: () => new GrpcTransportFactory({ grpcChannelCredentials: grpc.credentials.createInsecure() }),
+          listTasks: true,
+        },
+      ]
+    : []),
 ];
 
 const resolver = new DefaultAgentCardResolver({ fetchImpl, legacyCompat: { enabled: true } });
@@ -315,6 +338,7 @@ describe('agent card (resolved with the SDK card resolver)', () => {
       `JSONRPC 1.0 ${agentURL('echo')}`,
       `HTTP+JSON 1.0 ${agentURL('echo')}`,
       `JSONRPC 0.3 ${agentURL('echo')}`,
+      ...(GRPC ? [`GRPC 1.0 ${GRPC}`] : []),
     ].sort();
     assert.deepEqual(got, want, 'supportedInterfaces');
   });
@@ -362,7 +386,12 @@ describe('agent card (resolved with the SDK card resolver)', () => {
   test('tck card', async () => {
     const tck = await resolveCard('tck');
     assert.equal(tck.name, 'tck');
-    assert.ok(tck.supportedInterfaces.every((i) => i.url === agentURL('tck')), JSON.stringify(tck.supportedInterfaces));
+    // Its HTTP interfaces at its URL; its gRPC one, at the binding's address,
+    // names it by the tenant every call carries.
+    const http = tck.supportedInterfaces.filter((i) => i.protocolBinding !== 'GRPC');
+    assert.ok(http.every((i) => i.url === agentURL('tck')), JSON.stringify(tck.supportedInterfaces));
+    const grpcs = tck.supportedInterfaces.filter((i) => i.protocolBinding === 'GRPC');
+    assert.deepEqual(grpcs.map((i) => `${i.url} ${i.tenant}`), GRPC ? [`${GRPC} agents/tck`] : [], JSON.stringify(tck.supportedInterfaces));
   });
 });
 
@@ -519,7 +548,7 @@ for (const t of TRANSPORTS) {
         assert.equal(created.url, url, JSON.stringify(created));
         const got = await tck.getTaskPushNotificationConfig({ taskId: task.id, id: 'js' }, opts());
         assert.equal(got.url, url, JSON.stringify(got));
-        const list = await tck.listTaskPushNotificationConfig({ taskId: task.id }, opts());
+        const list = await tck.listTaskPushNotificationConfig({ tenant: '', taskId: task.id, pageSize: 0, pageToken: '' }, opts());
         assert.deepEqual((list.configs ?? []).map((c) => c.id), ['js'], JSON.stringify(list));
         await tck.cancelTask(cancelRequest(task.id), opts());
         const canceled = () => bodies.some(({ body }) => {
@@ -544,7 +573,7 @@ for (const t of TRANSPORTS) {
       assertIsTask(task, 'non-blocking sendMessage to tck');
       assert.ok(!TERMINAL.has(task.status.state), `tck task already ${stateName(task.status.state)}`);
       const events = await collect(
-        tck.resubscribeTask(subscribeRequest(task.id), { signal: AbortSignal.timeout(TASK_DEADLINE_MS) }),
+        tck.resubscribeTask(subscribeRequest(task.id), { ...opts(), signal: AbortSignal.timeout(TASK_DEADLINE_MS) }),
       );
       ctx.diagnostic(events.map(describeEvent).join(' → '));
       const id = assertStreamShape(events, 'resubscribe');
@@ -613,7 +642,7 @@ describe('authentication', { skip: !API_KEY && 'the edge under test does not aut
     assert.ok((card.securityRequirements ?? []).length > 0, 'the card lists its security requirements');
     const plain = new ClientFactory({ transports: [new JsonRpcTransportFactory({ fetchImpl: fetch })] });
     const anonymous = await plain.createFromAgentCard(card);
-    await assert.rejects(anonymous.sendMessage({ message: userMessage('who am I?'), configuration: undefined, metadata: undefined, tenant: '' }, opts()));
+    await assert.rejects(anonymous.sendMessage({ message: userMessage('who am I?'), configuration: undefined, metadata: undefined, tenant: '' }, { signal: AbortSignal.timeout(CALL_TIMEOUT_MS) }));
     const keyed = new ClientFactory({
       transports: [
         new JsonRpcTransportFactory({
