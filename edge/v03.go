@@ -29,7 +29,13 @@ func (s *Server) v03GetExtendedAgentCard(ctx context.Context, c *call) (any, err
 	if err != nil {
 		return nil, err
 	}
-	return s.card03(*card), nil
+	// The service signs the 1.0 card it answers; this answer is another
+	// form of it, so it carries a signature of its own.
+	signed, err := s.signed(s.card03(*card))
+	if err != nil {
+		return nil, schemas.Errorf(schemas.ErrInternal, "signing the extended card failed: %v", err)
+	}
+	return signed, nil
 }
 
 func (s *Server) v03StreamMethods() map[string]streamFunc {

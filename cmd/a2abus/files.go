@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"os"
@@ -59,21 +60,23 @@ func loadCardTrustKeys(path string) (*auth.CardKeys, error) {
 	return k, nil
 }
 
-// reloaded holds what a file says, read again when the file changes (its
-// modification time, looked at by watch), so a key rotation needs no
-// restart. A file that changes and no longer loads is logged, and what
-// was loaded is kept.
+// reloaded holds what a file says, read again when the file changes, so a
+// key rotation needs no restart. A change is told by the file's content
+// (a digest, which watch compares): a modification time would miss a file
+// rewritten within the file system's timestamp granularity of the last
+// load, and key files are small. A file that changes and no longer loads
+// is logged, and what was loaded is kept.
 type reloaded[T any] struct {
 	cur  atomic.Pointer[T]
 	path string // "" for a value no file holds (fixed)
 	what string // what the file holds, for logs: "push notification keys"
 	load func(path string) (*T, error)
-	mod  time.Time // of the file as last loaded; watch's alone
+	sum  [sha256.Size]byte // of the content as last loaded, or last refused; watch's alone
 }
 
 // loadReloaded reads the file at path with load.
 func loadReloaded[T any](path, what string, load func(string) (*T, error)) (*reloaded[T], error) {
-	st, err := os.Stat(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -81,7 +84,7 @@ func loadReloaded[T any](path, what string, load func(string) (*T, error)) (*rel
 	if err != nil {
 		return nil, err
 	}
-	r := &reloaded[T]{path: path, what: what, load: load, mod: st.ModTime()}
+	r := &reloaded[T]{path: path, what: what, load: load, sum: sha256.Sum256(b)}
 	r.cur.Store(v)
 	return r, nil
 }
@@ -111,17 +114,21 @@ func (r *reloaded[T]) watch(ctx context.Context, every time.Duration, log *slog.
 			return
 		case <-t.C:
 		}
-		st, err := os.Stat(r.path)
-		if err != nil || st.ModTime().Equal(r.mod) {
+		b, err := os.ReadFile(r.path)
+		if err != nil {
+			continue // being replaced, perhaps: looked at again next time
+		}
+		sum := sha256.Sum256(b)
+		if sum == r.sum {
 			continue
 		}
+		r.sum = sum // a refused content is refused once, not every tick
 		v, err := r.load(r.path)
 		if err != nil {
 			log.Warn("the "+r.what+" file changed but does not load; keeping what was loaded", "err", err)
 			continue
 		}
 		r.cur.Store(v)
-		r.mod = st.ModTime()
 		log.Info(r.what+" reloaded", "file", r.path)
 	}
 }
