@@ -191,7 +191,7 @@ func TestOfficialGoClientOverGRPCAuthenticatesAndResumesElsewhere(t *testing.T) 
 	}
 	// The SDK's resolver reads an authenticating card only in the form
 	// a2a-go v2.4.0 knows (a2a-go#430; TestOfficialGoClientAuthenticates).
-	authFlags := []string{"--config", config, "--jwt-jwks-url", jwksURL, "--jwt-issuer", "interop-issuer", "--jwt-audience", "a2abus", "--card-scopes-as-arrays"}
+	authFlags := []string{"--config", config, "--jwt-jwks-url", jwksURL, "--jwt-issuer", "interop-issuer", "--jwt-audience", "a2abus", "--card-scopes-as-arrays", "true"}
 	env := append(os.Environ(), "A2ABUS_API_KEYS="+apiKey+"=alice")
 	start := func(args ...string) {
 		cmd := exec.Command(bin, append(args, authFlags...)...)
