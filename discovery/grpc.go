@@ -376,19 +376,9 @@ func (g *grpcEvents) next() (*schemas.StreamResponse, bool, error) {
 	return &ev, g.ends(&ev), nil
 }
 
-// The tenant fields of the requests.
-func sendTenant(r *schemas.SendMessageRequest) *string                         { return &r.Tenant }
-func getTenant(r *schemas.GetTaskRequest) *string                              { return &r.Tenant }
-func listTenant(r *schemas.ListTasksRequest) *string                           { return &r.Tenant }
-func cancelTenant(r *schemas.CancelTaskRequest) *string                        { return &r.Tenant }
-func subscribeTenant(r *schemas.SubscribeToTaskRequest) *string                { return &r.Tenant }
-func pushTenant(r *schemas.TaskPushNotificationConfig) *string                 { return &r.Tenant }
-func pushGetTenant(r *schemas.GetTaskPushNotificationConfigRequest) *string    { return &r.Tenant }
-func pushListTenant(r *schemas.ListTaskPushNotificationConfigsRequest) *string { return &r.Tenant }
-
 func (w grpcWire) sendMessage(ctx context.Context, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error) {
 	var res schemas.SendMessageResponse
-	req = withTenant(w.ep.Tenant, req, sendTenant)
+	req = withTenant(w.ep.Tenant, req, pbwire.SendTenant)
 	if err := grpcUnary(ctx, w, "SendMessage", req, &a2apb.SendMessageRequest{}, w.grpc.api.SendMessage, &res); err != nil {
 		return nil, err
 	}
@@ -396,13 +386,13 @@ func (w grpcWire) sendMessage(ctx context.Context, req *schemas.SendMessageReque
 }
 
 func (w grpcWire) sendStreamingMessage(ctx context.Context, req *schemas.SendMessageRequest) (*Stream, error) {
-	req = withTenant(w.ep.Tenant, req, sendTenant)
+	req = withTenant(w.ep.Tenant, req, pbwire.SendTenant)
 	return grpcStream(ctx, w, "SendStreamingMessage", req, &a2apb.SendMessageRequest{}, "", false, w.grpc.api.SendStreamingMessage)
 }
 
 func (w grpcWire) getTask(ctx context.Context, req *schemas.GetTaskRequest) (*schemas.Task, error) {
 	var t schemas.Task
-	req = withTenant(w.ep.Tenant, req, getTenant)
+	req = withTenant(w.ep.Tenant, req, pbwire.GetTenant)
 	if err := grpcUnary(ctx, w, "GetTask", req, &a2apb.GetTaskRequest{}, w.grpc.api.GetTask, &t); err != nil {
 		return nil, err
 	}
@@ -411,7 +401,7 @@ func (w grpcWire) getTask(ctx context.Context, req *schemas.GetTaskRequest) (*sc
 
 func (w grpcWire) cancelTask(ctx context.Context, req *schemas.CancelTaskRequest) (*schemas.Task, error) {
 	var t schemas.Task
-	req = withTenant(w.ep.Tenant, req, cancelTenant)
+	req = withTenant(w.ep.Tenant, req, pbwire.CancelTenant)
 	if err := grpcUnary(ctx, w, "CancelTask", req, &a2apb.CancelTaskRequest{}, w.grpc.api.CancelTask, &t); err != nil {
 		return nil, err
 	}
@@ -420,7 +410,7 @@ func (w grpcWire) cancelTask(ctx context.Context, req *schemas.CancelTaskRequest
 
 func (w grpcWire) listTasks(ctx context.Context, req *schemas.ListTasksRequest) (*schemas.ListTasksResponse, error) {
 	var res schemas.ListTasksResponse
-	req = withTenant(w.ep.Tenant, req, listTenant)
+	req = withTenant(w.ep.Tenant, req, pbwire.ListTenant)
 	if err := grpcUnary(ctx, w, "ListTasks", req, &a2apb.ListTasksRequest{}, w.grpc.api.ListTasks, &res); err != nil {
 		return nil, err
 	}
@@ -428,13 +418,13 @@ func (w grpcWire) listTasks(ctx context.Context, req *schemas.ListTasksRequest) 
 }
 
 func (w grpcWire) subscribeToTask(ctx context.Context, req *schemas.SubscribeToTaskRequest, lastEventID string) (*Stream, error) {
-	req = withTenant(w.ep.Tenant, req, subscribeTenant)
+	req = withTenant(w.ep.Tenant, req, pbwire.SubscribeTenant)
 	return grpcStream(ctx, w, "SubscribeToTask", req, &a2apb.SubscribeToTaskRequest{}, lastEventID, true, w.grpc.api.SubscribeToTask)
 }
 
 func (w grpcWire) createPushConfig(ctx context.Context, cfg *schemas.TaskPushNotificationConfig) (*PushConfig, error) {
 	var out PushConfig
-	cfg = withTenant(w.ep.Tenant, cfg, pushTenant)
+	cfg = withTenant(w.ep.Tenant, cfg, pbwire.PushTenant)
 	if err := grpcUnary(ctx, w, "CreateTaskPushNotificationConfig", cfg, &a2apb.TaskPushNotificationConfig{}, w.grpc.api.CreateTaskPushNotificationConfig, &out); err != nil {
 		return nil, err
 	}
@@ -443,7 +433,7 @@ func (w grpcWire) createPushConfig(ctx context.Context, cfg *schemas.TaskPushNot
 
 func (w grpcWire) getPushConfig(ctx context.Context, req *schemas.GetTaskPushNotificationConfigRequest) (*PushConfig, error) {
 	var out PushConfig
-	req = withTenant(w.ep.Tenant, req, pushGetTenant)
+	req = withTenant(w.ep.Tenant, req, pbwire.PushGetTenant)
 	if err := grpcUnary(ctx, w, "GetTaskPushNotificationConfig", req, &a2apb.GetTaskPushNotificationConfigRequest{}, w.grpc.api.GetTaskPushNotificationConfig, &out); err != nil {
 		return nil, err
 	}
@@ -452,7 +442,7 @@ func (w grpcWire) getPushConfig(ctx context.Context, req *schemas.GetTaskPushNot
 
 func (w grpcWire) listPushConfigs(ctx context.Context, req *schemas.ListTaskPushNotificationConfigsRequest) ([]PushConfig, error) {
 	var list pushConfigList
-	req = withTenant(w.ep.Tenant, req, pushListTenant)
+	req = withTenant(w.ep.Tenant, req, pbwire.PushListTenant)
 	if err := grpcUnary(ctx, w, "ListTaskPushNotificationConfigs", req, &a2apb.ListTaskPushNotificationConfigsRequest{}, w.grpc.api.ListTaskPushNotificationConfigs, &list); err != nil {
 		return nil, err
 	}
@@ -460,6 +450,6 @@ func (w grpcWire) listPushConfigs(ctx context.Context, req *schemas.ListTaskPush
 }
 
 func (w grpcWire) deletePushConfig(ctx context.Context, req *schemas.GetTaskPushNotificationConfigRequest) error {
-	req = withTenant(w.ep.Tenant, req, pushGetTenant)
+	req = withTenant(w.ep.Tenant, req, pbwire.PushGetTenant)
 	return grpcUnary(ctx, w, "DeleteTaskPushNotificationConfig", req, &a2apb.DeleteTaskPushNotificationConfigRequest{}, w.grpc.api.DeleteTaskPushNotificationConfig, nil)
 }

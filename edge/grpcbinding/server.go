@@ -266,30 +266,20 @@ func (s *streamSender) close() {
 	}
 }
 
-// The tenant fields of the requests.
-func sendTenant(r *schemas.SendMessageRequest) *string                         { return &r.Tenant }
-func getTenant(r *schemas.GetTaskRequest) *string                              { return &r.Tenant }
-func listTenant(r *schemas.ListTasksRequest) *string                           { return &r.Tenant }
-func cancelTenant(r *schemas.CancelTaskRequest) *string                        { return &r.Tenant }
-func subscribeTenant(r *schemas.SubscribeToTaskRequest) *string                { return &r.Tenant }
-func pushTenant(r *schemas.TaskPushNotificationConfig) *string                 { return &r.Tenant }
-func pushGetTenant(r *schemas.GetTaskPushNotificationConfigRequest) *string    { return &r.Tenant }
-func pushListTenant(r *schemas.ListTaskPushNotificationConfigsRequest) *string { return &r.Tenant }
-
 func (s *service) SendMessage(ctx context.Context, in *a2apb.SendMessageRequest) (*a2apb.SendMessageResponse, error) {
-	return unary(ctx, in, sendTenant, s.door.SendMessage, &a2apb.SendMessageResponse{})
+	return unary(ctx, in, pbwire.SendTenant, s.door.SendMessage, &a2apb.SendMessageResponse{})
 }
 
 func (s *service) SendStreamingMessage(in *a2apb.SendMessageRequest, stream grpc.ServerStreamingServer[a2apb.StreamResponse]) error {
-	return streaming(stream, s.door.StreamWriteTimeout(), in, sendTenant, s.door.SendStreamingMessage)
+	return streaming(stream, s.door.StreamWriteTimeout(), in, pbwire.SendTenant, s.door.SendStreamingMessage)
 }
 
 func (s *service) SubscribeToTask(in *a2apb.SubscribeToTaskRequest, stream grpc.ServerStreamingServer[a2apb.StreamResponse]) error {
-	return streaming(stream, s.door.StreamWriteTimeout(), in, subscribeTenant, s.door.SubscribeToTask)
+	return streaming(stream, s.door.StreamWriteTimeout(), in, pbwire.SubscribeTenant, s.door.SubscribeToTask)
 }
 
 func (s *service) GetTask(ctx context.Context, in *a2apb.GetTaskRequest) (*a2apb.Task, error) {
-	return unary(ctx, in, getTenant, s.door.GetTask, &a2apb.Task{})
+	return unary(ctx, in, pbwire.GetTenant, s.door.GetTask, &a2apb.Task{})
 }
 
 func (s *service) ListTasks(ctx context.Context, in *a2apb.ListTasksRequest) (*a2apb.ListTasksResponse, error) {
@@ -299,19 +289,19 @@ func (s *service) ListTasks(ctx context.Context, in *a2apb.ListTasksRequest) (*a
 		// below its minimum, so 0 here is read as unset.
 		in.PageSize = nil
 	}
-	return unary(ctx, in, listTenant, s.door.ListTasks, &a2apb.ListTasksResponse{})
+	return unary(ctx, in, pbwire.ListTenant, s.door.ListTasks, &a2apb.ListTasksResponse{})
 }
 
 func (s *service) CancelTask(ctx context.Context, in *a2apb.CancelTaskRequest) (*a2apb.Task, error) {
-	return unary(ctx, in, cancelTenant, s.door.CancelTask, &a2apb.Task{})
+	return unary(ctx, in, pbwire.CancelTenant, s.door.CancelTask, &a2apb.Task{})
 }
 
 func (s *service) CreateTaskPushNotificationConfig(ctx context.Context, in *a2apb.TaskPushNotificationConfig) (*a2apb.TaskPushNotificationConfig, error) {
-	return unary(ctx, in, pushTenant, s.door.CreateTaskPushNotificationConfig, &a2apb.TaskPushNotificationConfig{})
+	return unary(ctx, in, pbwire.PushTenant, s.door.CreateTaskPushNotificationConfig, &a2apb.TaskPushNotificationConfig{})
 }
 
 func (s *service) GetTaskPushNotificationConfig(ctx context.Context, in *a2apb.GetTaskPushNotificationConfigRequest) (*a2apb.TaskPushNotificationConfig, error) {
-	return unary(ctx, in, pushGetTenant, s.door.GetTaskPushNotificationConfig, &a2apb.TaskPushNotificationConfig{})
+	return unary(ctx, in, pbwire.PushGetTenant, s.door.GetTaskPushNotificationConfig, &a2apb.TaskPushNotificationConfig{})
 }
 
 // configList is ListTaskPushNotificationConfigsResponse's JSON form.
@@ -324,14 +314,14 @@ func (s *service) ListTaskPushNotificationConfigs(ctx context.Context, in *a2apb
 		cfgs, err := s.door.ListTaskPushNotificationConfigs(ctx, who, agent, req)
 		return configList{cfgs}, err
 	}
-	return unary(ctx, in, pushListTenant, list, &a2apb.ListTaskPushNotificationConfigsResponse{})
+	return unary(ctx, in, pbwire.PushListTenant, list, &a2apb.ListTaskPushNotificationConfigsResponse{})
 }
 
 func (s *service) DeleteTaskPushNotificationConfig(ctx context.Context, in *a2apb.DeleteTaskPushNotificationConfigRequest) (*emptypb.Empty, error) {
 	del := func(ctx context.Context, who schemas.Presented, agent string, req *schemas.GetTaskPushNotificationConfigRequest) (struct{}, error) {
 		return struct{}{}, s.door.DeleteTaskPushNotificationConfig(ctx, who, agent, req)
 	}
-	return unary(ctx, in, pushGetTenant, del, &emptypb.Empty{})
+	return unary(ctx, in, pbwire.PushGetTenant, del, &emptypb.Empty{})
 }
 
 func (s *service) GetExtendedAgentCard(ctx context.Context, in *a2apb.GetExtendedAgentCardRequest) (*a2apb.AgentCard, error) {
