@@ -133,9 +133,9 @@ func checkEntry(e *schemas.RegistryEntry, envAllow []string) error {
 		}
 	}
 	switch r.Binding {
-	case "", schemas.BindingJSONRPC, schemas.BindingHTTPJSON:
+	case "", schemas.BindingJSONRPC, schemas.BindingHTTPJSON, schemas.BindingGRPC:
 	default:
-		return fmt.Errorf("remote.binding %q is not JSONRPC or HTTP+JSON", r.Binding)
+		return fmt.Errorf("remote.binding %q is not JSONRPC, HTTP+JSON or GRPC", r.Binding)
 	}
 	for k := range r.Headers {
 		if credentialHeader(k) {

@@ -238,7 +238,7 @@ type RemoteAgentSpec struct {
 	// CheckEvery is how often its card and health are re-checked
 	// ("30s"); default 1m.
 	CheckEvery string `json:"checkEvery,omitempty"`
-	// Binding prefers one of its interfaces: JSONRPC or HTTP+JSON.
+	// Binding prefers one of its interfaces: JSONRPC, HTTP+JSON or GRPC.
 	Binding string `json:"binding,omitempty"`
 	// Tags are added to its skills' tags (for search and routing).
 	Tags []string `json:"tags,omitempty"`

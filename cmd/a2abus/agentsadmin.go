@@ -25,7 +25,7 @@ func runAgentsAdmin(ctx context.Context, verb string, args []string, stdout, std
 	o.credentialFlags(fs, " of an admin principal", "")
 	remote := fs.String("remote", "", "the external A2A agent's base URL (add; update to change it)")
 	checkEvery := fs.String("check-every", "", "how often its card and health are re-checked, e.g. 30s")
-	binding := fs.String("binding", "", "prefer its JSONRPC or HTTP+JSON interface")
+	binding := fs.String("binding", "", "prefer its JSONRPC, HTTP+JSON or GRPC interface")
 	push := fs.String("push", "", "ask it for push notifications instead of streams: true or false")
 	maintenance := fs.String("maintenance", "\x00", "put the agent in maintenance, saying why (\"\" ends it)")
 	var tags, headers, headerEnv multiFlag

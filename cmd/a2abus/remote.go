@@ -281,10 +281,10 @@ func (p *process) buildRemote(name string, a remoteOptions) (workers.Definition,
 	var prefer []string
 	switch a.Binding {
 	case "":
-	case schemas.BindingJSONRPC, schemas.BindingHTTPJSON:
+	case schemas.BindingJSONRPC, schemas.BindingHTTPJSON, schemas.BindingGRPC:
 		prefer = []string{a.Binding}
 	default:
-		return workers.Definition{}, nil, fmt.Errorf("binding %q is not JSONRPC or HTTP+JSON", a.Binding)
+		return workers.Definition{}, nil, fmt.Errorf("binding %q is not JSONRPC, HTTP+JSON or GRPC", a.Binding)
 	}
 	every := time.Duration(a.CheckEvery)
 	if every <= 0 {

@@ -64,7 +64,8 @@ func TestRemoteAndFanOutAgentsThroughServe(t *testing.T) {
 	}
 	dir := t.TempDir()
 	extAddr, downAddr, gwAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-	ext := startProc(t, "serve", "--listen", extAddr, "--data-dir", filepath.Join(dir, "ext"), "--nats-listen", "off")
+	extGRPC := freeAddr(t)
+	ext := startProc(t, "serve", "--listen", extAddr, "--grpc-listen", extGRPC, "--data-dir", filepath.Join(dir, "ext"), "--nats-listen", "off")
 	waitReady(t, ext, "http://"+extAddr)
 
 	cfg := filepath.Join(dir, "gw.json")
@@ -73,9 +74,10 @@ func TestRemoteAndFanOutAgentsThroughServe(t *testing.T) {
   "agents": [
     {"name": "echo"},
     {"name": "far", "kind": "remote", "url": "http://%s/agents/echo", "checkEvery": "200ms"},
+    {"name": "fargrpc", "kind": "remote", "url": "http://%s/agents/echo", "binding": "GRPC", "checkEvery": "200ms"},
     {"name": "later", "kind": "remote", "url": "http://%s", "checkEvery": "200ms"},
     {"name": "fan", "kind": "fanout", "targets": ["echo", "far", "later"], "mode": "partial", "childTimeout": "10s"}
-  ]}`, extAddr, downAddr))
+  ]}`, extAddr, extAddr, downAddr))
 	gw := startProc(t, "serve", "--listen", gwAddr, "--data-dir", filepath.Join(dir, "gw"), "--nats-listen", "off", "--config", cfg)
 	base := "http://" + gwAddr
 	waitReady(t, gw, base)
@@ -96,7 +98,7 @@ func TestRemoteAndFanOutAgentsThroughServe(t *testing.T) {
 			}
 		}
 	}
-	if got := waitAgents(t, base, "?skill=echo", "skill query", func(l schemas.AgentList) bool { return len(l.Agents) == 2 }); got.Agents[0].Name != "echo" || got.Agents[1].Name != "far" {
+	if got := waitAgents(t, base, "?skill=echo", "skill query", func(l schemas.AgentList) bool { return len(l.Agents) == 3 }); got.Agents[0].Name != "echo" || got.Agents[1].Name != "far" || got.Agents[2].Name != "fargrpc" {
 		t.Fatalf("?skill=echo: %+v", got)
 	}
 
@@ -114,6 +116,26 @@ func TestRemoteAndFanOutAgentsThroughServe(t *testing.T) {
 	}
 	if got := getTask(t, "http://"+extAddr, "echo", extID); got.Status.State != schemas.TaskStateCompleted {
 		t.Fatalf("external task %s: %s", extID, got.Status.State)
+	}
+	// The same external agent preferred over its gRPC interface: the
+	// external edge counts the calls under binding "grpc".
+	waitAgents(t, base, "?kind=remote", "fargrpc online", func(l schemas.AgentList) bool { return health(l, "fargrpc") == schemas.HealthOnline })
+	msg.MessageID = "m-grpc"
+	if err := json.Unmarshal(rpc(t, base+"/agents/fargrpc", "SendMessage", map[string]any{"message": msg}), &send); err != nil {
+		t.Fatal(err)
+	}
+	if send.Task.Status.State != schemas.TaskStateCompleted || artifactText(send.Task) != "over the gateway" {
+		t.Fatalf("remote task over gRPC: %+v", send.Task)
+	}
+	resp, err := http.Get("http://" + extAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), `a2a_rpc_requests_total{binding="grpc",method="SendStreamingMessage",code="0"}`) &&
+		!strings.Contains(string(metrics), `a2a_rpc_requests_total{binding="grpc",method="SendMessage",code="0"}`) {
+		t.Fatalf("the external agent counted no gRPC send:\n%s", metrics)
 	}
 
 	// Fan-out: two answers, and the down agent named.
