@@ -119,7 +119,9 @@ type dialect struct {
 	methods   map[string]methodFunc
 	streams   map[string]streamFunc
 	versionOK func(string) bool
-	names     schemas.FieldNames // how its messages spell a part's fields
+	// versions names what versionOK takes, for its refusal ("": version).
+	versions string
+	names    schemas.FieldNames // how its messages spell a part's fields
 	// event returns how one stream of c shapes each 1.0 StreamResponse.
 	event func(c *call) func(*schemas.StreamResponse) any
 }
@@ -130,8 +132,12 @@ func (d *dialect) checkVersion(v, method string) *schemas.Error {
 	if d.versionOK(v) {
 		return nil
 	}
-	return schemas.Errorf(schemas.ErrVersionNotSupported, "A2A-Version %q is not supported by %s; it is an A2A %s method", v, method, d.version).
-		With("requestedVersion", v).With("supportedVersions", d.version)
+	versions := d.versions
+	if versions == "" {
+		versions = d.version
+	}
+	return schemas.Errorf(schemas.ErrVersionNotSupported, "A2A-Version %q is not supported by %s; it takes %s", v, method, versions).
+		With("requestedVersion", v).With("supportedVersions", versions)
 }
 
 // methodFunc runs one A2A method and returns its result.

@@ -31,10 +31,10 @@ type InProcess struct {
 func (s *Server) InProcess(binding string) *InProcess { return &InProcess{s, binding} }
 
 // presented is the request a door's checks read for an in-process call:
-// what the adapter's request presented, in ctx. Its path names the door
-// and the operation, for the refusals' log.
-func presented(ctx context.Context, who schemas.Presented, op string) *http.Request {
-	r := (&http.Request{Method: http.MethodPost, URL: &url.URL{Path: "in-process/" + op}, Header: who.Header, RemoteAddr: who.RemoteAddr, TLS: who.TLS}).WithContext(ctx)
+// what the adapter's request presented, in ctx. Its path names the
+// adapter and the operation, for the refusals' log.
+func (d *InProcess) presented(ctx context.Context, who schemas.Presented, op string) *http.Request {
+	r := (&http.Request{Method: http.MethodPost, URL: &url.URL{Path: d.binding + "/" + op}, Header: who.Header, RemoteAddr: who.RemoteAddr, TLS: who.TLS}).WithContext(ctx)
 	if r.Header == nil {
 		r.Header = http.Header{}
 	}
@@ -50,7 +50,7 @@ func presented(ctx context.Context, who schemas.Presented, op string) *http.Requ
 // observation is done by the caller.
 func (d *InProcess) admit(ctx context.Context, who schemas.Presented, agent, op, tenant string) (*call, *http.Request, error) {
 	s := d.s
-	r := presented(ctx, who, op)
+	r := d.presented(ctx, who, op)
 	c := &call{obs: s.observe(d.binding), d: &s.v1, method: op, agent: agent, version: schemas.ProtocolVersion,
 		trace: r.Header.Get("traceparent"), lastEventID: r.Header.Get("Last-Event-ID"), gen: true}
 	c.obs.method = op
@@ -117,7 +117,7 @@ func (d *InProcess) StreamWriteTimeout() time.Duration { return d.s.cfg.StreamWr
 // answers. Like that route it needs no credentials; the adapter's own
 // door bounds how often it is asked.
 func (d *InProcess) Agents(ctx context.Context, who schemas.Presented, q schemas.AgentQuery) ([]schemas.AgentEntry, error) {
-	return d.s.agentList(q, d.s.seesOperations(presented(ctx, who, "ListAgents"))), nil
+	return d.s.agentList(q, d.s.seesOperations(d.presented(ctx, who, "ListAgents"))), nil
 }
 
 // GetTask is A2A's GetTask of a task of agent for who.
@@ -172,7 +172,7 @@ func (d *InProcess) CreateTaskPushNotificationConfig(ctx context.Context, who sc
 		if err != nil {
 			return nil, err
 		}
-		v := viewOf(pr).TaskPushNotificationConfig
+		v, _ := shown(pr.Config)
 		return &v, nil
 	})
 }
@@ -184,7 +184,7 @@ func (d *InProcess) GetTaskPushNotificationConfig(ctx context.Context, who schem
 		if err != nil {
 			return nil, err
 		}
-		v := viewOf(pr).TaskPushNotificationConfig
+		v, _ := shown(pr.Config)
 		return &v, nil
 	})
 }
@@ -199,7 +199,7 @@ func (d *InProcess) ListTaskPushNotificationConfigs(ctx context.Context, who sch
 		}
 		out := make([]schemas.TaskPushNotificationConfig, len(prs))
 		for i := range prs {
-			out[i] = viewOf(&prs[i]).TaskPushNotificationConfig
+			out[i], _ = shown(prs[i].Config)
 		}
 		return out, nil
 	})

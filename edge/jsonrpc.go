@@ -81,8 +81,8 @@ func decodeJSONRPC(s *Server, w http.ResponseWriter, r *http.Request, c *call) e
 func (s *Server) dialects() (v1, v03 dialect) {
 	v1 = dialect{
 		version: schemas.ProtocolVersion, methods: s.methods(), streams: s.streamMethods(),
-		versionOK: supportedVersion,
-		event:     func(*call) func(*schemas.StreamResponse) any { return func(r *schemas.StreamResponse) any { return r } },
+		versionOK: supportedVersion, versions: "1.0, 1.1",
+		event: func(*call) func(*schemas.StreamResponse) any { return func(r *schemas.StreamResponse) any { return r } },
 	}
 	v03 = dialect{
 		version: schemas.ProtocolVersion03, methods: s.v03Methods(), streams: s.v03StreamMethods(),
@@ -130,8 +130,9 @@ func (s *Server) streamMethods() map[string]streamFunc {
 }
 
 // supportedVersion reports whether an A2A-Version value is served by the
-// 1.0 methods: absent (many clients omit it; see a2a-spec.md §1.5) or 1.0,
-// compared on major.minor only.
+// 1.0 methods: absent (many clients omit it; see a2a-spec.md §1.5), 1.0,
+// or 1.1 (whose generations they serve, asksGenerations), compared on
+// major.minor only.
 func supportedVersion(v string) bool {
 	v = strings.TrimSpace(v)
 	if v == "" {

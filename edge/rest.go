@@ -149,7 +149,7 @@ func decodeRESTTask(s *Server, w http.ResponseWriter, r *http.Request, c *call) 
 		if err := queryInt32(q, p, "historyLength"); err != nil {
 			return err
 		}
-		if v := r.URL.Query().Get("currentGeneration"); v != "" {
+		if v := q.Get("currentGeneration"); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 {
 				return schemas.InvalidField("currentGeneration", "must be a generation (a non-negative integer), got %q", v)

@@ -4,8 +4,9 @@
 // ways, so the server and the client cannot disagree on either:
 //
 //   - messages: the schemas' types to the generated lf.a2a.v1 messages
-//     (a2apb) and back, through protobuf's canonical JSON mapping, which
-//     is A2A's JSON form (convert.go);
+//     (a2apb) and back, defined by protobuf's canonical JSON mapping,
+//     which is A2A's JSON form (convert.go), and copied field by field on
+//     the busy path where that copy is exact (direct.go);
 //   - errors: an occurrence of the error table (*schemas.Error) to a
 //     google.rpc.Status with ErrorInfo and RetryInfo, and a status back to
 //     the table row (status.go), through the one codec of schemas/wire.go.
