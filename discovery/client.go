@@ -136,30 +136,40 @@ type Client struct {
 	spoken atomic.Int32
 }
 
-// NewClient returns a client of the endpoint. A client of a gRPC
-// endpoint holds a connection of its own (dialed at its first call):
-// Close releases it.
-func NewClient(ep Endpoint, opts Options) (*Client, error) {
+// CheckEndpoint refuses an endpoint NewClient cannot speak: its URL (an
+// absolute http(s) URL, or a gRPC address as grpcAddress reads it), its
+// binding, its version; it dials nothing.
+func CheckEndpoint(ep Endpoint) error {
 	if ep.Binding == schemas.BindingGRPC {
 		if _, _, err := grpcAddress(ep.URL); err != nil {
-			return nil, err
+			return err
 		}
 	} else if u, err := url.Parse(ep.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("discovery: agent URL %q is not an absolute http(s) URL", ep.URL)
+		return fmt.Errorf("discovery: agent URL %q is not an absolute http(s) URL", ep.URL)
 	}
 	switch ep.Binding {
 	case schemas.BindingJSONRPC, schemas.BindingHTTPJSON, schemas.BindingGRPC:
 	default:
-		return nil, fmt.Errorf("discovery: binding %q is not supported (JSONRPC, HTTP+JSON or GRPC)", ep.Binding)
+		return fmt.Errorf("discovery: binding %q is not supported (JSONRPC, HTTP+JSON or GRPC)", ep.Binding)
 	}
 	switch {
 	case isV1(ep.Version):
 	case isV03(ep.Version), isLegacy(ep.Version):
 		if ep.Binding != schemas.BindingJSONRPC {
-			return nil, fmt.Errorf("discovery: A2A %s is supported over JSONRPC only, not %s", ep.Version, ep.Binding)
+			return fmt.Errorf("discovery: A2A %s is supported over JSONRPC only, not %s", ep.Version, ep.Binding)
 		}
 	default:
-		return nil, fmt.Errorf("discovery: protocol version %q is not supported (1.0, 0.3, or 0.1: the tasks/send dialect)", ep.Version)
+		return fmt.Errorf("discovery: protocol version %q is not supported (1.0, 0.3, or 0.1: the tasks/send dialect)", ep.Version)
+	}
+	return nil
+}
+
+// NewClient returns a client of the endpoint. A client of a gRPC
+// endpoint holds a connection of its own (dialed at its first call):
+// Close releases it.
+func NewClient(ep Endpoint, opts Options) (*Client, error) {
+	if err := CheckEndpoint(ep); err != nil {
+		return nil, err
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Second

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -178,9 +177,11 @@ func newGRPCConn(ep Endpoint, opts Options, hc *http.Client) (*grpcConn, error) 
 	return g, nil
 }
 
-// grpcSkipped are the headers gRPC's transport sets itself: a request's
-// own of these would be refused or overwritten.
-var grpcSkipped = []string{"Host", "Content-Type", "Content-Length", "Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Keep-Alive", "Proxy-Connection", "User-Agent"}
+// grpcSkipped are the headers gRPC's transport sets itself (canonical
+// names, as an http.Header keys them): a request's own of these would be
+// refused or overwritten.
+var grpcSkipped = map[string]bool{"Host": true, "Content-Type": true, "Content-Length": true, "Connection": true, "Te": true, "Trailer": true,
+	"Transfer-Encoding": true, "Upgrade": true, "Keep-Alive": true, "Proxy-Connection": true, "User-Agent": true}
 
 // callMetadata is what one call carries, as an HTTP wire's request would in
 // headers: Options.Header, A2A-Version, Last-Event-ID when resuming, and
@@ -194,16 +195,12 @@ func (w grpcWire) callMetadata(ctx context.Context, lastEventID string) (metadat
 	if err := w.opts.Policy.CheckURL(w.grpc.at); err != nil {
 		return nil, nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.grpc.at.String(), nil)
+	// The HTTP wires' request: Options.Header and A2A-Version (a gRPC
+	// endpoint is always 1.0).
+	req, err := w.newRequest(ctx, http.MethodPost, w.grpc.at.String(), nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("discovery: %w", err)
+		return nil, nil, err
 	}
-	for k, vs := range w.opts.Header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
-	}
-	req.Header.Set(schemas.HeaderA2AVersion, schemas.ProtocolVersion)
 	if lastEventID != "" {
 		req.Header.Set("Last-Event-ID", lastEventID)
 	}
@@ -217,10 +214,11 @@ func (w grpcWire) callMetadata(ctx context.Context, lastEventID string) (metadat
 	}
 	md := make(metadata.MD, len(req.Header))
 	for k, vs := range req.Header {
-		if slices.ContainsFunc(grpcSkipped, func(h string) bool { return strings.EqualFold(h, k) }) || strings.HasPrefix(strings.ToLower(k), "grpc-") {
+		lower := strings.ToLower(k)
+		if grpcSkipped[http.CanonicalHeaderKey(k)] || strings.HasPrefix(lower, "grpc-") {
 			continue
 		}
-		md[strings.ToLower(k)] = vs
+		md[lower] = vs
 	}
 	return md, req, nil
 }
@@ -378,7 +376,7 @@ func (g *grpcEvents) next() (*schemas.StreamResponse, bool, error) {
 
 func (w grpcWire) sendMessage(ctx context.Context, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error) {
 	var res schemas.SendMessageResponse
-	req = withTenant(w.ep.Tenant, req, pbwire.SendTenant)
+	req = withTenant(w.ep.Tenant, req, (*schemas.SendMessageRequest).TenantField)
 	if err := grpcUnary(ctx, w, "SendMessage", req, &a2apb.SendMessageRequest{}, w.grpc.api.SendMessage, &res); err != nil {
 		return nil, err
 	}
@@ -386,13 +384,13 @@ func (w grpcWire) sendMessage(ctx context.Context, req *schemas.SendMessageReque
 }
 
 func (w grpcWire) sendStreamingMessage(ctx context.Context, req *schemas.SendMessageRequest) (*Stream, error) {
-	req = withTenant(w.ep.Tenant, req, pbwire.SendTenant)
+	req = withTenant(w.ep.Tenant, req, (*schemas.SendMessageRequest).TenantField)
 	return grpcStream(ctx, w, "SendStreamingMessage", req, &a2apb.SendMessageRequest{}, "", false, w.grpc.api.SendStreamingMessage)
 }
 
 func (w grpcWire) getTask(ctx context.Context, req *schemas.GetTaskRequest) (*schemas.Task, error) {
 	var t schemas.Task
-	req = withTenant(w.ep.Tenant, req, pbwire.GetTenant)
+	req = withTenant(w.ep.Tenant, req, (*schemas.GetTaskRequest).TenantField)
 	if err := grpcUnary(ctx, w, "GetTask", req, &a2apb.GetTaskRequest{}, w.grpc.api.GetTask, &t); err != nil {
 		return nil, err
 	}
@@ -401,7 +399,7 @@ func (w grpcWire) getTask(ctx context.Context, req *schemas.GetTaskRequest) (*sc
 
 func (w grpcWire) cancelTask(ctx context.Context, req *schemas.CancelTaskRequest) (*schemas.Task, error) {
 	var t schemas.Task
-	req = withTenant(w.ep.Tenant, req, pbwire.CancelTenant)
+	req = withTenant(w.ep.Tenant, req, (*schemas.CancelTaskRequest).TenantField)
 	if err := grpcUnary(ctx, w, "CancelTask", req, &a2apb.CancelTaskRequest{}, w.grpc.api.CancelTask, &t); err != nil {
 		return nil, err
 	}
@@ -410,7 +408,7 @@ func (w grpcWire) cancelTask(ctx context.Context, req *schemas.CancelTaskRequest
 
 func (w grpcWire) listTasks(ctx context.Context, req *schemas.ListTasksRequest) (*schemas.ListTasksResponse, error) {
 	var res schemas.ListTasksResponse
-	req = withTenant(w.ep.Tenant, req, pbwire.ListTenant)
+	req = withTenant(w.ep.Tenant, req, (*schemas.ListTasksRequest).TenantField)
 	if err := grpcUnary(ctx, w, "ListTasks", req, &a2apb.ListTasksRequest{}, w.grpc.api.ListTasks, &res); err != nil {
 		return nil, err
 	}
@@ -418,13 +416,13 @@ func (w grpcWire) listTasks(ctx context.Context, req *schemas.ListTasksRequest) 
 }
 
 func (w grpcWire) subscribeToTask(ctx context.Context, req *schemas.SubscribeToTaskRequest, lastEventID string) (*Stream, error) {
-	req = withTenant(w.ep.Tenant, req, pbwire.SubscribeTenant)
+	req = withTenant(w.ep.Tenant, req, (*schemas.SubscribeToTaskRequest).TenantField)
 	return grpcStream(ctx, w, "SubscribeToTask", req, &a2apb.SubscribeToTaskRequest{}, lastEventID, true, w.grpc.api.SubscribeToTask)
 }
 
 func (w grpcWire) createPushConfig(ctx context.Context, cfg *schemas.TaskPushNotificationConfig) (*PushConfig, error) {
 	var out PushConfig
-	cfg = withTenant(w.ep.Tenant, cfg, pbwire.PushTenant)
+	cfg = withTenant(w.ep.Tenant, cfg, (*schemas.TaskPushNotificationConfig).TenantField)
 	if err := grpcUnary(ctx, w, "CreateTaskPushNotificationConfig", cfg, &a2apb.TaskPushNotificationConfig{}, w.grpc.api.CreateTaskPushNotificationConfig, &out); err != nil {
 		return nil, err
 	}
@@ -433,7 +431,7 @@ func (w grpcWire) createPushConfig(ctx context.Context, cfg *schemas.TaskPushNot
 
 func (w grpcWire) getPushConfig(ctx context.Context, req *schemas.GetTaskPushNotificationConfigRequest) (*PushConfig, error) {
 	var out PushConfig
-	req = withTenant(w.ep.Tenant, req, pbwire.PushGetTenant)
+	req = withTenant(w.ep.Tenant, req, (*schemas.GetTaskPushNotificationConfigRequest).TenantField)
 	if err := grpcUnary(ctx, w, "GetTaskPushNotificationConfig", req, &a2apb.GetTaskPushNotificationConfigRequest{}, w.grpc.api.GetTaskPushNotificationConfig, &out); err != nil {
 		return nil, err
 	}
@@ -442,7 +440,7 @@ func (w grpcWire) getPushConfig(ctx context.Context, req *schemas.GetTaskPushNot
 
 func (w grpcWire) listPushConfigs(ctx context.Context, req *schemas.ListTaskPushNotificationConfigsRequest) ([]PushConfig, error) {
 	var list pushConfigList
-	req = withTenant(w.ep.Tenant, req, pbwire.PushListTenant)
+	req = withTenant(w.ep.Tenant, req, (*schemas.ListTaskPushNotificationConfigsRequest).TenantField)
 	if err := grpcUnary(ctx, w, "ListTaskPushNotificationConfigs", req, &a2apb.ListTaskPushNotificationConfigsRequest{}, w.grpc.api.ListTaskPushNotificationConfigs, &list); err != nil {
 		return nil, err
 	}
@@ -450,6 +448,6 @@ func (w grpcWire) listPushConfigs(ctx context.Context, req *schemas.ListTaskPush
 }
 
 func (w grpcWire) deletePushConfig(ctx context.Context, req *schemas.GetTaskPushNotificationConfigRequest) error {
-	req = withTenant(w.ep.Tenant, req, pbwire.PushGetTenant)
+	req = withTenant(w.ep.Tenant, req, (*schemas.GetTaskPushNotificationConfigRequest).TenantField)
 	return grpcUnary(ctx, w, "DeleteTaskPushNotificationConfig", req, &a2apb.DeleteTaskPushNotificationConfigRequest{}, w.grpc.api.DeleteTaskPushNotificationConfig, nil)
 }

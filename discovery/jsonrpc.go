@@ -14,7 +14,7 @@ type jsonrpcWire struct{ *conn }
 
 func (w jsonrpcWire) sendMessage(ctx context.Context, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error) {
 	var res schemas.SendMessageResponse
-	req = withTenant(w.ep.Tenant, req, func(r *schemas.SendMessageRequest) *string { return &r.Tenant })
+	req = withTenant(w.ep.Tenant, req, (*schemas.SendMessageRequest).TenantField)
 	if err := w.rpc(ctx, "SendMessage", req, &res); err != nil {
 		return nil, err
 	}
@@ -22,21 +22,21 @@ func (w jsonrpcWire) sendMessage(ctx context.Context, req *schemas.SendMessageRe
 }
 
 func (w jsonrpcWire) sendStreamingMessage(ctx context.Context, req *schemas.SendMessageRequest) (*Stream, error) {
-	req = withTenant(w.ep.Tenant, req, func(r *schemas.SendMessageRequest) *string { return &r.Tenant })
+	req = withTenant(w.ep.Tenant, req, (*schemas.SendMessageRequest).TenantField)
 	return w.rpcStream(ctx, "SendStreamingMessage", req, "", false, v1Event)
 }
 
 func (w jsonrpcWire) getTask(ctx context.Context, req *schemas.GetTaskRequest) (*schemas.Task, error) {
-	return w.task(ctx, "GetTask", withTenant(w.ep.Tenant, req, func(r *schemas.GetTaskRequest) *string { return &r.Tenant }))
+	return w.task(ctx, "GetTask", withTenant(w.ep.Tenant, req, (*schemas.GetTaskRequest).TenantField))
 }
 
 func (w jsonrpcWire) cancelTask(ctx context.Context, req *schemas.CancelTaskRequest) (*schemas.Task, error) {
-	return w.task(ctx, "CancelTask", withTenant(w.ep.Tenant, req, func(r *schemas.CancelTaskRequest) *string { return &r.Tenant }))
+	return w.task(ctx, "CancelTask", withTenant(w.ep.Tenant, req, (*schemas.CancelTaskRequest).TenantField))
 }
 
 func (w jsonrpcWire) listTasks(ctx context.Context, req *schemas.ListTasksRequest) (*schemas.ListTasksResponse, error) {
 	var res schemas.ListTasksResponse
-	req = withTenant(w.ep.Tenant, req, func(r *schemas.ListTasksRequest) *string { return &r.Tenant })
+	req = withTenant(w.ep.Tenant, req, (*schemas.ListTasksRequest).TenantField)
 	if err := w.rpc(ctx, "ListTasks", req, &res); err != nil {
 		return nil, err
 	}
@@ -44,13 +44,13 @@ func (w jsonrpcWire) listTasks(ctx context.Context, req *schemas.ListTasksReques
 }
 
 func (w jsonrpcWire) subscribeToTask(ctx context.Context, req *schemas.SubscribeToTaskRequest, lastEventID string) (*Stream, error) {
-	req = withTenant(w.ep.Tenant, req, func(r *schemas.SubscribeToTaskRequest) *string { return &r.Tenant })
+	req = withTenant(w.ep.Tenant, req, (*schemas.SubscribeToTaskRequest).TenantField)
 	return w.rpcStream(ctx, "SubscribeToTask", req, lastEventID, true, v1Event)
 }
 
 func (w jsonrpcWire) createPushConfig(ctx context.Context, cfg *schemas.TaskPushNotificationConfig) (*PushConfig, error) {
 	var out PushConfig
-	cfg = withTenant(w.ep.Tenant, cfg, func(r *schemas.TaskPushNotificationConfig) *string { return &r.Tenant })
+	cfg = withTenant(w.ep.Tenant, cfg, (*schemas.TaskPushNotificationConfig).TenantField)
 	if err := w.rpc(ctx, "CreateTaskPushNotificationConfig", cfg, &out); err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func (w jsonrpcWire) createPushConfig(ctx context.Context, cfg *schemas.TaskPush
 
 func (w jsonrpcWire) getPushConfig(ctx context.Context, req *schemas.GetTaskPushNotificationConfigRequest) (*PushConfig, error) {
 	var out PushConfig
-	req = withTenant(w.ep.Tenant, req, func(r *schemas.GetTaskPushNotificationConfigRequest) *string { return &r.Tenant })
+	req = withTenant(w.ep.Tenant, req, (*schemas.GetTaskPushNotificationConfigRequest).TenantField)
 	if err := w.rpc(ctx, "GetTaskPushNotificationConfig", req, &out); err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func (w jsonrpcWire) getPushConfig(ctx context.Context, req *schemas.GetTaskPush
 
 func (w jsonrpcWire) listPushConfigs(ctx context.Context, req *schemas.ListTaskPushNotificationConfigsRequest) ([]PushConfig, error) {
 	var list pushConfigList
-	req = withTenant(w.ep.Tenant, req, func(r *schemas.ListTaskPushNotificationConfigsRequest) *string { return &r.Tenant })
+	req = withTenant(w.ep.Tenant, req, (*schemas.ListTaskPushNotificationConfigsRequest).TenantField)
 	if err := w.rpc(ctx, "ListTaskPushNotificationConfigs", req, &list); err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func (w jsonrpcWire) listPushConfigs(ctx context.Context, req *schemas.ListTaskP
 
 func (w jsonrpcWire) deletePushConfig(ctx context.Context, req *schemas.GetTaskPushNotificationConfigRequest) error {
 	var ignored json.RawMessage
-	req = withTenant(w.ep.Tenant, req, func(r *schemas.GetTaskPushNotificationConfigRequest) *string { return &r.Tenant })
+	req = withTenant(w.ep.Tenant, req, (*schemas.GetTaskPushNotificationConfigRequest).TenantField)
 	return w.rpc(ctx, "DeleteTaskPushNotificationConfig", req, &ignored)
 }
 

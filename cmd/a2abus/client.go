@@ -220,11 +220,9 @@ func runClientEnv(ctx context.Context, cmd string, args []string, stdout, stderr
 	}
 	if ep, named := discovery.NamedEndpoint(o.binding, pos[0]); named && ep.Binding == schemas.BindingGRPC && cmd != "card" && cmd != "agents" {
 		// A gRPC address: checked as the client reads it.
-		c, err := discovery.NewClient(ep, discovery.Options{})
-		if err != nil {
+		if err := discovery.CheckEndpoint(ep); err != nil {
 			return usageErr("%v", err)
 		}
-		c.Close()
 	} else if u, err := url.Parse(pos[0]); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return usageErr("URL %q must be an absolute http:// or https:// URL", pos[0])
 	}

@@ -229,6 +229,9 @@ type streamSender struct {
 	timeout time.Duration
 	out     chan *a2apb.StreamResponse
 	done    chan error
+	// timer bounds each send; one for the stream, reset per event (a
+	// timer's channel holds no stale fire after a Reset, Go 1.23).
+	timer *time.Timer
 }
 
 func sender(stream grpc.ServerStreamingServer[a2apb.StreamResponse], timeout time.Duration) *streamSender {
@@ -248,12 +251,15 @@ func (s *streamSender) send(m *a2apb.StreamResponse) error {
 		return s.stream.Send(m)
 	}
 	s.out <- m
-	t := time.NewTimer(s.timeout)
-	defer t.Stop()
+	if s.timer == nil {
+		s.timer = time.NewTimer(s.timeout)
+	} else {
+		s.timer.Reset(s.timeout)
+	}
 	select {
 	case err := <-s.done:
 		return err
-	case <-t.C:
+	case <-s.timer.C:
 		return errStalled
 	}
 }
@@ -264,22 +270,25 @@ func (s *streamSender) close() {
 	if s.timeout > 0 {
 		close(s.out)
 	}
+	if s.timer != nil {
+		s.timer.Stop()
+	}
 }
 
 func (s *service) SendMessage(ctx context.Context, in *a2apb.SendMessageRequest) (*a2apb.SendMessageResponse, error) {
-	return unary(ctx, in, pbwire.SendTenant, s.door.SendMessage, &a2apb.SendMessageResponse{})
+	return unary(ctx, in, (*schemas.SendMessageRequest).TenantField, s.door.SendMessage, &a2apb.SendMessageResponse{})
 }
 
 func (s *service) SendStreamingMessage(in *a2apb.SendMessageRequest, stream grpc.ServerStreamingServer[a2apb.StreamResponse]) error {
-	return streaming(stream, s.door.StreamWriteTimeout(), in, pbwire.SendTenant, s.door.SendStreamingMessage)
+	return streaming(stream, s.door.StreamWriteTimeout(), in, (*schemas.SendMessageRequest).TenantField, s.door.SendStreamingMessage)
 }
 
 func (s *service) SubscribeToTask(in *a2apb.SubscribeToTaskRequest, stream grpc.ServerStreamingServer[a2apb.StreamResponse]) error {
-	return streaming(stream, s.door.StreamWriteTimeout(), in, pbwire.SubscribeTenant, s.door.SubscribeToTask)
+	return streaming(stream, s.door.StreamWriteTimeout(), in, (*schemas.SubscribeToTaskRequest).TenantField, s.door.SubscribeToTask)
 }
 
 func (s *service) GetTask(ctx context.Context, in *a2apb.GetTaskRequest) (*a2apb.Task, error) {
-	return unary(ctx, in, pbwire.GetTenant, s.door.GetTask, &a2apb.Task{})
+	return unary(ctx, in, (*schemas.GetTaskRequest).TenantField, s.door.GetTask, &a2apb.Task{})
 }
 
 func (s *service) ListTasks(ctx context.Context, in *a2apb.ListTasksRequest) (*a2apb.ListTasksResponse, error) {
@@ -289,19 +298,19 @@ func (s *service) ListTasks(ctx context.Context, in *a2apb.ListTasksRequest) (*a
 		// below its minimum, so 0 here is read as unset.
 		in.PageSize = nil
 	}
-	return unary(ctx, in, pbwire.ListTenant, s.door.ListTasks, &a2apb.ListTasksResponse{})
+	return unary(ctx, in, (*schemas.ListTasksRequest).TenantField, s.door.ListTasks, &a2apb.ListTasksResponse{})
 }
 
 func (s *service) CancelTask(ctx context.Context, in *a2apb.CancelTaskRequest) (*a2apb.Task, error) {
-	return unary(ctx, in, pbwire.CancelTenant, s.door.CancelTask, &a2apb.Task{})
+	return unary(ctx, in, (*schemas.CancelTaskRequest).TenantField, s.door.CancelTask, &a2apb.Task{})
 }
 
 func (s *service) CreateTaskPushNotificationConfig(ctx context.Context, in *a2apb.TaskPushNotificationConfig) (*a2apb.TaskPushNotificationConfig, error) {
-	return unary(ctx, in, pbwire.PushTenant, s.door.CreateTaskPushNotificationConfig, &a2apb.TaskPushNotificationConfig{})
+	return unary(ctx, in, (*schemas.TaskPushNotificationConfig).TenantField, s.door.CreateTaskPushNotificationConfig, &a2apb.TaskPushNotificationConfig{})
 }
 
 func (s *service) GetTaskPushNotificationConfig(ctx context.Context, in *a2apb.GetTaskPushNotificationConfigRequest) (*a2apb.TaskPushNotificationConfig, error) {
-	return unary(ctx, in, pbwire.PushGetTenant, s.door.GetTaskPushNotificationConfig, &a2apb.TaskPushNotificationConfig{})
+	return unary(ctx, in, (*schemas.GetTaskPushNotificationConfigRequest).TenantField, s.door.GetTaskPushNotificationConfig, &a2apb.TaskPushNotificationConfig{})
 }
 
 // configList is ListTaskPushNotificationConfigsResponse's JSON form.
@@ -314,14 +323,14 @@ func (s *service) ListTaskPushNotificationConfigs(ctx context.Context, in *a2apb
 		cfgs, err := s.door.ListTaskPushNotificationConfigs(ctx, who, agent, req)
 		return configList{cfgs}, err
 	}
-	return unary(ctx, in, pbwire.PushListTenant, list, &a2apb.ListTaskPushNotificationConfigsResponse{})
+	return unary(ctx, in, (*schemas.ListTaskPushNotificationConfigsRequest).TenantField, list, &a2apb.ListTaskPushNotificationConfigsResponse{})
 }
 
 func (s *service) DeleteTaskPushNotificationConfig(ctx context.Context, in *a2apb.DeleteTaskPushNotificationConfigRequest) (*emptypb.Empty, error) {
 	del := func(ctx context.Context, who schemas.Presented, agent string, req *schemas.GetTaskPushNotificationConfigRequest) (struct{}, error) {
 		return struct{}{}, s.door.DeleteTaskPushNotificationConfig(ctx, who, agent, req)
 	}
-	return unary(ctx, in, pbwire.PushGetTenant, del, &emptypb.Empty{})
+	return unary(ctx, in, (*schemas.GetTaskPushNotificationConfigRequest).TenantField, del, &emptypb.Empty{})
 }
 
 func (s *service) GetExtendedAgentCard(ctx context.Context, in *a2apb.GetExtendedAgentCardRequest) (*a2apb.AgentCard, error) {

@@ -29,6 +29,11 @@ func FromPB(m proto.Message, v any) error {
 	if fromPBDirect(m, v) {
 		return nil
 	}
+	return fromPBViaJSON(m, v)
+}
+
+// fromPBViaJSON is FromPB's definition: m's canonical JSON read into v.
+func fromPBViaJSON(m proto.Message, v any) error {
 	b, err := protojson.Marshal(m)
 	if err == nil {
 		err = json.Unmarshal(b, v)
@@ -42,6 +47,11 @@ func ToPB(v any, m proto.Message) error {
 	if toPBDirect(v, m) {
 		return nil
 	}
+	return toPBViaJSON(v, m)
+}
+
+// toPBViaJSON is ToPB's definition: v's JSON read as m's canonical JSON.
+func toPBViaJSON(v any, m proto.Message) error {
 	b, err := json.Marshal(v)
 	if err == nil {
 		err = fromJSON.Unmarshal(b, m)

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -13,23 +12,6 @@ import (
 	"github.com/a2abus/a2abus/edge/grpcbinding/a2apb"
 	"github.com/a2abus/a2abus/schemas"
 )
-
-// viaJSON is the definition the direct conversions must meet.
-func toPBViaJSON(v any, m proto.Message) error {
-	b, err := json.Marshal(v)
-	if err == nil {
-		err = fromJSON.Unmarshal(b, m)
-	}
-	return err
-}
-
-func fromPBViaJSON(m proto.Message, v any) error {
-	b, err := protojson.Marshal(m)
-	if err == nil {
-		err = json.Unmarshal(b, v)
-	}
-	return err
-}
 
 // schemasValues are the shapes the direct conversions cover, with every
 // field they copy set somewhere, and some they must give up on.
