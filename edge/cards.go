@@ -118,10 +118,16 @@ func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
 	}
 	// Last-Modified is when the registered card last changed, which every
 	// edge reads from the same registration (a registration of an older
-	// worker, without it: this edge's start).
+	// worker, without it: this edge's start), or, for a signed card, when
+	// this edge took its keys, if later (a rotation re-signs it).
 	modified := s.started
 	if reg.CardSince != nil {
 		modified = reg.CardSince.Time
+	}
+	if len(card.Signatures) > 0 {
+		if since := s.cardSigs.keysSince(); since.After(modified) {
+			modified = since
+		}
 	}
 	s.writeETagged(w, r, b, s.publicCacheControl(), modified)
 }
@@ -273,10 +279,11 @@ func (s *Server) publicCacheControl() string {
 // as RFC 9110 §13.2.2 orders it: If-None-Match, when sent, decides alone
 // (304 when it holds the ETag, compared weakly, or *); otherwise
 // If-Modified-Since gives 304 when the document is unchanged since. What
-// this edge adds to a document is unchanged since it started, so the 304
-// also needs the date at or after the edge's start: a client whose copy
-// is older may hold what an edge configured otherwise served, and gets
-// the document again.
+// this edge adds to a document is unchanged since it started (but a
+// card's signature, which the caller's modified covers), so the 304 also
+// needs the date at or after the edge's start: a client whose copy is
+// older may hold what an edge configured otherwise served, and gets the
+// document again.
 func (s *Server) writeETagged(w http.ResponseWriter, r *http.Request, b []byte, cacheControl string, modified time.Time) {
 	sum := sha256.Sum256(b)
 	etag := `"` + hex.EncodeToString(sum[:12]) + `"`

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"sync"
+	"time"
 
 	"github.com/a2abus/a2abus/edge/auth"
 	"github.com/a2abus/a2abus/schemas"
@@ -27,6 +28,18 @@ type cardSignatures struct {
 	mu   sync.Mutex
 	keys *auth.SigningKeys
 	sigs map[[sha256.Size]byte]json.RawMessage
+	// since is when this edge first signed with keys: a signed card's
+	// Last-Modified is no earlier (handleCard), so a client that
+	// revalidates by date gets the card a rotation re-signed.
+	since time.Time
+}
+
+// keysSince is when the edge first signed with the keys it signs with now
+// (zero before its first signature).
+func (c *cardSignatures) keysSince() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.since
 }
 
 // sign returns keys' signature of card (JSON without signatures), made
@@ -49,6 +62,9 @@ func (c *cardSignatures) sign(keys *auth.SigningKeys, card []byte) (json.RawMess
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.keys != keys {
+		c.since = time.Now()
+	}
 	if c.keys != keys || len(c.sigs) >= maxCardSignatures {
 		c.keys, c.sigs = keys, map[[sha256.Size]byte]json.RawMessage{}
 	}
