@@ -22,15 +22,27 @@ import (
 
 // RegisterAgent stores (or refreshes) the registration of an agent. Its
 // CardSince is the stored registration's when that holds the same card
-// (whichever worker of the agent stored it), else now.
+// (whichever worker of the agent stored it), else now. The kept date is
+// written only over the registration it was read from (a compare-and-swap
+// on its revision): a card another worker stored meanwhile is replaced
+// with a date of now, so the date never goes back while the card changes.
 func (b *Bus) RegisterAgent(ctx context.Context, reg schemas.AgentRegistration) error {
 	if !schemas.ValidAgentName(reg.Agent) {
 		return fmt.Errorf("bus: register agent: invalid agent name %q", reg.Agent)
 	}
 	reg.UpdatedAt = *schemas.Now()
 	reg.CardSince = &reg.UpdatedAt
-	if since := b.cardSince(ctx, reg); since != nil {
+	since, rev := b.cardSince(ctx, reg)
+	if since != nil {
 		reg.CardSince = since
+		val, err := json.Marshal(reg)
+		if err != nil {
+			return fmt.Errorf("bus: encode registration: %w", err)
+		}
+		if _, err := b.agents.Update(ctx, reg.Agent, val, rev); err == nil {
+			return nil
+		}
+		reg.CardSince = &reg.UpdatedAt // changed meanwhile, or the write failed: as a new card
 	}
 	val, err := json.Marshal(reg)
 	if err != nil {
@@ -42,24 +54,25 @@ func (b *Bus) RegisterAgent(ctx context.Context, reg schemas.AgentRegistration) 
 	return nil
 }
 
-// cardSince is the CardSince of the stored registration of reg's agent if
-// it holds reg's card, else nil. A failed read is nil too: the card then
-// reads as changed now, which costs clients a fetch, never a stale card.
-func (b *Bus) cardSince(ctx context.Context, reg schemas.AgentRegistration) *schemas.Timestamp {
+// cardSince is the CardSince of the stored registration of reg's agent,
+// and that registration's revision, if it holds reg's card, else nil. A
+// failed read is nil too: the card then reads as changed now, which costs
+// clients a fetch, never a stale card.
+func (b *Bus) cardSince(ctx context.Context, reg schemas.AgentRegistration) (*schemas.Timestamp, uint64) {
 	e, err := b.agents.Get(ctx, reg.Agent)
 	if err != nil {
-		return nil
+		return nil, 0
 	}
 	var stored schemas.AgentRegistration
 	if readJSON(e.Value(), &stored) != nil || stored.CardSince == nil {
-		return nil
+		return nil, 0
 	}
 	was, err1 := json.Marshal(stored.Card)
 	now, err2 := json.Marshal(reg.Card)
 	if err1 != nil || err2 != nil || !bytes.Equal(was, now) {
-		return nil
+		return nil, 0
 	}
-	return stored.CardSince
+	return stored.CardSince, e.Revision()
 }
 
 // AgentHeartbeat returns how often a registration should be refreshed.

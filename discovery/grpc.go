@@ -350,28 +350,46 @@ type grpcEvents struct {
 	ends   func(*schemas.StreamResponse) bool
 }
 
-func (g *grpcEvents) next() (*schemas.StreamResponse, bool, error) {
+func (g *grpcEvents) next() (*schemas.StreamResponse, string, bool, error) {
 	m, err := g.stream.Recv()
 	if err != nil && g.reopen != nil && g.w.refreshes(err, g.sent) {
 		reopen := g.reopen
 		g.reopen = nil
 		if g.stream, g.sent, err = reopen(); err != nil {
-			return nil, false, err
+			return nil, "", false, err
 		}
 		m, err = g.stream.Recv()
 	}
 	g.reopen = nil
 	if errors.Is(err, io.EOF) {
-		return nil, false, io.EOF
+		return nil, "", false, io.EOF
 	}
 	if err != nil {
-		return nil, false, g.w.callError(g.ctx, err)
+		return nil, "", false, g.w.callError(g.ctx, err)
 	}
 	var ev schemas.StreamResponse
 	if err := pbwire.FromPB(m, &ev); err != nil {
-		return nil, false, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event does not read as A2A: %v", err)
+		return nil, "", false, schemas.Errorf(schemas.ErrInvalidAgentResponse, "stream event does not read as A2A: %v", err)
 	}
-	return &ev, g.ends(&ev), nil
+	return &ev, generationID(&ev), g.ends(&ev), nil
+}
+
+// generationID is the generation an event carries as a resume id, "" for
+// none (0: the server keeps none).
+func generationID(ev *schemas.StreamResponse) string {
+	var g schemas.Generation
+	switch {
+	case ev.Task != nil:
+		g = ev.Task.Generation
+	case ev.StatusUpdate != nil:
+		g = ev.StatusUpdate.Generation
+	case ev.ArtifactUpdate != nil:
+		g = ev.ArtifactUpdate.Generation
+	}
+	if g <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(int64(g), 10)
 }
 
 func (w grpcWire) sendMessage(ctx context.Context, req *schemas.SendMessageRequest) (*schemas.SendMessageResponse, error) {

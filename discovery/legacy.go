@@ -480,18 +480,18 @@ type poller struct {
 }
 
 // next returns the next event and whether it is the last.
-func (p *poller) next() (*schemas.StreamResponse, bool, error) {
+func (p *poller) next() (*schemas.StreamResponse, string, bool, error) {
 	for len(p.queue) == 0 {
 		if p.done {
-			return nil, false, io.EOF
+			return nil, "", false, io.EOF
 		}
 		if err := p.poll(); err != nil {
-			return nil, false, err
+			return nil, "", false, err
 		}
 	}
 	ev := p.queue[0]
 	p.queue = p.queue[1:]
-	return ev, p.done && len(p.queue) == 0, nil
+	return ev, "", p.done && len(p.queue) == 0, nil
 }
 
 // poll waits, reads the task once and queues what changed.

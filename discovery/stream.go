@@ -10,7 +10,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,11 +58,12 @@ type Stream struct {
 }
 
 // eventSource makes a stream's events when they do not come as SSE: next
-// returns the next event and whether it is the last, io.EOF when the
-// stream ended, or the error that broke it. Next calls it from one
-// goroutine; Close ends it by canceling the stream's context.
+// returns the next event, its id to resume after ("" for none), and
+// whether it is the last; io.EOF when the stream ended, or the error that
+// broke it. Next calls it from one goroutine; Close ends it by canceling
+// the stream's context.
 type eventSource interface {
-	next() (ev *schemas.StreamResponse, final bool, err error)
+	next() (ev *schemas.StreamResponse, id string, final bool, err error)
 }
 
 // decodeFunc reads one SSE event's data: the event, and whether it is the
@@ -208,14 +208,14 @@ func (s *Stream) Next() (*schemas.StreamResponse, error) {
 		return nil, s.fail(io.EOF)
 	}
 	if s.events != nil {
-		ev, final, err := s.events.next()
+		ev, id, final, err := s.events.next()
 		if err != nil {
 			if s.closed.Load() {
 				err = ErrStreamClosed
 			}
 			return nil, s.fail(err)
 		}
-		if id := generationID(ev); id != "" {
+		if id != "" {
 			s.lastID = id
 		}
 		if final {
@@ -280,24 +280,6 @@ func (s *Stream) fail(err error) error {
 // binding always sends and resumes by: metadata last-event-id). A polled
 // stream, or a gRPC server that sends no generations, has none.
 func (s *Stream) LastEventID() string { return s.lastID }
-
-// generationID is the generation an event carries as a resume id, "" for
-// none (0: the server keeps none).
-func generationID(ev *schemas.StreamResponse) string {
-	var g schemas.Generation
-	switch {
-	case ev.Task != nil:
-		g = ev.Task.Generation
-	case ev.StatusUpdate != nil:
-		g = ev.StatusUpdate.Generation
-	case ev.ArtifactUpdate != nil:
-		g = ev.ArtifactUpdate.Generation
-	}
-	if g <= 0 {
-		return ""
-	}
-	return strconv.FormatInt(int64(g), 10)
-}
 
 // Close ends the stream and releases its connection.
 func (s *Stream) Close() error {

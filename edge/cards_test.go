@@ -53,7 +53,7 @@ func TestCardKeysDateTheirSignatures(t *testing.T) {
 	if first.IsZero() {
 		t.Fatal("no date for the first keys")
 	}
-	for i := range maxCardSignatures + 1 { // past the cache's bound: emptied, same keys
+	for i := range maxCachedCardSignatures + 1 { // past the cache's bound: emptied, same keys
 		if _, err := c.sign(k1, []byte(fmt.Sprintf(`{"name":"%d"}`, i))); err != nil {
 			t.Fatal(err)
 		}

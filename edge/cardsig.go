@@ -16,9 +16,9 @@ import (
 // security declaration is: whatever a worker registered in signatures is
 // dropped (card), since it could not sign the card the edge serves.
 
-// maxCardSignatures bounds the signatures an edge keeps: far more than
+// maxCachedCardSignatures bounds the signatures an edge keeps: far more than
 // the cards it serves (each agent's public and extended card).
-const maxCardSignatures = 1024
+const maxCachedCardSignatures = 1024
 
 // cardSignatures holds the signature of each card content the edge served
 // under the current keys, so a card is signed once, not on every request:
@@ -65,7 +65,7 @@ func (c *cardSignatures) sign(keys *auth.SigningKeys, card []byte) (json.RawMess
 	if c.keys != keys {
 		c.since = time.Now()
 	}
-	if c.keys != keys || len(c.sigs) >= maxCardSignatures {
+	if c.keys != keys || len(c.sigs) >= maxCachedCardSignatures {
 		c.keys, c.sigs = keys, map[[sha256.Size]byte]json.RawMessage{}
 	}
 	c.sigs[sum] = sig

@@ -69,12 +69,11 @@ var cardAlgorithms = supportedAlgorithms
 const maxCardSignatures = 16
 
 // cardSignature is one entry of a card's signatures array
-// (AgentCardSignature). Header, the unprotected header, is read and never
-// used: nothing in it is signed.
+// (AgentCardSignature). Its unprotected header is not read: nothing in it
+// is signed.
 type cardSignature struct {
-	Protected string          `json:"protected"`
-	Signature string          `json:"signature"`
-	Header    json.RawMessage `json:"header,omitempty"`
+	Protected string `json:"protected"`
+	Signature string `json:"signature"`
 }
 
 // CardPayload returns what a card's signatures sign: the RFC 8785
@@ -242,13 +241,7 @@ func (ck *CardKeys) match(kid, alg string) []any {
 	if ck == nil {
 		return nil
 	}
-	var out []any
-	for _, k := range ck.keys {
-		if (kid == "" || k.kid == kid) && k.fits(alg) {
-			out = append(out, k.key)
-		}
-	}
-	return out
+	return matchKeys(ck.keys, kid, alg)
 }
 
 // CardTrust is what a CardVerifier trusts and requires.

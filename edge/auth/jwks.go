@@ -109,6 +109,12 @@ func (s *keySet) match(kid, alg string) []any {
 	s.mu.Lock()
 	keys := s.keys
 	s.mu.Unlock()
+	return matchKeys(keys, kid, alg)
+}
+
+// matchKeys are the keys of keys a signature naming kid ("": any) made
+// with alg may be verified with: tokens' and cards' one rule.
+func matchKeys(keys []verifyKey, kid, alg string) []any {
 	var out []any
 	for _, k := range keys {
 		if (kid == "" || k.kid == kid) && k.fits(alg) {
