@@ -10,7 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/a2abus/a2abus/bus/tracing"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -57,6 +59,12 @@ func (b *Bus) queueWork(ctx context.Context, item *schemas.WorkItem, o PublishOp
 	if o.ID == "" {
 		o.ID = schemas.WorkEventID(item.TaskID, item.TaskRevision)
 	}
+	if tracing.Enabled() {
+		var span trace.Span
+		ctx, span = startPublish(ctx, item, o)
+		defer span.End()
+		o.Traceparent = tracing.Traceparent(ctx)
+	}
 	ce, err := b.newEvent(o.ID, schemas.TypeWorkExecute, item.TaskID, item,
 		attr{schemas.ExtTraceparent, o.Traceparent}, attr{schemas.ExtA2AVersion, o.A2AVersion})
 	if err != nil {
@@ -96,6 +104,9 @@ func (b *Bus) queueSubmission(ctx context.Context, rec *schemas.TaskRecord, rev 
 	}
 	item := &schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: rec.Agent, Message: h[len(h)-1], TaskRevision: rev, Record: snap}
 	o.Caller = schemas.CallerKey(rec.Tenant, rec.Owner, rec.Origin)
+	if o.Traceparent == "" {
+		o.Traceparent = rec.Traceparent
+	}
 	return b.queueWork(ctx, item, o)
 }
 
@@ -277,6 +288,9 @@ func (b *Bus) Submit(ctx context.Context, s Submission, follow Follow) (*schemas
 	msg.TaskID = id
 	rec := SubmittedRecord(s, msg)
 	rec.Push = push != nil
+	if tracing.Enabled() {
+		rec.Traceparent = tracing.Traceparent(tracing.Parented(ctx, s.Publish.Traceparent))
+	}
 	sctx := context.WithoutCancel(ctx)
 	rev, stored, err := b.createTask(sctx, rec)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/a2abus/a2abus/bus/tracing"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -40,9 +41,15 @@ func (b *Bus) wakePush(ctx context.Context, taskID string) {
 
 // WakePush asks a push sender to deliver the task's undelivered events.
 // A wake-up already pending for the task is enough: that refusal is
-// success.
+// success. While the process traces, the wake-up carries the trace
+// context of the write that made it, so the notifications it causes are
+// part of that trace.
 func (b *Bus) WakePush(ctx context.Context, taskID string) error {
-	ce, err := b.newEvent(schemas.NewID(), schemas.TypePushWake, taskID, schemas.PushWake{TaskID: taskID})
+	var tp string
+	if tracing.Enabled() {
+		tp = tracing.Traceparent(ctx)
+	}
+	ce, err := b.newEvent(schemas.NewID(), schemas.TypePushWake, taskID, schemas.PushWake{TaskID: taskID}, attr{schemas.ExtTraceparent, tp})
 	if err != nil {
 		return err
 	}
@@ -108,7 +115,10 @@ type Wake struct {
 	// Attempt is the delivery count, 1 on first delivery: the sender's
 	// retries of a failing webhook are redeliveries (NakWithDelay).
 	Attempt uint64
-	msg     jetstream.Msg
+	// Traceparent is the trace context of the write that woke the
+	// sender, "" when its process did not trace.
+	Traceparent string
+	msg         jetstream.Msg
 }
 
 // Fetch waits until a wake-up is available or maxWait passes, and returns
@@ -132,6 +142,9 @@ func (c *PushConsumer) Fetch(ctx context.Context, n int, maxWait time.Duration) 
 				continue
 			}
 			w.TaskID = id
+			if tp := m.Headers()[headerPrefix+schemas.ExtTraceparent]; len(tp) == 1 {
+				w.Traceparent = tp[0]
+			}
 			out = append(out, w)
 		}
 		return batch.Error()

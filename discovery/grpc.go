@@ -169,6 +169,8 @@ func newGRPCConn(ep Endpoint, opts Options, hc *http.Client) (*grpcConn, error) 
 		// at most, as an HTTP client would dial again at the next call.
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second}, MinConnectTimeout: 10 * time.Second}),
 		grpc.WithUserAgent(UserAgent),
+		grpc.WithChainUnaryInterceptor(traceUnary),
+		grpc.WithChainStreamInterceptor(traceStream),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(int(min(opts.MaxResponseBytes, 1<<31-1)))))
 	if err != nil {
 		return nil, fmt.Errorf("discovery: gRPC endpoint %s: %w", redactRaw(ep.URL), err)

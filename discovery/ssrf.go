@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/a2abus/a2abus/bus/tracing"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -531,7 +532,11 @@ func origin(u *url.URL) string {
 }
 
 // guardedTransport checks each request's URL before handing it to the
-// guarded *http.Transport.
+// guarded *http.Transport. It is the transport of every client a2abus
+// calls out with (remote agents, fan-out and router children elsewhere,
+// the llm and langgraph kinds' APIs, MCP servers, push webhooks), so it
+// is where a request made under a span gets its client span and carries
+// the trace context (tracing.StartHTTPClient).
 type guardedTransport struct {
 	policy Policy
 	next   *http.Transport
@@ -544,7 +549,10 @@ func (g *guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		}
 		return nil, err
 	}
-	return g.next.RoundTrip(req)
+	req, end := tracing.StartHTTPClient(req)
+	res, err := g.next.RoundTrip(req)
+	end(res, err)
+	return res, err
 }
 
 // CloseIdleConnections lets http.Client.CloseIdleConnections reach the

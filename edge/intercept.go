@@ -156,12 +156,12 @@ func (ic *intercepted) GetExtendedAgentCard(ctx context.Context, c *call) (*sche
 	})
 }
 
-// interceptors is the edge's chain, outermost first: the call log sees
-// every call's outcome, and a new task is admitted before it reaches the
-// lifecycle.
+// interceptors is the edge's chain, outermost first: the call's span
+// (tracecalls.go) holds all the rest, the call log sees every call's
+// outcome, and a new task is admitted before it reaches the lifecycle.
 func (s *Server) interceptors(load func(context.Context, string) (bus.AgentLoad, error), taskMaxBytes int64) []interceptor {
 	adm := &admission{cfg: &s.cfg, index: s.index, agents: s.agents, load: load, taskMaxBytes: taskMaxBytes}
-	return []interceptor{s.logCalls, adm.admitNewTasks}
+	return []interceptor{s.traceCalls, s.logCalls, adm.admitNewTasks}
 }
 
 // logCalls logs each call at debug level: the operation, whom for, how it
@@ -181,6 +181,6 @@ func (s *Server) logCalls(ctx context.Context, inv *invocation, next invoker) (a
 	case err != nil:
 		attrs = append(attrs, "code", schemas.AsError(err).Code)
 	}
-	s.log.Debug("a2a call", attrs...)
+	s.log.DebugContext(ctx, "a2a call", attrs...)
 	return res, err
 }

@@ -179,6 +179,9 @@ func (s *a2aService) createTask(ctx context.Context, c *call, msg *schemas.Messa
 		// created before the edge authenticated): not found, as everywhere.
 		return nil, schemas.TaskNotFound(c.clientTaskID)
 	}
+	if err == nil {
+		traceTask(ctx, rec)
+	}
 	return rec, err
 }
 
@@ -213,6 +216,9 @@ func (s *a2aService) continueTask(ctx context.Context, c *call, msg *schemas.Mes
 		if derr := s.pushes.DeletePushConfig(context.WithoutCancel(ctx), c.owner(), msg.TaskID, added); derr != nil {
 			s.log.Warn("removing the push config of a refused message failed", "task_id", msg.TaskID, "config_id", added, "err", derr)
 		}
+	}
+	if err == nil {
+		traceTask(ctx, rec)
 	}
 	return rec, err
 }

@@ -40,6 +40,12 @@ type TaskRecord struct {
 	// origin, as their rate is, so one cannot spend another's. Clients
 	// never see it. Fan-out children inherit their parent's.
 	Origin string `json:"origin,omitempty"`
+	// Traceparent is the W3C trace context of the call that created the
+	// task, kept while the process traces (OpenTelemetry): what is done
+	// for the task later under no call of its own — a re-queue by the
+	// sweep, its push notifications — joins its trace. Clients never see
+	// it.
+	Traceparent string `json:"traceparent,omitempty"`
 	// LastEventID is the CloudEvent id of the last event folded into the
 	// record, so a writer retrying after an ambiguous failure can tell its
 	// event already landed (and only re-publish it, which de-duplicates).

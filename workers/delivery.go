@@ -41,7 +41,7 @@ type step func(ctx context.Context, d *delivery, next func(context.Context, *del
 
 // deliverySteps are the runner's policies, outermost first.
 func (r *Runner) deliverySteps() []step {
-	return []step{r.deadLetterMalformed, r.readTask, r.skipSettled, r.track, r.settle}
+	return []step{r.traceDelivery, r.deadLetterMalformed, r.readTask, r.skipSettled, r.track, r.settle}
 }
 
 // pipeline composes the steps around runAgent, once per runner.
@@ -227,5 +227,7 @@ func (r *Runner) runAgent(ctx context.Context, d *delivery) {
 		related: func(ctx context.Context) []schemas.Task {
 			return relatedTasks(ctx, r.b.Task, r.log, rec, &w.Item.Message)
 		}}
+	ctx, end := r.startRun(ctx, d)
 	d.runErr = runTurn(ctx, r.def.Agent, req, d.em, r.log)
+	end(d.runErr)
 }

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/a2abus/a2abus/bus/tracing"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -73,7 +76,9 @@ type chatChunk struct {
 }
 
 // Execute sends the conversation and streams the answer.
-func (l LLM) Execute(ctx context.Context, req *Request, out *Emitter) error {
+func (l LLM) Execute(ctx context.Context, req *Request, out *Emitter) (err error) {
+	ctx, end := l.startChat(ctx)
+	defer func() { end(err) }()
 	msgs := l.conversation(ctx, req)
 	body := map[string]any{"model": l.Model, "messages": msgs, "stream": true, "stream_options": map[string]any{"include_usage": true}}
 	if l.Temperature != nil {
@@ -186,6 +191,7 @@ func (l LLM) finish(ctx context.Context, out *Emitter, art schemas.Artifact, chu
 	if len(usage) > 0 {
 		var u any
 		if json.Unmarshal(usage, &u) == nil {
+			traceUsage(ctx, u)
 			if err := out.Annotate(ctx, map[string]any{MetaLLMUsage: u}); err != nil {
 				return err
 			}
@@ -293,4 +299,35 @@ func unwrapURLError(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// startChat starts the GenAI conventions' span of the completion the
+// agent asks for (chat <model>, a client span around the provider's
+// request and its streamed answer), when the process traces.
+func (l LLM) startChat(ctx context.Context) (context.Context, func(error)) {
+	if !tracing.Enabled() {
+		return ctx, func(error) {}
+	}
+	ctx, span := tracing.Tracer().Start(ctx, "chat "+l.Model, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(tracing.GenAIOperationName.String("chat"), tracing.GenAIProviderName.String("openai"), tracing.GenAIRequestModel.String(l.Model)))
+	return ctx, func(err error) {
+		tracing.Fail(span, "agent", err)
+		span.End()
+	}
+}
+
+// traceUsage puts a completion's token counts (the OpenAI usage object)
+// on the chat span.
+func traceUsage(ctx context.Context, u any) {
+	m, ok := u.(map[string]any)
+	if !ok || !tracing.Enabled() {
+		return
+	}
+	span := trace.SpanFromContext(ctx)
+	if n, ok := m["prompt_tokens"].(float64); ok {
+		span.SetAttributes(tracing.GenAIInputTokens.Int64(int64(n)))
+	}
+	if n, ok := m["completion_tokens"].(float64); ok {
+		span.SetAttributes(tracing.GenAIOutputTokens.Int64(int64(n)))
+	}
 }

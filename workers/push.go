@@ -13,12 +13,16 @@ import (
 	"net/http"
 	"net/netip"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/bus/tracing"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -199,6 +203,9 @@ func (s *PushSender) work(ctx context.Context, w *bus.Wake) {
 	stop := s.heartbeat(w)
 	defer stop()
 	log := s.log.With("task_id", w.TaskID)
+	if tracing.Enabled() {
+		ctx = tracing.WithTraceparent(ctx, w.Traceparent)
+	}
 	d, err := s.deliverTask(ctx, w.TaskID, log)
 	switch {
 	case ctx.Err() != nil:
@@ -427,7 +434,7 @@ func (s *PushSender) deliverConfig(ctx context.Context, taskID string, rec *sche
 		return true
 	}
 	for k, n := range todo {
-		status, err := s.post(ctx, taskID, c, n)
+		status, err := s.attempt(ctx, taskID, c, o.failing, n)
 		switch {
 		case err == nil && status/100 == 2:
 			s.m.attempts.Inc("delivered")
@@ -526,6 +533,31 @@ func notifications(rec *schemas.TaskRecord, c *schemas.PushConfigRecord, evs []s
 		out = append(out, pending{eventID: last.u.ID, cursor: last.u.Cursor, seq: last.seq, body: body})
 	}
 	return out, nil
+}
+
+// attempt is one attempt at a notification, in a span of its own while
+// the process traces: a child of the write that woke the sender (see
+// bus.Wake), with the config and the attempt's number (1 the first, one
+// more for each that failed before it), around the POST's client span.
+func (s *PushSender) attempt(ctx context.Context, taskID string, c *schemas.PushConfigRecord, failing *schemas.PushFailure, n pending) (int, error) {
+	if !tracing.Enabled() || !trace.SpanContextFromContext(ctx).IsValid() {
+		return s.post(ctx, taskID, c, n)
+	}
+	attempt := 1
+	if failing != nil {
+		attempt = failing.Attempts + 1
+	}
+	ctx, span := tracing.Tracer().Start(ctx, "push notification", trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(tracing.A2ATaskID.String(taskID), tracing.PushConfigID.String(c.Config.ID), tracing.PushAttempt.Int(attempt)))
+	defer span.End()
+	status, err := s.post(ctx, taskID, c, n)
+	switch {
+	case err != nil:
+		tracing.Fail(span, "transport", err)
+	case status/100 != 2:
+		tracing.Fail(span, strconv.Itoa(status), fmt.Errorf("the webhook answered %d", status))
+	}
+	return status, err
 }
 
 // post makes one attempt; the status, or the error of a request that got

@@ -151,6 +151,13 @@ type Config struct {
 	LogLevel string `json:"logLevel"`
 	// LogFormat is text or json. Default text.
 	LogFormat string `json:"logFormat"`
+	// Tracing turns OpenTelemetry tracing on even where the environment
+	// names no OTLP endpoint (the exporter's default, localhost:4318, is
+	// then used); OTEL_EXPORTER_OTLP_ENDPOINT or
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT turn it on by themselves, and
+	// OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none keep it off
+	// (see tracing.go).
+	Tracing bool `json:"tracing"`
 	// GCPercent is the Go garbage collector's target (GOGC) for the
 	// process. Default 400: an a2abus process keeps a small live heap (tens
 	// of MiB), so trading a few times that in headroom for a quarter of the
@@ -504,6 +511,7 @@ func settings() []setting {
 		{"metrics-listen", "A2ABUS_METRICS_LISTEN", "HOST:PORT serving Prometheus metrics at /metrics on their own listener, e.g. for a worker (an edge also serves /metrics; default off)", str(func(c *Config) *string { return &c.MetricsListen })},
 		{"pprof", "A2ABUS_PPROF", "HOST:PORT serving Go's profiler (net/http/pprof) for diagnosis; keep it on loopback (default off)", str(func(c *Config) *string { return &c.Pprof })},
 		{"log-format", "A2ABUS_LOG_FORMAT", "text or json (default text)", str(func(c *Config) *string { return &c.LogFormat })},
+		{"tracing", "A2ABUS_TRACING", "export OpenTelemetry traces over OTLP, configured by the standard OTEL_* variables, even where OTEL_EXPORTER_OTLP_ENDPOINT is unset (it turns tracing on by itself): true or false (default false)", boolean(func(c *Config) *bool { return &c.Tracing })},
 		{"api-key-file", "A2ABUS_API_KEY_FILE", `file of API keys the edge accepts, one "KEY PRINCIPAL [admin]" per line (API keys themselves also come from $A2ABUS_API_KEYS as "key=principal,...")`, str(func(c *Config) *string { return &c.Auth.APIKeyFile })},
 		{"api-key-header", "A2ABUS_API_KEY_HEADER", "header API keys are read from (default Authorization: Bearer KEY, and X-API-Key)", str(func(c *Config) *string { return &c.Auth.APIKeyHeader })},
 		{"jwt-jwks-url", "A2ABUS_JWT_JWKS_URL", "accept JWT bearer tokens signed by the keys at this JWKS URL", jwt(func(j *JWTConfig, v string) { j.JWKSURL = v })},

@@ -42,7 +42,7 @@ var layers = map[string]layer{
 	// The vocabulary: below everything (and only stdlib and uuid, below).
 	"schemas": {},
 	// The only package that speaks NATS, JetStream and CloudEvents.
-	"bus": {may: []string{"schemas", "bus/internal/testhooks"}},
+	"bus": {may: []string{"schemas", "bus/internal/testhooks", "bus/tracing"}},
 	// Carries bus's test-only operations to bus/bustest: part of bus (see
 	// allows), on the standard library alone. The go command lets only
 	// packages under bus/ import it.
@@ -50,14 +50,19 @@ var layers = map[string]layer{
 	// In-process JetStream for tests, and bus's test-only operations. It
 	// imports testing, so no product package may depend on it: only tests
 	// (see testMay).
-	"bus/bustest": {may: []string{"bus", "schemas", "bus/internal/testhooks"}},
+	"bus/bustest": {may: []string{"bus", "schemas", "bus/internal/testhooks", "bus/tracing"}},
+	// The spans' shared parts (bus/tracing): whether the process traces,
+	// its tracer, the W3C trace context a2abus carries, its attribute
+	// names. A leaf on the OpenTelemetry API alone, below every package
+	// that makes spans.
+	"bus/tracing": {},
 	// Loopback ports for tests that bind them later (restarted members,
 	// child processes); on the standard library only, so bus's own tests
 	// may use it too.
 	"bus/bustest/freeaddr": {},
 	// edge, workers and discovery never import each other; cmd wires them.
 	"edge": {
-		may: []string{"schemas", "bus", "edge/auth"},
+		may: []string{"schemas", "bus", "bus/tracing", "edge/auth"},
 		// End-to-end tests put real agents (echo, exec, fan-out) behind
 		// the edge on an in-process bus, instead of fakes of the runtime;
 		// the checks every binding must pass (authentication, isolation)
@@ -71,7 +76,7 @@ var layers = map[string]layer{
 	// joseModules, jcsModules).
 	"edge/auth": {may: []string{"schemas"}},
 	"workers": {
-		may: []string{"schemas", "bus"},
+		may: []string{"schemas", "bus", "bus/tracing"},
 		// The remote agent kind is tested end to end as cmd wires it: the
 		// external agent is a real a2abus edge (with agents), reached
 		// through the discovery client.
@@ -88,7 +93,7 @@ var layers = map[string]layer{
 	// (edge/grpcbinding/pbwire): two leaves that know nothing of the edge
 	// (schemas and protobuf only), never the binding's server itself.
 	"discovery": {
-		may: []string{"schemas", "bus", "edge/auth", "edge/grpcbinding/a2apb", "edge/grpcbinding/pbwire"},
+		may: []string{"schemas", "bus", "bus/tracing", "edge/auth", "edge/grpcbinding/a2apb", "edge/grpcbinding/pbwire"},
 		// The client is tested against a real A2A server: an a2abus edge
 		// with agents on an in-process bus, in every binding and version
 		// (gRPC served by edge/grpcbinding).
@@ -98,7 +103,7 @@ var layers = map[string]layer{
 	// serves its agents as MCP tools; the one package that imports the
 	// official MCP Go SDK.
 	"discovery/mcpbridge": {
-		may: []string{"schemas", "bus", "edge/auth", "discovery", "edge/grpcbinding/a2apb", "edge/grpcbinding/pbwire"},
+		may: []string{"schemas", "bus", "bus/tracing", "edge/auth", "discovery", "edge/grpcbinding/a2apb", "edge/grpcbinding/pbwire"},
 		// Tested against a real edge with agents, over the SDK's client.
 		tests: []string{"edge", "workers"},
 	},
@@ -118,7 +123,7 @@ var layers = map[string]layer{
 		tests: []string{"edge", "edge/auth", "workers", "bus/bustest"},
 	},
 	"cmd/a2abus": {
-		may: []string{"schemas", "bus", "edge", "edge/auth", "workers", "discovery", "discovery/mcpbridge", "edge/grpcbinding", "edge/grpcbinding/a2apb", "edge/grpcbinding/pbwire"},
+		may: []string{"schemas", "bus", "bus/tracing", "edge", "edge/auth", "workers", "discovery", "discovery/mcpbridge", "edge/grpcbinding", "edge/grpcbinding/a2apb", "edge/grpcbinding/pbwire"},
 		// The cluster fault tests ask the NATS cluster which node leads a
 		// stream, to kill that one.
 		natsInTests: true,
@@ -173,16 +178,27 @@ var grpcPackages = []string{"edge/grpcbinding/a2apb", "edge/grpcbinding/pbwire",
 // send the edge is read by encoding/json.
 var jsonModules = []string{"github.com/go-json-experiment/json"}
 
+// otelAPIModules are the OpenTelemetry API (spans, attributes, the
+// semantic conventions, propagation), which the packages that make spans
+// import; otelSDKModules are the SDK and its OTLP exporters, which only
+// cmd, where the process decides whether and where it exports, imports
+// (tracing is off, and none of their code runs, unless it installs them).
+var (
+	otelAPIModules = []string{"go.opentelemetry.io/otel", "go.opentelemetry.io/otel/trace"}
+	otelSDKModules = []string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters"}
+)
+
 // allowedModules are the product's direct requirements: the modules the
 // design allows, besides the module itself — the four the bus is built on,
 // go-jose and jcs for edge/auth and x/oauth2 for discovery, because
 // security code must not be hand-rolled, the JSON reader of the bus, the
-// MCP SDK, and gRPC with protobuf and the google.rpc error details for the
-// gRPC binding.
+// MCP SDK, gRPC with protobuf and the google.rpc error details for the
+// gRPC binding, and OpenTelemetry's API, SDK and OTLP trace exporters.
 var allowedModules = slices.Concat([]string{
 	"github.com/nats-io/nats.go", "github.com/nats-io/nats-server/v2",
 	"github.com/cloudevents/sdk-go/v2", "github.com/google/uuid",
-}, joseModules, jcsModules, oauth2Modules, jsonModules, mcpModules, grpcModules)
+}, joseModules, jcsModules, oauth2Modules, jsonModules, mcpModules, grpcModules, otelAPIModules,
+	[]string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp", "go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"})
 
 // listedPackage is what go list -json says of one package.
 type listedPackage struct {
@@ -331,6 +347,15 @@ func TestImportRules(t *testing.T) {
 			for _, imp := range p.Imports {
 				if inModules(imp, grpcModules) {
 					t.Errorf("%s imports %s; only %v may", rel, imp, grpcPackages)
+				}
+			}
+		}
+
+		// Only cmd imports the OpenTelemetry SDK and exporters.
+		if rel != "cmd/a2abus" {
+			for _, imp := range p.Imports {
+				if inModules(imp, otelSDKModules) {
+					t.Errorf("%s imports %s; only cmd/a2abus may", rel, imp)
 				}
 			}
 		}

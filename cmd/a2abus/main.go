@@ -137,6 +137,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return err
 	}
 	log := newLogger(cfg, stderr)
+	if tracingWanted(cfg, getenv) {
+		stopTracing, err := startTracing(ctx, cfg, cmd, getenv, log)
+		if err != nil {
+			return err
+		}
+		defer stopTracing()
+	}
 	if ownsProcess && getenv("GOGC") == "" && cfg.GCPercent > 0 {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
@@ -156,9 +163,9 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(traceHandler{slog.NewJSONHandler(w, opts)})
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(traceHandler{slog.NewTextHandler(w, opts)})
 }
 
 // registry is the live registry the process's agents may read (the
