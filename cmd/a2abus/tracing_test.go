@@ -361,3 +361,47 @@ func TestTraceOfARedeliveredRun(t *testing.T) {
 		}
 	}
 }
+
+// Whether a process traces: the standard environment decides, the flag
+// turns it on without an endpoint, the two off switches win, and an
+// exporter or protocol a2abus does not have is refused with a message
+// that says what it has.
+func TestTracingIsDecidedByTheStandardEnvironment(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	on, off := Config{Tracing: true}, Config{}
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		env  func(string) string
+		want bool
+	}{
+		{"nothing set", off, env(), false},
+		{"an endpoint", off, env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"), true},
+		{"a traces endpoint", off, env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:4318/v1/traces"), true},
+		{"the flag", on, env(), true},
+		{"the SDK disabled", on, env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x", "OTEL_SDK_DISABLED", "true"), false},
+		{"no exporter", on, env("OTEL_TRACES_EXPORTER", "none"), false},
+	} {
+		if got := tracingWanted(c.cfg, c.env); got != c.want {
+			t.Errorf("%s: tracing %v, want %v", c.name, got, c.want)
+		}
+	}
+	for _, bad := range []struct {
+		env  func(string) string
+		says string
+	}{
+		{env("OTEL_TRACES_EXPORTER", "zipkin"), "OTLP only"},
+		{env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"), "http/protobuf or grpc"},
+	} {
+		_, err := startTracing(t.Context(), on, "serve", bad.env, newLogger(Config{}, io.Discard))
+		if err == nil || !strings.Contains(err.Error(), bad.says) {
+			t.Errorf("startTracing: %v, want an error saying %q", err, bad.says)
+		}
+	}
+}
