@@ -334,7 +334,9 @@ async function startFeed() {
   app.feed = ctl;
   const state = $("#feed-state");
   while (!ctl.signal.aborted) {
-    const first = app.agents[0];
+    // The feed is called at a local agent's endpoint (any serves it:
+    // allAgents), one whose worker runs here.
+    const first = app.agents.find((a) => a.kind === "local") || app.agents[0];
     if (!first) {
       badge(state, "", "no agents");
       await new Promise((r) => setTimeout(r, 2000));
