@@ -302,18 +302,23 @@ function drawChart() {
   const g = c.getContext("2d");
   const w = c.width, h = c.height, pad = 4;
   g.clearRect(0, 0, w, h);
+  g.strokeStyle = "#d9dde5";
+  g.lineWidth = 1;
+  g.strokeRect(0.5, 0.5, w - 1, h - 1);
   const line = (key, color) => {
     const vals = samples.map((s) => s[key] ?? 0);
     const top = Math.max(...vals, 1e-9);
     g.strokeStyle = color;
     g.lineWidth = 2;
+    const at = (v, i) => [pad + (i * (w - 2 * pad)) / 59, h - pad - (v / top) * (h - 2 * pad)];
     g.beginPath();
-    vals.forEach((v, i) => {
-      const x = pad + (i * (w - 2 * pad)) / 59;
-      const y = h - pad - (v / top) * (h - 2 * pad);
-      i ? g.lineTo(x, y) : g.moveTo(x, y);
-    });
+    vals.forEach((v, i) => (i ? g.lineTo(...at(v, i)) : g.moveTo(...at(v, i))));
     g.stroke();
+    g.fillStyle = color;
+    vals.forEach((v, i) => {
+      const [x, y] = at(v, i);
+      g.fillRect(x - 2, y - 2, 4, 4);
+    });
     return top;
   };
   line("rate", "#2453c7");
@@ -401,7 +406,7 @@ $("#task-filter").addEventListener("submit", (e) => e.preventDefault());
 
 // ---- one task ----
 
-const taskView = { agent: "", task: null };
+const taskView = { agent: "", task: null, following: false };
 
 async function openTask(agent, id, signal) {
   taskView.agent = agent;
@@ -423,9 +428,13 @@ async function openTask(agent, id, signal) {
   }
 }
 
+// follow streams the task's events into the page until it is terminal:
+// one subscription at a time, which stays open through input rounds.
 function follow(agent, id, signal) {
+  taskView.following = true;
   rpcStream(agent, "SubscribeToTask", { id }, signal, (ev) => {
     const t = taskView.task;
+    if (TERMINAL.includes(t.status.state)) return; // a terminal state absorbs what comes after
     if (ev.task) {
       showTask(ev.task);
     } else if (ev.statusUpdate) {
@@ -439,6 +448,8 @@ function follow(agent, id, signal) {
     }
   }).catch((e) => {
     if (!signal.aborted) $("#task-error").textContent = "The live stream ended: " + e.message;
+  }).finally(() => {
+    taskView.following = false;
   });
 }
 
@@ -498,10 +509,11 @@ $("#answer-form").addEventListener("submit", async (ev) => {
       configuration: { returnImmediately: true },
     });
     $("#answer-text").value = "";
-    if (res.task) {
+    // The subscription, open through the input round, brings what the
+    // answer does; the answer's own snapshot may be older than its events.
+    if (res.task && !taskView.following && app.view) {
       showTask(res.task);
-      addTimeline(res.task.status);
-      if (app.view) follow(taskView.agent, t.id, app.view.signal);
+      follow(taskView.agent, t.id, app.view.signal);
     }
   } catch (e) {
     $("#task-error").textContent = e.message;

@@ -203,13 +203,13 @@ func TestDashboardInChromium(t *testing.T) {
 		if err := chromedp.Do(sctx, actions...); err != nil {
 			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			page, _ := chromedp.Run(pctx, chromedp.OuterHTML(css("main")))
+			page, _ := chromedp.Run(pctx, chromedp.OuterHTML(css(".view:not([hidden])")))
 			t.Fatalf("%s: %v\npage: %.3000s", what, err, page)
 		}
 	}
 	shot := func(name string) chromedp.Action[chromedp.Void] {
 		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			png, err := chromedp.FullScreenshot(80)(ctx, tg)
+			png, err := chromedp.FullScreenshot(100)(ctx, tg) // quality 100: PNG
 			if err != nil {
 				return err
 			}
