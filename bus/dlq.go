@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -188,4 +189,102 @@ func (b *Bus) drainDLQ(ctx context.Context, subject string, each func(jetstream.
 		read += got
 	}
 	return nil
+}
+
+// deadLetterScan bounds how many of the dead-letter stream's newest
+// messages a listing reads (ListDeadLetters): a listing is of the newest,
+// and work and push dead letters share the stream.
+const deadLetterScan = 4096
+
+// ListDeadLetters returns the newest dead letters of kind
+// (schemas.DeadLetterWork or DeadLetterPush), at most limit, newest first,
+// among the stream's newest deadLetterScan messages. It reads their
+// headers only (no work item or notification body leaves the stream): the
+// agent, the reason, the task (a work item's CloudEvent subject, a
+// notification's subject) and when it was stored. Errors match
+// schemas.ErrUnavailable.
+func (b *Bus) ListDeadLetters(ctx context.Context, kind string, limit int) ([]schemas.DeadLetterSummary, error) {
+	filter := schemas.SubjectDLQ("*")
+	if kind == schemas.DeadLetterPush {
+		filter = schemas.SubjectDLQPush("*")
+	}
+	out := []schemas.DeadLetterSummary{}
+	st, err := b.js.Stream(ctx, schemas.StreamDLQ)
+	if err != nil {
+		return nil, errUnavailable("bus: list dead letters", err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, errUnavailable("bus: list dead letters", err)
+	}
+	last := info.State.LastSeq
+	if info.State.Msgs == 0 || limit < 1 {
+		return out, nil
+	}
+	start := info.State.FirstSeq
+	if last >= deadLetterScan && last-deadLetterScan+1 > start {
+		start = last - deadLetterScan + 1
+	}
+	cons, err := b.js.OrderedConsumer(ctx, schemas.StreamDLQ, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start, HeadersOnly: true,
+	})
+	if err != nil {
+		return nil, errUnavailable("bus: list dead letters", err)
+	}
+	defer func() {
+		if ci := cons.CachedInfo(); ci != nil {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = b.js.DeleteConsumer(dctx, schemas.StreamDLQ, ci.Name)
+			cancel()
+		}
+	}()
+	ring := make([]schemas.DeadLetterSummary, 0, limit)
+	next := 0 // where the next one goes once ring is full
+	for done := false; !done; {
+		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return nil, errUnavailable("bus: list dead letters", err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			d := deadLetterSummary(kind, m)
+			if len(ring) < limit {
+				ring = append(ring, d)
+			} else {
+				ring[next] = d
+				next = (next + 1) % limit
+			}
+			if meta, err := m.Metadata(); err != nil || meta.NumPending == 0 || meta.Sequence.Stream >= last {
+				done = true
+			}
+		}
+		if got == 0 {
+			done = true // none (more) of this kind among the newest
+		}
+	}
+	for i := range ring {
+		out = append(out, ring[(next+len(ring)-1-i)%len(ring)])
+	}
+	return out, nil
+}
+
+// deadLetterSummary reads one dead letter's headers.
+func deadLetterSummary(kind string, m jetstream.Msg) schemas.DeadLetterSummary {
+	h := m.Headers()
+	d := schemas.DeadLetterSummary{Kind: schemas.DeadLetterWork, Reason: h.Get(schemas.HeaderDLQReason)}
+	if meta, err := m.Metadata(); err == nil {
+		d.At = meta.Timestamp.UTC()
+	}
+	if kind == schemas.DeadLetterPush {
+		d.Kind = schemas.DeadLetterPush
+		d.TaskID = strings.TrimPrefix(m.Subject(), schemas.SubjectDLQPush(""))
+		d.ConfigID = h.Get(schemas.HeaderDLQPushConfig)
+		return d
+	}
+	d.Agent = h.Get(schemas.HeaderDLQAgent)
+	if s, err := percentDecode(h.Get(headerPrefix + "subject")); err == nil {
+		d.TaskID = s
+	}
+	return d
 }

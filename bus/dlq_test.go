@@ -118,3 +118,45 @@ func TestMalformedWorkDeadLetter(t *testing.T) {
 		t.Fatalf("dlq: %v %+v", err, m)
 	}
 }
+
+// ListDeadLetters lists the newest dead letters of a kind, newest first,
+// with their agent, task, reason and time, and nothing of the other kind.
+func TestListDeadLetters(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	if got, err := b.ListDeadLetters(ctx, schemas.DeadLetterWork, 10); err != nil || len(got) != 0 {
+		t.Fatalf("an empty stream: %v, %v", got, err)
+	}
+	var ids []string
+	for i, agent := range []string{"a", "b", "a"} {
+		id := schemas.NewID()
+		ids = append(ids, id)
+		ev, err := b.newEvent("work-"+id, schemas.TypeWorkExecute, id, &schemas.WorkItem{TaskID: id, Agent: agent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.deadLetter(ctx, agent, uint64(100+i), encodeMsg(schemas.SubjectWorkTask(agent, id), &ev), "reason "+id); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			if err := b.DeadLetterPush(ctx, id, "cfg", "ev", "webhook gone", []byte(`{"secret":"body"}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got, err := b.ListDeadLetters(ctx, schemas.DeadLetterWork, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].TaskID != ids[2] || got[1].TaskID != ids[1] || got[0].Agent != "a" || got[1].Agent != "b" ||
+		got[0].Reason != "reason "+ids[2] || got[0].Kind != schemas.DeadLetterWork || got[0].At.IsZero() {
+		t.Fatalf("newest two work dead letters: %+v; want tasks %s, %s", got, ids[2], ids[1])
+	}
+	push, err := b.ListDeadLetters(ctx, schemas.DeadLetterPush, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(push) != 1 || push[0].TaskID != ids[1] || push[0].ConfigID != "cfg" || push[0].Reason != "webhook gone" || push[0].Kind != schemas.DeadLetterPush {
+		t.Fatalf("push dead letters: %+v", push)
+	}
+}

@@ -175,10 +175,21 @@ func (o Owner) Owns(rec *schemas.TaskRecord) bool {
 	return rec.Agent == o.Agent && rec.Reply == nil && o.caller(rec)
 }
 
+// Sees reports whether the task indexed as e is visible to o, by the rule
+// Owns applies to its record; anyAgent widens it to o's tasks of every
+// agent (a feed of a caller's tasks: TaskWatcher.Feed).
+func (o Owner) Sees(e *schemas.TaskIndexEntry, anyAgent bool) bool {
+	return (anyAgent || e.Agent == o.Agent) && !e.Reply && o.callerOf(e.Tenant, e.Owner)
+}
+
 // caller reports whether rec was created by o's principal in o's tenant
 // (or o is an admin of that tenant).
-func (o Owner) caller(rec *schemas.TaskRecord) bool {
-	return rec.Tenant == o.Tenant && (o.Admin || rec.Owner == o.Principal)
+func (o Owner) caller(rec *schemas.TaskRecord) bool { return o.callerOf(rec.Tenant, rec.Owner) }
+
+// callerOf is the one ownership rule: a task of tenant created by owner
+// is o's when o is that principal in that tenant, or an admin of it.
+func (o Owner) callerOf(tenant, owner string) bool {
+	return tenant == o.Tenant && (o.Admin || owner == o.Principal)
 }
 
 // Task reads a task owned by o, with its revision.

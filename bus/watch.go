@@ -38,6 +38,7 @@ type TaskWatcher struct {
 	f            *follower
 	mu           sync.Mutex
 	waiters      map[string]map[chan []byte]struct{}
+	feeds        map[*TaskFeed]struct{} // see Feed (feed.go)
 	ready        chan struct{}
 	RecheckEvery time.Duration
 	// tap, when set (tests), sees every message the follower hands on.
@@ -76,7 +77,9 @@ func (t *TaskWatcher) Run(ctx context.Context) error {
 			t.tap(m)
 		}
 		if m.Op == jetstream.KeyValuePut {
-			t.notify(strings.TrimPrefix(m.Subject, prefix), m.Value)
+			id := strings.TrimPrefix(m.Subject, prefix)
+			t.notify(id, m.Value)
+			t.feedChange(id, m)
 		}
 	}, func() { close(t.ready) })
 }

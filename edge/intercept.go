@@ -33,6 +33,8 @@ const (
 	opListPushConfigs      = "ListTaskPushNotificationConfigs"
 	opDeletePushConfig     = "DeleteTaskPushNotificationConfig"
 	opGetExtendedAgentCard = "GetExtendedAgentCard"
+	// opWatchTasks is a2abus's extension method, not A2A's (feed.go).
+	opWatchTasks = schemas.MethodWatchTasks
 )
 
 // invocation is one call of a service operation as interceptors see it:
@@ -154,6 +156,13 @@ func (ic *intercepted) GetExtendedAgentCard(ctx context.Context, c *call) (*sche
 	return through(ctx, ic, c, opGetExtendedAgentCard, none{}, nil, func(ctx context.Context, inv *invocation, _ none) (*schemas.AgentCard, error) {
 		return ic.next.GetExtendedAgentCard(ctx, inv.call)
 	})
+}
+
+func (ic *intercepted) WatchTasks(ctx context.Context, c *call, req *schemas.WatchTasksRequest, out streamOut) error {
+	_, err := through(ctx, ic, c, opWatchTasks, req, out, func(ctx context.Context, inv *invocation, req *schemas.WatchTasksRequest) (none, error) {
+		return none{}, ic.next.WatchTasks(ctx, inv.call, req, inv.out)
+	})
+	return err
 }
 
 // interceptors is the edge's chain, outermost first: the call's span

@@ -186,6 +186,9 @@ func TestEveryBindingReachesTheServiceThroughItsInterceptors(t *testing.T) {
 	if out := do("POST", "/", rpc("CancelTask", `{"id":"`+id+`"}`)); !strings.Contains(string(out), `"code":-31403`) {
 		t.Errorf("JSON-RPC: %s", out)
 	}
+	if out := do("POST", "/", rpc(opWatchTasks, `{}`)); !strings.Contains(string(out), `"code":-31403`) {
+		t.Errorf("the task feed: %s", out)
+	}
 	if out := do("POST", "/", rpc("message/send", msg03)); !strings.Contains(string(out), `"code":-31403`) {
 		t.Errorf("JSON-RPC 0.3: %s", out)
 	}

@@ -126,6 +126,9 @@ func (s *Server) streamMethods() map[string]streamFunc {
 	return map[string]streamFunc{
 		"SendStreamingMessage": s.rpcSendStreamingMessage,
 		"SubscribeToTask":      s.rpcSubscribeToTask,
+		// a2abus's own extension method (feed.go): its name is in
+		// neither dialect's grammar, so no A2A method can take it.
+		schemas.MethodWatchTasks: s.rpcWatchTasks,
 	}
 }
 

@@ -18,6 +18,7 @@ type Bus interface {
 	Lifecycle
 	PushConfigs
 	Registry
+	DeadLetters
 	RemoteInbox
 	Followers
 	Config() bus.Config
@@ -53,6 +54,12 @@ type Registry interface {
 	RegistryEntry(ctx context.Context, agent string) (schemas.RegistryEntry, bool, error)
 	DeleteRegistryEntry(ctx context.Context, agent string) error
 	RegistryEntries(ctx context.Context) ([]schemas.RegistryEntry, error)
+}
+
+// DeadLetters lists what the bus gave up on (an admin route), never a
+// body.
+type DeadLetters interface {
+	ListDeadLetters(ctx context.Context, kind string, limit int) ([]schemas.DeadLetterSummary, error)
 }
 
 // RemoteInbox takes what a remote agent pushes about a task it runs for a

@@ -32,7 +32,7 @@ func routeRequests(routes []edge.Route, task string) []routeRequest {
 		if !ok {
 			path, methods = rt.Pattern, []string{"GET", "POST", "DELETE"}
 		}
-		path = strings.NewReplacer("{$}", "", "{agent}", "echo", "{task}", task, "{config}", "c1").Replace(path)
+		path = strings.NewReplacer("{$}", "", "{agent}", "echo", "{task}", task, "{config}", "c1", "{file...}", "app.js").Replace(path)
 		for _, m := range methods {
 			p := path
 			if m == "POST" && strings.HasSuffix(rt.Pattern, "/tasks/{task}") {

@@ -184,6 +184,19 @@ func routeTable() []routeDecl {
 		side("PUT /a2a/admin/agents/{agent}", PolicyAdminWrite, "admin", registryEntryMax, (*Server).handleRegistryPut),
 		side("DELETE /a2a/admin/agents/{agent}", PolicyAdminWrite, "admin", 0, (*Server).handleRegistryDelete),
 		side("POST /a2a/remote/{agent}/tasks/{task}/push", PolicyWebhookToken, "webhook", bodyEdge, (*Server).handleRemotePush),
+		side("GET /a2a/admin/dead-letters", PolicyAdmin, "admin", 0, (*Server).handleDeadLetters),
+		// The dashboard's page holds no data: every datum it shows comes
+		// from the API with its user's credentials (dashboard.go).
+		{
+			Route:   Route{Pattern: "GET /ui", Policy: PolicyPublic, Limit: LimitAddress, Origins: OriginsStateChanging},
+			bucket:  "ui",
+			handler: func(*Server) http.Handler { return uiHandler() },
+		},
+		{
+			Route:   Route{Pattern: "GET /ui/{file...}", Policy: PolicyPublic, Limit: LimitAddress, Origins: OriginsStateChanging},
+			bucket:  "ui",
+			handler: func(*Server) http.Handler { return uiHandler() },
+		},
 		{
 			// The session and the tool list need no credentials; each
 			// tool call the bridge makes is admitted by the in-process

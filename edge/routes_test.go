@@ -60,7 +60,7 @@ func TestRouteTableRefusesCrossSiteAndNonJSON(t *testing.T) {
 		if !ok {
 			path, methods = rt.Pattern, []string{"POST", "PUT", "PATCH", "DELETE"}
 		}
-		path = strings.NewReplacer("{$}", "", "{agent}", "slow", "{task}", task.ID, "{config}", "c1").Replace(path)
+		path = strings.NewReplacer("{$}", "", "{agent}", "slow", "{task}", task.ID, "{config}", "c1", "{file...}", "app.js").Replace(path)
 		for _, m := range methods {
 			if m == "GET" || m == "HEAD" {
 				continue

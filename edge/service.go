@@ -33,6 +33,8 @@ type service interface {
 	ListTaskPushNotificationConfigs(ctx context.Context, c *call, req *schemas.ListTaskPushNotificationConfigsRequest) ([]schemas.PushConfigRecord, error)
 	DeleteTaskPushNotificationConfig(ctx context.Context, c *call, req *schemas.GetTaskPushNotificationConfigRequest) error
 	GetExtendedAgentCard(ctx context.Context, c *call) (*schemas.AgentCard, error)
+	// WatchTasks is a2abus's task feed (feed.go), an extension method.
+	WatchTasks(ctx context.Context, c *call, req *schemas.WatchTasksRequest, out streamOut) error
 }
 
 // a2aService is the service over the bus lifecycle. It follows the bus

@@ -33,6 +33,8 @@ type streamOut interface {
 	start() error
 	// send writes one StreamResponse with its id (call.eventID).
 	send(id string, r *schemas.StreamResponse) error
+	// sendChange writes one event of the task feed (feed.go).
+	sendChange(id string, ch *schemas.TaskChange) error
 	// fail writes a protocol error as the last event of the stream.
 	fail(e *schemas.Error) error
 	// keepAlive writes an SSE comment so proxies keep the connection.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -33,6 +34,9 @@ func (s *Server) traceCalls(ctx context.Context, inv *invocation, next invoker) 
 		binding = c.obs.binding
 	}
 	rpcMethod := "lf.a2a.v1.A2AService/" + inv.op
+	if strings.Contains(inv.op, ".") {
+		rpcMethod = inv.op // a2abus's own extension (a2abus.WatchTasks)
+	}
 	attrs := []attribute.KeyValue{
 		rpcSystem(binding), semconv.RPCMethod(rpcMethod),
 		tracing.A2AMethod.String(inv.op), tracing.A2AAgent.String(c.agent),

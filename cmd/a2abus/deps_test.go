@@ -62,7 +62,7 @@ var layers = map[string]layer{
 	"bus/bustest/freeaddr": {},
 	// edge, workers and discovery never import each other; cmd wires them.
 	"edge": {
-		may: []string{"schemas", "bus", "bus/tracing", "edge/auth"},
+		may: []string{"schemas", "bus", "bus/tracing", "edge/auth", "edge/ui"},
 		// End-to-end tests put real agents (echo, exec, fan-out) behind
 		// the edge on an in-process bus, instead of fakes of the runtime;
 		// the checks every binding must pass (authentication, isolation)
@@ -75,6 +75,8 @@ var layers = map[string]layer{
 	// of the agent cards it signs and verifies, the JCS library (see
 	// joseModules, jcsModules).
 	"edge/auth": {may: []string{"schemas"}},
+	// The dashboard's page, embedded: files, nothing of the module.
+	"edge/ui": {},
 	"workers": {
 		may: []string{"schemas", "bus", "bus/tracing"},
 		// The remote agent kind is tested end to end as cmd wires it: the
@@ -123,7 +125,7 @@ var layers = map[string]layer{
 		tests: []string{"edge", "edge/auth", "workers", "bus/bustest"},
 	},
 	"cmd/a2abus": {
-		may: []string{"schemas", "bus", "bus/tracing", "edge", "edge/auth", "workers", "discovery", "discovery/mcpbridge", "edge/grpcbinding", "edge/grpcbinding/a2apb", "edge/grpcbinding/pbwire"},
+		may: []string{"schemas", "bus", "bus/tracing", "edge", "edge/auth", "edge/ui", "workers", "discovery", "discovery/mcpbridge", "edge/grpcbinding", "edge/grpcbinding/a2apb", "edge/grpcbinding/pbwire"},
 		// The cluster fault tests ask the NATS cluster which node leads a
 		// stream, to kill that one.
 		natsInTests: true,
