@@ -288,13 +288,17 @@ func (s *Server) authenticates() bool {
 }
 
 // authenticate tells who sent r, with the configured schemes; with none,
-// every caller is the one anonymous principal ("").
+// every caller is the one anonymous principal (""). Every door
+// authenticates through it, so it counts the refused credentials.
 func (s *Server) authenticate(r *http.Request) (caller, error) {
 	if !s.authenticates() {
 		return caller{}, nil
 	}
 	p, err := s.cfg.Auth.Authenticate(r)
 	if err != nil {
+		if f := (*auth.Failure)(nil); errors.As(err, &f) {
+			s.m.authFailed(f)
+		}
 		return caller{}, err
 	}
 	return caller{principal: p.Name, tenant: p.Tenant, admin: p.Admin, tenants: p.Tenants}, nil

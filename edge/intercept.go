@@ -160,7 +160,7 @@ func (ic *intercepted) GetExtendedAgentCard(ctx context.Context, c *call) (*sche
 // every call's outcome, and a new task is admitted before it reaches the
 // lifecycle.
 func (s *Server) interceptors(load func(context.Context, string) (bus.AgentLoad, error), taskMaxBytes int64) []interceptor {
-	adm := &admission{cfg: &s.cfg, index: s.index, agents: s.agents, load: load, taskMaxBytes: taskMaxBytes}
+	adm := &admission{cfg: &s.cfg, index: s.index, agents: s.agents, load: load, taskMaxBytes: taskMaxBytes, limited: s.m.limited}
 	return []interceptor{s.logCalls, adm.admitNewTasks}
 }
 

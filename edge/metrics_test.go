@@ -51,11 +51,11 @@ func TestMetricsEndpoint(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // polling another goroutine's progress
 	}
 	for _, want := range []string{
-		`a2a_rpc_requests_total{binding="jsonrpc",method="SendMessage",code="0"} 1`,
-		`a2a_rpc_requests_total{binding="jsonrpc",method="GetTask",code="-32001"} 1`,
-		`a2a_rpc_requests_total{binding="jsonrpc",method="unknown",code="-32601"} 1`,
-		`a2a_rpc_requests_total{binding="jsonrpc",method="SendStreamingMessage",code="0"} 1`,
-		`a2a_rpc_requests_total{binding="rest",method="GetTask",code="0"} 1`,
+		`a2a_rpc_requests_total{binding="jsonrpc",code="0",method="SendMessage"} 1`,
+		`a2a_rpc_requests_total{binding="jsonrpc",code="-32001",method="GetTask"} 1`,
+		`a2a_rpc_requests_total{binding="jsonrpc",code="-32601",method="unknown"} 1`,
+		`a2a_rpc_requests_total{binding="jsonrpc",code="0",method="SendStreamingMessage"} 1`,
+		`a2a_rpc_requests_total{binding="rest",code="0",method="GetTask"} 1`,
 		`a2a_rpc_request_duration_seconds_count{binding="jsonrpc",method="SendMessage"} 1`,
 		`a2a_sse_streams_active 0`,
 		`a2a_tasks_finished_total{agent="echo",state="TASK_STATE_COMPLETED"} 2`,

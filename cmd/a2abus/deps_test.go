@@ -173,16 +173,24 @@ var grpcPackages = []string{"edge/grpcbinding/a2apb", "edge/grpcbinding/pbwire",
 // send the edge is read by encoding/json.
 var jsonModules = []string{"github.com/go-json-experiment/json"}
 
+// promModules are the Prometheus client, its data model and exposition
+// formats: the
+// metrics registry, the Go runtime's and the process's collectors and
+// content negotiation are not hand-written. Only bus imports them; every
+// other package records through bus.Metrics (tests may parse what is
+// served with expfmt).
+var promModules = []string{"github.com/prometheus/client_golang", "github.com/prometheus/client_model", "github.com/prometheus/common"}
+
 // allowedModules are the product's direct requirements: the modules the
 // design allows, besides the module itself — the four the bus is built on,
 // go-jose and jcs for edge/auth and x/oauth2 for discovery, because
 // security code must not be hand-rolled, the JSON reader of the bus, the
-// MCP SDK, and gRPC with protobuf and the google.rpc error details for the
-// gRPC binding.
+// MCP SDK, gRPC with protobuf and the google.rpc error details for the
+// gRPC binding, and the Prometheus client for the metrics.
 var allowedModules = slices.Concat([]string{
 	"github.com/nats-io/nats.go", "github.com/nats-io/nats-server/v2",
 	"github.com/cloudevents/sdk-go/v2", "github.com/google/uuid",
-}, joseModules, jcsModules, oauth2Modules, jsonModules, mcpModules, grpcModules)
+}, joseModules, jcsModules, oauth2Modules, jsonModules, mcpModules, grpcModules, promModules)
 
 // listedPackage is what go list -json says of one package.
 type listedPackage struct {
@@ -331,6 +339,15 @@ func TestImportRules(t *testing.T) {
 			for _, imp := range p.Imports {
 				if inModules(imp, grpcModules) {
 					t.Errorf("%s imports %s; only %v may", rel, imp, grpcPackages)
+				}
+			}
+		}
+
+		// Only bus imports the Prometheus client.
+		if rel != "bus" {
+			for _, imp := range p.Imports {
+				if inModules(imp, promModules) {
+					t.Errorf("%s imports %s; only bus may (record through bus.Metrics)", rel, imp)
 				}
 			}
 		}

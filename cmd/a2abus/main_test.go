@@ -314,7 +314,7 @@ func TestServeEdgeAndWorkerProcesses(t *testing.T) {
 		}
 	}
 	// serve's edge serves the metrics of the whole process on its port.
-	metrics(base+"/metrics", `a2a_rpc_requests_total{binding="jsonrpc",method="SendMessage",code="0"} 2`+"\n")
+	metrics(base+"/metrics", `a2a_rpc_requests_total{binding="jsonrpc",code="0",method="SendMessage"} 2`+"\n")
 
 	worker.stop(t)
 	edgeProc.stop(t)
