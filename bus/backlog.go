@@ -22,7 +22,7 @@ import (
 // oldest); a refresh serves every scrape for backlogScrapeEvery, so
 // scrapers cannot multiply the load, and is bounded by backlogScrapeTime.
 const (
-	backlogScrapeEvery = 5 * time.Second
+	backlogScrapeEvery = 2 * time.Second
 	backlogScrapeTime  = 3 * time.Second
 	// backlogReaders is how many agents one refresh reads at once.
 	backlogReaders = 4

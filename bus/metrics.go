@@ -27,8 +27,9 @@ import (
 // refusals; discovery: card cache results). Label values must stay few:
 // methods, codes, agents, states, outcomes — never task or context ids.
 //
-// Registering a family twice (two runners in one process) returns the
-// first one; registering a name again as another kind, or with other
+// A family without labels is exposed from its registration, at 0; one
+// with labels, from its first series. Registering a family twice (two
+// runners in one process) returns the first one; registering a name again as another kind, or with other
 // labels, is a programming error and panics. All methods are safe for
 // concurrent use; a nil *Metrics records nothing, so components work
 // without one.
@@ -85,6 +86,9 @@ func (m *Metrics) Counter(name, help string, labels ...string) Counter {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	})
 	v, _ := c.(*prometheus.CounterVec)
+	if v != nil && len(labels) == 0 {
+		v.WithLabelValues() // exposed from the start, at 0
+	}
 	return Counter{v}
 }
 
@@ -108,6 +112,9 @@ func (m *Metrics) Gauge(name, help string, labels ...string) Gauge {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 	})
 	v, _ := c.(*prometheus.GaugeVec)
+	if v != nil && len(labels) == 0 {
+		v.WithLabelValues()
+	}
 	return Gauge{v}
 }
 
@@ -152,6 +159,9 @@ func (m *Metrics) Histogram(name, help string, buckets []float64, labels ...stri
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 	})
 	v, _ := c.(*prometheus.HistogramVec)
+	if v != nil && len(labels) == 0 {
+		v.WithLabelValues()
+	}
 	return Histogram{v}
 }
 

@@ -269,6 +269,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, b *binding,
 func (s *Server) admitCaller(r *http.Request, c *call) error {
 	who, err := s.authenticate(r)
 	if err != nil {
+		s.m.authFailed(err)
 		return err
 	}
 	if who.principal == "" {
@@ -288,17 +289,13 @@ func (s *Server) authenticates() bool {
 }
 
 // authenticate tells who sent r, with the configured schemes; with none,
-// every caller is the one anonymous principal (""). Every door
-// authenticates through it, so it counts the refused credentials.
+// every caller is the one anonymous principal ("").
 func (s *Server) authenticate(r *http.Request) (caller, error) {
 	if !s.authenticates() {
 		return caller{}, nil
 	}
 	p, err := s.cfg.Auth.Authenticate(r)
 	if err != nil {
-		if f := (*auth.Failure)(nil); errors.As(err, &f) {
-			s.m.authFailed(f)
-		}
 		return caller{}, err
 	}
 	return caller{principal: p.Name, tenant: p.Tenant, admin: p.Admin, tenants: p.Tenants}, nil

@@ -44,9 +44,16 @@ const (
 	limitBacklogShare = "backlog_share"
 )
 
-// authFailed counts a refused credential by its scheme and kind; a
-// forbidden principal was authenticated, and is not counted.
-func (m *edgeMetrics) authFailed(f *auth.Failure) {
+// authFailed counts the credential a door refused (err from
+// authenticate; nil counts nothing) by the scheme it came by and the
+// failure's kind; a forbidden principal was authenticated, and is not
+// counted. Only the doors that refuse count: a public route that merely
+// asks who calls (the cards, the agent list) does not.
+func (m *edgeMetrics) authFailed(err error) {
+	var f *auth.Failure
+	if !errors.As(err, &f) {
+		return
+	}
 	scheme := f.Scheme
 	if scheme == "" {
 		scheme = "none"
