@@ -105,8 +105,15 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(c.oldest, age, agent)
 	}
+	// Workers of every agent listed or read: an agent whose workers are
+	// all gone shows 0 beside its backlog.
 	for _, reg := range c.d.List() {
-		gauge(c.workers, float64(c.d.Workers(reg.Agent)), reg.Agent)
+		if _, ok := last[reg.Agent]; !ok {
+			gauge(c.workers, float64(c.d.Workers(reg.Agent)), reg.Agent)
+		}
+	}
+	for agent := range last {
+		gauge(c.workers, float64(c.d.Workers(agent)), agent)
 	}
 }
 
