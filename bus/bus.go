@@ -428,16 +428,17 @@ func (b *Bus) Metrics() *Metrics { return b.cfg.Metrics }
 
 // busMetrics are the families the bus records.
 type busMetrics struct {
-	work        Counter // a2a_work_messages_total{agent,outcome}
-	redelivered Counter // a2a_work_redeliveries_total{agent}
-	deadLetters Counter // a2a_work_dead_letters_total{agent}
-	dispatched  Counter // a2a_work_dispatched_total{agent}
-	waiting     Gauge   // a2a_work_waiting{agent}
-	finished    Counter // a2a_tasks_finished_total{agent,state}
-	expired     Counter // a2a_tasks_expired_total{agent,state}
-	conflicts   Counter // a2a_task_store_conflicts_total
-	following   Gauge   // a2a_bus_watch_following{watch}
-	replaced    Counter // a2a_bus_watch_consumers_replaced_total{watch}
+	work        Counter   // a2a_work_messages_total{agent,outcome}
+	redelivered Counter   // a2a_work_redeliveries_total{agent}
+	deadLetters Counter   // a2a_work_dead_letters_total{agent}
+	dispatched  Counter   // a2a_work_dispatched_total{agent}
+	waiting     Gauge     // a2a_work_waiting{agent}
+	finished    Counter   // a2a_tasks_finished_total{agent,state}
+	duration    Histogram // a2a_task_duration_seconds{agent,state}: created to terminal
+	expired     Counter   // a2a_tasks_expired_total{agent,state}
+	conflicts   Counter   // a2a_task_store_conflicts_total
+	following   Gauge     // a2a_bus_watch_following{watch}
+	replaced    Counter   // a2a_bus_watch_consumers_replaced_total{watch}
 	// push notifications
 	pushWakes       Counter // a2a_push_wakeups_total
 	pushDeadLetters Counter // a2a_push_dead_letters_total
@@ -457,6 +458,7 @@ func newBusMetrics(m *Metrics, nc *nats.Conn) busMetrics {
 		dispatched:  m.Counter("a2a_work_dispatched_total", "Work items this process moved from the intake to their agent's workers, holding the dispatch lease.", "agent"),
 		waiting:     m.Gauge("a2a_work_waiting", "Work items waiting for their caller's turn that this process holds, holding the dispatch lease.", "agent"),
 		finished:    m.Counter("a2a_tasks_finished_total", "Tasks this process moved to a terminal state, by state.", "agent", "state"),
+		duration:    m.Histogram("a2a_task_duration_seconds", "Time from a task's creation to the terminal state this process moved it to, by agent and state.", TaskDurationBuckets, "agent", "state"),
 		expired:     m.Counter("a2a_tasks_expired_total", "Tasks canceled after waiting too long for input, by the state they waited in.", "agent", "state"),
 		conflicts:   m.Counter("a2a_task_store_conflicts_total", "Task record writes that lost a compare-and-swap race and were retried."),
 		following:   m.Gauge("a2a_bus_watch_following", "1 while the process's watch (tasks, agents) has a live consumer, 0 while it replaces a lost one.", "watch"),

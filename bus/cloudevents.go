@@ -487,3 +487,15 @@ func unhex(c byte) (byte, bool) {
 	}
 	return 0, false
 }
+
+// eventTime is the time of the binary-mode CloudEvent whose headers h
+// are (its ce-time), or false when it has none readable: a structured
+// event, or one written without a time.
+func eventTime(h nats.Header) (time.Time, bool) {
+	v, err := percentDecode(h.Get(headerPrefix + "time"))
+	if err != nil || v == "" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	return t, err == nil
+}

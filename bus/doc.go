@@ -43,7 +43,9 @@
 //   - whether the bus takes writes (health.go): a WriteProbe asks the
 //     leaders of the streams an edge writes every second, for readiness;
 //   - the live agent registry, the external card cache store, and the
-//     process's metrics registry.
+//     process's metrics registry (metrics.go, on the Prometheus client,
+//     which only bus imports) with the agents' backlog gauges read at
+//     scrape time (backlog.go).
 //
 // Bus exports only what the product calls. What only tests may do — the
 // faults a crash or a race leaves behind (a task stored without its work,
@@ -53,12 +55,14 @@
 // which testhooks.go hands to bus/bustest through bus/internal/testhooks;
 // Go's internal rule keeps that package to bus and bustest.
 //
-// Nothing here knows HTTP or what an agent does. See ARCHITECTURE.md for
+// Nothing here knows HTTP (but the metrics registry's handler) or what an
+// agent does. See ARCHITECTURE.md for
 // the bus contract and the task lifecycle; schemas/jsonschema/README.md
 // has the contract for workers in other languages.
 //
 // Dependency rule: bus depends on schemas, bus/internal/testhooks, nats.go,
-// nats-server, sdk-go and go-json-experiment/json only; no other package
+// nats-server, sdk-go, go-json-experiment/json and the Prometheus client
+// (client_golang, client_model, common) only; no other package
 // of a2abus may import NATS or CloudEvents libraries. bus/bustest (in-process JetStream and bus's
 // test-only operations) is for tests only.
 package bus

@@ -103,6 +103,11 @@ type AgentDirectory struct {
 type dirEntry struct {
 	reg  schemas.AgentRegistration
 	seen time.Time // when this process last saw it refreshed
+	// instances are the workers (Runners, by their registration's
+	// Instance) seen refreshing it, and when each last was: every
+	// refresh passes through the follower, so those seen within AgentTTL
+	// are the agent's live workers (Workers).
+	instances map[string]time.Time
 }
 
 // NewAgentDirectory returns a directory; call Run to fill and follow it.
@@ -119,9 +124,16 @@ func (d *AgentDirectory) live(e dirEntry) bool { return d.now().Sub(e.seen) < d.
 // prune forgets expired entries, so the map is bounded by the live agents.
 func (d *AgentDirectory) prune() {
 	d.mu.Lock()
+	now := d.now()
 	for k, e := range d.regs {
 		if !d.live(e) {
 			delete(d.regs, k)
+			continue
+		}
+		for i, seen := range e.instances {
+			if now.Sub(seen) >= d.b.cfg.AgentTTL {
+				delete(e.instances, i)
+			}
 		}
 	}
 	d.mu.Unlock()
@@ -195,7 +207,13 @@ func (d *AgentDirectory) Run(ctx context.Context) error {
 				seen = seen.Add(-age)
 			}
 		}
-		d.regs[key] = dirEntry{reg: reg, seen: seen}
+		e := d.regs[key]
+		if e.instances == nil {
+			e.instances = map[string]time.Time{}
+		}
+		e.reg, e.seen = reg, seen
+		e.instances[reg.Instance] = seen
+		d.regs[key] = e
 	}, func() { close(d.ready) })
 }
 
@@ -210,6 +228,26 @@ func (d *AgentDirectory) Get(name string) (schemas.AgentRegistration, bool) {
 	reg := e.reg
 	reg.Maintenance = d.maint[name]
 	return reg, true
+}
+
+// Workers returns how many workers of agent refreshed its registration
+// within AgentTTL: distinct Instances, each Runner having its own. A
+// directory that just started knows only the last writer's until every
+// worker's next refresh (AgentHeartbeat).
+func (d *AgentDirectory) Workers(agent string) int {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	e, ok := d.regs[agent]
+	if !ok || !d.live(e) {
+		return 0
+	}
+	n, now := 0, d.now()
+	for _, seen := range e.instances {
+		if now.Sub(seen) < d.b.cfg.AgentTTL {
+			n++
+		}
+	}
+	return n
 }
 
 // List returns all registrations sorted by agent name.

@@ -287,7 +287,9 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 		newRev, err := b.writeTask(ctx, rec, val, rev)
 		if err == nil {
 			if finished && !wasFinished {
-				b.m.finished.Inc(rec.Agent, string(rec.Task.Status.State))
+				state := string(rec.Task.Status.State)
+				b.m.finished.Inc(rec.Agent, state)
+				b.m.duration.Observe(max(time.Since(rec.CreatedAt.Time), 0).Seconds(), rec.Agent, state)
 			}
 			return rec, newRev, nil
 		}

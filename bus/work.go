@@ -236,41 +236,75 @@ type AgentLoad struct {
 	Done uint64
 }
 
-// AgentLoad reads agent's backlog and its running count of work done, in
-// one request for the durable consumer's state. It returns an error
-// matching schemas.ErrUnavailable if the bus cannot say.
+// AgentLoad reads agent's backlog and its running count of work done,
+// from its work consumer's state and its intake's (see agentQueue). It
+// returns an error matching schemas.ErrUnavailable if the bus cannot say.
 func (b *Bus) AgentLoad(ctx context.Context, agent string) (AgentLoad, error) {
-	c, err := b.js.Consumer(ctx, schemas.StreamWork, schemas.ConsumerWork(agent))
+	q, err := b.agentQueue(ctx, agent)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return AgentLoad{}, nil // no worker ever ran: the queue holds what was sent
-		}
-		return AgentLoad{}, errUnavailable("bus: agent backlog", err)
+		return AgentLoad{}, err
 	}
-	info := c.CachedInfo()
-	ended := info.Delivered.Consumer - min(uint64(info.NumAckPending), info.Delivered.Consumer)
-	l := AgentLoad{Backlog: info.NumPending + uint64(info.NumAckPending), Done: ended}
-	// And what waits in the intake for its turn, as the dispatcher's
-	// consumer counts it (none while no dispatcher has read it yet).
+	return AgentLoad{Backlog: q.pending() + q.inFlight, Done: q.done}, nil
+}
+
+// queueState is an agent's work as its consumers count it: what
+// admission bounds (AgentLoad) and the backlog gauges show (backlog.go)
+// come from one reading.
+type queueState struct {
+	// intake is the items waiting in the intake for their caller's turn,
+	// held by the dispatcher or not.
+	intake uint64
+	// work is the work consumer's undelivered items, and workFloor the
+	// stream sequence it delivered last: the oldest of them is the first
+	// of the agent's subjects after it.
+	work, workFloor uint64
+	// inFlight is the items delivered to a worker and not acknowledged
+	// (those handed back for redelivery among them), redelivered those
+	// of them delivered more than once.
+	inFlight, redelivered uint64
+	// done is a running count of deliveries that ended (AgentLoad.Done).
+	done uint64
+}
+
+// pending is the items no worker holds: in the intake or undelivered.
+func (q queueState) pending() uint64 { return q.intake + q.work }
+
+// agentQueue reads agent's queue: the durable work consumer's state, and
+// the intake's as the dispatcher's consumer counts it, or, while no
+// dispatcher reads it, by its subjects (one per task). It returns an
+// error matching schemas.ErrUnavailable if the bus cannot say.
+func (b *Bus) agentQueue(ctx context.Context, agent string) (queueState, error) {
+	var q queueState
+	c, err := b.js.Consumer(ctx, schemas.StreamWork, schemas.ConsumerWork(agent))
+	switch {
+	case err == nil:
+		info := c.CachedInfo()
+		q.work, q.workFloor = info.NumPending, info.Delivered.Stream
+		q.inFlight, q.redelivered = uint64(info.NumAckPending), uint64(info.NumRedelivered)
+		q.done = info.Delivered.Consumer - min(q.inFlight, info.Delivered.Consumer)
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		// No worker ever ran: the queue holds what was sent.
+	default:
+		return queueState{}, errUnavailable("bus: agent backlog", err)
+	}
 	ic, err := b.js.Consumer(ctx, schemas.StreamIntake, schemas.ConsumerIntake(agent))
 	if err == nil {
 		ii := ic.CachedInfo()
-		l.Backlog += ii.NumPending + uint64(ii.NumAckPending)
-		return l, nil
+		q.intake = ii.NumPending + uint64(ii.NumAckPending)
+		return q, nil
 	}
 	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return AgentLoad{}, errUnavailable("bus: agent backlog", err)
+		return queueState{}, errUnavailable("bus: agent backlog", err)
 	}
-	// No dispatcher reads it (yet): count its subjects, one per task.
 	st, err := b.js.Stream(ctx, schemas.StreamIntake)
 	if err == nil {
 		var info *jetstream.StreamInfo
 		if info, err = st.Info(ctx, jetstream.WithSubjectFilter(schemas.SubjectIntakeAgent(agent))); err == nil {
 			for _, n := range info.State.Subjects {
-				l.Backlog += n
+				q.intake += n
 			}
-			return l, nil
+			return q, nil
 		}
 	}
-	return AgentLoad{}, errUnavailable("bus: agent backlog", err)
+	return queueState{}, errUnavailable("bus: agent backlog", err)
 }

@@ -23,6 +23,7 @@ type admission struct {
 	load         func(ctx context.Context, agent string) (bus.AgentLoad, error)
 	taskMaxBytes int64
 	backlog      backlogCache
+	limited      bus.Counter // a2a_rate_limited_total{limit}
 }
 
 // admitNewTasks admits a send that starts a task (its message names none:
@@ -193,6 +194,7 @@ func (s *admission) admit(ctx context.Context, c *call) error {
 		err.RetryAfter = wait
 		return err
 	case held >= share:
+		s.limited.Inc(limitBacklogShare)
 		err := schemas.Errorf(schemas.ErrRateLimited, "this caller has %d tasks queued or running at agent %s, its share of the agent's backlog (at most %d of %d); wait for some to finish, or cancel some, before starting another", held, agent, share, bound)
 		err.RetryAfter = e.drainRetry()
 		return err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,7 +104,7 @@ func TestBodyBufferBounds(t *testing.T) {
 			var conns []net.Conn
 			for i := range (1 << 20) / held {
 				conns = append(conns, nearCompleteBody(t, addr, "127.0.0.2", "/agents/echo", stated))
-				waitMetric(t, m, fmt.Sprintf("a2a_http_body_bytes %d", (i+1)*held))
+				waitMetric(t, m, "a2a_http_body_bytes "+strconv.FormatFloat(float64((i+1)*held), 'g', -1, 64)) // as the exposition writes a value
 			}
 			for _, path := range []string{"/agents/echo", "/agents/echo/message:send"} {
 				resp, raw := answerOf(t, nearCompleteBody(t, addr, c.refusedTo, path, stated))

@@ -269,6 +269,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, b *binding,
 func (s *Server) admitCaller(r *http.Request, c *call) error {
 	who, err := s.authenticate(r)
 	if err != nil {
+		s.m.authFailed(err)
 		return err
 	}
 	if who.principal == "" {

@@ -75,9 +75,9 @@ func TestInProcessDoorAdmitsAsTheFrontDoor(t *testing.T) {
 		t.Fatalf("metrics: %d", status)
 	}
 	for _, want := range []string{
-		`a2a_rpc_requests_total{binding="mcp",method="SendStreamingMessage",code="0"} 1`,
-		`a2a_rpc_requests_total{binding="mcp",method="GetTask",code="-32001"} 1`,
-		`a2a_rpc_requests_total{binding="mcp",method="CancelTask",code="-31429"} 1`,
+		`a2a_rpc_requests_total{binding="mcp",code="0",method="SendStreamingMessage"} 1`,
+		`a2a_rpc_requests_total{binding="mcp",code="-32001",method="GetTask"} 1`,
+		`a2a_rpc_requests_total{binding="mcp",code="-31429",method="CancelTask"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %s", want)

@@ -169,7 +169,7 @@ func (ic *intercepted) WatchTasks(ctx context.Context, c *call, req *schemas.Wat
 // (tracecalls.go) holds all the rest, the call log sees every call's
 // outcome, and a new task is admitted before it reaches the lifecycle.
 func (s *Server) interceptors(load func(context.Context, string) (bus.AgentLoad, error), taskMaxBytes int64) []interceptor {
-	adm := &admission{cfg: &s.cfg, index: s.index, agents: s.agents, load: load, taskMaxBytes: taskMaxBytes}
+	adm := &admission{cfg: &s.cfg, index: s.index, agents: s.agents, load: load, taskMaxBytes: taskMaxBytes, limited: s.m.limited}
 	return []interceptor{s.traceCalls, s.logCalls, adm.admitNewTasks}
 }
 

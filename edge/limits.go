@@ -111,6 +111,7 @@ func (s *Server) limitRate(c *call) *schemas.Error {
 	if ok {
 		return nil
 	}
+	s.m.limited.Inc(limitCaller)
 	e := schemas.Errorf(schemas.ErrRateLimited, "this caller is over its rate of %g requests a second (burst %d); retry after the time given", l.Rate, max(l.Burst, 1))
 	e.RetryAfter = int(math.Ceil(wait.Seconds()))
 	return e
@@ -154,6 +155,7 @@ func (s *admission) limitUnfinished(c *call) error {
 	default:
 		return nil
 	}
+	s.limited.Inc(limitUnfinished)
 	e.RetryAfter = unfinishedRetry
 	return e
 }
@@ -178,6 +180,7 @@ func (s *Server) allowAddress(w http.ResponseWriter, r *http.Request, bucket str
 	}
 	ok, wait := s.rate.allow("\x02"+bucket+" "+origin(r), l, time.Now())
 	if !ok {
+		s.m.limited.Inc(limitAddress)
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 		writePlain(w, http.StatusTooManyRequests, "too many requests from this address; retry after the time given")
 	}

@@ -1,11 +1,13 @@
 package edge
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
+	"github.com/a2abus/a2abus/edge/auth"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -14,18 +16,55 @@ import (
 // binding, the A2A method (a method this edge does not serve counts as
 // "unknown", a request with no readable method as "invalid", so clients
 // cannot grow the label set) and the result code: 0 for success, else the
-// A2A/JSON-RPC error code of the answer.
+// A2A/JSON-RPC error code of the answer; the scheme a refused credential
+// came by and why; the limit that refused a request.
 type edgeMetrics struct {
-	requests bus.Counter   // a2a_rpc_requests_total{binding,method,code}
-	duration bus.Histogram // a2a_rpc_request_duration_seconds{binding,method}: unary calls only
-	streams  bus.Gauge     // a2a_sse_streams_active
+	requests  bus.Counter   // a2a_rpc_requests_total{binding,method,code}
+	duration  bus.Histogram // a2a_rpc_request_duration_seconds{binding,method}: unary calls only
+	streams   bus.Gauge     // a2a_sse_streams_active: the SSE clients
+	authFails bus.Counter   // a2a_auth_failures_total{scheme,reason}
+	limited   bus.Counter   // a2a_rate_limited_total{limit}
 }
 
 func newEdgeMetrics(m *bus.Metrics) edgeMetrics {
 	return edgeMetrics{
-		requests: m.Counter("a2a_rpc_requests_total", "A2A requests answered, by binding, method and result code (0: success).", "binding", "method", "code"),
-		duration: m.Histogram("a2a_rpc_request_duration_seconds", "Time to answer a unary A2A request (streams are not included).", bus.DurationBuckets, "binding", "method"),
-		streams:  m.Gauge("a2a_sse_streams_active", "SSE streams open on this edge."),
+		requests:  m.Counter("a2a_rpc_requests_total", "A2A requests answered, by binding, method and result code (0: success).", "binding", "method", "code"),
+		duration:  m.Histogram("a2a_rpc_request_duration_seconds", "Time to answer a unary A2A request (streams are not included).", bus.DurationBuckets, "binding", "method"),
+		streams:   m.Gauge("a2a_sse_streams_active", "SSE streams open on this edge."),
+		authFails: m.Counter("a2a_auth_failures_total", "Requests whose credentials this edge refused, by the scheme they came by (apiKey, bearer, none) and why (missing, invalid, unavailable: the issuer's keys could not be fetched).", "scheme", "reason"),
+		limited:   m.Counter("a2a_rate_limited_total", "Requests this edge refused with 429, by the limit: caller (the caller's rate), address (the default rate of a source address, on the side doors), unfinished (the caller's unfinished tasks), backlog_share (the caller's share of an agent's backlog).", "limit"),
+	}
+}
+
+// The limits a refusal is counted under (a2a_rate_limited_total).
+const (
+	limitCaller       = "caller"
+	limitAddress      = "address"
+	limitUnfinished   = "unfinished"
+	limitBacklogShare = "backlog_share"
+)
+
+// authFailed counts the credential a door refused (err from
+// authenticate; nil counts nothing) by the scheme it came by and the
+// failure's kind; a forbidden principal was authenticated, and is not
+// counted. Only the doors that refuse count: a public route that merely
+// asks who calls (the cards, the agent list) does not.
+func (m *edgeMetrics) authFailed(err error) {
+	var f *auth.Failure
+	if !errors.As(err, &f) {
+		return
+	}
+	scheme := f.Scheme
+	if scheme == "" {
+		scheme = "none"
+	}
+	switch {
+	case errors.Is(f, auth.ErrNoCredentials):
+		m.authFails.Inc(scheme, "missing")
+	case errors.Is(f, auth.ErrInvalidCredentials):
+		m.authFails.Inc(scheme, "invalid")
+	case errors.Is(f, auth.ErrUnavailable):
+		m.authFails.Inc(scheme, "unavailable")
 	}
 }
 
@@ -64,11 +103,6 @@ func (s *Server) streamOpen(o *observation) func() {
 	return func() { s.m.streams.Add(-1) }
 }
 
-// MetricsHandler serves m in the Prometheus text format: the edge's
-// GET /metrics, and any process's --metrics-listen.
-func MetricsHandler(m *bus.Metrics) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_ = m.WriteText(w)
-	}
-}
+// MetricsHandler serves m in the Prometheus exposition formats: the
+// edge's GET /metrics, and any process's --metrics-listen.
+func MetricsHandler(m *bus.Metrics) http.Handler { return m.Handler() }

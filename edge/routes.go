@@ -413,6 +413,7 @@ func (s *Server) admitAdmin(writes bool) func(http.ResponseWriter, *http.Request
 	a := s.cfg.Auth
 	return func(w http.ResponseWriter, r *http.Request) *http.Request {
 		who, err := s.authenticate(r)
+		s.m.authFailed(err)
 		if err == nil && !who.admin {
 			err = a.Forbidden("only an admin principal may read this")
 		}

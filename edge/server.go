@@ -308,6 +308,7 @@ func New(b Bus, cfg Config) *Server {
 		bodies:      newBodyBudget(cfg.MaxBodyBuffer, cfg.MaxBodyBufferPerAddr, newBodyGauge(b.Metrics())),
 		started:     time.Now(),
 	}
+	s.agents.ReportBacklogs()
 	s.svc = intercept(&a2aService{
 		cfg: &s.cfg, log: s.log, life: b, pushes: b, index: s.index, tasks: s.tasks, drain: &s.drain,
 		extendedCard: s.extendedCard,

@@ -190,17 +190,30 @@ var (
 	otelSDKModules = []string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters"}
 )
 
+// promModules are the Prometheus client, its data model and exposition
+// formats: the
+// metrics registry, the Go runtime's and the process's collectors and
+// content negotiation are not hand-written. Only bus imports them; every
+// other package records through bus.Metrics (tests may parse what is
+// served with expfmt).
+var promModules = []string{"github.com/prometheus/client_golang", "github.com/prometheus/client_model", "github.com/prometheus/common"}
+
 // allowedModules are the product's direct requirements: the modules the
 // design allows, besides the module itself — the four the bus is built on,
 // go-jose and jcs for edge/auth and x/oauth2 for discovery, because
 // security code must not be hand-rolled, the JSON reader of the bus, the
 // MCP SDK, gRPC with protobuf and the google.rpc error details for the
-// gRPC binding, and OpenTelemetry's API, SDK and OTLP trace exporters.
+// gRPC binding, OpenTelemetry's API, SDK and OTLP trace exporters, and the
+// Prometheus client for the metrics.
 var allowedModules = slices.Concat([]string{
 	"github.com/nats-io/nats.go", "github.com/nats-io/nats-server/v2",
 	"github.com/cloudevents/sdk-go/v2", "github.com/google/uuid",
 }, joseModules, jcsModules, oauth2Modules, jsonModules, mcpModules, grpcModules, otelAPIModules,
-	[]string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp", "go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"})
+	[]string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp", "go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc",
+		// OTLP's messages, which the exporters send: cmd's tracing
+		// test decodes them in its OTLP receiver.
+		"go.opentelemetry.io/proto/otlp"},
+	promModules)
 
 // listedPackage is what go list -json says of one package.
 type listedPackage struct {
@@ -358,6 +371,15 @@ func TestImportRules(t *testing.T) {
 			for _, imp := range p.Imports {
 				if inModules(imp, otelSDKModules) {
 					t.Errorf("%s imports %s; only cmd/a2abus may", rel, imp)
+				}
+			}
+		}
+
+		// Only bus imports the Prometheus client.
+		if rel != "bus" {
+			for _, imp := range p.Imports {
+				if inModules(imp, promModules) {
+					t.Errorf("%s imports %s; only bus may (record through bus.Metrics)", rel, imp)
 				}
 			}
 		}

@@ -495,7 +495,7 @@ func (p *process) announce(cmd, addr string, srv *bus.Server) {
 // on their own listener, within hc's bounds, until stop is called.
 func serveMetrics(addr string, m *bus.Metrics, hc edge.HTTPConfig, log *slog.Logger) (stop func(), err error) {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", edge.MetricsHandler(m))
+	mux.Handle("GET /metrics", edge.MetricsHandler(m))
 	l, err := edge.Listen(addr, opsHosts(addr, mux), hc)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listen: %w", err)

@@ -21,6 +21,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/bus/bustest/freeaddr"
@@ -308,13 +310,25 @@ func TestServeEdgeAndWorkerProcesses(t *testing.T) {
 		}
 	}
 	wm := metrics("http://"+metricsAddr+"/metrics", `a2a_work_messages_total{agent="tck",outcome="ack"} 1`+"\n")
-	for _, want := range []string{`a2a_tasks_finished_total{agent="tck",state="TASK_STATE_COMPLETED"} 1`, `a2a_build_info{version="`} {
+	for _, want := range []string{`a2a_tasks_finished_total{agent="tck",state="TASK_STATE_COMPLETED"} 1`, `a2a_build_info{go="`, `a2a_task_duration_seconds_count{agent="tck",state="TASK_STATE_COMPLETED"} 1`} {
 		if !strings.Contains(wm, want) {
 			t.Errorf("worker metrics lack %q", want)
 		}
 	}
+	// What the worker serves parses with the official parser, with the
+	// Go runtime's and the process's families.
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(wm))
+	if err != nil {
+		t.Fatalf("worker metrics do not parse: %v", err)
+	}
+	for _, name := range []string{"go_goroutines", "go_gc_duration_seconds", "process_resident_memory_bytes", "process_open_fds", "process_cpu_seconds_total"} {
+		if fams[name] == nil || len(fams[name].GetMetric()) == 0 {
+			t.Errorf("worker metrics lack %s", name)
+		}
+	}
 	// serve's edge serves the metrics of the whole process on its port.
-	metrics(base+"/metrics", `a2a_rpc_requests_total{binding="jsonrpc",method="SendMessage",code="0"} 2`+"\n")
+	metrics(base+"/metrics", `a2a_rpc_requests_total{binding="jsonrpc",code="0",method="SendMessage"} 2`+"\n")
 
 	worker.stop(t)
 	edgeProc.stop(t)

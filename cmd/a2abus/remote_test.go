@@ -133,8 +133,8 @@ func TestRemoteAndFanOutAgentsThroughServe(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(metrics), `a2a_rpc_requests_total{binding="grpc",method="SendStreamingMessage",code="0"}`) &&
-		!strings.Contains(string(metrics), `a2a_rpc_requests_total{binding="grpc",method="SendMessage",code="0"}`) {
+	if !strings.Contains(string(metrics), `a2a_rpc_requests_total{binding="grpc",code="0",method="SendStreamingMessage"}`) &&
+		!strings.Contains(string(metrics), `a2a_rpc_requests_total{binding="grpc",code="0",method="SendMessage"}`) {
 		t.Fatalf("the external agent counted no gRPC send:\n%s", metrics)
 	}
 
