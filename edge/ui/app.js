@@ -510,8 +510,11 @@ $("#answer-form").addEventListener("submit", async (ev) => {
     });
     $("#answer-text").value = "";
     // The subscription, open through the input round, brings what the
-    // answer does; the answer's own snapshot may be older than its events.
-    if (res.task && !taskView.following && app.view) {
+    // answer does; the answer's own snapshot may be older than its events,
+    // which may even have finished the task (and ended the subscription)
+    // before this answer arrived: a finished task is never shown older.
+    const shown = taskView.task;
+    if (res.task && !taskView.following && app.view && !(shown && shown.id === res.task.id && TERMINAL.includes(shown.status.state))) {
       showTask(res.task);
       follow(taskView.agent, t.id, app.view.signal);
     }
