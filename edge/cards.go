@@ -166,7 +166,8 @@ func (s *Server) agentList(q schemas.AgentQuery, operator bool) []schemas.AgentE
 	terms := strings.Fields(strings.ToLower(q.Text))
 	out := make([]schemas.AgentEntry, 0, len(regs))
 	for _, reg := range regs {
-		e := schemas.AgentEntry{AgentCard: s.card(reg), Agent: reg.Agent, Kind: "local", Health: schemas.HealthOnline, Maintenance: reg.Maintenance}
+		e := schemas.AgentEntry{AgentCard: s.card(reg), Agent: reg.Agent, Kind: "local", Health: schemas.HealthOnline, Maintenance: reg.Maintenance,
+			Workers: s.agents.Workers(reg.Agent)}
 		if reg.Remote != nil {
 			e.Kind, e.Health = "remote", reg.Remote.Health
 			if operator {

@@ -90,7 +90,8 @@ func (r *remoteLike) def() workers.Definition {
 
 // The registry lists local and remote agents with the remote one's health,
 // answers queries by skill and tag, follows a remote agent's health as it
-// changes, and forgets a worker group once its heartbeats stop.
+// changes, counts each agent's workers, and forgets a worker group once
+// its heartbeats stop.
 func TestAgentRegistryListingQueryAndExpiry(t *testing.T) {
 	rl := &remoteLike{health: schemas.HealthOnline, changed: make(chan struct{})}
 	h := newHarness(t, harnessOptions{
@@ -107,6 +108,10 @@ func TestAgentRegistryListingQueryAndExpiry(t *testing.T) {
 	if echo.Kind != "local" || echo.Remote != nil || weather.Kind != "remote" || weather.Remote == nil ||
 		weather.Remote.Health != schemas.HealthOnline || weather.Version != "2.0.0" {
 		t.Fatalf("entries: %+v / %+v", echo, weather)
+	}
+	// One Runner each: one worker, a remote agent's counted as a local one's.
+	if echo.Workers != 1 || weather.Workers != 1 {
+		t.Fatalf("workers: echo %d, weather %d; want 1 each", echo.Workers, weather.Workers)
 	}
 	if weather.SupportedInterfaces[0].URL != h.url+"/agents/weather" {
 		t.Fatalf("a remote agent is served through this edge, got %s", weather.SupportedInterfaces[0].URL)
@@ -143,17 +148,36 @@ func TestAgentRegistryListingQueryAndExpiry(t *testing.T) {
 	rl.set(schemas.HealthDegraded)
 	waitList(t, h.url, "?health=degraded", "weather degraded", func(l schemas.AgentList) bool { return len(l.Agents) == 1 })
 
-	// A worker group that stops disappears once its registration expires.
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- workers.NewRunner(h.b, workers.EchoDefinition("temp"), workers.Options{ShutdownGrace: time.Second}).Run(ctx)
-	}()
-	waitList(t, h.url, "", "temp registered", func(l schemas.AgentList) bool { return len(l.Agents) == 3 })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	// Two Runners of an agent are two workers; one that stops is no longer
+	// counted once its refreshes are older than the TTL, and the agent
+	// disappears once the last one's registration expires.
+	workersOf := func(l schemas.AgentList, agent string) int {
+		for _, a := range l.Agents {
+			if a.Agent == agent {
+				return a.Workers
+			}
+		}
+		return -1
 	}
+	var stops [2]func()
+	for i := range stops {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- workers.NewRunner(h.b, workers.EchoDefinition("temp"), workers.Options{ShutdownGrace: time.Second}).Run(ctx)
+		}()
+		stops[i] = sync.OnceFunc(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+		t.Cleanup(stops[i]) // a failed wait still stops it
+	}
+	waitList(t, h.url, "", "temp's two workers", func(l schemas.AgentList) bool { return workersOf(l, "temp") == 2 })
+	stops[0]()
+	waitList(t, h.url, "", "temp down to one worker", func(l schemas.AgentList) bool { return workersOf(l, "temp") == 1 })
+	stops[1]()
 	l := waitList(t, h.url, "", "temp expired", func(l schemas.AgentList) bool { return len(l.Agents) == 2 })
 	if got := names(l); got[0] != "echo" || got[1] != "weather" {
 		t.Fatalf("after expiry: %v", got)

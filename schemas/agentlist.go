@@ -12,9 +12,9 @@ import (
 // AgentEntry is one agent in GET /a2a/agents: its served card (the list
 // is of cards, as OpenFang's GET /a2a/agents is), and beside the card's
 // fields the agent's registered name, whether it runs here ("local") or is
-// proxied to an external A2A agent ("remote"), and its health. Remote, the
-// external agent's address and how its checks went, is operational: an
-// edge shows it to admins only.
+// proxied to an external A2A agent ("remote"), its health and how many
+// workers run it. Remote, the external agent's address and how its checks
+// went, is operational: an edge shows it to admins only.
 type AgentEntry struct {
 	AgentCard
 	Agent  string             `json:"agent"`
@@ -25,6 +25,12 @@ type AgentEntry struct {
 	// for a local agent (one listed is one whose workers are live).
 	Health      string `json:"health,omitempty"`
 	Maintenance string `json:"maintenance,omitempty"`
+	// Workers is how many workers run the agent, local or remote (a remote
+	// agent's are those proxying it): distinct Runners that refreshed its
+	// registration within the agent TTL, as the listing edge saw them. An
+	// edge that just started counts only the last to refresh until each
+	// worker's next heartbeat. A count, never names: every caller sees it.
+	Workers int `json:"workers"`
 }
 
 // AgentList is the body of GET /a2a/agents: the cards and how many.

@@ -23,6 +23,7 @@ const STATES = ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", ...INTERRUPTED, ..
 const app = {
   agents: [], // GET /a2a/agents entries
   admin: false,
+  backlog: null, // admins: agent → {pending, inFlight, oldest} from /metrics' a2a_agent_backlog_* gauges
   tasks: new Map(), // task id → {taskId, contextId, agent, state, timestamp}
   feed: null, // AbortController of the task feed
   view: null, // AbortController of the open view's streams
@@ -216,14 +217,16 @@ function renderAgents() {
   list.replaceChildren(...app.agents.map((a) => {
     const health = el("span");
     badge(health, a.health, a.health);
+    const workers = a.workers ?? 0;
     const card = el("div", { class: "card", "data-agent": a.agent },
       el("h3", {}, a.agent + " ", health),
-      el("p", { class: "hint", text: `${a.kind}${a.version ? " · v" + a.version : ""}` }),
+      el("p", { class: "hint" }, `${a.kind}${a.version ? " · v" + a.version : ""} · `,
+        el("span", { class: "workers", "data-workers": String(workers), text: `workers: ${workers}` })),
       a.description ? el("p", { text: a.description }) : null,
       a.maintenance ? el("p", { class: "error", text: "maintenance: " + a.maintenance }) : null,
       (a.skills || []).length ? el("p", { text: "skills: " + a.skills.map((s) => s.name || s.id).join(", ") }) : null,
       a.remote ? el("p", { class: "hint", text: `remote ${a.remote.url || ""}${a.remote.lastError ? " · " + a.remote.lastError : ""}` }) : null,
-      app.backlog && app.backlog[a.agent] != null ? el("p", { class: "hint", text: `waiting work: ${app.backlog[a.agent]}` }) : null);
+      backlogLine(app.backlog && app.backlog[a.agent]));
     return card;
   }));
   for (const sel of ["#filter-agent", "#send-agent"]) {
@@ -235,21 +238,52 @@ function renderAgents() {
   }
 }
 
+// backlogLine is an agent's backlog as an admin's /metrics reads it
+// (a2a_agent_backlog_*; the edge reads the queues at most every 2 s), or
+// nothing: for others, and for an agent the last scrape did not read.
+function backlogLine(b) {
+  if (!b) return null;
+  const n = (v) => String(Math.round(v ?? 0));
+  const oldest = b.pending > 0 && b.oldest != null ? fmtAge(b.oldest) : "–";
+  return el("p", { class: "hint backlog", "data-pending": n(b.pending), "data-in-flight": n(b.inFlight),
+    text: `pending ${n(b.pending)} · in flight ${n(b.inFlight)} · oldest ${oldest}` });
+}
+
+function fmtAge(s) {
+  if (s < 120) return Math.round(s) + "s";
+  if (s < 7200) return Math.round(s / 60) + "m";
+  return Math.round(s / 3600) + "h";
+}
+
 // ---- the metrics chart (admins) ----
 
 // parseMetrics reads the Prometheus text format: family → [{labels, value}].
-// Families it does not use (go_*, process_*) are read and ignored.
+// Labels are matched by name, in whatever order a series writes them (the
+// library writes them in name order), quoted values unescaped and
+// skipped over whole, so a "}" or "," in one ends nothing; values are
+// Go's floats (1e+06, +Inf, NaN). Families it does not use (go_*,
+// process_*) are read and ignored.
 function parseMetrics(text) {
   const out = {};
   for (const line of text.split("\n")) {
     if (!line || line[0] === "#") continue;
-    const m = line.match(/^([a-zA-Z_:][\w:]*)(\{(.*)\})?\s+(\S+)/);
+    const m = line.match(/^([a-zA-Z_:][\w:]*)(?:\{((?:[^"}]|"(?:[^"\\]|\\.)*")*)\})?\s+(\S+)/);
     if (!m) continue;
     const labels = {};
-    for (const l of (m[3] || "").matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]] = l[2];
-    (out[m[1]] ||= []).push({ labels, value: Number(m[4]) });
+    for (const l of (m[2] || "").matchAll(/(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"/g)) labels[l[1]] = unescapeLabel(l[2]);
+    (out[m[1]] ||= []).push({ labels, value: promNumber(m[3]) });
   }
   return out;
+}
+
+const unescapeLabel = (v) => v.replace(/\\(.)/g, (_, c) => (c === "n" ? "\n" : c));
+
+// promNumber reads a sample value or an "le" bound: JavaScript's Number
+// reads Go's exponents (1e+06) but not +Inf, -Inf or Inf.
+function promNumber(v) {
+  if (/^\+?Inf$/.test(v)) return Infinity;
+  if (v === "-Inf") return -Infinity;
+  return Number(v);
 }
 
 const samples = []; // {t, rate, p50, p95}
@@ -262,10 +296,18 @@ async function pollMetrics() {
     const fams = parseMetrics(await get("/metrics"));
     const now = performance.now() / 1000;
     const total = (fams.a2a_rpc_requests_total || []).reduce((n, s) => n + s.value, 0);
+    // Buckets by their bound as a number: "1e+06" and "1000000" are one.
     const buckets = {};
-    for (const s of fams.a2a_rpc_request_duration_seconds_bucket || []) buckets[s.labels.le] = (buckets[s.labels.le] || 0) + s.value;
-    app.backlog = {};
-    for (const s of fams.a2a_work_waiting || []) app.backlog[s.labels.agent] = s.value;
+    for (const s of fams.a2a_rpc_request_duration_seconds_bucket || []) {
+      const le = String(promNumber(s.labels.le));
+      buckets[le] = (buckets[le] || 0) + s.value;
+    }
+    const backlog = {};
+    for (const [fam, key] of [["a2a_agent_backlog_pending", "pending"], ["a2a_agent_backlog_in_flight", "inFlight"], ["a2a_agent_backlog_oldest_age_seconds", "oldest"]]) {
+      for (const s of fams[fam] || []) (backlog[s.labels.agent] ||= {})[key] = s.value;
+    }
+    app.backlog = backlog;
+    if (currentView() === "agents") renderAgents();
     if (lastScrape) {
       const dt = now - lastScrape.t;
       const delta = {};
@@ -276,21 +318,23 @@ async function pollMetrics() {
     }
     lastScrape = { t: now, total, buckets };
   } catch (e) {
+    app.backlog = null; // shown stale, it would mislead
     $("#chart-legend").textContent = "Cannot read /metrics: " + e.message;
   }
   metricsTimer = setTimeout(pollMetrics, 3000);
 }
 
-// quantile estimates q of a histogram's counts by upper bound (le), by
-// linear interpolation within the bucket that holds it.
+// quantile estimates q of a histogram's counts by upper bound (le, keyed
+// as String(number): the last is "Infinity"), by linear interpolation
+// within the bucket that holds it.
 function quantile(counts, q) {
-  const les = Object.keys(counts).filter((le) => le !== "+Inf").map(Number).sort((a, b) => a - b);
-  const total = counts["+Inf"] || 0;
+  const les = Object.keys(counts).map(Number).filter((le) => le !== Infinity).sort((a, b) => a - b);
+  const total = counts[String(Infinity)] || 0;
   if (total <= 0) return null;
   const rank = q * total;
   let prevLe = 0, prevN = 0;
   for (const le of les) {
-    const n = counts[String(le)] ?? counts[le.toString()] ?? 0;
+    const n = counts[String(le)] ?? 0;
     if (n >= rank) return prevLe + (le - prevLe) * ((rank - prevN) / Math.max(n - prevN, 1e-9));
     prevLe = le; prevN = n;
   }

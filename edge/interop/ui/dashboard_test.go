@@ -145,9 +145,11 @@ func startA2Abus(t *testing.T, remoteURL string) string {
 
 // The dashboard in a real browser: sign in with an API key, send a
 // message from the form and watch its task reach COMPLETED live, open the
-// task's page, cancel a running exec task from it, answer a task that asks
-// for input, see a remote agent go unhealthy, and lay out without
-// overflowing on a phone's width.
+// task's page, see each agent's workers and (as an admin) a running exec
+// task in flight in its agent's backlog, cancel it from its page, answer a
+// task that asks for input, see a remote agent go unhealthy, lay out
+// without overflowing on a phone's width, and, signed in as a user, see
+// no backlog.
 func TestDashboardInChromium(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts a2abus and Chromium")
@@ -258,6 +260,9 @@ func TestDashboardInChromium(t *testing.T) {
 		visible(`#agent-list [data-agent="echo"]`),
 		visible(state(`[data-agent="far"] .badge`, "online")),
 		visible("#chart"), // an admin's panel
+		// serve runs one worker of each agent, a remote one's too.
+		visible(`[data-agent="echo"] .workers[data-workers="1"]`),
+		visible(`[data-agent="far"] .workers[data-workers="1"]`),
 	)
 
 	// A message from the form, its task followed live to COMPLETED.
@@ -304,6 +309,31 @@ func TestDashboardInChromium(t *testing.T) {
 		click("#send-form button"),
 		visible(state("#send-state", "TASK_STATE_WORKING")),
 		click("#send-task"),
+		visible(state("#task-state", "TASK_STATE_WORKING")),
+		visible("#task-cancel"),
+	)
+	// While it runs, its work item is in flight: an admin sees it in the
+	// agent's backlog line, read from /metrics.
+	sctx, cancelStep = context.WithTimeout(ctx, 10*time.Second)
+	taskPage, err := chromedp.Run(sctx, chromedp.Location())
+	cancelStep()
+	if err != nil {
+		t.Fatal(err)
+	}
+	step("seeing the exec task in flight in the agent's backlog",
+		chromedp.Navigate(base+"/ui#/agents"),
+		visible(`[data-agent="sleeper"] .backlog[data-in-flight="1"]`),
+		visible(`[data-agent="echo"] .backlog[data-in-flight="0"]`),
+	)
+	// Read in one evaluation: the list is redrawn at every poll.
+	sctx, cancelStep = context.WithTimeout(ctx, 10*time.Second)
+	line, err := chromedp.Run(sctx, chromedp.Evaluate[string](`document.querySelector('[data-agent="sleeper"] .backlog').textContent`))
+	cancelStep()
+	if err != nil || !strings.Contains(line, "pending 0 · in flight 1 · oldest") {
+		t.Fatalf("the sleeper's backlog line: %q (%v)", line, err)
+	}
+	step("back to the exec task",
+		chromedp.Navigate(taskPage),
 		visible(state("#task-state", "TASK_STATE_WORKING")),
 		visible("#task-cancel"),
 	)
@@ -362,5 +392,23 @@ func TestDashboardInChromium(t *testing.T) {
 		if overflows() {
 			t.Fatalf("the %s view overflows a phone's width", view)
 		}
+	}
+
+	// A user who is not an admin sees the workers, and no backlog: the
+	// page reads it from /metrics, which refuses them.
+	step("signing in as a user",
+		chromedp.Navigate(base+"/ui#/agents"),
+		visible("#signout"),
+		click("#signout"),
+		visible("#key"),
+		keys("#key", userKey),
+		click("#signin-form button"),
+		visible(`[data-agent="echo"] .workers[data-workers="1"]`),
+	)
+	sctx, cancelStep = context.WithTimeout(ctx, 10*time.Second)
+	backlogs, err := chromedp.Run(sctx, chromedp.Evaluate[int](`document.querySelectorAll("#agent-list .backlog").length`))
+	cancelStep()
+	if err != nil || backlogs != 0 {
+		t.Fatalf("a user's agents view shows %d backlog lines (%v), want none", backlogs, err)
 	}
 }
