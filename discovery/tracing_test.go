@@ -1,61 +1,22 @@
 package discovery_test
 
 import (
-	"context"
-	"sync"
 	"testing"
 
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/a2abus/a2abus/bus/tracing"
+	"github.com/a2abus/a2abus/bus/tracing/tracingtest"
 	"github.com/a2abus/a2abus/discovery"
 	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/schemas"
 )
 
-// ended keeps the spans the process ends (read once the call that made
-// them has returned: the client's span ends before its call returns, the
-// server's before its answer is written).
-type ended struct {
-	mu    sync.Mutex
-	spans []sdktrace.ReadOnlySpan
-}
-
-func (e *ended) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-func (e *ended) OnEnd(s sdktrace.ReadOnlySpan) {
-	e.mu.Lock()
-	e.spans = append(e.spans, s)
-	e.mu.Unlock()
-}
-func (e *ended) Shutdown(context.Context) error   { return nil }
-func (e *ended) ForceFlush(context.Context) error { return nil }
-
-func (e *ended) of(traceID trace.TraceID) []sdktrace.ReadOnlySpan {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []sdktrace.ReadOnlySpan
-	for _, s := range e.spans {
-		if s.SpanContext().TraceID() == traceID {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // A call made under a span, over each wire (JSON-RPC, HTTP+JSON, gRPC),
 // is a client span of that span's trace that carries the trace to the
 // agent it calls: the edge's server span is the client span's child.
 func TestEveryWireCarriesTheTrace(t *testing.T) {
-	rec := &ended{}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	tracing.Enable()
-	t.Cleanup(func() { tracing.Disable(); otel.SetTracerProvider(prevTP); otel.SetTextMapPropagator(prevProp) })
+	rec := tracingtest.Record(t)
 
 	srv := startEdge(t, edge.Config{}, nil)
 	for _, ep := range []discovery.Endpoint{
@@ -69,13 +30,14 @@ func TestEveryWireCarriesTheTrace(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			ctx, root := tp.Tracer("test").Start(context.Background(), "the caller's work")
+			ctx, root := rec.Start("the caller's work")
 			if _, err := c.SendMessage(ctx, &schemas.SendMessageRequest{Message: text("traced")}); err != nil {
 				t.Fatal(err)
 			}
 			root.End()
 			var client, server sdktrace.ReadOnlySpan
-			for _, s := range rec.of(root.SpanContext().TraceID()) {
+			got := rec.Trace(t, root.SpanContext().TraceID(), "the edge's span", tracingtest.Named("lf.a2a.v1.A2AService/SendMessage"))
+			for _, s := range got {
 				switch {
 				case s.SpanKind() == trace.SpanKindClient && s.Parent().SpanID() == root.SpanContext().SpanID():
 					client = s

@@ -1,100 +1,28 @@
 package workers_test
 
 import (
-	"context"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/bus/bustest"
-	"github.com/a2abus/a2abus/bus/tracing"
+	"github.com/a2abus/a2abus/bus/tracing/tracingtest"
 	"github.com/a2abus/a2abus/discovery"
 	"github.com/a2abus/a2abus/schemas"
 	"github.com/a2abus/a2abus/workers"
 )
 
-// spans keeps the spans the process ends and wakes whoever waits.
-type spans struct {
-	mu    sync.Mutex
-	all   []sdktrace.ReadOnlySpan
-	ended chan struct{}
-}
-
-func (s *spans) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-func (s *spans) OnEnd(sp sdktrace.ReadOnlySpan) {
-	s.mu.Lock()
-	s.all = append(s.all, sp)
-	close(s.ended)
-	s.ended = make(chan struct{})
-	s.mu.Unlock()
-}
-func (s *spans) Shutdown(context.Context) error   { return nil }
-func (s *spans) ForceFlush(context.Context) error { return nil }
-
-// traced turns tracing on for the test and returns its spans and a root
-// span's context to work under.
-func traced(t *testing.T) (*spans, context.Context, trace.Span) {
-	s := &spans{ended: make(chan struct{})}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(s))
-	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	tracing.Enable()
-	t.Cleanup(func() { tracing.Disable(); otel.SetTracerProvider(prevTP); otel.SetTextMapPropagator(prevProp) })
-	ctx, root := tp.Tracer("test").Start(context.Background(), "the client's request")
-	return s, ctx, root
-}
-
-// until returns the spans of trace once cond holds for them.
-func (s *spans) until(t *testing.T, traceID trace.TraceID, what string, cond func([]sdktrace.ReadOnlySpan) bool) []sdktrace.ReadOnlySpan {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		s.mu.Lock()
-		var got []sdktrace.ReadOnlySpan
-		for _, sp := range s.all {
-			if sp.SpanContext().TraceID() == traceID {
-				got = append(got, sp)
-			}
-		}
-		ch := s.ended
-		s.mu.Unlock()
-		if cond(got) {
-			return got
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			var names []string
-			for _, sp := range got {
-				names = append(names, sp.Name())
-			}
-			t.Fatalf("waiting for %s; the trace has %v", what, names)
-		}
-	}
-}
-
-func attr(sp sdktrace.ReadOnlySpan, key string) string {
-	for _, kv := range sp.Attributes() {
-		if string(kv.Key) == key {
-			return kv.Value.Emit()
-		}
-	}
-	return ""
-}
-
 // A task's push notifications are part of its trace: each attempt is a
 // span with its number, around the POST's client span, and the webhook
 // is sent the trace context.
 func TestPushAttemptsAreTraced(t *testing.T) {
-	rec, ctx, root := traced(t)
+	rec := tracingtest.Record(t)
+	ctx, root := rec.Start("the client's request")
 	_, b := bustest.New(t, bustest.Options{})
 	startRunner(t, b, steps(1), workers.Options{})
 	startSender(t, b, workers.PushOptions{Timeout: 5 * time.Second})
@@ -113,10 +41,10 @@ func TestPushAttemptsAreTraced(t *testing.T) {
 	root.End()
 	waitSettled(t, b, task.Task.ID)
 	traceID := root.SpanContext().TraceID()
-	got := rec.until(t, traceID, "three attempts at the first notification", func(s []sdktrace.ReadOnlySpan) bool {
+	got := rec.Trace(t, traceID, "three attempts at the first notification", func(s []sdktrace.ReadOnlySpan) bool {
 		n := 0
 		for _, sp := range s {
-			if sp.Name() == "push notification" && attr(sp, "a2abus.push.attempt") != "" {
+			if sp.Name() == "push notification" && tracingtest.Attr(sp, "a2abus.push.attempt") != "" {
 				n++
 			}
 		}
@@ -127,16 +55,16 @@ func TestPushAttemptsAreTraced(t *testing.T) {
 		if sp.Name() != "push notification" {
 			continue
 		}
-		attempts[attr(sp, "a2abus.push.attempt")] = true
-		if attr(sp, "a2a.task.id") != task.Task.ID {
-			t.Errorf("an attempt's task: %q", attr(sp, "a2a.task.id"))
+		attempts[tracingtest.Attr(sp, "a2abus.push.attempt")] = true
+		if tracingtest.Attr(sp, "a2a.task.id") != task.Task.ID {
+			t.Errorf("an attempt's task: %q", tracingtest.Attr(sp, "a2a.task.id"))
 		}
 		post := false
 		for _, c := range got {
 			post = post || (c.Parent().SpanID() == sp.SpanContext().SpanID() && c.SpanKind() == trace.SpanKindClient && c.Name() == "POST")
 		}
 		if !post {
-			t.Errorf("attempt %s has no POST client span", attr(sp, "a2abus.push.attempt"))
+			t.Errorf("attempt %s has no POST client span", tracingtest.Attr(sp, "a2abus.push.attempt"))
 		}
 	}
 	for _, n := range []string{"1", "2", "3"} {
@@ -155,7 +83,8 @@ func TestPushAttemptsAreTraced(t *testing.T) {
 // The llm kind's completion is a chat span of the GenAI conventions, with
 // its model and token usage, and the provider is sent the trace context.
 func TestLLMCompletionIsTraced(t *testing.T) {
-	rec, ctx, root := traced(t)
+	rec := tracingtest.Record(t)
+	ctx, root := rec.Start("the client's request")
 	var mu sync.Mutex
 	var sent string
 	srv := fakeOpenAI(t, func(_ map[string]any, h http.Header) (int, string) {
@@ -176,27 +105,13 @@ func TestLLMCompletionIsTraced(t *testing.T) {
 	if r := waitSettled(t, b, task.Task.ID); r.Task.Status.State != schemas.TaskStateCompleted {
 		t.Fatalf("the completion ended %s", r.Task.Status.State)
 	}
-	got := rec.until(t, root.SpanContext().TraceID(), "the chat span and the run", func(s []sdktrace.ReadOnlySpan) bool {
-		have := map[string]bool{}
-		for _, sp := range s {
-			have[sp.Name()] = true
-		}
-		return have["chat gpt-4o-mini"] && have["invoke_agent chat"]
-	})
-	var chat, run sdktrace.ReadOnlySpan
-	for _, sp := range got {
-		switch sp.Name() {
-		case "chat gpt-4o-mini":
-			chat = sp
-		case "invoke_agent chat":
-			run = sp
-		}
-	}
+	got := rec.Trace(t, root.SpanContext().TraceID(), "the chat span and the run", tracingtest.Named("chat gpt-4o-mini", "invoke_agent chat"))
+	chat, run := tracingtest.ByName(got, "chat gpt-4o-mini"), tracingtest.ByName(got, "invoke_agent chat")
 	if chat.Parent().SpanID() != run.SpanContext().SpanID() || chat.SpanKind() != trace.SpanKindClient {
 		t.Errorf("the chat span: parent %s kind %v, want the run's %s, client", chat.Parent().SpanID(), chat.SpanKind(), run.SpanContext().SpanID())
 	}
 	for k, want := range map[string]string{"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "gen_ai.usage.input_tokens": "9", "gen_ai.usage.output_tokens": "12"} {
-		if got := attr(chat, k); got != want {
+		if got := tracingtest.Attr(chat, k); got != want {
 			t.Errorf("chat span %s = %q, want %q", k, got, want)
 		}
 	}

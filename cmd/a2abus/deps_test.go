@@ -56,6 +56,9 @@ var layers = map[string]layer{
 	// names. A leaf on the OpenTelemetry API alone, below every package
 	// that makes spans.
 	"bus/tracing": {},
+	// Records the spans a test's process makes (the OpenTelemetry SDK in
+	// memory). It imports testing: only tests may use it (see testMay).
+	"bus/tracing/tracingtest": {may: []string{"bus/tracing"}},
 	// Loopback ports for tests that bind them later (restarted members,
 	// child processes); on the standard library only, so bus's own tests
 	// may use it too.
@@ -296,6 +299,9 @@ func testMay(pkg string, l layer) map[string]bool {
 		ok["bus/bustest"] = true
 		ok["bus/bustest/freeaddr"] = true
 	}
+	if ok["bus/tracing"] {
+		ok["bus/tracing/tracingtest"] = true
+	}
 	for _, p := range l.tests {
 		ok[p] = true
 	}
@@ -366,8 +372,9 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 
-		// Only cmd imports the OpenTelemetry SDK and exporters.
-		if rel != "cmd/a2abus" {
+		// Only cmd imports the OpenTelemetry SDK and exporters (and the
+		// tests' recorder, the SDK in memory).
+		if rel != "cmd/a2abus" && rel != "bus/tracing/tracingtest" {
 			for _, imp := range p.Imports {
 				if inModules(imp, otelSDKModules) {
 					t.Errorf("%s imports %s; only cmd/a2abus may", rel, imp)
