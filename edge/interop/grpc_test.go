@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -34,23 +33,10 @@ func TestOfficialGoClientOverGRPC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts a2abus")
 	}
-	bin := a2abusbin.Build(t)
 	addr, grpcAddr := freeaddr.Addr(t), freeaddr.Addr(t)
 	base := "http://" + addr
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--grpc-listen", grpcAddr, "--nats-listen", "off",
+	a2abusbin.Start(t, nil, "serve", "--listen", addr, "--grpc-listen", grpcAddr, "--nats-listen", "off",
 		"--data-dir", filepath.Join(t.TempDir(), "data"))
-	out := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("a2abus output:\n%s", out)
-		}
-	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var card *a2a.AgentCard
@@ -182,7 +168,6 @@ func TestOfficialGoClientOverGRPCAuthenticatesAndResumesElsewhere(t *testing.T) 
 	const apiKey = "interop-grpc-api-key-0123456789"
 	jwksURL, token := jwtIssuer(t, "bob")
 
-	bin := a2abusbin.Build(t)
 	data := filepath.Join(t.TempDir(), "data")
 	// The JWKS server is on loopback, which a2abus reaches only when told.
 	config := filepath.Join(t.TempDir(), "a2abus.json")
@@ -193,22 +178,7 @@ func TestOfficialGoClientOverGRPCAuthenticatesAndResumesElsewhere(t *testing.T) 
 	// a2a-go v2.4.0 knows (a2a-go#430; TestOfficialGoClientAuthenticates).
 	authFlags := []string{"--config", config, "--jwt-jwks-url", jwksURL, "--jwt-issuer", "interop-issuer", "--jwt-audience", "a2abus", "--card-scopes-as-arrays", "true"}
 	env := append(os.Environ(), "A2ABUS_API_KEYS="+apiKey+"=alice")
-	start := func(args ...string) {
-		cmd := exec.Command(bin, append(args, authFlags...)...)
-		cmd.Env = env
-		out := &strings.Builder{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if t.Failed() {
-				t.Logf("a2abus %s output:\n%s", args[0], out)
-			}
-		})
-	}
+	start := func(args ...string) { a2abusbin.Start(t, env, append(args, authFlags...)...) }
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	ready := func(base string) {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -93,7 +92,6 @@ func startRemote(t *testing.T) *remoteAgent {
 // half a minute, and a remote agent of remoteURL checked every second.
 func startA2Abus(t *testing.T, remoteURL string) string {
 	t.Helper()
-	bin := a2abusbin.Build(t)
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys")
 	if err := os.WriteFile(keys, []byte(userKey+" carol\n"+adminKey+" ops admin\n"), 0o600); err != nil {
@@ -112,20 +110,8 @@ func startA2Abus(t *testing.T, remoteURL string) string {
 		t.Fatal(err)
 	}
 	addr := freeaddr.Addr(t)
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--nats-listen", "off", "--data-dir", filepath.Join(dir, "data"),
+	a2abusbin.Start(t, nil, "serve", "--listen", addr, "--nats-listen", "off", "--data-dir", filepath.Join(dir, "data"),
 		"--config", config, "--api-key-file", keys)
-	out := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("a2abus output:\n%s", out)
-		}
-	})
 	base := "http://" + addr
 	deadline := time.Now().Add(60 * time.Second)
 	for {

@@ -41,3 +41,24 @@ func Build(t testing.TB) string {
 	}
 	return bin
 }
+
+// Start starts an a2abus process (Build's binary) with args and env (nil:
+// the test's own environment), kills it when the test ends, and logs what
+// it wrote if the test failed.
+func Start(t testing.TB, env []string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(Build(t), args...)
+	cmd.Env = env
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("a2abus %s output:\n%s", strings.Join(args, " "), out)
+		}
+	})
+}
