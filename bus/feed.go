@@ -85,8 +85,11 @@ func (f *TaskFeed) offer(c TaskChange) {
 		return
 	}
 	f.mu.Lock()
-	switch _, seen := f.pending[c.ID]; {
+	switch prev, seen := f.pending[c.ID]; {
 	case f.err != nil:
+	case seen && prev.Revision > c.Revision:
+		// Never an older write over a newer one, whatever order they
+		// were handed on in.
 	case seen:
 		f.pending[c.ID] = c
 	case len(f.order) >= f.max:

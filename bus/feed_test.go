@@ -75,6 +75,7 @@ func TestTaskFeedSeesWhatItsOwnerMay(t *testing.T) {
 	// once admin-t1-other's feed has lastOther, the last write, every
 	// feed has been offered everything.
 	seen := map[string]map[string]schemas.TaskState{}
+	newest := map[string]map[string]uint64{}
 	take := func(name string) {
 		t.Helper()
 		cs, err := feeds[name].Take()
@@ -82,21 +83,36 @@ func TestTaskFeedSeesWhatItsOwnerMay(t *testing.T) {
 			t.Fatal(err)
 		}
 		if seen[name] == nil {
-			seen[name] = map[string]schemas.TaskState{}
+			seen[name], newest[name] = map[string]schemas.TaskState{}, map[string]uint64{}
 		}
 		for _, c := range cs {
-			seen[name][c.ID] = c.Entry.State
+			if c.Revision >= newest[name][c.ID] {
+				seen[name][c.ID], newest[name][c.ID] = c.Entry.State, c.Revision
+			}
 		}
 	}
+	// Every feed has each task it may see at its newest write (WORKING):
+	// waited for feed by feed, on each feed's own signal.
 	deadline := time.After(10 * time.Second)
-	for _, done := seen["admin-t1-other"][lastOther]; !done; _, done = seen["admin-t1-other"][lastOther] {
-		select {
-		case <-feeds["admin-t1-other"].Ready():
-		case <-deadline:
-			t.Fatal("the feed never carried the last write")
+	for name, ids := range want {
+		for {
+			take(name)
+			done := true
+			for _, id := range ids {
+				done = done && seen[name][id] == schemas.TaskStateWorking
+			}
+			if done {
+				break
+			}
+			select {
+			case <-feeds[name].Ready():
+			case <-deadline:
+				t.Fatalf("%s never carried the newest writes of %v: it has %v", name, ids, seen[name])
+			}
 		}
-		take("admin-t1-other")
 	}
+	// The watcher offers each write to every feed before the next: once
+	// the last writes are in, every feed has been offered everything.
 	for name := range feeds {
 		take(name)
 	}
