@@ -217,7 +217,10 @@ type Submission struct {
 	// Owner, Tenant and Origin are recorded as the task's (see
 	// schemas.TaskRecord.Owner and Origin).
 	Owner, Tenant, Origin string
-	Message               *schemas.Message
+	// Trust is the trust level of the call that creates the task (see
+	// schemas.TaskRecord.Trust).
+	Trust   string
+	Message *schemas.Message
 	// TaskID is the id to create the task under; "" makes a new one. A
 	// caller that must find its task again after a crash (the fan-out)
 	// derives it; ErrTaskExists then tells it the task is there.
@@ -253,6 +256,7 @@ func SubmittedRecord(s Submission, msg *schemas.Message) *schemas.TaskRecord {
 		Owner:        s.Owner,
 		Tenant:       s.Tenant,
 		Origin:       s.Origin,
+		Trust:        s.Trust,
 		CreatedAt:    *now,
 		Dialect:      s.Dialect,
 		ClientTaskID: s.ClientTaskID,

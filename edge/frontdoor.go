@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -55,6 +56,8 @@ type call struct {
 	answerType   string          // the media type of an HTTP+JSON answer (answerType)
 	id           json.RawMessage // JSON-RPC request id; nil on other bindings
 	caller       caller          // who is calling, as the pipeline authenticated it
+	source       netip.Addr      // where it comes from, as the trust policy sees it (TrustPolicy.source)
+	trust        string          // its trust level (admitTrust)
 	pathTenant   string          // the tenant an HTTP+JSON path names (/{tenant}/…); "" if none
 	body         bodyHold        // what its body's buffer holds of the edge's bodyBudget (readBody)
 	oddKeys      bool            // a member name of the body may be a proto field name (see protoNames)
@@ -276,6 +279,7 @@ func (s *Server) admitCaller(r *http.Request, c *call) error {
 		who.origin = origin(r)
 	}
 	c.caller = who
+	c.source = s.cfg.Trust.source(r)
 	if e := s.limitRate(c); e != nil {
 		return e
 	}

@@ -167,10 +167,12 @@ func (ic *intercepted) WatchTasks(ctx context.Context, c *call, req *schemas.Wat
 
 // interceptors is the edge's chain, outermost first: the call's span
 // (tracecalls.go) holds all the rest, the call log sees every call's
-// outcome, and a new task is admitted before it reaches the lifecycle.
+// outcome, the call gets its trust level and what the level may not do is
+// refused (trust.go), and a new task is admitted before it reaches the
+// lifecycle.
 func (s *Server) interceptors(load func(context.Context, string) (bus.AgentLoad, error), taskMaxBytes int64) []interceptor {
 	adm := &admission{cfg: &s.cfg, index: s.index, agents: s.agents, load: load, taskMaxBytes: taskMaxBytes, limited: s.m.limited}
-	return []interceptor{s.traceCalls, s.logCalls, adm.admitNewTasks}
+	return []interceptor{s.traceCalls, s.logCalls, s.admitTrust, adm.admitNewTasks}
 }
 
 // logCalls logs each call at debug level: the operation, whom for, how it
@@ -183,7 +185,7 @@ func (s *Server) logCalls(ctx context.Context, inv *invocation, next invoker) (a
 	start := time.Now()
 	res, err := next(ctx, inv)
 	c := inv.call
-	attrs := []any{"op", inv.op, "agent", c.agent, "tenant", c.caller.tenant, "principal", c.caller.principal, "took", time.Since(start)}
+	attrs := []any{"op", inv.op, "agent", c.agent, "tenant", c.caller.tenant, "principal", c.caller.principal, "trust", c.trust, "took", time.Since(start)}
 	switch {
 	case errors.Is(err, context.Canceled):
 		attrs = append(attrs, "ended", "before its answer")

@@ -171,7 +171,7 @@ func (s *a2aService) send(ctx context.Context, c *call, req *schemas.SendMessage
 // admitted it.
 func (s *a2aService) createTask(ctx context.Context, c *call, msg *schemas.Message, follow bus.Follow) (*schemas.TaskRecord, error) {
 	rec, _, err := s.life.Submit(ctx, bus.Submission{
-		Agent: c.agent, Owner: c.caller.principal, Tenant: c.caller.tenant, Origin: c.caller.origin, Message: msg, TaskID: c.taskID,
+		Agent: c.agent, Owner: c.caller.principal, Tenant: c.caller.tenant, Origin: c.caller.origin, Trust: c.trust, Message: msg, TaskID: c.taskID,
 		Dialect: c.dialect, ClientTaskID: c.clientTaskID, Publish: c.publish(), PushConfig: c.push, PushDialect: c.d.version,
 	}, follow)
 	if errors.Is(err, bus.ErrTaskExists) {

@@ -19,20 +19,24 @@ import (
 // A2A/JSON-RPC error code of the answer; the scheme a refused credential
 // came by and why; the limit that refused a request.
 type edgeMetrics struct {
-	requests  bus.Counter   // a2a_rpc_requests_total{binding,method,code}
-	duration  bus.Histogram // a2a_rpc_request_duration_seconds{binding,method}: unary calls only
-	streams   bus.Gauge     // a2a_sse_streams_active: the SSE clients
-	authFails bus.Counter   // a2a_auth_failures_total{scheme,reason}
-	limited   bus.Counter   // a2a_rate_limited_total{limit}
+	requests     bus.Counter   // a2a_rpc_requests_total{binding,method,code}
+	duration     bus.Histogram // a2a_rpc_request_duration_seconds{binding,method}: unary calls only
+	streams      bus.Gauge     // a2a_sse_streams_active: the SSE clients
+	authFails    bus.Counter   // a2a_auth_failures_total{scheme,reason}
+	limited      bus.Counter   // a2a_rate_limited_total{limit}
+	trustCalls   bus.Counter   // a2a_trust_calls_total{level}
+	trustRefused bus.Counter   // a2a_trust_refusals_total{level,reason}
 }
 
 func newEdgeMetrics(m *bus.Metrics) edgeMetrics {
 	return edgeMetrics{
-		requests:  m.Counter("a2a_rpc_requests_total", "A2A requests answered, by binding, method and result code (0: success).", "binding", "method", "code"),
-		duration:  m.Histogram("a2a_rpc_request_duration_seconds", "Time to answer a unary A2A request (streams are not included).", bus.DurationBuckets, "binding", "method"),
-		streams:   m.Gauge("a2a_sse_streams_active", "SSE streams open on this edge."),
-		authFails: m.Counter("a2a_auth_failures_total", "Requests whose credentials this edge refused, by the scheme they came by (apiKey, bearer, none) and why (missing, invalid, unavailable: the issuer's keys could not be fetched).", "scheme", "reason"),
-		limited:   m.Counter("a2a_rate_limited_total", "Requests this edge refused with 429, by the limit: caller (the caller's rate), address (the default rate of a source address, on the side doors), unfinished (the caller's unfinished tasks), backlog_share (the caller's share of an agent's backlog).", "limit"),
+		requests:     m.Counter("a2a_rpc_requests_total", "A2A requests answered, by binding, method and result code (0: success).", "binding", "method", "code"),
+		duration:     m.Histogram("a2a_rpc_request_duration_seconds", "Time to answer a unary A2A request (streams are not included).", bus.DurationBuckets, "binding", "method"),
+		streams:      m.Gauge("a2a_sse_streams_active", "SSE streams open on this edge."),
+		authFails:    m.Counter("a2a_auth_failures_total", "Requests whose credentials this edge refused, by the scheme they came by (apiKey, bearer, none) and why (missing, invalid, unavailable: the issuer's keys could not be fetched).", "scheme", "reason"),
+		trustCalls:   m.Counter("a2a_trust_calls_total", "A2A calls by the trust level the edge gave them (trust.go).", "level"),
+		trustRefused: m.Counter("a2a_trust_refusals_total", "A2A calls refused for their trust level, by level and why: level (the level is refused), agent (the level may not call the agent).", "level", "reason"),
+		limited:      m.Counter("a2a_rate_limited_total", "Requests this edge refused with 429, by the limit: caller (the caller's rate), address (the default rate of a source address, on the side doors), unfinished (the caller's unfinished tasks), backlog_share (the caller's share of an agent's backlog).", "limit"),
 	}
 }
 

@@ -156,6 +156,9 @@ type Config struct {
 	// {"list": []}}}), which that SDK cannot read and protobuf's own parsers
 	// and the 1.0 card schema require. Default false: the spec's form.
 	CardScopesAsArrays bool
+	// Trust maps each call to its trust level and says what each level
+	// may do (trust.go); the zero policy is the defaults.
+	Trust TrustPolicy
 	// PublicMetrics serves /metrics without credentials when Auth is set;
 	// otherwise only admin principals read it.
 	PublicMetrics bool

@@ -40,6 +40,11 @@ type TaskRecord struct {
 	// origin, as their rate is, so one cannot spend another's. Clients
 	// never see it. Fan-out children inherit their parent's.
 	Origin string `json:"origin,omitempty"`
+	// Trust is the trust level of the call that created the task (the
+	// edge's trust policy: local, private, public, or the operator's own
+	// names), which its agents read to restrict themselves; fan-out
+	// children inherit their parent's. Clients never see it.
+	Trust string `json:"trust,omitempty"`
 	// Traceparent is the W3C trace context of the call that created the
 	// task, kept while the process traces (OpenTelemetry): what is done
 	// for the task later under no call of its own — a re-queue by the

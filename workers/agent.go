@@ -79,6 +79,10 @@ type Request struct {
 	// and Origin where an anonymous owner sent it from: work an agent
 	// starts on the bus for it (a fan-out's children) is theirs too.
 	Owner, Tenant, Origin string
+	// Trust is the trust level of the call that created the task (the
+	// edge's trust policy: local, private, public, or the operator's own
+	// names): an agent may restrict what it does for less trusted callers.
+	Trust string
 	// delegation is what Delegation returns (set by the runner).
 	delegation Delegation
 	// related reads the tasks of RelatedTasks; nil: none (set by the

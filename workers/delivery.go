@@ -222,7 +222,7 @@ func (r *Runner) settle(ctx context.Context, d *delivery, next func(context.Cont
 func (r *Runner) runAgent(ctx context.Context, d *delivery) {
 	w, rec := d.w, d.rec
 	d.em = &Emitter{w: r.b, taskID: w.Item.TaskID, ctx: ctx, rec: rec, rev: d.rev, since: d.since}
-	req := &Request{Task: rec.Task, Message: w.Item.Message, Attempt: w.Attempt, Owner: rec.Owner, Tenant: rec.Tenant, Origin: rec.Origin,
+	req := &Request{Task: rec.Task, Message: w.Item.Message, Attempt: w.Attempt, Owner: rec.Owner, Tenant: rec.Tenant, Origin: rec.Origin, Trust: rec.Trust,
 		delegation: r.delegation,
 		related: func(ctx context.Context) []schemas.Task {
 			return relatedTasks(ctx, r.b.Task, r.log, rec, &w.Item.Message)

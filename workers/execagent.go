@@ -66,7 +66,8 @@ const (
 // Exit status 0 completes the task; any other fails it with the exit status
 // and the tail of stderr. Canceling the task, the per-task timeout and
 // worker shutdown kill the command's whole process group. The command sees
-// A2ABUS_TASK_ID, A2ABUS_CONTEXT_ID and A2ABUS_ATTEMPT in its environment.
+// A2ABUS_TASK_ID, A2ABUS_CONTEXT_ID, A2ABUS_ATTEMPT and A2ABUS_TRUST_LEVEL
+// (the trust level of the call that created the task) in its environment.
 func ExecDefinition(name string, cfg ExecConfig) (Definition, error) {
 	if strings.TrimSpace(cfg.Command) == "" {
 		return Definition{}, errors.New("exec: command is required")
@@ -119,7 +120,8 @@ func (a *execAgent) Execute(ctx context.Context, req *Request, out *Emitter) err
 	cmd := exec.Command(a.cfg.Command, a.cfg.Args...)
 	cmd.Dir = a.cfg.Dir
 	cmd.Env = append(slices.Clip(a.cfg.BaseEnv), a.cfg.Env...)
-	cmd.Env = append(cmd.Env, "A2ABUS_TASK_ID="+req.Task.ID, "A2ABUS_CONTEXT_ID="+req.Task.ContextID, "A2ABUS_ATTEMPT="+strconv.FormatUint(req.Attempt, 10))
+	cmd.Env = append(cmd.Env, "A2ABUS_TASK_ID="+req.Task.ID, "A2ABUS_CONTEXT_ID="+req.Task.ContextID, "A2ABUS_ATTEMPT="+strconv.FormatUint(req.Attempt, 10),
+		"A2ABUS_TRUST_LEVEL="+req.Trust)
 	cmd.Stdin = strings.NewReader(req.Message.Text())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stderr := &tailBuffer{max: execStderrTail}

@@ -228,7 +228,7 @@ func (f FanOut) start(ctx context.Context, req *Request, o bus.Owner, id string)
 	msg.MessageID = schemas.NewID()
 	msg.ContextID = req.Task.ContextID
 	msg.Metadata = map[string]any{MetaFanOutParent: req.Task.ID}
-	return req.Delegation().StartChild(ctx, bus.Submission{Agent: o.Agent, Owner: req.Owner, Tenant: req.Tenant, Origin: req.Origin, Message: &msg, TaskID: id,
+	return req.Delegation().StartChild(ctx, bus.Submission{Agent: o.Agent, Owner: req.Owner, Tenant: req.Tenant, Origin: req.Origin, Trust: req.Trust, Message: &msg, TaskID: id,
 		Metadata: map[string]any{MetaFanOutParent: req.Task.ID}})
 }
 

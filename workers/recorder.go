@@ -149,7 +149,7 @@ func (r *Recorder) turn(ctx context.Context, id string, msg schemas.Message, age
 		r.mu.Unlock()
 	}()
 	em := &Emitter{w: r, taskID: id, ctx: ctx, rec: rec, rev: rev}
-	req := &Request{Task: rec.Task, Message: msg, Attempt: attempt, Owner: rec.Owner, Tenant: rec.Tenant, Origin: rec.Origin,
+	req := &Request{Task: rec.Task, Message: msg, Attempt: attempt, Owner: rec.Owner, Tenant: rec.Tenant, Origin: rec.Origin, Trust: rec.Trust,
 		delegation: recorderDelegation{r},
 		related:    func(ctx context.Context) []schemas.Task { return relatedTasks(ctx, r.owned, r.log, rec, &msg) }}
 	runErr := runTurn(ctx, agent, req, em, r.log)

@@ -90,6 +90,10 @@ type Config struct {
 	Agents []AgentConfig `json:"agents"`
 	// Outbound guards requests to external agents.
 	Outbound OutboundConfig `json:"outbound"`
+	// Trust is the edge's trust policy (trust.go): the level of each
+	// call from where it comes from and who makes it, and what each level
+	// may do.
+	Trust TrustConfig `json:"trust,omitempty"`
 	// DefaultAgent is the agent served at "/"; default the first agent.
 	DefaultAgent string `json:"defaultAgent"`
 
@@ -511,6 +515,10 @@ func settings() []setting {
 		{"metrics-listen", "A2ABUS_METRICS_LISTEN", "HOST:PORT serving Prometheus metrics at /metrics on their own listener, e.g. for a worker (an edge also serves /metrics; default off)", str(func(c *Config) *string { return &c.MetricsListen })},
 		{"pprof", "A2ABUS_PPROF", "HOST:PORT serving Go's profiler (net/http/pprof) for diagnosis; keep it on loopback (default off)", str(func(c *Config) *string { return &c.Pprof })},
 		{"log-format", "A2ABUS_LOG_FORMAT", "text or json (default text)", str(func(c *Config) *string { return &c.LogFormat })},
+		{"trusted-proxies", "A2ABUS_TRUSTED_PROXIES", "reverse proxies (addresses or CIDR prefixes, comma-separated) whose X-Forwarded-For or Forwarded header names the source of a call for its trust level (the config file's trust.trustedProxies; default none)", func(c *Config, v string) error {
+			c.Trust.TrustedProxies = splitList(v)
+			return nil
+		}},
 		{"tracing", "A2ABUS_TRACING", "export OpenTelemetry traces over OTLP, configured by the standard OTEL_* variables, even where OTEL_EXPORTER_OTLP_ENDPOINT is unset (it turns tracing on by itself): true or false (default false)", boolean(func(c *Config) *bool { return &c.Tracing })},
 		{"api-key-file", "A2ABUS_API_KEY_FILE", `file of API keys the edge accepts, one "KEY PRINCIPAL [admin]" per line (API keys themselves also come from $A2ABUS_API_KEYS as "key=principal,...")`, str(func(c *Config) *string { return &c.Auth.APIKeyFile })},
 		{"api-key-header", "A2ABUS_API_KEY_HEADER", "header API keys are read from (default Authorization: Bearer KEY, and X-API-Key)", str(func(c *Config) *string { return &c.Auth.APIKeyHeader })},
@@ -753,6 +761,9 @@ func loadConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (Co
 
 func (c *Config) validate() error {
 	var errs []error
+	if _, err := c.Trust.policy(); err != nil {
+		errs = append(errs, err)
+	}
 	seen := map[string]bool{}
 	for i := range c.Agents {
 		a := &c.Agents[i]

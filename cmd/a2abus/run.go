@@ -406,6 +406,7 @@ func (p *process) edgeConfig(pre *prepared) edge.Config {
 		Logger:             p.log,
 	}
 	ec.MaxBodyBuffer, ec.MaxBodyBufferPerAddr = p.cfg.MaxBodyBuffer, p.cfg.MaxBodyBufferPerAddr
+	ec.Trust, _ = p.cfg.Trust.policy() // checked by validate
 	if pre.cardKeys != nil {
 		ec.CardKeys = pre.cardKeys.get
 	}
