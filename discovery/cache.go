@@ -62,6 +62,10 @@ type Resolved struct {
 	// Err is the error of the failed refresh when Source is Stale (within
 	// ErrorBackoff of that failure, an error carrying its recorded text).
 	Err error
+	// Capabilities is what the agent answered at GET {endpoint}/capabilities
+	// when its card declares no skills (Entry.Capabilities; nil when it
+	// served none). WithCapabilities makes them the card's skills.
+	Capabilities []schemas.Capability
 }
 
 // ErrNoCard is wrapped when there is no card to serve: the agent could not
@@ -87,6 +91,11 @@ var ErrNoCard = errors.New("no usable agent card")
 //   - Cache-Control no-store is honoured (the card is served, not kept, and
 //     an older cached copy is dropped); no-cache means revalidate every
 //     time.
+//   - a card that declares no skills is fetched with the agent's answer to
+//     GET {endpoint}/capabilities (Fetcher.Capabilities), kept in its
+//     entry: asked again whenever the card is (fetched or revalidated), so
+//     never while the card is fresh; an agent without that route resolves
+//     as before, without capabilities.
 //
 // Fetcher and Store are required. A Resolver holds no state of its own
 // (everything is in Store), so any number of them, in any process, share
@@ -164,11 +173,11 @@ func (r *Resolver) resolve(ctx context.Context, baseURL string, force bool) (*Re
 	now := r.now()
 	if cached != nil && !force {
 		if now.Before(cached.FreshUntil.Time) {
-			return &Resolved{Card: cached.Card, Source: FromCache, Entry: cached}, nil
+			return &Resolved{Card: cached.Card, Source: FromCache, Entry: cached, Capabilities: cached.Capabilities}, nil
 		}
 		if cached.LastErrorAt != nil && now.Sub(cached.LastErrorAt.Time) < r.errorBackoff() &&
 			now.Sub(cached.CheckedAt.Time) < r.hardTTL() {
-			return &Resolved{Card: cached.Card, Source: Stale, Entry: cached, Err: errors.New(cached.LastError)}, nil
+			return &Resolved{Card: cached.Card, Source: Stale, Entry: cached, Err: errors.New(cached.LastError), Capabilities: cached.Capabilities}, nil
 		}
 	}
 
@@ -190,7 +199,7 @@ func (r *Resolver) resolve(ctx context.Context, baseURL string, force bool) (*Re
 		if cached != nil && ctx.Err() == nil && staleIfError(ferr) && now.Sub(cached.CheckedAt.Time) < r.hardTTL() {
 			cached.LastError, cached.LastErrorAt = ferr.Error(), &schemas.Timestamp{Time: now}
 			_ = r.Store.PutCard(ctx, cached)
-			return &Resolved{Card: cached.Card, Source: Stale, Entry: cached, Err: ferr}, nil
+			return &Resolved{Card: cached.Card, Source: Stale, Entry: cached, Err: ferr, Capabilities: cached.Capabilities}, nil
 		}
 		// An invalid card leaves a good cached copy alone, for when the
 		// agent serves a valid one again, but it is not served as current.
@@ -213,15 +222,30 @@ func (r *Resolver) resolve(ctx context.Context, baseURL string, force bool) (*Re
 		if f.ETag != "" {
 			entry.ETag = f.ETag
 		}
+		if caps, ok := r.capabilities(ctx, base, &entry.Card); ok {
+			entry.Capabilities = caps
+		}
 		r.keep(ctx, &entry, f.NoStore, true)
-		return &Resolved{Card: entry.Card, Source: Revalidated, Entry: &entry}, nil
+		return &Resolved{Card: entry.Card, Source: Revalidated, Entry: &entry, Capabilities: entry.Capabilities}, nil
 	}
 	entry := &schemas.CachedCard{
 		URL: base, CardURL: f.URL, Card: f.Card, Raw: f.Raw, ETag: f.ETag,
 		FreshUntil: ts(now.Add(fresh)), FetchedAt: ts(now), CheckedAt: ts(now),
 	}
+	entry.Capabilities, _ = r.capabilities(ctx, base, &entry.Card)
 	r.keep(ctx, entry, f.NoStore, cached != nil)
-	return &Resolved{Card: f.Card, Source: FromAgent, Entry: entry}, nil
+	return &Resolved{Card: f.Card, Source: FromAgent, Entry: entry, Capabilities: entry.Capabilities}, nil
+}
+
+// capabilities asks the agent at base for its capabilities when card
+// declares no skills (see Fetcher.Capabilities). ok is false when the
+// agent could not tell, so a revalidated entry keeps what it had.
+func (r *Resolver) capabilities(ctx context.Context, base string, card *schemas.AgentCard) ([]schemas.Capability, bool) {
+	if len(card.Skills) > 0 {
+		return nil, true
+	}
+	caps, err := r.Fetcher.Capabilities(ctx, base, card)
+	return caps, err == nil
 }
 
 // keep stores entry; with noStore it stores nothing and forgets the

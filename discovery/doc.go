@@ -9,7 +9,10 @@
 //     ClientFor);
 //   - the card cache policy (Resolver): freshness from HTTP caching
 //     headers, ETag revalidation, stale-if-error up to a hard TTL, over the
-//     A2A_CARDS bucket shared by every process (the store itself is bus's);
+//     A2A_CARDS bucket shared by every process (the store itself is bus's),
+//     with, for a card that declares no skills, the agent's answer to
+//     Aleph's GET {endpoint}/capabilities (Fetcher.Capabilities,
+//     WithCapabilities);
 //   - the A2A client (Client): A2A 1.0 JSON-RPC, 1.0 HTTP+JSON, 1.0 gRPC
 //     and 0.3 JSON-RPC, and the older tasks/send dialect of OpenFang and
 //     AgentOS (JSON-RPC, or OpenFang's REST routes), each wire form an

@@ -2,6 +2,9 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
 
 	"github.com/a2abus/a2abus/schemas"
 )
@@ -10,7 +13,8 @@ import (
 // names a `ping` health method and an `agent_capabilities` query on its
 // A2A JSON-RPC endpoint (../shared/seeds/003…, A2AMethod::Ping and
 // ::AgentCapabilities); a2abus answers both on every agent's endpoint, in
-// either version's grammar.
+// either version's grammar. Aleph (seed 004) asks GET {endpoint}/capabilities
+// for the same list, which the route table serves (handleCapabilities).
 
 func (s *Server) gatewayMethods(m map[string]methodFunc) {
 	m["ping"] = s.rpcPing
@@ -29,22 +33,14 @@ func (s *Server) rpcPing(context.Context, *call) (any, error) {
 	return pingResult{Status: "online"}, nil
 }
 
-// capability is one entry of agent_capabilities: LiteLLM-RS's Capability
-// (name, description), made from one skill of the agent's card.
-type capability struct {
-	Name        string   `json:"name"`
-	Description string   `json:"description"`
-	Tags        []string `json:"tags,omitempty"`
-	Examples    []string `json:"examples,omitempty"`
-}
-
 // capabilitiesResult answers agent_capabilities from the card the agent
-// is served with: a capability per skill, and what the endpoint offers.
+// is served with: a capability per skill (schemas.CardCapabilities, the
+// entries GET /capabilities answers too), and what the endpoint offers.
 type capabilitiesResult struct {
-	Agent             string       `json:"agent"`
-	Capabilities      []capability `json:"capabilities"`
-	Streaming         bool         `json:"streaming"`
-	PushNotifications bool         `json:"pushNotifications"`
+	Agent             string               `json:"agent"`
+	Capabilities      []schemas.Capability `json:"capabilities"`
+	Streaming         bool                 `json:"streaming"`
+	PushNotifications bool                 `json:"pushNotifications"`
 }
 
 func (s *Server) rpcAgentCapabilities(_ context.Context, c *call) (any, error) {
@@ -53,10 +49,7 @@ func (s *Server) rpcAgentCapabilities(_ context.Context, c *call) (any, error) {
 		return nil, schemas.Errorf(schemas.ErrMethodNotFound, "no agent %q is served here", c.agent)
 	}
 	card := s.card(reg)
-	out := capabilitiesResult{Agent: c.agent, Capabilities: make([]capability, 0, len(card.Skills))}
-	for _, sk := range card.Skills {
-		out.Capabilities = append(out.Capabilities, capability{Name: sk.ID, Description: sk.Description, Tags: sk.Tags, Examples: sk.Examples})
-	}
+	out := capabilitiesResult{Agent: c.agent, Capabilities: schemas.CardCapabilities(&card)}
 	if card.Capabilities.Streaming != nil {
 		out.Streaming = *card.Capabilities.Streaming
 	}
@@ -64,4 +57,28 @@ func (s *Server) rpcAgentCapabilities(_ context.Context, c *call) (any, error) {
 		out.PushNotifications = *card.Capabilities.PushNotifications
 	}
 	return out, nil
+}
+
+// handleCapabilities answers Aleph's capability discovery (seed 004: GET
+// {endpoint}/capabilities, decoded as a list of Capability): the served
+// card's skills as capabilities, a JSON array. The card is public, so is
+// what is derived from it, and it is cached as the card is.
+func (s *Server) handleCapabilities(w http.ResponseWriter, r *http.Request) {
+	agent, ok := s.resolveAgent(r)
+	if !ok {
+		http.Error(w, fmt.Sprintf("no agent %q is served here; GET /a2a/agents lists the agents", agent), http.StatusNotFound)
+		return
+	}
+	reg, _ := s.agents.Get(agent)
+	card := s.card(reg)
+	b, err := json.Marshal(schemas.CardCapabilities(&card))
+	if err != nil {
+		http.Error(w, "encoding the capabilities failed", http.StatusInternalServerError)
+		return
+	}
+	modified := s.started
+	if reg.CardSince != nil {
+		modified = reg.CardSince.Time
+	}
+	s.writeETagged(w, r, b, s.publicCacheControl(), modified)
 }

@@ -214,11 +214,11 @@ func rateRefused(resp *http.Response, raw []byte) bool {
 }
 
 // bucketOf is the address bucket a route shares, as its path family: the
-// cards, the registry admin, the webhook, MCP, JWKS, the agent list.
+// cards (and the capabilities derived from them), the registry admin, the webhook, MCP, JWKS, the agent list.
 func bucketOf(rr routeRequest) string {
 	p := rr.path
 	switch {
-	case strings.HasSuffix(p, "/agent-card.json"), strings.HasSuffix(p, "/agent.json"):
+	case strings.HasSuffix(p, "/agent-card.json"), strings.HasSuffix(p, "/agent.json"), strings.HasSuffix(p, "/capabilities"):
 		return "card"
 	case strings.HasPrefix(p, "/a2a/admin/"):
 		return "admin"

@@ -178,6 +178,10 @@ func routeTable() []routeDecl {
 		side("GET /.well-known/agent-card.json", PolicyPublic, "card", 0, (*Server).handleCard),
 		side("GET /.well-known/agent.json", PolicyPublic, "card", 0, (*Server).handleCard), // the path older clients fetch
 		side("GET /agents/{agent}/.well-known/agent-card.json", PolicyPublic, "card", 0, (*Server).handleCard),
+		// Aleph's capability discovery: the card's skills as a list, public
+		// and limited as the card they are derived from (gateway.go).
+		side("GET /capabilities", PolicyPublic, "card", 0, (*Server).handleCapabilities),
+		side("GET /agents/{agent}/capabilities", PolicyPublic, "card", 0, (*Server).handleCapabilities),
 		side("GET /a2a/agents", PolicyPublic, "agents", 0, (*Server).handleAgentList),
 		side("GET /a2a/admin/agents", PolicyAdmin, "admin", 0, (*Server).handleRegistryList),
 		side("GET /a2a/admin/agents/{agent}", PolicyAdmin, "admin", 0, (*Server).handleRegistryGet),

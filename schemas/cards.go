@@ -34,6 +34,10 @@ type CachedCard struct {
 	// card was served stale.
 	LastError   string     `json:"lastError,omitempty"`
 	LastErrorAt *Timestamp `json:"lastErrorAt,omitempty"`
+	// Capabilities is what the agent answered at GET {endpoint}/capabilities
+	// (Aleph's discovery), asked only when its card declares no skills, with
+	// the card and as often: kept here so it is fresh as long as the card.
+	Capabilities []Capability `json:"capabilities,omitempty"`
 }
 
 // CardCacheKey is the BucketCards key of an agent base URL: the hex of the

@@ -696,6 +696,9 @@ func bcExamples() map[string][]any {
 				LastError: "HTTP 503", LastErrorAt: ts},
 			CachedCard{URL: "https://agents.example/weather", CardURL: "https://agents.example/weather/.well-known/agent-card.json",
 				Card: card, FreshUntil: *ts, FetchedAt: *ts, CheckedAt: *ts},
+			CachedCard{URL: "https://agents.example/aleph", CardURL: "https://agents.example/aleph/.well-known/agent-card.json",
+				Card: card, FreshUntil: *ts, FetchedAt: *ts, CheckedAt: *ts,
+				Capabilities: []Capability{{Name: "summarize", Description: "Summarizes text", Tags: []string{"text"}, Examples: []string{"summarize this"}}, {Name: "translate"}}},
 		},
 		"push-config-set.schema.json": {
 			PushConfigSet{Configs: []PushConfigRecord{

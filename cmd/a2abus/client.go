@@ -629,6 +629,14 @@ func (r *clientRun) card(ctx context.Context) error {
 	for _, s := range c.Skills {
 		r.out.line("  skill      %s: %s [%s]", s.ID, s.Name, strings.Join(s.Tags, ", "))
 	}
+	if len(c.Skills) == 0 {
+		// Nothing says what the agent does: ask it as Aleph does (an
+		// agent that does not answer there has no capabilities to show).
+		caps, _ := r.fetcher().Capabilities(ctx, r.url, &c)
+		for _, cp := range caps {
+			r.out.line("  capability %s: %s", cp.Name, cp.Description)
+		}
+	}
 	return nil
 }
 

@@ -313,7 +313,11 @@ func (p *process) buildRemote(name string, a remoteOptions) (workers.Definition,
 		if err != nil {
 			return nil, false, nil, err
 		}
-		return &res.Card, res.Source == discovery.Stale, res.Err, nil
+		// A card without skills gets the agent's capabilities as skills
+		// (Aleph's discovery), so the agent list and routing by skill
+		// see what the agent does.
+		card := discovery.WithCapabilities(res.Card, res.Capabilities)
+		return &card, res.Source == discovery.Stale, res.Err, nil
 	}
 	agent := workers.Remote{URL: m.shown, Client: func(ctx context.Context) (workers.RemoteClient, error) {
 		c, err := m.Client(ctx)
