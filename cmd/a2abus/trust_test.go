@@ -1,9 +1,18 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net/http"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/a2abus/a2abus/bus/bustest"
+	"github.com/a2abus/a2abus/schemas"
 )
 
 // The config file's trust section becomes the edge's policy: addresses
@@ -31,5 +40,66 @@ func TestTrustConfigBecomesThePolicy(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not say %q", err, want)
 		}
+	}
+}
+
+// A trust rule naming a client certificate's identity, in the config
+// file of a serve process with mutual TLS: the certificate's calls get
+// that rule's level, whose agent list keeps them from the others.
+func TestTrustLevelFromTheClientCertificate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	certs := bustest.TLS(t)
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		writeFile(t, p, string(b))
+		return p
+	}
+	cfg := write("a2abus.json", []byte(`{"agents": [{"name": "echo"}, {"name": "tck"}],
+  "trust": {"rules": [{"level": "partner", "principals": ["cert:a2abus test node"]}],
+            "levels": {"partner": {"agents": ["tck"]}}}}`))
+	httpAddr := freeAddr(t)
+	p := startProc(t, "serve", "--listen", httpAddr, "--data-dir", filepath.Join(dir, "data"), "--nats-listen", "off", "--config", cfg,
+		"--tls-cert", write("cert.pem", certs.Cert), "--tls-key", write("key.pem", certs.Key), "--tls-client-ca", write("ca.pem", certs.CA))
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(certs.CA)
+	pair, err := tls.X509KeyPair(certs.Cert, certs.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}}}}
+	base := "https://" + httpAddr
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := client.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready over HTTPS: %v\n%s", err, p.output())
+		}
+		time.Sleep(20 * time.Millisecond) // polling another process
+	}
+	post := func(agent string) string {
+		t.Helper()
+		body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"` + schemas.NewID() + `","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`
+		resp, err := client.Post(base+"/agents/"+agent, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if b := post("echo"); !strings.Contains(b, "-31403") || !strings.Contains(b, `trust level \"partner\" may not call agent \"echo\"`) {
+		t.Errorf("the partner's certificate calling echo: %s", b)
+	}
+	if b := post("tck"); strings.Contains(b, `"error"`) {
+		t.Errorf("the partner's certificate calling tck: %s", b)
 	}
 }
