@@ -21,7 +21,8 @@ import (
 // task neither terminal nor interrupted, the runtime completes it. A non-nil
 // error fails the task with the error text as the status message (use
 // Fail/Reject for a message of your own). When ctx ends the task was
-// canceled or the worker is shutting down: return promptly.
+// canceled, its deadline passed (context.Cause is ErrDeadlineExceeded) or
+// the worker is shutting down: return promptly.
 //
 // A complete agent that greets the user, streams its answer in two chunks
 // and finishes:
@@ -79,6 +80,11 @@ type Request struct {
 	// and Origin where an anonymous owner sent it from: work an agent
 	// starts on the bus for it (a fan-out's children) is theirs too.
 	Owner, Tenant, Origin string
+	// Deadline is when the task must be done by (zero: none); ctx ends
+	// then. Children the agent starts through its Delegation get it (or
+	// their own, when earlier); an agent that hands the work on elsewhere
+	// forwards it (the remote kind, as metadata schemas.MetaDeadline).
+	Deadline time.Time
 	// delegation is what Delegation returns (set by the runner).
 	delegation Delegation
 	// related reads the tasks of RelatedTasks; nil: none (set by the
