@@ -237,6 +237,10 @@ type Submission struct {
 	// first events are told), in the A2A version PushDialect.
 	PushConfig  *schemas.TaskPushNotificationConfig
 	PushDialect string
+	// Deadline, when not zero, is when the task must be done by
+	// (schemas.TaskRecord.Deadline): the edge's reading of the caller's,
+	// or a child's parent's.
+	Deadline time.Time
 }
 
 // SubmittedRecord is the record a submission creates: SUBMITTED now, msg
@@ -261,7 +265,16 @@ func SubmittedRecord(s Submission, msg *schemas.Message) *schemas.TaskRecord {
 		Dialect:      s.Dialect,
 		ClientTaskID: s.ClientTaskID,
 		Generation:   1,
+		Deadline:     deadline(s.Deadline),
 	}
+}
+
+// deadline is a submission's deadline as a record keeps it (nil: none).
+func deadline(t time.Time) *schemas.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return &schemas.Timestamp{Time: t.UTC().Truncate(time.Millisecond)}
 }
 
 // Follow is called once a submission or continuation is stored and before

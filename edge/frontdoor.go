@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/edge/auth"
@@ -71,6 +72,11 @@ type call struct {
 	// push is the push-notification config a send carried, checked by
 	// checkSend, stored with the task it creates or continues.
 	push *schemas.TaskPushNotificationConfig
+
+	// deadline is when the task a send creates must be done by (zero:
+	// none): the older dialect's, read by legacyCall, then the earlier of
+	// it and the metadata's, read by checkSend.
+	deadline time.Time
 
 	// clientIDs: the call names tasks as 0.3 and the older dialect do — a
 	// server-made id, or the id the caller chose for a task it created

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/a2abus/a2abus/schemas"
 )
@@ -52,6 +53,12 @@ func (s *Server) legacyCall(ctx context.Context, c *call) (*schemas.SendMessageR
 			req.Message.TaskID = rec.Task.ID // a follow-up on the existing task
 			return req, nil
 		case !errors.Is(err, schemas.ErrTaskNotFound):
+			return nil, err
+		}
+	}
+	if p.Deadline != nil {
+		// Read for a new task only, as checkSend reads the metadata's.
+		if c.deadline, err = schemas.LegacyDeadline(*p.Deadline, time.Now()); err != nil {
 			return nil, err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/schemas"
@@ -59,6 +60,15 @@ func (s *a2aService) checkSend(ctx context.Context, c *call, req *schemas.SendMe
 	}
 	if req.Message.Role != schemas.RoleUser {
 		return nil, nil, schemas.Errorf(schemas.ErrInvalidParams, "message.role must be ROLE_USER for a client message")
+	}
+	if req.Message.TaskID == "" {
+		// A deadline is the new task's; a continuation keeps the one its
+		// task was created with, so the metadata it repeats is not read.
+		dl, err := req.DeadlineOf(time.Now())
+		if err != nil {
+			return nil, nil, err
+		}
+		c.deadline = schemas.EarlierDeadline(c.deadline, dl)
 	}
 	var histLen *int32
 	if cfg := req.Configuration; cfg != nil {
@@ -173,6 +183,7 @@ func (s *a2aService) createTask(ctx context.Context, c *call, msg *schemas.Messa
 	rec, _, err := s.life.Submit(ctx, bus.Submission{
 		Agent: c.agent, Owner: c.caller.principal, Tenant: c.caller.tenant, Origin: c.caller.origin, Trust: c.trust, Message: msg, TaskID: c.taskID,
 		Dialect: c.dialect, ClientTaskID: c.clientTaskID, Publish: c.publish(), PushConfig: c.push, PushDialect: c.d.version,
+		Deadline: c.deadline,
 	}, follow)
 	if errors.Is(err, bus.ErrTaskExists) {
 		// A client-chosen id whose task this caller does not own (one

@@ -70,6 +70,12 @@ type TaskRecord struct {
 	// contiguous per task whatever wrote it, wherever. 0 in a record
 	// stored before generations were kept.
 	Generation Generation `json:"generation,omitempty"`
+	// Deadline is when the task must be done by, as its caller gave it
+	// (MetaDeadline, or the older dialect's deadline), or a child its
+	// parent's: a worker does not start a turn after it and ends a turn
+	// running at it, the task FAILED with DeadlineExceeded. Nil: none.
+	// Clients see it only as the metadata they sent.
+	Deadline *Timestamp `json:"deadline,omitempty"`
 }
 
 // PushWake is the data of a push sender's wake-up (TypePushWake on

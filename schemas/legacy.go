@@ -112,6 +112,9 @@ type LegacySendParams struct {
 	PushNotification    *V03PushNotificationConfig `json:"pushNotification,omitempty"`
 	HistoryLength       *int32                     `json:"historyLength,omitempty"`
 	Metadata            map[string]any             `json:"metadata,omitempty"`
+	// Deadline is when the task must be done by, in whole seconds since
+	// the Unix epoch (Aleph's A2ATask.deadline): see LegacyDeadline.
+	Deadline *int64 `json:"deadline,omitempty"`
 }
 
 // LegacyPartToV1 converts a part of the older dialect. It returns an

@@ -21,7 +21,8 @@ import (
 // task neither terminal nor interrupted, the runtime completes it. A non-nil
 // error fails the task with the error text as the status message (use
 // Fail/Reject for a message of your own). When ctx ends the task was
-// canceled or the worker is shutting down: return promptly.
+// canceled, its deadline passed (context.Cause is ErrDeadlineExceeded) or
+// the worker is shutting down: return promptly.
 //
 // A complete agent that greets the user, streams its answer in two chunks
 // and finishes:
@@ -83,6 +84,11 @@ type Request struct {
 	// edge's trust policy: local, private, public, or the operator's own
 	// names): an agent may restrict what it does for less trusted callers.
 	Trust string
+	// Deadline is when the task must be done by (zero: none); ctx ends
+	// then. Children the agent starts through its Delegation get it (or
+	// their own, when earlier); an agent that hands the work on elsewhere
+	// forwards it (the remote kind, as metadata schemas.MetaDeadline).
+	Deadline time.Time
 	// delegation is what Delegation returns (set by the runner).
 	delegation Delegation
 	// related reads the tasks of RelatedTasks; nil: none (set by the

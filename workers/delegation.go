@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/schemas"
@@ -84,6 +85,19 @@ func (d busDelegation) Agents(ctx context.Context) ([]schemas.AgentRegistration,
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// deadlineDelegation is the Delegation of a turn whose task has a
+// deadline: every child it starts (the fan-out's, the router's, any
+// agent's) must be done by then too, or by its own deadline when earlier.
+type deadlineDelegation struct {
+	Delegation
+	deadline time.Time
+}
+
+func (d deadlineDelegation) StartChild(ctx context.Context, s bus.Submission) error {
+	s.Deadline = schemas.EarlierDeadline(s.Deadline, d.deadline)
+	return d.Delegation.StartChild(ctx, s)
 }
 
 // noDelegation refuses every call.

@@ -41,7 +41,7 @@ type step func(ctx context.Context, d *delivery, next func(context.Context, *del
 
 // deliverySteps are the runner's policies, outermost first.
 func (r *Runner) deliverySteps() []step {
-	return []step{r.traceDelivery, r.deadLetterMalformed, r.readTask, r.skipSettled, r.track, r.settle}
+	return []step{r.traceDelivery, r.deadLetterMalformed, r.readTask, r.skipSettled, r.track, r.settle, r.keepDeadline}
 }
 
 // pipeline composes the steps around runAgent, once per runner.
@@ -214,6 +214,40 @@ func (r *Runner) settle(ctx context.Context, d *delivery, next func(context.Cont
 	_ = w.Ack()
 }
 
+// keepDeadline holds the turn to its task's deadline
+// (schemas.TaskRecord.Deadline). Work taken at or after it does not run:
+// the task fails with ErrDeadlineExceeded's text, settled (stored, the work
+// acked) as any failed turn. Otherwise the turn's context ends at the
+// deadline with ErrDeadlineExceeded as its cause (the exec kind kills its
+// process then), and a turn that ended so fails the task the same way —
+// unless the agent had settled the task already, or a cancel or the
+// shutdown ended the turn first (settle's, by the outer context's cause).
+func (r *Runner) keepDeadline(ctx context.Context, d *delivery, next func(context.Context, *delivery)) {
+	if d.rec.Deadline == nil {
+		next(ctx, d)
+		return
+	}
+	at := d.rec.Deadline.Time
+	if !time.Now().Before(at) {
+		d.log.Info("deadline passed before the turn started", "deadline", at)
+		d.em = r.emitter(ctx, d)
+		d.runErr = ErrDeadlineExceeded
+		return
+	}
+	dctx, cancel := context.WithDeadlineCause(ctx, at, ErrDeadlineExceeded)
+	defer cancel()
+	next(dctx, d)
+	if errors.Is(context.Cause(dctx), ErrDeadlineExceeded) && !errors.Is(d.runErr, ErrTaskEnded) && !d.em.settled {
+		d.runErr = ErrDeadlineExceeded
+	}
+}
+
+// emitter is the Emitter of the delivery's turn, writing from the task as
+// the turn starts from it.
+func (r *Runner) emitter(ctx context.Context, d *delivery) *Emitter {
+	return &Emitter{w: r.b, taskID: d.w.Item.TaskID, ctx: ctx, rec: d.rec, rev: d.rev, since: d.since}
+}
+
 // runAgent runs the agent's turn. The agent's first event decides what
 // the client sees first: a Reply makes a message-only exchange, anything
 // else a task. So the runtime does not mark the task WORKING up front; the
@@ -221,12 +255,16 @@ func (r *Runner) settle(ctx context.Context, d *delivery, next func(context.Cont
 // (see Emitter.write).
 func (r *Runner) runAgent(ctx context.Context, d *delivery) {
 	w, rec := d.w, d.rec
-	d.em = &Emitter{w: r.b, taskID: w.Item.TaskID, ctx: ctx, rec: rec, rev: d.rev, since: d.since}
+	d.em = r.emitter(ctx, d)
 	req := &Request{Task: rec.Task, Message: w.Item.Message, Attempt: w.Attempt, Owner: rec.Owner, Tenant: rec.Tenant, Origin: rec.Origin, Trust: rec.Trust,
 		delegation: r.delegation,
 		related: func(ctx context.Context) []schemas.Task {
 			return relatedTasks(ctx, r.b.Task, r.log, rec, &w.Item.Message)
 		}}
+	if dl := rec.Deadline; dl != nil {
+		req.Deadline = dl.Time
+		req.delegation = deadlineDelegation{Delegation: r.delegation, deadline: dl.Time}
+	}
 	ctx, end := r.startRun(ctx, d)
 	d.runErr = runTurn(ctx, r.def.Agent, req, d.em, r.log)
 	end(d.runErr)

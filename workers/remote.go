@@ -181,10 +181,12 @@ func (r Remote) callFailed(ctx context.Context, out *Emitter, err error) error {
 }
 
 // forwardCancel cancels the external task when the local one was canceled
-// by its client (not when this worker is merely shutting down: then the
-// work is handed back and the next attempt follows the external task).
+// by its client or its deadline passed (not when this worker is merely
+// shutting down: then the work is handed back and the next attempt
+// follows the external task).
 func (r Remote) forwardCancel(ctx context.Context, cl RemoteClient, extID string) {
-	if extID == "" || !errors.Is(context.Cause(ctx), errCanceled) {
+	cause := context.Cause(ctx)
+	if extID == "" || !errors.Is(cause, errCanceled) && !errors.Is(cause, ErrDeadlineExceeded) {
 		return
 	}
 	d := r.CancelTimeout
@@ -403,12 +405,17 @@ func redelivered(req *Request, extID string) bool {
 // outgoing is the message sent to the external agent for req: the
 // client's, in the external task and context (when there are), with its
 // messageId kept (the external agent may de-duplicate on it) and none of
-// its metadata.
+// its metadata but the task's deadline, as an RFC 3339 time under
+// schemas.MetaDeadline: A2A has no field for one, and another a2abus
+// reads it there.
 func outgoing(req *Request, extID, extCtx string) schemas.Message {
 	msg := req.Message
 	msg.TaskID, msg.ContextID = extID, extCtx
 	msg.Role = schemas.RoleUser
 	msg.Metadata = nil
+	if !req.Deadline.IsZero() {
+		msg.Metadata = map[string]any{schemas.MetaDeadline: req.Deadline.UTC().Format(time.RFC3339Nano)}
+	}
 	return msg
 }
 

@@ -89,6 +89,11 @@ var (
 	errShutdown = errors.New("worker shutting down")
 )
 
+// ErrDeadlineExceeded is the cause (context.Cause) of an agent's context
+// ended by its task's deadline (schemas.TaskRecord.Deadline); the runner
+// then fails the task with its text, schemas.DeadlineExceeded.
+var ErrDeadlineExceeded = errors.New(schemas.DeadlineExceeded)
+
 // NewRunner returns a runner for def on b.
 func NewRunner(b WorkBus, def Definition, opt Options) *Runner {
 	if opt.Concurrency <= 0 {
