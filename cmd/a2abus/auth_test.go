@@ -142,20 +142,7 @@ func TestServeMutualTLS(t *testing.T) {
 	}
 	base := "https://" + httpAddr
 	anonymous, good, stranger := client(nil), client(mine), client(other)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := anonymous.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready over HTTPS: %v\n%s", err, p.output())
-		}
-		time.Sleep(20 * time.Millisecond) // polling another process
-	}
+	waitReadyOver(t, p, anonymous, base)
 	// The banner names the one scheme, not an empty line.
 	if out := p.output(); !strings.Contains(out, "  auth           client certificates\n") {
 		t.Fatalf("banner:\n%s", out)
@@ -189,4 +176,24 @@ func TestServeMutualTLS(t *testing.T) {
 		t.Fatalf("card: %s", card)
 	}
 	p.stop(t)
+}
+
+// waitReadyOver polls base's /readyz with client (an HTTPS edge's) until
+// it answers 200, failing the test after a minute.
+func waitReadyOver(t *testing.T, p *proc, client *http.Client, base string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := client.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready over HTTPS: %v\n%s", err, p.output())
+		}
+		time.Sleep(20 * time.Millisecond) // polling another process
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/a2abus/a2abus/bus/bustest"
 	"github.com/a2abus/a2abus/schemas"
@@ -71,20 +70,7 @@ func TestTrustLevelFromTheClientCertificate(t *testing.T) {
 	}
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}}}}
 	base := "https://" + httpAddr
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := client.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready over HTTPS: %v\n%s", err, p.output())
-		}
-		time.Sleep(20 * time.Millisecond) // polling another process
-	}
+	waitReadyOver(t, p, client, base)
 	post := func(agent string) string {
 		t.Helper()
 		body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"` + schemas.NewID() + `","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`
