@@ -36,7 +36,8 @@ func traceUnary(ctx context.Context, method string, req, reply any, cc *grpc.Cli
 }
 
 // traceStream is the streaming client interceptor: the span lasts until
-// the stream's last message (or its error) is received.
+// the stream's last message (or its error) is received, or its context
+// ends (a caller that stops reading).
 func traceStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	ctx, span, ok := startGRPCClient(ctx, method)
 	if !ok {
@@ -47,7 +48,9 @@ func traceStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn
 		endGRPCClient(span, err)
 		return nil, err
 	}
-	return &tracedStream{ClientStream: s, span: span}, nil
+	ts := &tracedStream{ClientStream: s, span: span}
+	context.AfterFunc(ctx, func() { ts.end(ctx.Err()) })
+	return ts, nil
 }
 
 type tracedStream struct {
@@ -58,15 +61,17 @@ type tracedStream struct {
 
 func (s *tracedStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
-	if err != nil {
-		s.once.Do(func() {
-			if errors.Is(err, io.EOF) {
-				err = nil
-			}
-			endGRPCClient(s.span, err)
-		})
+	if errors.Is(err, io.EOF) {
+		s.end(nil)
+	} else if err != nil {
+		s.end(err)
 	}
 	return err
+}
+
+// end ends the span once, with how the stream ended.
+func (s *tracedStream) end(err error) {
+	s.once.Do(func() { endGRPCClient(s.span, err) })
 }
 
 func startGRPCClient(ctx context.Context, method string) (context.Context, trace.Span, bool) {

@@ -535,6 +535,10 @@ func notifications(rec *schemas.TaskRecord, c *schemas.PushConfigRecord, evs []s
 	return out, nil
 }
 
+// errWebhookRefused stands for a webhook's non-2xx answer on its span
+// (whose error.type is the status).
+var errWebhookRefused = errors.New("the webhook refused the notification")
+
 // attempt is one attempt at a notification, in a span of its own while
 // the process traces: a child of the write that woke the sender (see
 // bus.Wake), with the config and the attempt's number (1 the first, one
@@ -555,7 +559,7 @@ func (s *PushSender) attempt(ctx context.Context, taskID string, c *schemas.Push
 	case err != nil:
 		tracing.Fail(span, "transport", err)
 	case status/100 != 2:
-		tracing.Fail(span, strconv.Itoa(status), fmt.Errorf("the webhook answered %d", status))
+		tracing.Fail(span, strconv.Itoa(status), errWebhookRefused)
 	}
 	return status, err
 }

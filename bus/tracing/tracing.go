@@ -122,15 +122,16 @@ const (
 	GenAIOutputTokens  = attribute.Key("gen_ai.usage.output_tokens")
 )
 
-// Fail marks span as failed with err (its type, not its text, as
-// error.type; the text as the status description, which a2abus's errors
-// keep free of bodies and credentials).
+// Fail marks span as failed when err is set, with errType as its
+// error.type and status description. Never the error's text: a transport
+// error repeats the URL with its query (which may hold an API key), an
+// agent's may quote what it was given.
 func Fail(span trace.Span, errType string, err error) {
 	if err == nil {
 		return
 	}
 	span.SetAttributes(semconv.ErrorTypeKey.String(errType))
-	span.SetStatus(codes.Error, err.Error())
+	span.SetStatus(codes.Error, errType)
 }
 
 // StartHTTPClient starts the client span of an outgoing HTTP request made
