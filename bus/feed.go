@@ -112,11 +112,15 @@ func (f *TaskFeed) offer(c TaskChange) {
 // older writer).
 func (t *TaskWatcher) feedChange(id string, m followMsg) {
 	t.mu.Lock()
-	n := len(t.feeds)
-	t.mu.Unlock()
-	if n == 0 {
+	if len(t.feeds) == 0 {
+		t.mu.Unlock()
 		return // the common case: no dashboard open
 	}
+	feeds := make([]*TaskFeed, 0, len(t.feeds))
+	for f := range t.feeds {
+		feeds = append(feeds, f)
+	}
+	t.mu.Unlock()
 	var e schemas.TaskIndexEntry
 	if h := m.Header.Get(schemas.HeaderTaskIndex); h == "" || readJSON([]byte(h), &e) != nil {
 		rec, err := decodeRecord(m.Value)
@@ -126,12 +130,6 @@ func (t *TaskWatcher) feedChange(id string, m followMsg) {
 		e = rec.IndexEntry()
 	}
 	c := TaskChange{ID: id, Revision: m.Seq, Entry: e}
-	t.mu.Lock()
-	feeds := make([]*TaskFeed, 0, len(t.feeds))
-	for f := range t.feeds {
-		feeds = append(feeds, f)
-	}
-	t.mu.Unlock()
 	for _, f := range feeds {
 		f.offer(c)
 	}

@@ -62,10 +62,6 @@ type Resolved struct {
 	// Err is the error of the failed refresh when Source is Stale (within
 	// ErrorBackoff of that failure, an error carrying its recorded text).
 	Err error
-	// Capabilities is what the agent answered at GET {endpoint}/capabilities
-	// when its card declares no skills (Entry.Capabilities; nil when it
-	// served none). WithCapabilities makes them the card's skills.
-	Capabilities []schemas.Capability
 }
 
 // ErrNoCard is wrapped when there is no card to serve: the agent could not
@@ -173,11 +169,11 @@ func (r *Resolver) resolve(ctx context.Context, baseURL string, force bool) (*Re
 	now := r.now()
 	if cached != nil && !force {
 		if now.Before(cached.FreshUntil.Time) {
-			return &Resolved{Card: cached.Card, Source: FromCache, Entry: cached, Capabilities: cached.Capabilities}, nil
+			return &Resolved{Card: cached.Card, Source: FromCache, Entry: cached}, nil
 		}
 		if cached.LastErrorAt != nil && now.Sub(cached.LastErrorAt.Time) < r.errorBackoff() &&
 			now.Sub(cached.CheckedAt.Time) < r.hardTTL() {
-			return &Resolved{Card: cached.Card, Source: Stale, Entry: cached, Err: errors.New(cached.LastError), Capabilities: cached.Capabilities}, nil
+			return &Resolved{Card: cached.Card, Source: Stale, Entry: cached, Err: errors.New(cached.LastError)}, nil
 		}
 	}
 
@@ -199,7 +195,7 @@ func (r *Resolver) resolve(ctx context.Context, baseURL string, force bool) (*Re
 		if cached != nil && ctx.Err() == nil && staleIfError(ferr) && now.Sub(cached.CheckedAt.Time) < r.hardTTL() {
 			cached.LastError, cached.LastErrorAt = ferr.Error(), &schemas.Timestamp{Time: now}
 			_ = r.Store.PutCard(ctx, cached)
-			return &Resolved{Card: cached.Card, Source: Stale, Entry: cached, Err: ferr, Capabilities: cached.Capabilities}, nil
+			return &Resolved{Card: cached.Card, Source: Stale, Entry: cached, Err: ferr}, nil
 		}
 		// An invalid card leaves a good cached copy alone, for when the
 		// agent serves a valid one again, but it is not served as current.
@@ -226,7 +222,7 @@ func (r *Resolver) resolve(ctx context.Context, baseURL string, force bool) (*Re
 			entry.Capabilities = caps
 		}
 		r.keep(ctx, &entry, f.NoStore, true)
-		return &Resolved{Card: entry.Card, Source: Revalidated, Entry: &entry, Capabilities: entry.Capabilities}, nil
+		return &Resolved{Card: entry.Card, Source: Revalidated, Entry: &entry}, nil
 	}
 	entry := &schemas.CachedCard{
 		URL: base, CardURL: f.URL, Card: f.Card, Raw: f.Raw, ETag: f.ETag,
@@ -234,7 +230,7 @@ func (r *Resolver) resolve(ctx context.Context, baseURL string, force bool) (*Re
 	}
 	entry.Capabilities, _ = r.capabilities(ctx, base, &entry.Card)
 	r.keep(ctx, entry, f.NoStore, cached != nil)
-	return &Resolved{Card: f.Card, Source: FromAgent, Entry: entry, Capabilities: entry.Capabilities}, nil
+	return &Resolved{Card: f.Card, Source: FromAgent, Entry: entry}, nil
 }
 
 // capabilities asks the agent at base for its capabilities when card

@@ -86,13 +86,13 @@ func TestResolverFetchesCapabilitiesOfACardWithoutSkills(t *testing.T) {
 	if err != nil || res.Source != discovery.FromAgent {
 		t.Fatalf("first resolution: %+v %v", res, err)
 	}
-	if !reflect.DeepEqual(res.Capabilities, alephCaps) {
-		t.Fatalf("capabilities = %+v, want %+v", res.Capabilities, alephCaps)
+	if !reflect.DeepEqual(res.Entry.Capabilities, alephCaps) {
+		t.Fatalf("capabilities = %+v, want %+v", res.Entry.Capabilities, alephCaps)
 	}
 	if e, _ := stored(t, b, a.URL); e == nil || !reflect.DeepEqual(e.Capabilities, alephCaps) {
 		t.Fatalf("cache entry: %+v", e)
 	}
-	card := discovery.WithCapabilities(res.Card, res.Capabilities)
+	card := discovery.WithCapabilities(res.Card, res.Entry.Capabilities)
 	if len(card.Skills) != 2 || card.Skills[0].ID != "summarize" || card.Skills[0].Name != "summarize" ||
 		card.Skills[1].ID != "translate" || card.Skills[1].Description != "Translates text" || len(res.Card.Skills) != 0 {
 		t.Fatalf("card with capabilities: skills %+v (resolved card's %+v)", card.Skills, res.Card.Skills)
@@ -100,7 +100,7 @@ func TestResolverFetchesCapabilitiesOfACardWithoutSkills(t *testing.T) {
 
 	clk.advance(30 * time.Second)
 	res, err = r.Resolve(ctx, a.URL)
-	if err != nil || res.Source != discovery.FromCache || !reflect.DeepEqual(res.Capabilities, alephCaps) {
+	if err != nil || res.Source != discovery.FromCache || !reflect.DeepEqual(res.Entry.Capabilities, alephCaps) {
 		t.Fatalf("within the max-age: %+v %v", res, err)
 	}
 	if n, c := a.hitsAt("/capabilities"), a.hitsAt(discovery.WellKnownCard); n != 1 || c != 1 {
@@ -114,7 +114,7 @@ func TestResolverFetchesCapabilitiesOfACardWithoutSkills(t *testing.T) {
 	a.capsStatus = http.StatusServiceUnavailable
 	a.mu.Unlock()
 	res, err = r.Resolve(ctx, a.URL)
-	if err != nil || res.Source != discovery.Revalidated || !reflect.DeepEqual(res.Capabilities, alephCaps) {
+	if err != nil || res.Source != discovery.Revalidated || !reflect.DeepEqual(res.Entry.Capabilities, alephCaps) {
 		t.Fatalf("revalidated while /capabilities fails: %+v %v", res, err)
 	}
 	if n := a.hitsAt("/capabilities"); n != 2 {
@@ -132,7 +132,7 @@ func TestResolverWithoutCapabilities(t *testing.T) {
 			a := newAlephServer(t, body)
 			r, b, _ := newResolver(t)
 			res, err := r.Resolve(ctx, a.URL)
-			if err != nil || res.Source != discovery.FromAgent || res.Capabilities != nil || res.Card.Name != "aleph" {
+			if err != nil || res.Source != discovery.FromAgent || res.Entry.Capabilities != nil || res.Card.Name != "aleph" {
 				t.Fatalf("resolution: %+v %v", res, err)
 			}
 			if e, _ := stored(t, b, a.URL); e == nil || e.Capabilities != nil {
@@ -141,14 +141,14 @@ func TestResolverWithoutCapabilities(t *testing.T) {
 			if n := a.hitsAt("/capabilities"); n != 1 {
 				t.Fatalf("/capabilities asked %d times, want 1", n)
 			}
-			if card := discovery.WithCapabilities(res.Card, res.Capabilities); len(card.Skills) != 0 {
+			if card := discovery.WithCapabilities(res.Card, res.Entry.Capabilities); len(card.Skills) != 0 {
 				t.Fatalf("skills from no capabilities: %+v", card.Skills)
 			}
 		})
 	}
 	cs := newCardServer(t) // its card declares a skill
 	r, _, _ := newResolver(t)
-	if res, err := r.Resolve(ctx, cs.URL); err != nil || res.Capabilities != nil || cs.hitsAt("/capabilities") != 0 {
+	if res, err := r.Resolve(ctx, cs.URL); err != nil || res.Entry.Capabilities != nil || cs.hitsAt("/capabilities") != 0 {
 		t.Fatalf("a card with skills: %+v %v, /capabilities asked %d times", res, err, cs.hitsAt("/capabilities"))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path"
 	"strconv"
+	"sync"
 
 	"github.com/a2abus/a2abus/edge/ui"
 	"github.com/a2abus/a2abus/schemas"
@@ -32,6 +33,9 @@ type uiAsset struct {
 
 // uiHandler serves the page's files, read once from the embedded set:
 // GET /ui is index.html, GET /ui/{file} the others; anything else is 404.
+// uiFiles is the dashboard's handler, built once for both its routes.
+var uiFiles = sync.OnceValue(uiHandler)
+
 func uiHandler() http.Handler {
 	assets := map[string]uiAsset{}
 	_ = fs.WalkDir(ui.Files, ".", func(name string, d fs.DirEntry, err error) error {

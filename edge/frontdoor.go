@@ -245,7 +245,7 @@ func (s *Server) serve(rt Route, b *binding, decode decodeFunc) frontDoorHandler
 // serveStream runs a streaming method over one SSE stream, framed for the
 // binding and shaped for the dialect.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, b *binding, c *call, fn streamFunc) {
-	closeStream, refused := s.drain.streamOpen(r.Context(), requestSource(r), s.cfg.MaxStreams)
+	closeStream, refused := s.openStream(r.Context(), requestSource(r))
 	if refused != nil {
 		s.refuse(w, b, c, refused, 0)
 		return

@@ -253,7 +253,7 @@ func (d *InProcess) stream(ctx context.Context, who schemas.Presented, agent, op
 		return err
 	}
 	s := d.s
-	closeStream, refused := s.drain.streamOpen(ctx, requestSource(r), s.cfg.MaxStreams)
+	closeStream, refused := s.openStream(ctx, requestSource(r))
 	if refused != nil {
 		return d.refused(c, refused)
 	}

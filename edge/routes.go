@@ -194,12 +194,12 @@ func routeTable() []routeDecl {
 		{
 			Route:   Route{Pattern: "GET /ui", Policy: PolicyPublic, Limit: LimitAddress, Origins: OriginsStateChanging},
 			bucket:  "ui",
-			handler: func(*Server) http.Handler { return uiHandler() },
+			handler: func(*Server) http.Handler { return uiFiles() },
 		},
 		{
 			Route:   Route{Pattern: "GET /ui/{file...}", Policy: PolicyPublic, Limit: LimitAddress, Origins: OriginsStateChanging},
 			bucket:  "ui",
-			handler: func(*Server) http.Handler { return uiHandler() },
+			handler: func(*Server) http.Handler { return uiFiles() },
 		},
 		{
 			// The session and the tool list need no credentials; each

@@ -83,9 +83,6 @@ func checkDeadline(field string, at, now time.Time) (time.Time, error) {
 	if !at.After(now) {
 		return time.Time{}, InvalidField(field, "%s has already passed (now is %s)", at.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
-	if at.Year() > 9999 {
-		return time.Time{}, InvalidField(field, "is past the year 9999: %s", deadlineForms)
-	}
 	return at.UTC().Truncate(time.Millisecond), nil
 }
 

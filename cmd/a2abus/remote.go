@@ -316,7 +316,7 @@ func (p *process) buildRemote(name string, a remoteOptions) (workers.Definition,
 		// A card without skills gets the agent's capabilities as skills
 		// (Aleph's discovery), so the agent list and routing by skill
 		// see what the agent does.
-		card := discovery.WithCapabilities(res.Card, res.Capabilities)
+		card := discovery.WithCapabilities(res.Card, res.Entry.Capabilities)
 		return &card, res.Source == discovery.Stale, res.Err, nil
 	}
 	agent := workers.Remote{URL: m.shown, Client: func(ctx context.Context) (workers.RemoteClient, error) {
