@@ -98,16 +98,36 @@ func (s *Server) card(reg schemas.AgentRegistration) schemas.AgentCard {
 	return c
 }
 
-func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
+// servedRegistration is the registration of the agent a card route's
+// request names, or false once it has answered 404.
+func (s *Server) servedRegistration(w http.ResponseWriter, r *http.Request) (schemas.AgentRegistration, bool) {
 	agent, ok := s.resolveAgent(r)
 	if !ok {
 		http.Error(w, fmt.Sprintf("no agent %q is served here; GET /a2a/agents lists the agents", agent), http.StatusNotFound)
-		return
+		return schemas.AgentRegistration{}, false
 	}
 	reg, _ := s.agents.Get(agent)
+	return reg, true
+}
+
+// cardModified is when reg's card last changed, which every edge reads
+// from the same registration (a registration of an older worker, without
+// it: this edge's start): the Last-Modified of what the card routes serve.
+func (s *Server) cardModified(reg schemas.AgentRegistration) time.Time {
+	if reg.CardSince != nil {
+		return reg.CardSince.Time
+	}
+	return s.started
+}
+
+func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
+	reg, ok := s.servedRegistration(w, r)
+	if !ok {
+		return
+	}
 	card, err := s.signed(s.card(reg))
 	if err != nil {
-		s.log.Error("signing the card failed", "agent", agent, "err", err)
+		s.log.Error("signing the card failed", "agent", reg.Agent, "err", err)
 		http.Error(w, "signing the card failed", http.StatusInternalServerError)
 		return
 	}
@@ -116,14 +136,9 @@ func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "encoding the card failed", http.StatusInternalServerError)
 		return
 	}
-	// Last-Modified is when the registered card last changed, which every
-	// edge reads from the same registration (a registration of an older
-	// worker, without it: this edge's start), or, for a signed card, when
-	// this edge took its keys, if later (a rotation re-signs it).
-	modified := s.started
-	if reg.CardSince != nil {
-		modified = reg.CardSince.Time
-	}
+	// A signed card's Last-Modified is no earlier than when this edge
+	// took its keys (a rotation re-signs it).
+	modified := s.cardModified(reg)
 	if len(card.Signatures) > 0 {
 		if since := s.cardSigs.keysSince(); since.After(modified) {
 			modified = since

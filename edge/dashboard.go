@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"io/fs"
@@ -9,6 +10,7 @@ import (
 	"path"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/a2abus/a2abus/edge/ui"
 	"github.com/a2abus/a2abus/schemas"
@@ -31,11 +33,11 @@ type uiAsset struct {
 	etag        string
 }
 
-// uiHandler serves the page's files, read once from the embedded set:
-// GET /ui is index.html, GET /ui/{file} the others; anything else is 404.
 // uiFiles is the dashboard's handler, built once for both its routes.
 var uiFiles = sync.OnceValue(uiHandler)
 
+// uiHandler serves the page's files, read once from the embedded set:
+// GET /ui is index.html, GET /ui/{file} the others; anything else is 404.
 func uiHandler() http.Handler {
 	assets := map[string]uiAsset{}
 	_ = fs.WalkDir(ui.Files, ".", func(name string, d fs.DirEntry, err error) error {
@@ -68,15 +70,9 @@ func uiHandler() http.Handler {
 		h.Set("Content-Type", a.contentType)
 		h.Set("Cache-Control", "no-cache")
 		h.Set("ETag", a.etag)
-		if r.Header.Get("If-None-Match") == a.etag {
-			w.WriteHeader(http.StatusNotModified)
-			return
-		}
-		h.Set("Content-Length", strconv.Itoa(len(a.body)))
-		w.WriteHeader(http.StatusOK)
-		if r.Method != http.MethodHead {
-			_, _ = w.Write(a.body)
-		}
+		// Conditional requests (If-None-Match lists, W/, *), HEAD and
+		// Content-Length as net/http answers them for any file.
+		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(a.body))
 	})
 }
 

@@ -3,7 +3,6 @@ package edge
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 
 	"github.com/a2abus/a2abus/schemas"
@@ -64,21 +63,15 @@ func (s *Server) rpcAgentCapabilities(_ context.Context, c *call) (any, error) {
 // card's skills as capabilities, a JSON array. The card is public, so is
 // what is derived from it, and it is cached as the card is.
 func (s *Server) handleCapabilities(w http.ResponseWriter, r *http.Request) {
-	agent, ok := s.resolveAgent(r)
+	reg, ok := s.servedRegistration(w, r)
 	if !ok {
-		http.Error(w, fmt.Sprintf("no agent %q is served here; GET /a2a/agents lists the agents", agent), http.StatusNotFound)
 		return
 	}
-	reg, _ := s.agents.Get(agent)
 	card := s.card(reg)
 	b, err := json.Marshal(schemas.CardCapabilities(&card))
 	if err != nil {
 		http.Error(w, "encoding the capabilities failed", http.StatusInternalServerError)
 		return
 	}
-	modified := s.started
-	if reg.CardSince != nil {
-		modified = reg.CardSince.Time
-	}
-	s.writeETagged(w, r, b, s.publicCacheControl(), modified)
+	s.writeETagged(w, r, b, s.publicCacheControl(), s.cardModified(reg))
 }
