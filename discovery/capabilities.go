@@ -41,11 +41,8 @@ func (f *Fetcher) Capabilities(ctx context.Context, base string, card *schemas.A
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout())
 	defer cancel()
-	hc := f.HTTP
-	if hc == nil {
-		hc = f.Policy.Client(f.timeout())
-		defer hc.CloseIdleConnections()
-	}
+	hc, release := f.client()
+	defer release()
 	caps, err := f.capabilitiesAs(ctx, hc, u, false)
 	var ae *AuthError
 	if f.Credentials != nil && errors.As(err, &ae) {
@@ -61,38 +58,19 @@ func (f *Fetcher) Capabilities(ctx context.Context, base string, card *schemas.A
 }
 
 func (f *Fetcher) capabilitiesAs(ctx context.Context, hc *http.Client, u string, withCredentials bool) ([]schemas.Capability, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, fmt.Errorf("discovery: %w", err)
-	}
-	for k, vs := range f.Header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", UserAgent)
-	if withCredentials {
-		if err := f.Credentials.Apply(ctx, req, nil); err != nil {
-			return nil, err
-		}
-	}
-	res, err := hc.Do(req)
-	if err != nil {
-		return nil, &TransportError{URL: redactRaw(u), Err: unwrapURLError(err)}
+	res, err := f.get(ctx, hc, u, nil, withCredentials)
+	if res == nil {
+		return nil, err
 	}
 	defer drain(res.Body)
-	if ae := Refusal(u, res, nil); ae != nil {
-		return nil, ae
+	if err != nil {
+		return nil, err
 	}
 	if res.StatusCode != http.StatusOK {
 		return nil, &TransportError{URL: redactRaw(u), Status: res.StatusCode, RetryAfter: retryAfter(res),
 			Err: fmt.Errorf("no capabilities here (HTTP %d %s)", res.StatusCode, http.StatusText(res.StatusCode))}
 	}
-	max := f.MaxBytes
-	if max <= 0 {
-		max = 1 << 20
-	}
+	max := f.maxBytes()
 	body, err := io.ReadAll(io.LimitReader(res.Body, max+1))
 	if err != nil {
 		return nil, &TransportError{URL: redactRaw(u), Status: res.StatusCode, Err: fmt.Errorf("reading the capabilities: %w", err)}

@@ -149,13 +149,8 @@ func (f *Fetcher) Fetch(ctx context.Context, base, etag string) (*Fetched, error
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout())
 	defer cancel()
-	hc := f.HTTP
-	if hc == nil {
-		// A client of our own has its own connection pool: release it,
-		// since cards are fetched once in a while.
-		hc = f.Policy.Client(f.timeout())
-		defer hc.CloseIdleConnections()
-	}
+	hc, release := f.client()
+	defer release()
 	var best error
 	bestMissing := false
 	for _, u := range urls {
@@ -188,10 +183,25 @@ func (f *Fetcher) fetchOne(ctx context.Context, hc *http.Client, u, etag string)
 	return got, status, err
 }
 
-func (f *Fetcher) fetchAs(ctx context.Context, hc *http.Client, u, etag string, withCredentials bool) (*Fetched, int, error) {
+// client is the client the Fetcher's requests go through: its HTTP, or a
+// guarded one of its own, whose connection pool release frees (cards
+// are fetched once in a while).
+func (f *Fetcher) client() (hc *http.Client, release func()) {
+	if f.HTTP != nil {
+		return f.HTTP, func() {}
+	}
+	hc = f.Policy.Client(f.timeout())
+	return hc, hc.CloseIdleConnections
+}
+
+// get sends a GET of u as the Fetcher sends each of its requests: its
+// Header, JSON accepted, its User-Agent, then extra, and its credentials
+// when withCredentials. An answer 401 or 403 is an *AuthError (Refusal)
+// beside the response; the caller drains any response it gets.
+func (f *Fetcher) get(ctx context.Context, hc *http.Client, u string, extra http.Header, withCredentials bool) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, 0, fmt.Errorf("discovery: %w", err)
+		return nil, fmt.Errorf("discovery: %w", err)
 	}
 	for k, vs := range f.Header {
 		for _, v := range vs {
@@ -200,21 +210,44 @@ func (f *Fetcher) fetchAs(ctx context.Context, hc *http.Client, u, etag string, 
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", UserAgent)
-	if etag != "" {
-		req.Header.Set("If-None-Match", etag)
+	for k, vs := range extra {
+		req.Header[k] = vs
 	}
 	if withCredentials {
 		if err := f.Credentials.Apply(ctx, req, nil); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 	}
 	res, err := hc.Do(req)
 	if err != nil {
-		return nil, 0, &TransportError{URL: redactRaw(u), Err: unwrapURLError(err)}
+		return nil, &TransportError{URL: redactRaw(u), Err: unwrapURLError(err)}
+	}
+	if ae := Refusal(u, res, nil); ae != nil {
+		return res, ae
+	}
+	return res, nil
+}
+
+// maxBytes is the most of a body the Fetcher reads.
+func (f *Fetcher) maxBytes() int64 {
+	if f.MaxBytes > 0 {
+		return f.MaxBytes
+	}
+	return 1 << 20
+}
+
+func (f *Fetcher) fetchAs(ctx context.Context, hc *http.Client, u, etag string, withCredentials bool) (*Fetched, int, error) {
+	var extra http.Header
+	if etag != "" {
+		extra = http.Header{"If-None-Match": {etag}}
+	}
+	res, err := f.get(ctx, hc, u, extra, withCredentials)
+	if res == nil {
+		return nil, 0, err
 	}
 	defer drain(res.Body)
-	if ae := Refusal(u, res, nil); ae != nil {
-		return nil, res.StatusCode, ae
+	if err != nil {
+		return nil, res.StatusCode, err
 	}
 	now := time.Now()
 	cc := cacheControl(res.Header.Get("Cache-Control"))
@@ -232,10 +265,7 @@ func (f *Fetcher) fetchAs(ctx context.Context, hc *http.Client, u, etag string, 
 		return nil, res.StatusCode, &TransportError{URL: redactRaw(u), Status: res.StatusCode, RetryAfter: retryAfter(res),
 			Err: fmt.Errorf("no agent card here (HTTP %d %s)", res.StatusCode, http.StatusText(res.StatusCode))}
 	}
-	max := f.MaxBytes
-	if max <= 0 {
-		max = 1 << 20
-	}
+	max := f.maxBytes()
 	body, err := io.ReadAll(io.LimitReader(res.Body, max+1))
 	if err != nil {
 		return nil, res.StatusCode, &TransportError{URL: redactRaw(u), Status: res.StatusCode, Err: fmt.Errorf("reading the card: %w", err)}
