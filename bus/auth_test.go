@@ -634,7 +634,10 @@ func TestRolesDoTheirWork(t *testing.T) {
 	if err := eb.queueWork(ctx, workItem(rec4), PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poison := fetchOne(t, wc)
+	// Work of the earlier steps may still be on its way to the workers
+	// (a withdrawn task's item the dispatcher had moved): each step takes
+	// its own task's item.
+	poison := fetchTask(t, wc, rec4.Task.ID)
 	if err := poison.DeadLetter(ctx, "poison"); err != nil {
 		t.Fatal(err)
 	}
@@ -645,7 +648,7 @@ func TestRolesDoTheirWork(t *testing.T) {
 	if err := eb.queueWork(ctx, workItem(rec3), PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	exhausted := fetchOne(t, wc)
+	exhausted := fetchTask(t, wc, rec3.Task.ID)
 	if dl, err := wb.moveToDLQ(ctx, "echo", exhausted.seq, 5); err != nil || dl == nil || dl.TaskID != rec3.Task.ID {
 		t.Fatalf("moveToDLQ: %+v %v", dl, err)
 	}

@@ -34,6 +34,20 @@ func fetchOne(t testing.TB, wc *WorkConsumer) *Work {
 	return ws[0]
 }
 
+// fetchTask fetches until it gets the work item of task id, ending the
+// others it takes (Term) as leftovers of earlier steps.
+func fetchTask(t testing.TB, wc *WorkConsumer, id string) *Work {
+	t.Helper()
+	for {
+		w := fetchOne(t, wc)
+		if w.Item.TaskID == id {
+			return w
+		}
+		t.Logf("skipping the work of task %s, left over from an earlier step", w.Item.TaskID)
+		_ = w.Term("left over")
+	}
+}
+
 // consumerCounts returns the pending and unacknowledged counts of the
 // agent's work consumer.
 func consumerCounts(t testing.TB, b *Bus, agent string) (pending uint64, ackPending int) {
