@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/a2abus/a2abus/edge"
+	"github.com/a2abus/a2abus/edge/auth"
 	"github.com/a2abus/a2abus/edge/grpcbinding"
 	"github.com/a2abus/a2abus/edge/grpcbinding/a2apb"
 	"github.com/a2abus/a2abus/schemas"
@@ -398,3 +399,41 @@ func TestTrustLevelBodyStreamsAndQuota(t *testing.T) {
 
 // errStopStream ends a stream from its consumer.
 var errStopStream = errors.New("stop the stream")
+
+// A rule naming a tenant gives its level to a call acting in that tenant,
+// also when the call names it in its request (the level is decided again
+// when the front door moves the call there): the tenant's level is on the
+// task, and its rate applies.
+func TestTrustLevelOfTheTenantACallNames(t *testing.T) {
+	a, err := auth.New(context.Background(), auth.Config{APIKeys: []auth.APIKey{{Key: aliceKey, Principal: "alice", Tenants: []string{"t1", "t2"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOptions{agents: []workers.Definition{trustOf("whoami")}, edge: edge.Config{Auth: a, DefaultAgent: "whoami",
+		Trust: edge.TrustPolicy{Rules: []edge.TrustRule{{Level: "partner", Tenants: []string{"t2"}}},
+			Levels: map[string]edge.TrustLevel{"partner": {Limits: edge.LevelLimits{Rate: 0.001, Burst: 1}}}}}})
+	send := func(tenant string) (string, string) {
+		params := map[string]any{"message": map[string]any{"messageId": schemas.NewID(), "role": "ROLE_USER", "parts": []any{map[string]any{"text": "hi"}}}}
+		if tenant != "" {
+			params["tenant"] = tenant
+		}
+		_, _, raw := as(t, aliceKey, "POST", h.url+"/agents/whoami", "application/json", rpcBody(1, "SendMessage", params))
+		var r struct {
+			Result struct {
+				Task schemas.Task `json:"task"`
+			} `json:"result"`
+		}
+		_ = json.Unmarshal(raw, &r)
+		if arts := r.Result.Task.Artifacts; len(arts) == 1 {
+			return *arts[0].Parts[0].Text, codeReason(t, raw)
+		}
+		return "", codeReason(t, raw)
+	}
+	for _, c := range []struct{ tenant, level, refused string }{
+		{"", edge.TrustLocal, ""}, {"t2", "partner", ""}, {"t2", "", schemas.ErrRateLimited.Reason}, {"t1", edge.TrustLocal, ""},
+	} {
+		if level, r := send(c.tenant); level != c.level || r != c.refused {
+			t.Errorf("alice in tenant %q: level %q, refused with %q; want %q, %q", c.tenant, level, r, c.level, c.refused)
+		}
+	}
+}
