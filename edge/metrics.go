@@ -60,7 +60,7 @@ func (s *Server) openStream(ctx context.Context, src netip.Addr, c *call) (func(
 	var closeCaller func()
 	if limit := c.level.Limits.MaxStreams; limit > 0 {
 		var refused *schemas.Error
-		if closeCaller, refused = s.levelStreams.open(c, limit); refused != nil {
+		if closeCaller, refused = s.streamsOf.open(c, limit); refused != nil {
 			s.m.limited.Inc(limitLevelStreams)
 			return nil, refused
 		}

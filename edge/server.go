@@ -262,31 +262,31 @@ func (c Config) withDefaults() Config {
 // serve the same tasks. It holds only caches that follow the bus (the agent
 // directory) and the waiters of its own in-flight blocking requests.
 type Server struct {
-	cfg          Config
-	svc          service     // the A2A service every binding adapts, behind its interceptors
-	registry     Registry    // the admin registry routes'
-	deadLetters  DeadLetters // the dead-letter admin route's
-	inbox        RemoteInbox // the remote-push webhook's
-	conn         interface{ Connected() bool }
-	metrics      *bus.Metrics
-	log          *slog.Logger
-	tasks        *bus.TaskWatcher
-	index        *bus.TaskIndex
-	rate         rateLimiter
-	trust        *trustPolicy  // Config.Trust as applied (compileTrust)
-	levelStreams callerStreams // streams per caller at levels that bound them
-	agents       *bus.AgentDirectory
-	writes       *bus.WriteProbe
-	mux          *http.ServeMux
-	table        []Route // every route mux serves (routes.go)
-	handler      http.Handler
-	mcp          http.Handler // Config.MCP's handler
-	v1, v03      dialect
-	openFang     dialect
-	drain        drainState // what a shutdown waits for and ends (drain.go)
-	m            edgeMetrics
-	bodies       *bodyBudget // the memory request bodies hold (readBody)
-	cardSigs     cardSignatures
+	cfg         Config
+	svc         service     // the A2A service every binding adapts, behind its interceptors
+	registry    Registry    // the admin registry routes'
+	deadLetters DeadLetters // the dead-letter admin route's
+	inbox       RemoteInbox // the remote-push webhook's
+	conn        interface{ Connected() bool }
+	metrics     *bus.Metrics
+	log         *slog.Logger
+	tasks       *bus.TaskWatcher
+	index       *bus.TaskIndex
+	rate        rateLimiter
+	trust       *trustPolicy  // Config.Trust as applied (compileTrust)
+	streamsOf   callerStreams // streams per caller at levels that bound them
+	agents      *bus.AgentDirectory
+	writes      *bus.WriteProbe
+	mux         *http.ServeMux
+	table       []Route // every route mux serves (routes.go)
+	handler     http.Handler
+	mcp         http.Handler // Config.MCP's handler
+	v1, v03     dialect
+	openFang    dialect
+	drain       drainState // what a shutdown waits for and ends (drain.go)
+	m           edgeMetrics
+	bodies      *bodyBudget // the memory request bodies hold (readBody)
+	cardSigs    cardSignatures
 	// started is when the edge was built: its own part of every card it
 	// serves (interfaces, capabilities, security) is unchanged since.
 	started time.Time
