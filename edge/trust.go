@@ -68,6 +68,9 @@ type TrustLevel struct {
 	Refuse bool
 	// Agents, if set, are the only agents the level may call.
 	Agents []string
+	// Approval holds every task the level creates for an approver
+	// (approval.go).
+	Approval bool
 }
 
 // defaultTrustRules follow the policy's own rules.
