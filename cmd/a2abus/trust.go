@@ -36,10 +36,12 @@ type TrustRuleConfig struct {
 }
 
 // TrustLevelConfig is what one level may do: refuse every call, or call
-// only the agents listed.
+// only the agents listed; approval holds each task it creates for an
+// approver.
 type TrustLevelConfig struct {
-	Refuse bool     `json:"refuse,omitempty"`
-	Agents []string `json:"agents,omitempty"`
+	Refuse   bool     `json:"refuse,omitempty"`
+	Agents   []string `json:"agents,omitempty"`
+	Approval bool     `json:"approval,omitempty"`
 }
 
 var trustLevelName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
@@ -76,7 +78,7 @@ func (c TrustConfig) policy() (edge.TrustPolicy, error) {
 		if p.Levels == nil {
 			p.Levels = map[string]edge.TrustLevel{}
 		}
-		p.Levels[name] = edge.TrustLevel{Refuse: l.Refuse, Agents: l.Agents}
+		p.Levels[name] = edge.TrustLevel{Refuse: l.Refuse, Agents: l.Agents, Approval: l.Approval}
 	}
 	return p, errors.Join(errs...)
 }
