@@ -49,6 +49,7 @@ type TaskIndex struct {
 	finished  orderedList                  // every terminal task, for retention (in write order within a millisecond)
 	asking    orderedList                  // tasks waiting for input, for idle expiry
 	submitted map[string]*indexEntry       // SUBMITTED tasks, for orphaned work
+	approvals map[string]*indexEntry       // tasks whose approval is pending, for approvers and expiry
 	open      map[ownerKey]openCount       // unfinished tasks per principal and tenant
 	queued    map[queueKey]int             // SUBMITTED or WORKING tasks per caller and agent
 	bytes     int64                        // stored size of every task
@@ -140,6 +141,7 @@ func (b *Bus) NewTaskIndex() *TaskIndex {
 		lists:     map[listKey]*orderedList{},
 		contexts:  map[contextKey][]*indexEntry{},
 		submitted: map[string]*indexEntry{},
+		approvals: map[string]*indexEntry{},
 		finished:  orderedList{byWrite: true},
 		open:      map[ownerKey]openCount{},
 		queued:    map[queueKey]int{},
@@ -302,11 +304,17 @@ func (x *TaskIndex) attach(e *indexEntry) {
 	if e.State.Terminal() {
 		x.finished.insert(e)
 	}
-	if e.State.Interrupted() {
-		x.asking.insert(e)
-	}
-	if e.State == schemas.TaskStateSubmitted {
-		x.submitted[e.id] = e
+	// A task waiting for an approver is neither idle for its caller's
+	// input nor orphaned work: its approval's expiry settles it.
+	if e.Approval != 0 {
+		x.approvals[e.id] = e
+	} else {
+		if e.State.Interrupted() {
+			x.asking.insert(e)
+		}
+		if e.State == schemas.TaskStateSubmitted {
+			x.submitted[e.id] = e
+		}
 	}
 	if !e.Reply && !e.State.Terminal() {
 		k := ownerKey{e.Tenant, e.Owner, e.Origin}
@@ -349,10 +357,11 @@ func (x *TaskIndex) detach(e *indexEntry) {
 	if e.State.Terminal() {
 		x.finished.drop(e, live)
 	}
-	if e.State.Interrupted() {
+	if e.State.Interrupted() && e.Approval == 0 {
 		x.asking.drop(e, live)
 	}
 	delete(x.submitted, e.id)
+	delete(x.approvals, e.id)
 	if !e.Reply && !e.State.Terminal() {
 		k := ownerKey{e.Tenant, e.Owner, e.Origin}
 		c := x.open[k]
@@ -646,7 +655,7 @@ func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, err
 	var res SweepResult
 	keep := o.Keep
 	bounded := keep.MaxCount > 0 || keep.MaxBytes > 0
-	if !bounded && o.OrphanAfter <= 0 && o.IdleAfter <= 0 && x.goneCount() == 0 {
+	if !bounded && o.OrphanAfter <= 0 && o.IdleAfter <= 0 && x.goneCount() == 0 && !x.approvalsPending() {
 		return res, nil
 	}
 	// A sweep that fails before it holds the lease keeps the deletions it
@@ -669,7 +678,7 @@ func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, err
 	var left []goneTask
 	res.EventsDropped, left = x.b.dropEvents(ctx, gone)
 	x.keepGone(left)
-	var victims, orphans, idle []*indexEntry
+	var victims, orphans, idle, expired []*indexEntry
 	func() {
 		x.mu.RLock()
 		defer x.mu.RUnlock()
@@ -697,6 +706,12 @@ func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, err
 				if x.tasks[s.e.id] == s.e {
 					idle = append(idle, s.e)
 				}
+			}
+		}
+		now := time.Now().UnixNano()
+		for _, e := range x.approvals {
+			if e.Approval <= now {
+				expired = append(expired, e)
 			}
 		}
 		if o.OrphanAfter > 0 {
@@ -729,7 +744,18 @@ func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, err
 			res.Expired++
 		}
 	}
-	requeueErr = errors.Join(requeueErr, idleErr)
+	var expireErr error
+	for _, e := range expired {
+		ok, err := x.b.expireApproval(ctx, e.id)
+		if err != nil {
+			expireErr = err
+			break
+		}
+		if ok {
+			res.ApprovalsExpired++
+		}
+	}
+	requeueErr = errors.Join(requeueErr, idleErr, expireErr)
 	res.Deleted = x.b.purgeTasks(ctx, victims)
 	return res, requeueErr
 }

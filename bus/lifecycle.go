@@ -241,6 +241,10 @@ type Submission struct {
 	// (schemas.TaskRecord.Deadline): the edge's reading of the caller's,
 	// or a child's parent's.
 	Deadline time.Time
+	// Approval, when set, holds the task for an approver (approval.go):
+	// it is stored waiting in AUTH_REQUIRED and its work is queued only
+	// once it is approved.
+	Approval *schemas.Approval
 }
 
 // SubmittedRecord is the record a submission creates: SUBMITTED now, msg
@@ -266,6 +270,7 @@ func SubmittedRecord(s Submission, msg *schemas.Message) *schemas.TaskRecord {
 		ClientTaskID: s.ClientTaskID,
 		Generation:   1,
 		Deadline:     deadline(s.Deadline),
+		Approval:     s.Approval,
 	}
 }
 
@@ -340,6 +345,9 @@ func (b *Bus) Submit(ctx context.Context, s Submission, follow Follow) (*schemas
 		if follow != nil {
 			follow(rec, rev)
 		}
+		if s.Approval != nil {
+			return b.holdForApproval(sctx, rec, rev)
+		}
 		if qerr = b.queue(sctx, rec, rev, stored, s.Publish); qerr == nil {
 			return rec, rev, nil
 		}
@@ -413,6 +421,8 @@ func (b *Bus) Continue(ctx context.Context, o Owner, a Answer, follow Follow) (*
 	switch {
 	case errors.Is(err, schemas.ErrTaskTerminal):
 		return nil, 0, schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s and accepts no more messages; start a new task in context %s and list this one in referenceTaskIds", msg.TaskID, rec.Task.Status.State, rec.Task.ContextID).With("taskId", msg.TaskID)
+	case errors.Is(err, schemas.ErrAwaitingApproval):
+		return nil, 0, schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is waiting for an approver's decision and takes no message until then", msg.TaskID).With("taskId", msg.TaskID)
 	case errors.Is(err, schemas.ErrNotInterrupted):
 		return nil, 0, schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s; send the next message when it asks for input", msg.TaskID, rec.Task.Status.State).With("taskId", msg.TaskID)
 	case err != nil:

@@ -369,6 +369,10 @@ func appendIndexEntry(b []byte, e schemas.TaskIndexEntry) []byte {
 	if e.Push {
 		b = append(b, `,"p":true`...)
 	}
+	if e.Approval != 0 {
+		b = append(b, `,"v":`...)
+		b = strconv.AppendInt(b, e.Approval, 10)
+	}
 	return append(b, '}')
 }
 
@@ -821,6 +825,9 @@ type SweepOptions struct {
 // SweepResult counts what a sweep did.
 type SweepResult struct {
 	Deleted, Requeued, Expired int
+	// ApprovalsExpired counts the pending approvals it settled at their
+	// expiry (or their task's deadline).
+	ApprovalsExpired int
 	// EventsDropped counts the deleted tasks whose events were deleted.
 	EventsDropped int
 }

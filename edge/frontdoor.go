@@ -79,6 +79,11 @@ type call struct {
 	// it and the metadata's, read by checkSend.
 	deadline time.Time
 
+	// approval is what the task a send creates waits for before it runs
+	// (requireApproval), nil when nothing requires one; createTask gives
+	// it its times.
+	approval *schemas.Approval
+
 	// clientIDs: the call names tasks as 0.3 and the older dialect do — a
 	// server-made id, or the id the caller chose for a task it created
 	// through the older dialect (taskByClientID). rawAnswer: the binding

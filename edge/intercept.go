@@ -168,11 +168,12 @@ func (ic *intercepted) WatchTasks(ctx context.Context, c *call, req *schemas.Wat
 // interceptors is the edge's chain, outermost first: the call's span
 // (tracecalls.go) holds all the rest, the call log sees every call's
 // outcome, the call gets its trust level and what the level may not do is
-// refused (trust.go), and a new task is admitted before it reaches the
-// lifecycle.
+// refused (trust.go), a new task is admitted before it reaches the
+// lifecycle, and one that needs a person's approval is marked to be held
+// for it (approval.go).
 func (s *Server) interceptors(load func(context.Context, string) (bus.AgentLoad, error), taskMaxBytes int64) []interceptor {
 	adm := &admission{cfg: &s.cfg, index: s.index, agents: s.agents, load: load, taskMaxBytes: taskMaxBytes, limited: s.m.limited}
-	return []interceptor{s.traceCalls, s.logCalls, s.admitTrust, adm.admitNewTasks}
+	return []interceptor{s.traceCalls, s.logCalls, s.admitTrust, adm.admitNewTasks, s.requireApproval}
 }
 
 // logCalls logs each call at debug level: the operation, whom for, how it

@@ -187,7 +187,7 @@ func (s *a2aService) createTask(ctx context.Context, c *call, msg *schemas.Messa
 	rec, _, err := s.life.Submit(ctx, bus.Submission{
 		Agent: c.agent, Owner: c.caller.principal, Tenant: c.caller.tenant, Origin: c.caller.origin, Trust: c.trust, Message: msg, TaskID: c.taskID,
 		Dialect: c.dialect, ClientTaskID: c.clientTaskID, Publish: c.publish(), PushConfig: c.push, PushDialect: c.d.version,
-		Deadline: c.deadline,
+		Deadline: c.deadline, Approval: s.approvalTimes(c),
 	}, follow)
 	if errors.Is(err, bus.ErrTaskExists) {
 		// A client-chosen id whose task this caller does not own (one

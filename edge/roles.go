@@ -19,6 +19,7 @@ type Bus interface {
 	PushConfigs
 	Registry
 	DeadLetters
+	Approvals
 	RemoteInbox
 	Followers
 	Config() bus.Config

@@ -119,7 +119,7 @@ func TestRoutePoliciesAndLimitsHoldOnEveryRoute(t *testing.T) {
 			refusedOn(t, rr.String()+" without credentials", resp, raw, schemas.ErrUnauthenticated)
 			resp, raw = rr.send(h, "not-a-key-0123456789abcdef", "")
 			refusedOn(t, rr.String()+" with a wrong key", resp, raw, schemas.ErrUnauthenticated)
-		case edge.PolicyAdmin, edge.PolicyAdminWrite:
+		case edge.PolicyAdmin, edge.PolicyAdminWrite, edge.PolicyApprover:
 			if resp, raw := rr.send(h, "", ""); resp.StatusCode != http.StatusUnauthorized {
 				t.Errorf("%s without credentials: HTTP %d %s", rr, resp.StatusCode, raw)
 			}

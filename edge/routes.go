@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/a2abus/a2abus/edge/auth"
@@ -83,6 +84,11 @@ const (
 	// (Config.LoopbackOnly), so anonymous callers beyond it cannot point
 	// agents anywhere.
 	PolicyAdminWrite
+	// PolicyApprover: admin principals and the approvers the approval
+	// policy names (ApprovalPolicy.Approvers), for their own tenant; on
+	// an edge that authenticates no one, as PolicyAdminWrite (a decision
+	// lets work run).
+	PolicyApprover
 	// PolicyWebhookToken: a sender holding the token one task's webhook
 	// was registered with (the remote agents' push notifications). A
 	// request without a token is refused before its handler, which
@@ -91,7 +97,7 @@ const (
 )
 
 func (p Policy) String() string {
-	return enumName(int(p), "none", "public", "caller", "admin", "admin-write", "webhook-token")
+	return enumName(int(p), "none", "public", "caller", "admin", "admin-write", "approver", "webhook-token")
 }
 
 // Limit is how a route's requests are rate-limited.
@@ -189,6 +195,8 @@ func routeTable() []routeDecl {
 		side("DELETE /a2a/admin/agents/{agent}", PolicyAdminWrite, "admin", 0, (*Server).handleRegistryDelete),
 		side("POST /a2a/remote/{agent}/tasks/{task}/push", PolicyWebhookToken, "webhook", bodyEdge, (*Server).handleRemotePush),
 		side("GET /a2a/admin/dead-letters", PolicyAdmin, "admin", 0, (*Server).handleDeadLetters),
+		side("GET /a2a/admin/approvals", PolicyApprover, "admin", 0, (*Server).handleApprovals),
+		side("POST /a2a/admin/approvals/{task}", PolicyApprover, "admin", approvalDecisionMax, (*Server).handleApprovalDecision),
 		// The dashboard's page holds no data: every datum it shows comes
 		// from the API with its user's credentials (dashboard.go).
 		{
@@ -377,7 +385,9 @@ func (s *Server) sideDoor(rt Route, bucket string, next http.Handler) http.Handl
 func (s *Server) admission(p Policy) func(http.ResponseWriter, *http.Request) *http.Request {
 	switch p {
 	case PolicyAdmin, PolicyAdminWrite:
-		return s.admitAdmin(p == PolicyAdminWrite)
+		return s.admitAdmin(p == PolicyAdminWrite, nil)
+	case PolicyApprover:
+		return s.admitAdmin(true, s.cfg.Approvals.Approvers)
 	case PolicyWebhookToken:
 		return admitWebhook
 	default:
@@ -400,14 +410,16 @@ func adminCaller(r *http.Request) string {
 // that authenticates no one has no admin to tell apart: it admits every
 // caller only when the operator said so (Config.OpenAdmin) and, for a
 // route that writes, only while it listens on loopback.
-func (s *Server) admitAdmin(writes bool) func(http.ResponseWriter, *http.Request) *http.Request {
+//
+// also names principals admitted as admins are (the approvers).
+func (s *Server) admitAdmin(writes bool, also []string) func(http.ResponseWriter, *http.Request) *http.Request {
 	if !s.authenticates() {
 		return func(w http.ResponseWriter, r *http.Request) *http.Request {
 			switch {
 			case !s.cfg.OpenAdmin:
 				writePlain(w, http.StatusForbidden, errNoAdmins)
 			case writes && !s.cfg.LoopbackOnly:
-				writePlain(w, http.StatusForbidden, "the registry is changed by admin principals, and this edge authenticates no one; configure authentication and --admins")
+				writePlain(w, http.StatusForbidden, "this is changed by admin principals, and this edge authenticates no one beyond loopback; configure authentication and --admins")
 			default:
 				return r
 			}
@@ -418,7 +430,7 @@ func (s *Server) admitAdmin(writes bool) func(http.ResponseWriter, *http.Request
 	return func(w http.ResponseWriter, r *http.Request) *http.Request {
 		who, err := s.authenticate(r)
 		s.m.authFailed(err)
-		if err == nil && !who.admin {
+		if err == nil && !who.admin && !slices.Contains(also, who.principal) {
 			err = a.Forbidden("only an admin principal may read this")
 		}
 		var f *auth.Failure

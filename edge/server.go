@@ -159,6 +159,9 @@ type Config struct {
 	// Trust maps each call to its trust level and says what each level
 	// may do (trust.go); the zero policy is the defaults.
 	Trust TrustPolicy
+	// Approvals says which new tasks wait for a person's approval and who
+	// gives it (approval.go).
+	Approvals ApprovalPolicy
 	// PublicMetrics serves /metrics without credentials when Auth is set;
 	// otherwise only admin principals read it.
 	PublicMetrics bool
@@ -266,6 +269,7 @@ type Server struct {
 	svc         service     // the A2A service every binding adapts, behind its interceptors
 	registry    Registry    // the admin registry routes'
 	deadLetters DeadLetters // the dead-letter admin route's
+	approvals   Approvals   // the approvals routes'
 	inbox       RemoteInbox // the remote-push webhook's
 	conn        interface{ Connected() bool }
 	metrics     *bus.Metrics
@@ -300,6 +304,7 @@ func New(b Bus, cfg Config) *Server {
 		cfg:         cfg,
 		registry:    b,
 		deadLetters: b,
+		approvals:   b,
 		inbox:       b,
 		conn:        b,
 		metrics:     b.Metrics(),
@@ -356,8 +361,8 @@ func (s *Server) Run(ctx context.Context) error {
 	return first
 }
 
-// sweep enforces MaxFinishedTasks and MaxFinishedBytes, and requeues
-// orphaned work, until ctx ends. Every edge tries; the one holding the
+// sweep enforces MaxFinishedTasks and MaxFinishedBytes, requeues
+// orphaned work, and settles expired approvals, until ctx ends. Every edge tries; the one holding the
 // sweep lease does the work (see bus.TaskIndex.Sweep), at the cost of
 // what it deletes.
 func (s *Server) sweep(ctx context.Context) error {
@@ -366,9 +371,8 @@ func (s *Server) sweep(ctx context.Context) error {
 		OrphanAfter: max(s.cfg.OrphanAfter, 0),
 		IdleAfter:   max(s.cfg.IdleAfter, 0),
 	}
-	if o.Keep.MaxCount <= 0 && o.Keep.MaxBytes <= 0 && o.OrphanAfter <= 0 && o.IdleAfter <= 0 {
-		return nil
-	}
+	// With nothing of that configured, a tick still settles the approvals
+	// that expired (the index answers at once when none is pending).
 	t := time.NewTicker(s.cfg.SweepEvery)
 	defer t.Stop()
 	for {

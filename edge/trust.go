@@ -82,6 +82,9 @@ type TrustLevel struct {
 	Skills []string
 	// Limits are the level's own defaults for the limits of its calls.
 	Limits LevelLimits
+	// Approval holds every task the level creates for an approver
+	// (approval.go).
+	Approval bool
 }
 
 // LevelLimits are the limits a trust level holds its calls to in place of

@@ -71,6 +71,10 @@ var (
 	// errors.
 	ErrUnauthenticated  = &Error{Code: -31401, Reason: "UNAUTHENTICATED", HTTPStatus: 401, GRPCStatus: "UNAUTHENTICATED", Message: "authentication required"}
 	ErrPermissionDenied = &Error{Code: -31403, Reason: "UNAUTHORIZED", HTTPStatus: 403, GRPCStatus: "PERMISSION_DENIED", Message: "permission denied"}
+	// ErrConflict refuses a change that another settled first: an
+	// approval decided by another approver, or expired (HTTP 409,
+	// −31409 in the range of the others a2abus adds).
+	ErrConflict = &Error{Code: -31409, Reason: "CONFLICT", HTTPStatus: 409, GRPCStatus: "ABORTED", Message: "conflict"}
 )
 
 // ErrorTable lists every row, for documentation and exhaustive tests.
@@ -79,7 +83,7 @@ var ErrorTable = []*Error{
 	ErrTaskNotFound, ErrTaskNotCancelable, ErrPushNotSupported, ErrUnsupportedOperation,
 	ErrContentTypeNotSupported, ErrInvalidAgentResponse, ErrExtendedCardNotConfigured,
 	ErrExtensionSupportRequired, ErrVersionNotSupported, ErrTaskGenerationMismatch, ErrUnavailable,
-	ErrUnauthenticated, ErrPermissionDenied, ErrRateLimited,
+	ErrUnauthenticated, ErrPermissionDenied, ErrRateLimited, ErrConflict,
 }
 
 // Error returns the message.

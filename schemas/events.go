@@ -76,6 +76,10 @@ type TaskRecord struct {
 	// running at it, the task FAILED with DeadlineExceeded. Nil: none.
 	// Clients see it only as the metadata they sent.
 	Deadline *Timestamp `json:"deadline,omitempty"`
+	// Approval, when set, is the approval the task needed before it ran
+	// (approval.go): while it is pending the task waits in AUTH_REQUIRED,
+	// its work not queued. Clients see only its notices.
+	Approval *Approval `json:"approval,omitempty"`
 }
 
 // PushWake is the data of a push sender's wake-up (TypePushWake on
@@ -163,6 +167,10 @@ type TaskIndexEntry struct {
 	// Push marks a task that has had push-notification configs
 	// (TaskRecord.Push): its configs are deleted with it.
 	Push bool `json:"p,omitempty"`
+	// Approval is when the task's pending approval expires (Unix
+	// nanoseconds); 0 when none is pending. The sweep settles it then, and
+	// approvers list the tasks that have one.
+	Approval int64 `json:"v,omitempty"`
 }
 
 // IndexEntry returns the record's TaskIndexEntry. Its time is the status
@@ -170,7 +178,16 @@ type TaskIndexEntry struct {
 // record read back agree.
 func (r *TaskRecord) IndexEntry() TaskIndexEntry {
 	return TaskIndexEntry{State: r.Task.Status.State, At: r.StatusTime().Truncate(time.Millisecond).UnixNano(), Agent: r.Agent,
-		Owner: r.Owner, Tenant: r.Tenant, Context: r.Task.ContextID, Origin: r.Origin, Reply: r.Reply != nil, Push: r.Push}
+		Owner: r.Owner, Tenant: r.Tenant, Context: r.Task.ContextID, Origin: r.Origin, Reply: r.Reply != nil, Push: r.Push, Approval: r.pendingApproval()}
+}
+
+// pendingApproval is when the record's pending approval expires, 0 for
+// none: a finished task has none, whatever its record says.
+func (r *TaskRecord) pendingApproval() int64 {
+	if !r.Approval.Pending() || r.Task.Status.State.Terminal() {
+		return 0
+	}
+	return r.Approval.ExpiresAt.UnixNano()
 }
 
 // WorkItem is the data of a TypeWorkExecute event on
@@ -317,7 +334,7 @@ func (r *TaskRecord) ApplyStatus(ev *TaskStatusUpdateEvent) error {
 		st.Timestamp = Now()
 	}
 	r.Task.Status = st
-	if st.Message != nil {
+	if st.Message != nil && !approvalNotice(st.Message) {
 		r.Task.History = append(r.Task.History, *st.Message)
 	}
 	if len(ev.Metadata) > 0 {
@@ -392,6 +409,9 @@ func (r *TaskRecord) ApplyContinue(m *Message) error {
 	}
 	if !st.Interrupted() {
 		return ErrNotInterrupted
+	}
+	if r.Approval.Pending() {
+		return ErrAwaitingApproval
 	}
 	r.Task.History = append(r.Task.History, *m)
 	r.Task.Status = TaskStatus{State: TaskStateSubmitted, Timestamp: Now()}

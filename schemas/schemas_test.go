@@ -134,6 +134,8 @@ func TestVocabErrorTableRows(t *testing.T) {
 		// Authentication's, with the codes of the official Go SDK.
 		{ErrUnauthenticated, -31401, "UNAUTHENTICATED", 401, "UNAUTHENTICATED"},
 		{ErrPermissionDenied, -31403, "UNAUTHORIZED", 403, "PERMISSION_DENIED"},
+		// a2abus's, for a decision another settled first (approvals).
+		{ErrConflict, -31409, "CONFLICT", 409, "ABORTED"},
 	}
 	if len(ErrorTable) != len(want) {
 		t.Errorf("ErrorTable has %d rows, want %d", len(ErrorTable), len(want))

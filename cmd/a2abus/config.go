@@ -94,6 +94,9 @@ type Config struct {
 	// call from where it comes from and who makes it, and what each level
 	// may do.
 	Trust TrustConfig `json:"trust,omitempty"`
+	// Approvals says which new tasks wait for a person's approval and who
+	// gives it (approvals.go).
+	Approvals ApprovalsConfig `json:"approvals,omitempty"`
 	// DefaultAgent is the agent served at "/"; default the first agent.
 	DefaultAgent string `json:"defaultAgent"`
 
@@ -761,6 +764,9 @@ func loadConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (Co
 
 func (c *Config) validate() error {
 	var errs []error
+	if _, err := c.Approvals.policy(); err != nil {
+		errs = append(errs, err)
+	}
 	if _, err := c.Trust.policy(); err != nil {
 		errs = append(errs, err)
 	}

@@ -71,6 +71,10 @@ A client of any A2A agent (-o text|json, --header 'Authorization: ...'):
                                   the run-time registry, as an admin: a remote agent
                                   (--remote URL, --check-every, --tag, --header-env),
                                   or maintenance (--maintenance "why"; "" ends it)
+  a2abus approvals URL            the approvals waiting for a decision, as an approver
+  a2abus approvals approve|deny URL TASK_ID --reason WHY
+                                  decide one: approved, the task runs; denied, it
+                                  ends REJECTED with the reason
   a2abus webhook --jwks URL       receive push notifications, verify and print them
                                   (--listen ADDR, --url URL as registered)
 
@@ -120,6 +124,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	if cmd == "mcp" {
 		return runMCP(ctx, args[1:], stdout, stderr, getenv)
+	}
+	if cmd == "approvals" {
+		return runApprovals(ctx, args[1:], stdout, stderr, getenv)
 	}
 	if _, ok := clientCommands[cmd]; ok {
 		return runClient(ctx, cmd, args[1:], stdout, stderr)

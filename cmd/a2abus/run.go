@@ -406,7 +406,8 @@ func (p *process) edgeConfig(pre *prepared) edge.Config {
 		Logger:             p.log,
 	}
 	ec.MaxBodyBuffer, ec.MaxBodyBufferPerAddr = p.cfg.MaxBodyBuffer, p.cfg.MaxBodyBufferPerAddr
-	ec.Trust, _ = p.cfg.Trust.policy() // checked by validate
+	ec.Trust, _ = p.cfg.Trust.policy()         // checked by validate
+	ec.Approvals, _ = p.cfg.Approvals.policy() // checked by validate
 	if pre.cardKeys != nil {
 		ec.CardKeys = pre.cardKeys.get
 	}

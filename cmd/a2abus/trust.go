@@ -40,12 +40,15 @@ type TrustRuleConfig struct {
 }
 
 // TrustLevelConfig is what one level may do: refuse every call, or call
-// only the agents and skills listed, within its limits.
+// only the agents and skills listed, within its limits; approval holds
+// each task it creates for an approver.
 type TrustLevelConfig struct {
 	Refuse bool               `json:"refuse,omitempty"`
 	Agents []string           `json:"agents,omitempty"`
 	Skills []string           `json:"skills,omitempty"`
 	Limits *TrustLimitsConfig `json:"limits,omitempty"`
+	// Approval holds each task the level creates for an approver.
+	Approval bool `json:"approval,omitempty"`
 }
 
 // TrustLimitsConfig is a level's limits (edge.LevelLimits): an absent or
@@ -145,7 +148,7 @@ func (c TrustConfig) policy() (edge.TrustPolicy, error) {
 		if p.Levels == nil {
 			p.Levels = map[string]edge.TrustLevel{}
 		}
-		p.Levels[name] = edge.TrustLevel{Refuse: l.Refuse, Agents: l.Agents, Skills: l.Skills, Limits: limits}
+		p.Levels[name] = edge.TrustLevel{Refuse: l.Refuse, Agents: l.Agents, Skills: l.Skills, Limits: limits, Approval: l.Approval}
 	}
 	return p, errors.Join(errs...)
 }

@@ -522,7 +522,10 @@ function showTask(t) {
   $("#task-context").textContent = t.contextId;
   badge($("#task-state"), t.status.state);
   $("#task-cancel").hidden = TERMINAL.includes(t.status.state);
-  $("#answer-form").hidden = !INTERRUPTED.includes(t.status.state);
+  // A task held for an approver takes no answer from its caller: its
+  // status message says whom it waits for (metadata a2abus.approval).
+  const held = ((t.status.message || {}).metadata || {})["a2abus.approval"];
+  $("#answer-form").hidden = !INTERRUPTED.includes(t.status.state) || !!held;
   $("#messages").replaceChildren(...(t.history || []).map((m) =>
     el("div", { class: "msg" }, el("div", { class: "role", text: m.role === "ROLE_USER" ? "user" : "agent" }), ...(m.parts || []).map(renderPart))));
   $("#artifacts").replaceChildren(...(t.artifacts || []).map((a) =>
@@ -610,6 +613,60 @@ $("#send-form").addEventListener("submit", async (ev) => {
   }
 });
 
+// ---- approvals (admins and approvers) ----
+
+async function post(path, body) {
+  const r = await fetch(path, {
+    method: "POST",
+    headers: { ...authHeaders(), "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  if (!r.ok) throw httpError(r.status, await r.text());
+  return r.json();
+}
+
+async function showApprovals() {
+  const body = $("#approval-table tbody");
+  $("#approval-error").textContent = "";
+  let list;
+  try {
+    list = (await get("/a2a/admin/approvals?limit=200")).approvals || [];
+  } catch (e) {
+    body.replaceChildren();
+    $("#approval-error").textContent = e.status === 403 ? "Only admins and the edge's approvers see approvals." : e.message;
+    return;
+  }
+  if (!list.length) {
+    body.replaceChildren(el("tr", {}, el("td", { colspan: "8", class: "hint", text: "no approvals pending" })));
+    return;
+  }
+  body.replaceChildren(...list.map((a) => {
+    const reason = el("input", { placeholder: "reason", spellcheck: "false", "aria-label": "reason for " + a.taskId });
+    const decide = async (decision) => {
+      try {
+        await post("/a2a/admin/approvals/" + encodeURIComponent(a.taskId), { decision, reason: reason.value });
+        showApprovals();
+      } catch (e) {
+        $("#approval-error").textContent = e.message;
+        if (e.status === 409) showApprovals();
+      }
+    };
+    const approve = el("button", { type: "button", class: "approve", text: "Approve" });
+    const deny = el("button", { type: "button", class: "deny", text: "Deny" });
+    approve.addEventListener("click", () => decide("approve"));
+    deny.addEventListener("click", () => decide("deny"));
+    return el("tr", { "data-task": a.taskId },
+      el("td", { text: new Date(a.requestedAt).toLocaleString() }),
+      el("td", { text: a.agent }),
+      el("td", { text: a.owner || a.origin || "" }),
+      el("td", { text: a.trust || "" }),
+      el("td", { class: "wrap", text: (a.reasons || []).join("; ") }),
+      el("td", { text: new Date(a.expiresAt).toLocaleString() }),
+      el("td", {}, el("a", { href: `#/task/${encodeURIComponent(a.agent)}/${a.taskId}`, text: short(a.taskId) })),
+      el("td", {}, reason, approve, deny));
+  }));
+}
+
 // ---- dead letters (admins) ----
 
 async function showDeadLetters() {
@@ -645,6 +702,7 @@ function route() {
   if (view === "tasks") renderTasks();
   if (view === "agents") renderAgents();
   if (view === "dead-letters") showDeadLetters();
+  if (view === "approvals") showApprovals();
   if (view === "task") {
     const [, agent, id] = location.hash.replace(/^#\//, "").split("/");
     openTask(decodeURIComponent(agent || ""), id || "", app.view.signal);

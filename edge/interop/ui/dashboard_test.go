@@ -104,8 +104,10 @@ func startA2Abus(t *testing.T, remoteURL string) string {
     {"name": "echo"},
     {"name": "sleeper", "kind": "exec",
      "exec": {"command": "sh", "args": ["-c", "echo '{\"a2abus\":\"status\",\"text\":\"sleeping\"}'; sleep 30"], "timeout": "60s"}},
-    {"name": "far", "kind": "remote", "url": "`+remoteURL+`", "checkEvery": "1s"}
-  ]
+    {"name": "far", "kind": "remote", "url": "`+remoteURL+`", "checkEvery": "1s"},
+    {"name": "guarded", "kind": "echo"}
+  ],
+  "approvals": {"agents": ["guarded"]}
 }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -352,6 +354,42 @@ func TestDashboardInChromium(t *testing.T) {
 	)
 	if got := text("#artifacts"); !strings.Contains(got, "forty-two") {
 		t.Fatalf("the answered task's artifacts: %q", got)
+	}
+
+	// A task of an agent that needs approval waits for one, and runs once
+	// an admin approves it from the approvals view.
+	step("sending a task that needs approval",
+		chromedp.Navigate(base+"/ui#/send"),
+		visible("#send-form"),
+		set("#send-agent", "guarded"),
+		clearField("#send-text"),
+		keys("#send-text", "deploy please"),
+		click("#send-form button"),
+		visible(state("#send-state", "TASK_STATE_AUTH_REQUIRED")),
+	)
+	if got := text("#send-output"); !strings.Contains(got, "Waiting for approval by an admin") {
+		t.Fatalf("the held task's status: %q", got)
+	}
+	sctx, cancelStep = context.WithTimeout(ctx, 10*time.Second)
+	href, err = chromedp.Run(sctx, chromedp.AttributeValue(css("#send-task"), "href"))
+	cancelStep()
+	if err != nil || !href.Exists {
+		t.Fatalf("the held task's link: %v %+v", err, href)
+	}
+	held := href.Value[strings.LastIndex(href.Value, "/")+1:]
+	row := fmt.Sprintf(`#approval-table tr[data-task="%s"]`, held)
+	step("approving it",
+		chromedp.Navigate(base+"/ui#/approvals"),
+		visible(row),
+		shot("approvals.png"),
+		keys(row+" input", "looks fine"),
+		click(row+" button.approve"),
+		visible("#approval-table td.hint"), // "no approvals pending"
+		chromedp.Navigate(base+"/ui"+href.Value[strings.Index(href.Value, "#"):]),
+		visible(state("#task-state", "TASK_STATE_COMPLETED")),
+	)
+	if got := text("#artifacts"); !strings.Contains(got, "deploy please") {
+		t.Fatalf("the approved task's artifacts: %q", got)
 	}
 
 	// The remote agent's server stops: the page shows it unhealthy.
