@@ -329,6 +329,16 @@ func (r Role) permissions() *server.Permissions {
 	pub = append(pub, api("STREAM.MSG.DELETE", schemas.StreamWork, schemas.StreamIntake)...)
 	// What neither may do, whatever is allowed above (deny wins).
 	deny := append(api("STREAM.DELETE", ">"), api("STREAM.PURGE", ">")...)
+	// The append-only streams (the audit record): no role but admin
+	// deletes a message of them or changes them (an update could shrink
+	// their bounds, dropping records); an edge may create one that is
+	// missing (provisionAppendOnly).
+	for _, s := range contract {
+		if s.appendOnly {
+			deny = append(deny, api("STREAM.UPDATE", s.name())...)
+			deny = append(deny, api("STREAM.MSG.DELETE", s.name())...)
+		}
+	}
 	// The messages of the contract's streams and buckets the role writes
 	// (contract.go); those of every other one are denied.
 	for _, s := range contract {

@@ -59,6 +59,8 @@ type call struct {
 	caller       caller          // who is calling, as the pipeline authenticated it
 	source       netip.Addr      // where it comes from, as the trust policy sees it (TrustPolicy.source)
 	trust        string          // its trust level (admitTrust)
+	audited      bool            // its level is audited (admitTrust; auditCalls)
+	madeTask     string          // the task a send created (createTask), for its audit record
 	pathTenant   string          // the tenant an HTTP+JSON path names (/{tenant}/…); "" if none
 	body         bodyHold        // what its body's buffer holds of the edge's bodyBudget (readBody)
 	oddKeys      bool            // a member name of the body may be a proto field name (see protoNames)

@@ -189,6 +189,7 @@ func routeTable() []routeDecl {
 		side("DELETE /a2a/admin/agents/{agent}", PolicyAdminWrite, "admin", 0, (*Server).handleRegistryDelete),
 		side("POST /a2a/remote/{agent}/tasks/{task}/push", PolicyWebhookToken, "webhook", bodyEdge, (*Server).handleRemotePush),
 		side("GET /a2a/admin/dead-letters", PolicyAdmin, "admin", 0, (*Server).handleDeadLetters),
+		side("GET /a2a/admin/audit", PolicyAdmin, "admin", 0, (*Server).handleAudit),
 		// The dashboard's page holds no data: every datum it shows comes
 		// from the API with its user's credentials (dashboard.go).
 		{

@@ -266,6 +266,7 @@ type Server struct {
 	svc         service     // the A2A service every binding adapts, behind its interceptors
 	registry    Registry    // the admin registry routes'
 	deadLetters DeadLetters // the dead-letter admin route's
+	audit       AuditLog    // the audit record's: audited calls, admin actions, its admin route
 	inbox       RemoteInbox // the remote-push webhook's
 	conn        interface{ Connected() bool }
 	metrics     *bus.Metrics
@@ -298,6 +299,7 @@ func New(b Bus, cfg Config) *Server {
 		cfg:         cfg,
 		registry:    b,
 		deadLetters: b,
+		audit:       b,
 		inbox:       b,
 		conn:        b,
 		metrics:     b.Metrics(),

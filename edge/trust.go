@@ -68,6 +68,12 @@ type TrustLevel struct {
 	Refuse bool
 	// Agents, if set, are the only agents the level may call.
 	Agents []string
+	// Audit records every call of the level in the audit record
+	// (audit.go): before it runs, refusing it if that record cannot be
+	// stored, and its outcome after. A level Levels does not name is
+	// audited if it is TrustPublic ("Public: every action audited");
+	// a level it names is audited only if this says so.
+	Audit bool
 }
 
 // defaultTrustRules follow the policy's own rules.
@@ -120,7 +126,7 @@ func (p *TrustPolicy) of(level string) TrustLevel {
 	if l, ok := p.Levels[level]; ok {
 		return l
 	}
-	return TrustLevel{Refuse: level == TrustUntrusted}
+	return TrustLevel{Refuse: level == TrustUntrusted, Audit: level == TrustPublic}
 }
 
 // source is the address a request comes from as the policy sees it: its
@@ -205,13 +211,22 @@ func (s *Server) admitTrust(ctx context.Context, inv *invocation, next invoker) 
 	}
 	s.m.trustCalls.Inc(c.trust)
 	l := p.of(c.trust)
+	c.audited = l.Audit
+	var refused error
 	switch {
 	case l.Refuse:
 		s.m.trustRefused.Inc(c.trust, "level")
-		return nil, schemas.Errorf(schemas.ErrPermissionDenied, "calls of trust level %q are refused here", c.trust)
+		refused = schemas.Errorf(schemas.ErrPermissionDenied, "calls of trust level %q are refused here", c.trust)
 	case len(l.Agents) > 0 && !slices.Contains(l.Agents, c.agent):
 		s.m.trustRefused.Inc(c.trust, "agent")
-		return nil, schemas.Errorf(schemas.ErrPermissionDenied, "trust level %q may not call agent %q", c.trust, c.agent)
+		refused = schemas.Errorf(schemas.ErrPermissionDenied, "trust level %q may not call agent %q", c.trust, c.agent)
+	default:
+		return next(ctx, inv)
 	}
-	return next(ctx, inv)
+	if c.audited {
+		// Refused either way: a record that cannot be stored is only
+		// logged and counted.
+		s.auditAfter(ctx, inv, schemas.AuditRefused, refused)
+	}
+	return nil, refused
 }
