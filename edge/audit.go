@@ -147,16 +147,6 @@ func (s *Server) auditAdmin(ctx context.Context, r *http.Request, action, agent,
 	return s.appendAudit(ctx, rec)
 }
 
-// AuditProcessAction records an action of the process itself that is an
-// admin action — a key file reloaded (rotated) — with the audit record's
-// error contract (see auditAdmin): an error means it was not stored.
-// what names it (schemas.AuditActionKeysReload) and detail says which
-// ("card signing keys"); outcome is schemas.AuditOK or the reason it
-// failed, never a key.
-func (s *Server) AuditProcessAction(ctx context.Context, what, detail, outcome string) error {
-	return s.auditAdmin(ctx, nil, what+" "+detail, "", "", schemas.AuditAdmitted, outcome)
-}
-
 // auditAdminBefore is the gap-free first record of an admin action made
 // through the admin API: it answers 503 and returns false when the record
 // cannot be stored, and the action must not be made.

@@ -17,7 +17,7 @@ import (
 //	  "trustedProxies": ["10.0.0.5"],
 //	  "rules": [{"level": "untrusted", "sources": ["203.0.113.0/24"]},
 //	            {"level": "local", "principals": ["cert:ops"]}],
-//	  "levels": {"public": {"agents": ["echo"]}}
+//	  "levels": {"public": {"agents": ["echo"]}, "partner": {"audit": true}}
 //	}
 type TrustConfig struct {
 	Rules          []TrustRuleConfig           `json:"rules,omitempty"`
@@ -36,10 +36,14 @@ type TrustRuleConfig struct {
 }
 
 // TrustLevelConfig is what one level may do: refuse every call, or call
-// only the agents listed.
+// only the agents listed; and whether its calls are audited. Audit
+// unset (absent from the file) keeps the level's default: public is
+// audited, every other level is not; true or false says so for the
+// level, public included.
 type TrustLevelConfig struct {
 	Refuse bool     `json:"refuse,omitempty"`
 	Agents []string `json:"agents,omitempty"`
+	Audit  *bool    `json:"audit,omitempty"`
 }
 
 var trustLevelName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
@@ -76,7 +80,11 @@ func (c TrustConfig) policy() (edge.TrustPolicy, error) {
 		if p.Levels == nil {
 			p.Levels = map[string]edge.TrustLevel{}
 		}
-		p.Levels[name] = edge.TrustLevel{Refuse: l.Refuse, Agents: l.Agents}
+		audit := name == edge.TrustPublic
+		if l.Audit != nil {
+			audit = *l.Audit
+		}
+		p.Levels[name] = edge.TrustLevel{Refuse: l.Refuse, Agents: l.Agents, Audit: audit}
 	}
 	return p, errors.Join(errs...)
 }
