@@ -83,6 +83,11 @@ import (
 //     name, delete any work message (when dead-lettering). Scoping a
 //     worker to its agents would take one NATS user per agent.
 //
+// The audit record (StreamAudit) is append-only for every role but admin:
+// each publishes records; none updates the stream (an update could shrink
+// its bounds and drop records), deletes a message, purges or deletes it.
+// An edge may create it when it is missing (provisionAppendOnly).
+//
 // The roles keep a leaked worker or edge credential from deleting the bus
 // (streams, buckets, work consumers), from changing how streams keep
 // data, keep an edge from posing as an agent's worker, and keep an edge
