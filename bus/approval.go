@@ -131,17 +131,17 @@ func settledError(id string, a *schemas.Approval) error {
 }
 
 // expireApproval settles task id's approval at its expiry: REJECTED, or
-// FAILED when its deadline came first. It reports whether it did; an
-// approval decided meanwhile, or no longer due, is left alone.
-func (b *Bus) expireApproval(ctx context.Context, id string) (bool, error) {
+// FAILED when its deadline came first. It returns what it settled, nil
+// for an approval decided meanwhile, or no longer due, left alone.
+func (b *Bus) expireApproval(ctx context.Context, id string) (*ExpiredApproval, error) {
 	cur, curRev, err := b.GetTask(ctx, id)
 	switch {
 	case errors.Is(err, schemas.ErrTaskNotFound):
-		return false, nil
+		return nil, nil
 	case err != nil:
-		return false, err
+		return nil, err
 	case !cur.Approval.Pending() || time.Now().Before(cur.Approval.ExpiresAt.Time):
-		return false, nil
+		return nil, nil
 	}
 	decision, state := schemas.ApprovalExpired, schemas.TaskStateRejected
 	if cur.Approval.ExpiresFor == schemas.ApprovalDeadline {
@@ -150,12 +150,12 @@ func (b *Bus) expireApproval(ctx context.Context, id string) (bool, error) {
 	rec, _, err := b.settleApproval(ctx, id, cur, curRev, decision, state, "expiry", "")
 	switch {
 	case errors.Is(err, ErrApprovalSettled) || errors.Is(err, schemas.ErrConflict) || errors.Is(err, schemas.ErrTaskNotFound):
-		return false, nil
+		return nil, nil
 	case err != nil:
-		return false, err
+		return nil, err
 	}
 	b.log.Info("an approval expired; the task was not run", "task_id", id, "agent", rec.Agent, "decision", decision)
-	return true, nil
+	return &ExpiredApproval{TaskID: id, Agent: rec.Agent, Decision: decision}, nil
 }
 
 // approvalsPending reports whether any task waits for an approval.

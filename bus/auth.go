@@ -83,6 +83,11 @@ import (
 //     name, delete any work message (when dead-lettering). Scoping a
 //     worker to its agents would take one NATS user per agent.
 //
+// The audit record (StreamAudit) is append-only for every role but admin:
+// each publishes records; none updates the stream (an update could shrink
+// its bounds and drop records), deletes a message, purges or deletes it.
+// An edge may create it when it is missing (provisionAppendOnly).
+//
 // The roles keep a leaked worker or edge credential from deleting the bus
 // (streams, buckets, work consumers), from changing how streams keep
 // data, keep an edge from posing as an agent's worker, and keep an edge
@@ -329,6 +334,16 @@ func (r Role) permissions() *server.Permissions {
 	pub = append(pub, api("STREAM.MSG.DELETE", schemas.StreamWork, schemas.StreamIntake)...)
 	// What neither may do, whatever is allowed above (deny wins).
 	deny := append(api("STREAM.DELETE", ">"), api("STREAM.PURGE", ">")...)
+	// The append-only streams (the audit record): no role but admin
+	// deletes a message of them or changes them (an update could shrink
+	// their bounds, dropping records); an edge may create one that is
+	// missing (provisionAppendOnly).
+	for _, s := range contract {
+		if s.appendOnly {
+			deny = append(deny, api("STREAM.UPDATE", s.name())...)
+			deny = append(deny, api("STREAM.MSG.DELETE", s.name())...)
+		}
+	}
 	// The messages of the contract's streams and buckets the role writes
 	// (contract.go); those of every other one are denied.
 	for _, s := range contract {

@@ -116,6 +116,12 @@ type Config struct {
 	CardTTL time.Duration
 	// CardMaxBytes bounds the card cache; default 64 MiB.
 	CardMaxBytes int64
+	// AuditMaxAge is how long audit records are kept (StreamAudit);
+	// default 90 days.
+	AuditMaxAge time.Duration
+	// AuditMaxBytes bounds the audit stream; default 1 GiB. Past either
+	// bound the oldest records are dropped, never a new one refused.
+	AuditMaxBytes int64
 }
 
 func (c Config) withDefaults() Config {
@@ -173,6 +179,10 @@ func (c Config) withDefaults() Config {
 	def(&c.CardTTL, 7*24*time.Hour)
 	if c.CardMaxBytes <= 0 {
 		c.CardMaxBytes = 64 << 20
+	}
+	def(&c.AuditMaxAge, 90*24*time.Hour)
+	if c.AuditMaxBytes <= 0 {
+		c.AuditMaxBytes = 1 << 30
 	}
 	return c
 }

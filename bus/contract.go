@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -47,6 +48,12 @@ type store struct {
 	// start-up but on first use, so a process of a release that predates
 	// it still starts.
 	lazy bool
+	// appendOnly: its writers append and never change what is stored;
+	// only an admin user may change its configuration. Provisioning
+	// creates it, and updates an existing one that differs only as far
+	// as the user may (provisionAppendOnly); Role.permissions denies
+	// every other role its updates and message deletes.
+	appendOnly bool
 }
 
 // name is the stream's name: a bucket's is KV_<bucket>.
@@ -272,6 +279,29 @@ var contract = []store{
 			}
 		},
 	},
+	{
+		// The audit record (audit.go): every process may append, none
+		// but an admin user may change it, and nobody may delete or purge
+		// what it holds.
+		stream: schemas.StreamAudit, writers: everyRole, followed: true, lazy: true, appendOnly: true,
+		streamConfig: func(c Config, st jetstream.StorageType) jetstream.StreamConfig {
+			return jetstream.StreamConfig{
+				Name:        schemas.StreamAudit,
+				Description: "a2abus audit record: calls of audited trust levels and admin actions, append-only",
+				Subjects:    []string{schemas.SubjectAuditAll},
+				Retention:   jetstream.LimitsPolicy,
+				MaxAge:      c.AuditMaxAge,
+				MaxBytes:    c.AuditMaxBytes,
+				// Full: the oldest records go, so a full record never
+				// refuses the calls it audits.
+				Discard:    jetstream.DiscardOld,
+				DenyDelete: true,
+				DenyPurge:  true,
+				Storage:    st,
+				Replicas:   c.Replicas,
+			}
+		},
+	},
 }
 
 // workQueue is the configuration of the work stream and the intake, which
@@ -323,6 +353,12 @@ func (b *Bus) provision(ctx context.Context) error {
 	}
 	st := b.storage()
 	for _, s := range contract {
+		if s.appendOnly {
+			if err := b.provisionAppendOnly(ctx, s.streamConfig(b.cfg, st)); err != nil {
+				return fmt.Errorf("bus: provision stream %s: %w", s.name(), err)
+			}
+			continue
+		}
 		if s.bucket == "" {
 			if _, err := b.js.CreateOrUpdateStream(ctx, s.streamConfig(b.cfg, st)); err != nil {
 				return fmt.Errorf("bus: provision stream %s: %w", s.name(), err)
@@ -336,6 +372,28 @@ func (b *Bus) provision(ctx context.Context) error {
 		*s.kv(b) = kv
 	}
 	return nil
+}
+
+// provisionAppendOnly creates an append-only stream (store.appendOnly),
+// or, when it exists with another configuration, updates it if this
+// connection's user may: an admin user (serve's own connection, an
+// operator's) applies changed bounds; an edge's is refused the update by
+// its permissions, and the stream keeps the bounds an admin gave it, which
+// is logged, since the operator's configuration is then not what holds.
+func (b *Bus) provisionAppendOnly(ctx context.Context, cfg jetstream.StreamConfig) error {
+	_, err := b.js.CreateStream(ctx, cfg)
+	if err == nil || !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return err
+	}
+	wctx, stop := b.refusals.watch(ctx, jsAPIPrefix+"STREAM.UPDATE."+cfg.Name)
+	defer stop()
+	_, err = b.js.UpdateStream(wctx, cfg)
+	if refused := refusedCause(wctx); refused != nil {
+		b.log.Info("the "+cfg.Name+" stream exists with other bounds than this process's, and this process's NATS user may not change them (only an admin may); keeping the stream's",
+			"stream", cfg.Name)
+		return nil
+	}
+	return err
 }
 
 // bind looks up every stream and bucket but the lazy ones, failing while

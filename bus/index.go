@@ -746,13 +746,13 @@ func (x *TaskIndex) Sweep(ctx context.Context, o SweepOptions) (SweepResult, err
 	}
 	var expireErr error
 	for _, e := range expired {
-		ok, err := x.b.expireApproval(ctx, e.id)
+		done, err := x.b.expireApproval(ctx, e.id)
 		if err != nil {
 			expireErr = err
 			break
 		}
-		if ok {
-			res.ApprovalsExpired++
+		if done != nil {
+			res.ApprovalsExpired = append(res.ApprovalsExpired, *done)
 		}
 	}
 	requeueErr = errors.Join(requeueErr, idleErr, expireErr)

@@ -823,11 +823,16 @@ type SweepOptions struct {
 }
 
 // SweepResult counts what a sweep did.
+// ExpiredApproval is a task whose approval a sweep settled unanswered.
+type ExpiredApproval struct {
+	TaskID, Agent, Decision string
+}
+
 type SweepResult struct {
 	Deleted, Requeued, Expired int
-	// ApprovalsExpired counts the pending approvals it settled at their
-	// expiry (or their task's deadline).
-	ApprovalsExpired int
+	// ApprovalsExpired are the tasks whose pending approval it settled at
+	// its expiry (or the task's deadline), for the edge's audit record.
+	ApprovalsExpired []ExpiredApproval
 	// EventsDropped counts the deleted tasks whose events were deleted.
 	EventsDropped int
 }

@@ -2,6 +2,9 @@ package bus
 
 import (
 	"context"
+	"errors"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/a2abus/a2abus/bus/internal/testhooks"
 	"github.com/a2abus/a2abus/schemas"
@@ -56,3 +59,34 @@ func (testOps) EventSubscribers(b *Bus) int { return b.eventSubscribers() }
 func (testOps) Stats(b *Bus) Stats { return b.stats() }
 
 func (testOps) CheckWritable(b *Bus, ctx context.Context) error { return b.checkWritable(ctx) }
+
+func (testOps) Provision(b *Bus, ctx context.Context) error { return b.provision(ctx) }
+
+func (testOps) StoredMessages(b *Bus, ctx context.Context, stream string) ([][]byte, error) {
+	st, err := b.js.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		raw := []byte(m.Subject)
+		for k, vs := range m.Header {
+			for _, v := range vs {
+				raw = append(raw, k+": "+v+"\n"...)
+			}
+		}
+		out = append(out, append(raw, m.Data...))
+	}
+	return out, nil
+}

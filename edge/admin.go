@@ -81,7 +81,12 @@ func (s *Server) handleRegistryPut(w http.ResponseWriter, r *http.Request) {
 	}
 	e.UpdatedBy = adminCaller(r)
 	e.UpdatedAt = *schemas.Now()
-	if err := s.registry.PutRegistryEntry(r.Context(), e); err != nil {
+	if !s.auditAdminBefore(w, r, schemas.AuditActionRegistryPut, agent) {
+		return
+	}
+	err = s.registry.PutRegistryEntry(r.Context(), e)
+	s.auditAdminAfter(r, schemas.AuditActionRegistryPut, agent, err)
+	if err != nil {
 		if se := schemas.AsError(err); se.Code == schemas.ErrInvalidParams.Code {
 			writePlain(w, http.StatusBadRequest, se.Message)
 			return
@@ -95,7 +100,12 @@ func (s *Server) handleRegistryPut(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleRegistryDelete(w http.ResponseWriter, r *http.Request) {
 	agent := r.PathValue("agent")
-	if err := s.registry.DeleteRegistryEntry(r.Context(), agent); err != nil {
+	if !s.auditAdminBefore(w, r, schemas.AuditActionRegistryDelete, agent) {
+		return
+	}
+	err := s.registry.DeleteRegistryEntry(r.Context(), agent)
+	s.auditAdminAfter(r, schemas.AuditActionRegistryDelete, agent, err)
+	if err != nil {
 		s.writeChangeFailed(w, agent, err)
 		return
 	}

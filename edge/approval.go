@@ -150,8 +150,31 @@ func (s *Server) handleApprovalDecision(w http.ResponseWriter, r *http.Request) 
 		writePlain(w, http.StatusBadRequest, `the body is not a decision ({"decision": "approve" or "deny", "reason": "why"}): `+err.Error())
 		return
 	}
+	if err := d.Validate(); err != nil {
+		writeBusError(w, err)
+		return
+	}
+	// The decision is on the record before it is made, or not made
+	// (gap-free); its outcome after, whatever it was.
+	decision := schemas.AuditApproved
+	if d.Decision == "deny" {
+		decision = schemas.AuditDenied
+	}
+	if err := s.auditAdmin(r.Context(), r, schemas.AuditActionApprovalDecide, "", id, decision, schemas.AuditPending); err != nil {
+		s.log.Warn("an approval decision refused: its audit record could not be written", "task_id", id, "err", err)
+		w.Header().Set("Retry-After", "5")
+		writePlain(w, http.StatusServiceUnavailable, "the audit record of this decision could not be written, so it was not made; retry shortly")
+		return
+	}
 	who := approverOf(r)
 	rec, err := s.approvals.DecideApproval(r.Context(), bus.ApprovalDecider{Principal: who.principal, Tenant: who.tenant}, id, d)
+	agent := ""
+	if rec != nil {
+		agent = rec.Agent
+	}
+	if aerr := s.auditAdmin(context.WithoutCancel(r.Context()), r, schemas.AuditActionApprovalDecide, agent, id, decision, schemas.AuditOutcome(err)); aerr != nil {
+		s.log.Warn("the audit record of an approval decision's outcome could not be written (its first record stands)", "task_id", id, "err", aerr)
+	}
 	if err != nil {
 		writeBusError(w, err)
 		return

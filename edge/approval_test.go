@@ -197,6 +197,21 @@ func TestApprovalHoldsATaskUntilApproved(t *testing.T) {
 		t.Errorf("a second decision: HTTP %d %s", code, body)
 	}
 
+	// Both decisions are on the audit record, before and after each.
+	recs, err := h.b.AuditRecords(context.Background(), schemas.AuditQuery{TaskID: id, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decided []string
+	for _, r := range recs {
+		if r.Method == schemas.AuditActionApprovalDecide {
+			decided = append(decided, r.Principal+" "+r.Decision+" "+r.Outcome)
+		}
+	}
+	if len(decided) != 4 || decided[0] != "bob approved pending" || decided[1] != "bob approved ok" || decided[2] != "ops denied pending" || !strings.HasPrefix(decided[3], "ops denied -31409") {
+		t.Errorf("the audit record of the decisions: %q", decided)
+	}
+
 	_, rs := sub.all()
 	got := kinds(rs)
 	if !strings.HasPrefix(got, "status:TASK_STATE_SUBMITTED") || !strings.HasSuffix(got, "status:TASK_STATE_COMPLETED") {
@@ -273,6 +288,10 @@ func TestApprovalExpiresAndCannotOutliveTheDeadline(t *testing.T) {
 	}
 	if code, body := decide(t, h, opsKey, expiring, "approve", ""); code != http.StatusConflict || !strings.Contains(body, "already expired") {
 		t.Errorf("approving an expired approval: HTTP %d %s", code, body)
+	}
+	recs, err := h.b.AuditRecords(context.Background(), schemas.AuditQuery{TaskID: expiring, Limit: 100})
+	if err != nil || len(recs) == 0 || recs[0].Method != schemas.AuditActionApprovalExpire || recs[0].Decision != schemas.AuditDenied {
+		t.Errorf("the expiry's audit record: %+v %v", recs, err)
 	}
 }
 

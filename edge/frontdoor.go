@@ -60,6 +60,8 @@ type call struct {
 	source       netip.Addr      // where it comes from, as the trust policy sees it (TrustPolicy.source)
 	trust        string          // its trust level's name (decideTrust)
 	level        *trustLevel     // its trust level, decided once by the front door (decideTrust)
+	audited      bool            // its level is audited (admitTrust; auditCalls)
+	madeTask     string          // the task a send created (createTask), for its audit record
 	pathTenant   string          // the tenant an HTTP+JSON path names (/{tenant}/…); "" if none
 	body         bodyHold        // what its body's buffer holds of the edge's bodyBudget (readBody)
 	oddKeys      bool            // a member name of the body may be a proto field name (see protoNames)

@@ -49,6 +49,9 @@ type invocation struct {
 	out  streamOut
 	// run is the operation itself, what the chain's end calls.
 	run invoker
+	// ran is set when the chain's end called run: the call was not
+	// refused by an interceptor (auditCalls tells the two apart).
+	ran bool
 }
 
 // invoker runs an invocation: the next interceptor, or the service.
@@ -67,7 +70,10 @@ type intercepted struct {
 }
 
 func intercept(next service, chain ...interceptor) service {
-	h := invoker(func(ctx context.Context, inv *invocation) (any, error) { return inv.run(ctx, inv) })
+	h := invoker(func(ctx context.Context, inv *invocation) (any, error) {
+		inv.ran = true
+		return inv.run(ctx, inv)
+	})
 	for _, ic := range slices.Backward(chain) {
 		inner := h
 		h = func(ctx context.Context, inv *invocation) (any, error) { return ic(ctx, inv, inner) }
@@ -168,12 +174,14 @@ func (ic *intercepted) WatchTasks(ctx context.Context, c *call, req *schemas.Wat
 // interceptors is the edge's chain, outermost first: the call's span
 // (tracecalls.go) holds all the rest, the call log sees every call's
 // outcome, the call gets its trust level and what the level may not do is
-// refused (trust.go), a new task is admitted before it reaches the
-// lifecycle, and one that needs a person's approval is marked to be held
-// for it (approval.go).
+// refused (trust.go), a call of an audited level is recorded before it
+// runs and after (audit.go), a new task is admitted before it reaches the
+// lifecycle (after the audit record, so its refusals are recorded too),
+// and one that needs a person's approval is marked to be held for it
+// (approval.go).
 func (s *Server) interceptors(load func(context.Context, string) (bus.AgentLoad, error), taskMaxBytes int64) []interceptor {
 	adm := &admission{cfg: &s.cfg, index: s.index, agents: s.agents, load: load, taskMaxBytes: taskMaxBytes, limited: s.m.limited}
-	return []interceptor{s.traceCalls, s.logCalls, s.admitTrust, adm.admitNewTasks, s.requireApproval}
+	return []interceptor{s.traceCalls, s.logCalls, s.admitTrust, s.auditCalls, adm.admitNewTasks, s.requireApproval}
 }
 
 // logCalls logs each call at debug level: the operation, whom for, how it

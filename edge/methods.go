@@ -196,6 +196,7 @@ func (s *a2aService) createTask(ctx context.Context, c *call, msg *schemas.Messa
 	}
 	if err == nil {
 		traceTask(ctx, rec)
+		c.madeTask = rec.Task.ID
 	}
 	return rec, err
 }

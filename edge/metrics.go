@@ -28,6 +28,8 @@ type edgeMetrics struct {
 	limited      bus.Counter   // a2a_rate_limited_total{limit}
 	trustCalls   bus.Counter   // a2a_trust_calls_total{level}
 	trustRefused bus.Counter   // a2a_trust_refusals_total{level,reason}
+	auditRecords bus.Counter   // a2a_audit_records_total{decision}
+	auditFails   bus.Counter   // a2a_audit_failures_total
 }
 
 func newEdgeMetrics(m *bus.Metrics) edgeMetrics {
@@ -38,6 +40,8 @@ func newEdgeMetrics(m *bus.Metrics) edgeMetrics {
 		authFails:    m.Counter("a2a_auth_failures_total", "Requests whose credentials this edge refused, by the scheme they came by (apiKey, bearer, none) and why (missing, invalid, unavailable: the issuer's keys could not be fetched).", "scheme", "reason"),
 		trustCalls:   m.Counter("a2a_trust_calls_total", "A2A calls by the trust level the edge gave them (trust.go).", "level"),
 		trustRefused: m.Counter("a2a_trust_refusals_total", "A2A calls refused for their trust level, by level and why: level (the level is refused), agent (the level may not call the agent), skill (the level may not call the skill the message calls).", "level", "reason"),
+		auditRecords: m.Counter("a2a_audit_records_total", "Audit records this edge stored (audit.go), by decision: admitted, refused, approved, denied. An audited call makes two: before it runs and after.", "decision"),
+		auditFails:   m.Counter("a2a_audit_failures_total", "Audit records this edge could not store: a call's first refuses the call; its outcome's, or an admin action's after it was made, is logged at warn."),
 		limited:      m.Counter("a2a_rate_limited_total", "Requests this edge refused with 429, by the limit: caller (the caller's rate), address (the default rate of a source address, on the side doors), unfinished (the caller's unfinished tasks), backlog_share (the caller's share of an agent's backlog), streams (the address's share of the edge's streams), level_streams (a caller's streams at its trust level's bound).", "limit"),
 	}
 }

@@ -20,6 +20,7 @@ type Bus interface {
 	Registry
 	DeadLetters
 	Approvals
+	AuditLog
 	RemoteInbox
 	Followers
 	Config() bus.Config
@@ -61,6 +62,13 @@ type Registry interface {
 // body.
 type DeadLetters interface {
 	ListDeadLetters(ctx context.Context, kind string, limit int) ([]schemas.DeadLetterSummary, error)
+}
+
+// AuditLog is the audit record (audit.go): appended to before an audited
+// call or admin action runs and after, read by the audit admin route.
+type AuditLog interface {
+	AppendAudit(ctx context.Context, r schemas.AuditRecord) error
+	AuditRecords(ctx context.Context, q schemas.AuditQuery) ([]schemas.AuditRecord, error)
 }
 
 // RemoteInbox takes what a remote agent pushes about a task it runs for a

@@ -197,6 +197,7 @@ func routeTable() []routeDecl {
 		side("GET /a2a/admin/dead-letters", PolicyAdmin, "admin", 0, (*Server).handleDeadLetters),
 		side("GET /a2a/admin/approvals", PolicyApprover, "admin", 0, (*Server).handleApprovals),
 		side("POST /a2a/admin/approvals/{task}", PolicyApprover, "admin", approvalDecisionMax, (*Server).handleApprovalDecision),
+		side("GET /a2a/admin/audit", PolicyAdmin, "admin", 0, (*Server).handleAudit),
 		// The dashboard's page holds no data: every datum it shows comes
 		// from the API with its user's credentials (dashboard.go).
 		{

@@ -270,6 +270,7 @@ type Server struct {
 	registry    Registry    // the admin registry routes'
 	deadLetters DeadLetters // the dead-letter admin route's
 	approvals   Approvals   // the approvals routes'
+	audit       AuditLog    // the audit record's: audited calls, admin actions, its admin route
 	inbox       RemoteInbox // the remote-push webhook's
 	conn        interface{ Connected() bool }
 	metrics     *bus.Metrics
@@ -305,6 +306,7 @@ func New(b Bus, cfg Config) *Server {
 		registry:    b,
 		deadLetters: b,
 		approvals:   b,
+		audit:       b,
 		inbox:       b,
 		conn:        b,
 		metrics:     b.Metrics(),
@@ -396,6 +398,11 @@ func (s *Server) sweep(ctx context.Context) error {
 			}
 			if r.Expired > 0 {
 				s.log.Info("canceled tasks idle for input", "count", r.Expired, "after", o.IdleAfter)
+			}
+			for _, e := range r.ApprovalsExpired {
+				if err := s.auditAdmin(ctx, nil, schemas.AuditActionApprovalExpire, e.Agent, e.TaskID, schemas.AuditDenied, schemas.AuditOK); err != nil {
+					s.log.Warn("the audit record of an expired approval could not be written", "task_id", e.TaskID, "err", err)
+				}
 			}
 		}
 	}

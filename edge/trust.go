@@ -85,6 +85,12 @@ type TrustLevel struct {
 	// Approval holds every task the level creates for an approver
 	// (approval.go).
 	Approval bool
+	// Audit records every call of the level in the audit record
+	// (audit.go): before it runs, refusing it if that record cannot be
+	// stored, and its outcome after. A level Levels does not name is
+	// audited if it is TrustPublic ("Public: every action audited");
+	// a level it names is audited only if this says so.
+	Audit bool
 }
 
 // LevelLimits are the limits a trust level holds its calls to in place of
@@ -153,7 +159,7 @@ func (p *TrustPolicy) of(level string) TrustLevel {
 	if l, ok := p.Levels[level]; ok {
 		return l
 	}
-	return TrustLevel{Refuse: level == TrustUntrusted}
+	return TrustLevel{Refuse: level == TrustUntrusted, Audit: level == TrustPublic}
 }
 
 // trustLevel is one level as the edge applies it, made once when the edge
@@ -342,22 +348,32 @@ func (s *Server) admitTrust(ctx context.Context, inv *invocation, next invoker) 
 		trace.SpanFromContext(ctx).SetAttributes(attribute.String("a2abus.trust.level", c.trust))
 	}
 	s.m.trustCalls.Inc(c.trust)
+	c.audited = l.Audit
+	var refused error
 	switch {
 	case l.Refuse:
 		s.m.trustRefused.Inc(c.trust, "level")
-		return nil, schemas.Errorf(schemas.ErrPermissionDenied, "calls of trust level %q are refused here", c.trust)
+		refused = schemas.Errorf(schemas.ErrPermissionDenied, "calls of trust level %q are refused here", c.trust)
 	case len(l.Agents) > 0 && !slices.Contains(l.Agents, c.agent):
 		s.m.trustRefused.Inc(c.trust, "agent")
-		return nil, schemas.Errorf(schemas.ErrPermissionDenied, "trust level %q may not call agent %q; it may call %s", c.trust, c.agent, strings.Join(l.Agents, ", "))
+		refused = schemas.Errorf(schemas.ErrPermissionDenied, "trust level %q may not call agent %q; it may call %s", c.trust, c.agent, strings.Join(l.Agents, ", "))
 	case len(l.Skills) > 0 && (inv.op == opSendMessage || inv.op == opSendStreamingMessage):
 		if req, _ := inv.req.(*schemas.SendMessageRequest); req != nil && req.Message != nil {
 			if err := s.admitSkill(c, req.Message); err != nil {
 				s.m.trustRefused.Inc(c.trust, "skill")
-				return nil, err
+				refused = err
 			}
 		}
 	}
-	return next(ctx, inv)
+	if refused == nil {
+		return next(ctx, inv)
+	}
+	if c.audited {
+		// Refused either way: a record that cannot be stored is only
+		// logged and counted.
+		s.auditAfter(ctx, inv, schemas.AuditRefused, refused)
+	}
+	return nil, refused
 }
 
 // callSkill is the skill (its id) msg calls at c's agent: the one its

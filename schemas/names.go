@@ -28,6 +28,12 @@ const (
 	// callers in turn, so one caller's backlog does not queue every other
 	// caller behind it. Writers queue work here; workers never read it.
 	StreamIntake = "A2A_INTAKE"
+	// StreamAudit is the audit record (AuditRecord): every call of an
+	// audited trust level and every admin action, append-only (no
+	// message deletes, no purges; only an admin user may change its
+	// bounds), bounded by age and bytes, oldest dropped first. Subjects
+	// SubjectAudit(kind).
+	StreamAudit = "A2A_AUDIT"
 
 	// BucketTasks holds TaskRecord snapshots keyed by task id; updates are
 	// compare-and-swap on the revision.
@@ -71,6 +77,7 @@ const (
 	subjectNotifyPrefix = "a2a.notify."
 	subjectRemotePrefix = "a2a.remote."
 	subjectIntakePrefix = "a2a.intake."
+	subjectAuditPrefix  = "a2a.audit."
 
 	// SubjectWorkAll, SubjectEventsAll and SubjectDLQAll are the wildcard
 	// subjects of the streams.
@@ -79,6 +86,7 @@ const (
 	SubjectDLQAll    = subjectDLQPrefix + ">"
 	SubjectNotifyAll = subjectNotifyPrefix + "*"
 	SubjectIntakeAll = subjectIntakePrefix + ">"
+	SubjectAuditAll  = subjectAuditPrefix + "*"
 	// SubjectRemoteAll is the core-NATS (not stored) subject of push
 	// notifications an edge received for remote agents' tasks.
 	SubjectRemoteAll = subjectRemotePrefix + "*"
@@ -170,6 +178,10 @@ func SubjectEvents(taskID string) string { return subjectEventsPrefix + taskID }
 
 // SubjectCancel is the core-NATS subject of cancel notices for agent.
 func SubjectCancel(agent string) string { return subjectCancelPrefix + agent }
+
+// SubjectAudit is the subject of the audit records of kind (AuditCall,
+// AuditAdmin).
+func SubjectAudit(kind string) string { return subjectAuditPrefix + kind }
 
 // SubjectDLQ is the subject of dead-lettered work of agent.
 func SubjectDLQ(agent string) string { return subjectDLQPrefix + agent }

@@ -32,6 +32,8 @@ type ops interface {
 	EventSubscribers(b *bus.Bus) int
 	Stats(b *bus.Bus) bus.Stats
 	CheckWritable(b *bus.Bus, ctx context.Context) error
+	Provision(b *bus.Bus, ctx context.Context) error
+	StoredMessages(b *bus.Bus, ctx context.Context, stream string) ([][]byte, error)
 }
 
 // busOps is package bus's value of ops. Should the two drift apart, every
@@ -171,3 +173,18 @@ func Stats(b *bus.Bus) bus.Stats { return busOps.Stats(b) }
 // every second: nil if every one would, else an error matching
 // schemas.ErrUnavailable (or wrapping ctx's).
 func CheckWritable(ctx context.Context, b *bus.Bus) error { return busOps.CheckWritable(b, ctx) }
+
+// Provision creates or updates b's streams and buckets again, as a
+// process does at start-up.
+func Provision(t testing.TB, b *bus.Bus) {
+	t.Helper()
+	must(t, "provision", func(ctx context.Context) (struct{}, error) { return struct{}{}, busOps.Provision(b, ctx) })
+}
+
+// StoredMessages is every message the stream holds, each its subject,
+// headers and data in one byte slice: what a test searches for what must
+// never be stored (a message body in the audit record).
+func StoredMessages(t testing.TB, b *bus.Bus, stream string) [][]byte {
+	t.Helper()
+	return must(t, "read stream "+stream, func(ctx context.Context) ([][]byte, error) { return busOps.StoredMessages(b, ctx, stream) })
+}

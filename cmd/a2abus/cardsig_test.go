@@ -198,7 +198,7 @@ func TestKeyFilesAreReloaded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	logged := make(chan string, 16)
 	var wg sync.WaitGroup
-	wg.Go(func() { kr.watch(ctx, 5*time.Millisecond, slog.New(logTo(logged))) })
+	wg.Go(func() { kr.watch(ctx, 5*time.Millisecond, slog.New(logTo(logged)), nil) })
 	defer func() { cancel(); wg.Wait() }()
 	waitKid := func(want string) {
 		t.Helper()

@@ -142,6 +142,13 @@ type Config struct {
 	Limits LimitsConfig `json:"limits"`
 	// MaxBodyBytes bounds an HTTP request body. Default 4 MiB.
 	MaxBodyBytes int64 `json:"maxBodyBytes"`
+	// AuditMaxAge and AuditMaxBytes bound the audit record (the A2A_AUDIT
+	// stream): past either the oldest records are dropped. Default 90
+	// days and 1 GiB. Only a process with an admin NATS user (serve, or
+	// an edge given admin credentials) changes them on an existing
+	// stream; an edge's apply when it creates the stream.
+	AuditMaxAge   Duration `json:"auditMaxAge"`
+	AuditMaxBytes int64    `json:"auditMaxBytes"`
 	// MaxBodyBuffer bounds the memory request bodies hold on an edge
 	// together, and MaxBodyBufferPerAddr those from one source address;
 	// past either a body is refused with 503 + Retry-After. Defaults
@@ -389,6 +396,8 @@ func defaultConfig() Config {
 		MaxDeliver:      5,
 		BlockingTimeout: Duration(60 * time.Second),
 		MaxBodyBytes:    4 << 20,
+		AuditMaxAge:     Duration(90 * 24 * time.Hour),
+		AuditMaxBytes:   1 << 30,
 
 		MaxBodyBuffer:        128 << 20,
 		MaxBodyBufferPerAddr: 16 << 20,
@@ -497,6 +506,8 @@ func settings() []setting {
 		{"max-unfinished-bytes", "A2ABUS_MAX_UNFINISHED_BYTES", "stored size of one caller's unfinished tasks before new ones get 429: bytes, or with KiB, MiB, GiB (default 32MiB, 1/32 of the task store; 0 for no limit)", size(func(c *Config) *int64 { return &c.Limits.MaxUnfinishedBytes })},
 		{"max-unfinished", "A2ABUS_MAX_UNFINISHED", "unfinished tasks one caller may have before new ones get 429 (default 1000; 0 for no limit)", num(func(c *Config) *int { return &c.Limits.MaxUnfinished })},
 		{"max-backlog", "A2ABUS_MAX_BACKLOG", "tasks queued or running per agent before new ones get 503 + Retry-After; one caller may hold 1/32 of them (default 10000)", num(func(c *Config) *int { return &c.MaxBacklog })},
+		{"audit-max-age", "A2ABUS_AUDIT_MAX_AGE", "how long audit records are kept (default 90 days, 2160h)", dur(func(c *Config) *Duration { return &c.AuditMaxAge })},
+		{"audit-max-bytes", "A2ABUS_AUDIT_MAX_BYTES", "bytes of audit records kept before the oldest are dropped: bytes, or with KiB, MiB, GiB (default 1GiB)", size(func(c *Config) *int64 { return &c.AuditMaxBytes })},
 		{"max-body-bytes", "A2ABUS_MAX_BODY_BYTES", "largest HTTP request body (default 4194304)", size(func(c *Config) *int64 { return &c.MaxBodyBytes })},
 		{"max-body-buffer", "A2ABUS_MAX_BODY_BUFFER", "memory the request bodies being read or served hold on the edge together; a body past it gets 503 + Retry-After: bytes, or with KiB, MiB, GiB (default 128MiB; never below --max-body-bytes)", size(func(c *Config) *int64 { return &c.MaxBodyBuffer })},
 		{"max-body-buffer-per-addr", "A2ABUS_MAX_BODY_BUFFER_PER_ADDR", "memory the request bodies from one source address (an IPv6 /64) hold on the edge, authenticated or not; a body past it gets 503 + Retry-After (default 16MiB; never below --max-body-bytes)", size(func(c *Config) *int64 { return &c.MaxBodyBufferPerAddr })},
@@ -791,6 +802,9 @@ func (c *Config) validate() error {
 	}
 	if c.Replicas < 1 {
 		errs = append(errs, errors.New("replicas must be at least 1"))
+	}
+	if c.AuditMaxAge < Duration(2*time.Minute) || c.AuditMaxBytes < 1<<20 {
+		errs = append(errs, errors.New("--audit-max-age must be at least 2m (the audit stream's duplicates window) and --audit-max-bytes at least 1MiB"))
 	}
 	if h := c.HTTP; h.ReadHeaderTimeout <= 0 || h.ReadBodyTimeout <= 0 || h.IdleTimeout <= 0 || h.MaxHeaderBytes <= 0 || h.MaxHeaderBytes > 1<<30 {
 		errs = append(errs, errors.New("HTTP timeouts and the largest request head must be positive (and the head at most 1GiB)"))

@@ -101,8 +101,9 @@ func fixed[T any](v *T) *reloaded[T] {
 func (r *reloaded[T]) get() *T { return r.cur.Load() }
 
 // watch reads the file again when it changes, looking every every, until
-// ctx ends. One watch runs per reloaded.
-func (r *reloaded[T]) watch(ctx context.Context, every time.Duration, log *slog.Logger) {
+// ctx ends, and tells audit (if set) of each change it took or refused: a
+// key rotation is an admin action. One watch runs per reloaded.
+func (r *reloaded[T]) watch(ctx context.Context, every time.Duration, log *slog.Logger, audit func(ctx context.Context, what string, err error)) {
 	if r.path == "" {
 		return
 	}
@@ -126,10 +127,16 @@ func (r *reloaded[T]) watch(ctx context.Context, every time.Duration, log *slog.
 		v, err := r.load(r.path)
 		if err != nil {
 			log.Warn("the "+r.what+" file changed but does not load; keeping what was loaded", "err", err)
+			if audit != nil {
+				audit(ctx, r.what, err)
+			}
 			continue
 		}
 		r.cur.Store(v)
 		log.Info(r.what+" reloaded", "file", r.path)
+		if audit != nil {
+			audit(ctx, r.what, nil)
+		}
 	}
 }
 

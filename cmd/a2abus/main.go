@@ -75,6 +75,8 @@ A client of any A2A agent (-o text|json, --header 'Authorization: ...'):
   a2abus approvals approve|deny URL TASK_ID --reason WHY
                                   decide one: approved, the task runs; denied, it
                                   ends REJECTED with the reason
+  a2abus audit URL                the audit record, as an admin (--principal, --task,
+                                  --agent, --since 1h|RFC3339, --until, --limit, --json)
   a2abus webhook --jwks URL       receive push notifications, verify and print them
                                   (--listen ADDR, --url URL as registered)
 
@@ -127,6 +129,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	if cmd == "approvals" {
 		return runApprovals(ctx, args[1:], stdout, stderr, getenv)
+	}
+	if cmd == "audit" {
+		return runAudit(ctx, args[1:], stdout, stderr, getenv)
 	}
 	if _, ok := clientCommands[cmd]; ok {
 		return runClient(ctx, cmd, args[1:], stdout, stderr)
@@ -234,13 +239,15 @@ func (p *process) busConfig(role string, srv *bus.Server, na clientAuth) bus.Con
 	return bus.Config{
 		URL: c.NATSURL, Server: srv, Role: role, Logger: p.log, Metrics: p.metrics,
 		Credentials: na.creds, TLS: na.tls,
-		Replicas:   c.Replicas,
-		TaskTTL:    time.Duration(c.TaskTTL),
-		HistoryCap: c.HistoryCap,
-		AckWait:    time.Duration(c.AckWait),
-		MaxDeliver: c.MaxDeliver,
-		BindOnly:   role == "worker",
-		Name:       edgeInstance(role, c.Listen),
+		Replicas:      c.Replicas,
+		TaskTTL:       time.Duration(c.TaskTTL),
+		HistoryCap:    c.HistoryCap,
+		AckWait:       time.Duration(c.AckWait),
+		MaxDeliver:    c.MaxDeliver,
+		AuditMaxAge:   time.Duration(c.AuditMaxAge),
+		AuditMaxBytes: c.AuditMaxBytes,
+		BindOnly:      role == "worker",
+		Name:          edgeInstance(role, c.Listen),
 	}
 }
 

@@ -293,13 +293,13 @@ func (p *process) startWorkers(ctx context.Context, cmd string, b *bus.Bus, pre 
 		})
 	}
 	if keys := pre.keys; keys != nil {
-		g.wg.Go(func() { keys.watch(workCtx, keysEvery, p.log) })
+		g.wg.Go(func() { keys.watch(workCtx, keysEvery, p.log, p.auditKeys(b)) })
 	}
 	if keys := pre.cardKeys; keys != nil && keys != pre.keys {
-		g.wg.Go(func() { keys.watch(workCtx, keysEvery, p.log) })
+		g.wg.Go(func() { keys.watch(workCtx, keysEvery, p.log, p.auditKeys(b)) })
 	}
 	if keys := pre.trusted; keys != nil {
-		g.wg.Go(func() { keys.watch(workCtx, keysEvery, p.log) })
+		g.wg.Go(func() { keys.watch(workCtx, keysEvery, p.log, p.auditKeys(b)) })
 	}
 	if (cmd == "serve" || cmd == "worker") && (p.cfg.RegistryAgents == nil || *p.cfg.RegistryAgents) {
 		dyn := &dynamicAgents{p: p, static: map[string]bool{}, running: map[string]*dynAgent{}}

@@ -21,7 +21,8 @@ import (
 //	  "rules": [{"level": "untrusted", "sources": ["203.0.113.0/24"]},
 //	            {"level": "local", "principals": ["cert:ops"]}],
 //	  "levels": {"public": {"agents": ["echo"], "skills": ["echo"],
-//	                        "limits": {"rate": 5, "burst": 10, "maxUnfinishedTasks": 20}}}
+//	                        "limits": {"rate": 5, "burst": 10, "maxUnfinishedTasks": 20}},
+//	             "partner": {"audit": true}}
 //	}
 type TrustConfig struct {
 	Rules          []TrustRuleConfig           `json:"rules,omitempty"`
@@ -41,14 +42,18 @@ type TrustRuleConfig struct {
 
 // TrustLevelConfig is what one level may do: refuse every call, or call
 // only the agents and skills listed, within its limits; approval holds
-// each task it creates for an approver.
+// each task it creates for an approver; and whether its calls are
+// audited. Audit unset (absent from the file) keeps the level's default:
+// public is audited, every other level is not; true or false says so for
+// the level, public included.
 type TrustLevelConfig struct {
 	Refuse bool               `json:"refuse,omitempty"`
 	Agents []string           `json:"agents,omitempty"`
 	Skills []string           `json:"skills,omitempty"`
 	Limits *TrustLimitsConfig `json:"limits,omitempty"`
 	// Approval holds each task the level creates for an approver.
-	Approval bool `json:"approval,omitempty"`
+	Approval bool  `json:"approval,omitempty"`
+	Audit    *bool `json:"audit,omitempty"`
 }
 
 // TrustLimitsConfig is a level's limits (edge.LevelLimits): an absent or
@@ -148,7 +153,11 @@ func (c TrustConfig) policy() (edge.TrustPolicy, error) {
 		if p.Levels == nil {
 			p.Levels = map[string]edge.TrustLevel{}
 		}
-		p.Levels[name] = edge.TrustLevel{Refuse: l.Refuse, Agents: l.Agents, Skills: l.Skills, Limits: limits, Approval: l.Approval}
+		audit := name == edge.TrustPublic
+		if l.Audit != nil {
+			audit = *l.Audit
+		}
+		p.Levels[name] = edge.TrustLevel{Refuse: l.Refuse, Agents: l.Agents, Skills: l.Skills, Limits: limits, Approval: l.Approval, Audit: audit}
 	}
 	return p, errors.Join(errs...)
 }

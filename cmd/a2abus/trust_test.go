@@ -45,7 +45,7 @@ func TestTrustConfigBecomesThePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, want := p.Levels["public"], (edge.TrustLevel{Agents: []string{"echo"}, Skills: []string{"echo", "summarize"},
-		Limits: edge.LevelLimits{Rate: 2.5, Burst: 4, MaxUnfinished: 3, MaxUnfinishedBytes: 65536, MaxBodyBytes: 4096, MaxStreams: 2}}); !reflect.DeepEqual(got, want) {
+		Limits: edge.LevelLimits{Rate: 2.5, Burst: 4, MaxUnfinished: 3, MaxUnfinishedBytes: 65536, MaxBodyBytes: 4096, MaxStreams: 2}, Audit: true}); !reflect.DeepEqual(got, want) {
 		t.Errorf("the public level: %+v, want %+v", got, want)
 	}
 	if got := p.Levels["local"].Limits; got != (edge.LevelLimits{Rate: -1, MaxUnfinished: -1}) {
