@@ -168,11 +168,11 @@ func (ic *intercepted) WatchTasks(ctx context.Context, c *call, req *schemas.Wat
 // interceptors is the edge's chain, outermost first: the call's span
 // (tracecalls.go) holds all the rest, the call log sees every call's
 // outcome, the call gets its trust level and what the level may not do is
-// refused (trust.go), and a new task is admitted before it reaches the
-// lifecycle.
+// refused (trust.go), a new task is admitted, then charged to its
+// caller's budgets (budget.go) before it reaches the lifecycle.
 func (s *Server) interceptors(load func(context.Context, string) (bus.AgentLoad, error), taskMaxBytes int64) []interceptor {
 	adm := &admission{cfg: &s.cfg, index: s.index, agents: s.agents, load: load, taskMaxBytes: taskMaxBytes, limited: s.m.limited}
-	return []interceptor{s.traceCalls, s.logCalls, s.admitTrust, adm.admitNewTasks}
+	return []interceptor{s.traceCalls, s.logCalls, s.admitTrust, adm.admitNewTasks, s.budgets.charge}
 }
 
 // logCalls logs each call at debug level: the operation, whom for, how it

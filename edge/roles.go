@@ -21,6 +21,7 @@ type Bus interface {
 	DeadLetters
 	RemoteInbox
 	Followers
+	Budgets(p bus.BudgetPolicy) *bus.Budgets
 	Config() bus.Config
 	Connected() bool
 	Metrics() *bus.Metrics

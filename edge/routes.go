@@ -189,6 +189,8 @@ func routeTable() []routeDecl {
 		side("DELETE /a2a/admin/agents/{agent}", PolicyAdminWrite, "admin", 0, (*Server).handleRegistryDelete),
 		side("POST /a2a/remote/{agent}/tasks/{task}/push", PolicyWebhookToken, "webhook", bodyEdge, (*Server).handleRemotePush),
 		side("GET /a2a/admin/dead-letters", PolicyAdmin, "admin", 0, (*Server).handleDeadLetters),
+		// The caller's budgets (budget.go): admitted as an A2A call is.
+		callerSide("GET /a2a/budget", (*Server).handleBudget),
 		// The dashboard's page holds no data: every datum it shows comes
 		// from the API with its user's credentials (dashboard.go).
 		{
@@ -301,8 +303,8 @@ func routeRules(rt Route, bucket string) error {
 		return errors.New("no body bound")
 	case rt.FrontDoor && (rt.Policy != PolicyCaller || rt.Limit != LimitCaller):
 		return errors.New("a front door authenticates and limits callers")
-	case !rt.FrontDoor && (rt.Policy == PolicyCaller || rt.Limit == LimitCaller):
-		return errors.New("only the front door authenticates and limits callers")
+	case !rt.FrontDoor && (rt.Policy == PolicyCaller) != (rt.Limit == LimitCaller):
+		return errors.New("a side door authenticates and limits its callers together, as the front door (admitCaller)")
 	case rt.Limit == LimitAddress && bucket == "":
 		return errors.New("an address limit without a bucket")
 	}
@@ -380,6 +382,8 @@ func (s *Server) admission(p Policy) func(http.ResponseWriter, *http.Request) *h
 		return s.admitAdmin(p == PolicyAdminWrite)
 	case PolicyWebhookToken:
 		return admitWebhook
+	case PolicyCaller:
+		return s.admitSideCaller
 	default:
 		return func(_ http.ResponseWriter, r *http.Request) *http.Request { return r }
 	}

@@ -159,6 +159,9 @@ type Config struct {
 	// Trust maps each call to its trust level and says what each level
 	// may do (trust.go); the zero policy is the defaults.
 	Trust TrustPolicy
+	// Budgets are what each principal and tenant may spend per period
+	// (budget.go); no rules: none.
+	Budgets bus.BudgetPolicy
 	// PublicMetrics serves /metrics without credentials when Auth is set;
 	// otherwise only admin principals read it.
 	PublicMetrics bool
@@ -285,6 +288,7 @@ type Server struct {
 	m           edgeMetrics
 	bodies      *bodyBudget // the memory request bodies hold (readBody)
 	cardSigs    cardSignatures
+	budgets     *budgetGate // Config.Budgets on the bus; nil: none
 	// started is when the edge was built: its own part of every card it
 	// serves (interfaces, capabilities, security) is unchanged since.
 	started time.Time
@@ -312,6 +316,7 @@ func New(b Bus, cfg Config) *Server {
 		started:     time.Now(),
 	}
 	s.agents.ReportBacklogs()
+	s.budgets = newBudgetGate(b, cfg.Budgets, s.agents, b.Metrics(), s.log)
 	s.svc = intercept(&a2aService{
 		cfg: &s.cfg, log: s.log, life: b, pushes: b, index: s.index, tasks: s.tasks, drain: &s.drain,
 		extendedCard: s.extendedCard,
