@@ -66,28 +66,47 @@ type BudgetPolicy struct {
 	Now func() time.Time
 }
 
-// Check reports what is wrong with the policy's rules, each by its
-// index: an unknown scope, a period that is not a whole number of seconds
-// of at least one, a rule with no limit or a negative one, a rule both
-// named and default.
+// Check reports what is wrong with the policy's rules, each by its index
+// (see BudgetRule.Check), and two rules of one scope, holder and period,
+// which would count in one counter.
 func (p BudgetPolicy) Check() error {
 	var errs []error
+	type slot struct {
+		scope, id string
+		def       bool
+		period    time.Duration
+	}
+	seen := map[slot]int{}
 	for i, r := range p.Rules {
-		bad := func(format string, args ...any) {
-			errs = append(errs, fmt.Errorf("rule %d: %s", i, fmt.Sprintf(format, args...)))
+		if err := r.Check(); err != nil {
+			errs = append(errs, fmt.Errorf("rule %d: %w", i, err))
+			continue
 		}
-		if r.Scope != schemas.BudgetScopePrincipal && r.Scope != schemas.BudgetScopeTenant {
-			bad("scope %q is neither %s nor %s", r.Scope, schemas.BudgetScopePrincipal, schemas.BudgetScopeTenant)
+		k := slot{r.Scope, r.ID, r.Default, r.Period}
+		if j, ok := seen[k]; ok {
+			errs = append(errs, fmt.Errorf("rules %d and %d are both for the same %s and period %s; make them one rule", j, i, r.Scope, PeriodString(r.Period)))
 		}
-		if r.Default == (r.ID != "") {
-			bad("name one %s, or make it the default for every %s, not both or neither", r.Scope, r.Scope)
-		}
-		if r.Period < time.Second || r.Period%time.Second != 0 {
-			bad("period %s is not a whole number of seconds of at least 1s", r.Period)
-		}
-		if r.Tasks < 0 || r.Tokens < 0 || r.Tasks == 0 && r.Tokens == 0 {
-			bad("give a positive tasks or tokens limit (or both)")
-		}
+		seen[k] = i
+	}
+	return errors.Join(errs...)
+}
+
+// Check reports what is wrong with the rule: an unknown scope, a rule both
+// named and default (or neither), a period that is not a whole number of
+// seconds of at least one, no limit or a negative one.
+func (r BudgetRule) Check() error {
+	var errs []error
+	if r.Scope != schemas.BudgetScopePrincipal && r.Scope != schemas.BudgetScopeTenant {
+		errs = append(errs, fmt.Errorf("scope %q is neither %s nor %s", r.Scope, schemas.BudgetScopePrincipal, schemas.BudgetScopeTenant))
+	}
+	if r.Default == (r.ID != "") {
+		errs = append(errs, fmt.Errorf("name one %s, or make it the default for every %s, not both or neither", r.Scope, r.Scope))
+	}
+	if r.Period < time.Second || r.Period%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("period %s is not a whole number of seconds of at least 1s", r.Period))
+	}
+	if r.Tasks < 0 || r.Tokens < 0 || r.Tasks == 0 && r.Tokens == 0 {
+		errs = append(errs, errors.New("give a positive tasks or tokens limit (or both)"))
 	}
 	return errors.Join(errs...)
 }

@@ -94,6 +94,9 @@ type Config struct {
 	// call from where it comes from and who makes it, and what each level
 	// may do.
 	Trust TrustConfig `json:"trust,omitempty"`
+	// Budgets are what each principal and tenant may spend per period
+	// across the deployment (budget.go); every process reads the same.
+	Budgets []BudgetRuleConfig `json:"budgets,omitempty"`
 	// DefaultAgent is the agent served at "/"; default the first agent.
 	DefaultAgent string `json:"defaultAgent"`
 
@@ -762,6 +765,9 @@ func loadConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (Co
 func (c *Config) validate() error {
 	var errs []error
 	if _, err := c.Trust.policy(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := budgetPolicy(c.Budgets); err != nil {
 		errs = append(errs, err)
 	}
 	seen := map[string]bool{}

@@ -71,6 +71,9 @@ A client of any A2A agent (-o text|json, --header 'Authorization: ...'):
                                   the run-time registry, as an admin: a remote agent
                                   (--remote URL, --check-every, --tag, --header-env),
                                   or maintenance (--maintenance "why"; "" ends it)
+  a2abus budget URL               the caller's budgets at an a2abus edge: limit, used,
+                                  left, when each resets (--json; admins: --principal,
+                                  --tenant)
   a2abus webhook --jwks URL       receive push notifications, verify and print them
                                   (--listen ADDR, --url URL as registered)
 
@@ -120,6 +123,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	if cmd == "mcp" {
 		return runMCP(ctx, args[1:], stdout, stderr, getenv)
+	}
+	if cmd == "budget" {
+		return runBudget(ctx, args[1:], stdout, stderr, getenv)
 	}
 	if _, ok := clientCommands[cmd]; ok {
 		return runClient(ctx, cmd, args[1:], stdout, stderr)
