@@ -73,7 +73,9 @@ const (
 	// health, JWKS; metrics when configured public).
 	PolicyPublic
 	// PolicyCaller: a caller the front door authenticates as it does
-	// every A2A call (anyone, on an edge that authenticates no one).
+	// every A2A call (anyone, on an edge that authenticates no one); a
+	// side door of this policy (GET /a2a/budget) admits it with the same
+	// admitCaller, and always with LimitCaller.
 	PolicyCaller
 	// PolicyAdmin: admin principals. On an edge that authenticates no
 	// one: every caller when Config.OpenAdmin, else no one.
