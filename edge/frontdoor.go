@@ -58,7 +58,8 @@ type call struct {
 	id           json.RawMessage // JSON-RPC request id; nil on other bindings
 	caller       caller          // who is calling, as the pipeline authenticated it
 	source       netip.Addr      // where it comes from, as the trust policy sees it (TrustPolicy.source)
-	trust        string          // its trust level (admitTrust)
+	trust        string          // its trust level's name (decideTrust)
+	level        *trustLevel     // its trust level, decided once by the front door (decideTrust)
 	pathTenant   string          // the tenant an HTTP+JSON path names (/{tenant}/…); "" if none
 	body         bodyHold        // what its body's buffer holds of the edge's bodyBudget (readBody)
 	oddKeys      bool            // a member name of the body may be a proto field name (see protoNames)
@@ -205,6 +206,9 @@ func (s *Server) serve(rt Route, b *binding, decode decodeFunc) frontDoorHandler
 			s.refuseCaller(w, r, b, c, err)
 			return
 		}
+		if m := c.level.Limits.MaxBodyBytes; m > 0 && m < c.bodyMax {
+			c.bodyMax = m // the level's body bound, never above the route's
+		}
 		agent, ok := b.agentOf(s, r)
 		c.agent = agent
 		if !ok {
@@ -249,7 +253,7 @@ func (s *Server) serve(rt Route, b *binding, decode decodeFunc) frontDoorHandler
 // serveStream runs a streaming method over one SSE stream, framed for the
 // binding and shaped for the dialect.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, b *binding, c *call, fn streamFunc) {
-	closeStream, refused := s.openStream(r.Context(), requestSource(r))
+	closeStream, refused := s.openStream(r.Context(), requestSource(r), c)
 	if refused != nil {
 		s.refuse(w, b, c, refused, 0)
 		return
@@ -277,8 +281,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, b *binding,
 
 // admitCaller is the check of who calls that every door carrying A2A
 // calls makes before anything of the call is read (serve, and the
-// in-process door): the caller authenticated from what r presents, and
-// its rate limited. An anonymous caller is known by where it sends from.
+// in-process door): the caller authenticated from what r presents, its
+// trust level decided (decideTrust), and its rate limited at that level.
+// An anonymous caller is known by where it sends from.
 func (s *Server) admitCaller(r *http.Request, c *call) error {
 	who, err := s.authenticate(r)
 	if err != nil {
@@ -290,6 +295,7 @@ func (s *Server) admitCaller(r *http.Request, c *call) error {
 	}
 	c.caller = who
 	c.source = s.cfg.Trust.source(r)
+	s.decideTrust(c)
 	if e := s.limitRate(c); e != nil {
 		return e
 	}
@@ -337,13 +343,26 @@ func (s *Server) selectTenant(c *call) error {
 }
 
 // moveToTenant moves the call to tenant want ("": stay in the caller's
-// own) if its principal may act there (see selectTenant).
+// own) if its principal may act there (see selectTenant). When a trust
+// rule names tenants the call's level is decided again for the tenant it
+// now acts in, and a new level's rate is applied too, so no caller
+// escapes a tenant's level, or its rate, by naming the tenant in its
+// request. (The level's body bound is the one decided before the body was
+// read.)
 func (s *Server) moveToTenant(c *call, want string) error {
 	if want == "" || want == c.caller.tenant {
 		return nil
 	}
 	if !s.authenticates() || slices.Contains(c.caller.tenants, want) {
 		c.caller.tenant = want
+		if s.trust.byTenant {
+			was := c.level
+			if s.decideTrust(c); c.level != was {
+				if e := s.limitRate(c); e != nil {
+					return e
+				}
+			}
+		}
 		return nil
 	}
 	return s.cfg.Auth.Forbidden(fmt.Sprintf("principal %s may not act in tenant %q", c.caller.principal, want))

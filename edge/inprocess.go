@@ -253,7 +253,7 @@ func (d *InProcess) stream(ctx context.Context, who schemas.Presented, agent, op
 		return err
 	}
 	s := d.s
-	closeStream, refused := s.openStream(ctx, requestSource(r))
+	closeStream, refused := s.openStream(ctx, requestSource(r), c)
 	if refused != nil {
 		return d.refused(c, refused)
 	}

@@ -40,12 +40,18 @@ type LimitsConfig struct {
 	Tenants    map[string]Limits
 }
 
-func (lc *LimitsConfig) of(c caller) Limits {
-	if l, ok := lc.Principals[c.principal]; ok && c.principal != "" {
+// of is the limits of call c: its principal's entry, else its tenant's,
+// else its trust level's (Default with the level's limits over it,
+// compiled once: trustLevel.limits).
+func (lc *LimitsConfig) of(c *call) Limits {
+	if l, ok := lc.Principals[c.caller.principal]; ok && c.caller.principal != "" {
 		return l
 	}
-	if l, ok := lc.Tenants[c.tenant]; ok && c.tenant != "" {
+	if l, ok := lc.Tenants[c.caller.tenant]; ok && c.caller.tenant != "" {
 		return l
+	}
+	if c.level != nil {
+		return c.level.limits
 	}
 	return lc.Default
 }
@@ -96,23 +102,62 @@ func (rl *rateLimiter) allow(key string, l Limits, now time.Time) (bool, time.Du
 	return true, 0
 }
 
+// limitKey is whom c's per-caller limits count: its principal in its
+// tenant, or an anonymous caller's origin.
+func (c *call) limitKey() string {
+	if c.caller.principal == "" {
+		return "\x01" + c.caller.origin
+	}
+	return c.scope()
+}
+
+// callerStreams counts the streams each caller holds open on this edge at
+// a trust level that bounds them (LevelLimits.MaxStreams). Only such
+// callers are counted, and a caller is forgotten when its last stream
+// ends, so the map holds only callers with a stream open.
+type callerStreams struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// open counts a stream of c's caller until the returned func is called,
+// or refuses it (ErrRateLimited, with Retry-After) when the caller holds
+// limit streams already.
+func (cs *callerStreams) open(c *call, limit int) (func(), *schemas.Error) {
+	key := c.limitKey()
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if n := cs.n[key]; n >= limit {
+		e := schemas.Errorf(schemas.ErrRateLimited, "this caller holds %d streams open, the most its trust level %q allows; close one before opening another", n, c.trust)
+		e.RetryAfter = streamRetry
+		return nil, e
+	}
+	if cs.n == nil {
+		cs.n = map[string]int{}
+	}
+	cs.n[key]++
+	return func() {
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		if cs.n[key]--; cs.n[key] <= 0 {
+			delete(cs.n, key)
+		}
+	}, nil
+}
+
 // limitRate refuses a request over its caller's rate: 429 (−31429 on
 // JSON-RPC) with the seconds to wait.
 func (s *Server) limitRate(c *call) *schemas.Error {
-	l := s.cfg.Limits.of(c.caller)
+	l := s.cfg.Limits.of(c)
 	if l.Rate <= 0 {
 		return nil
 	}
-	key := c.scope()
-	if c.caller.principal == "" {
-		key = "\x01" + c.caller.origin
-	}
-	ok, wait := s.rate.allow(key, l, time.Now())
+	ok, wait := s.rate.allow(c.limitKey(), l, time.Now())
 	if ok {
 		return nil
 	}
 	s.m.limited.Inc(limitCaller)
-	e := schemas.Errorf(schemas.ErrRateLimited, "this caller is over its rate of %g requests a second (burst %d); retry after the time given", l.Rate, max(l.Burst, 1))
+	e := schemas.Errorf(schemas.ErrRateLimited, "this caller is over its rate of %g requests a second (burst %d) at trust level %q; retry after the time given", l.Rate, max(l.Burst, 1), c.trust)
 	e.RetryAfter = int(math.Ceil(wait.Seconds()))
 	return e
 }
@@ -141,7 +186,7 @@ func (s *admission) limitUnfinished(c *call) error {
 			return e
 		}
 	}
-	l := s.cfg.Limits.of(c.caller)
+	l := s.cfg.Limits.of(c)
 	if l.MaxUnfinished <= 0 && l.MaxUnfinishedBytes <= 0 {
 		return nil
 	}

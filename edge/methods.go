@@ -55,7 +55,11 @@ func (p preEncoded) write(w http.ResponseWriter, contentType, before, after stri
 // checkSend validates a send of any dialect (see input.go) and returns the
 // message and the historyLength asked for.
 func (s *a2aService) checkSend(ctx context.Context, c *call, req *schemas.SendMessageRequest) (*schemas.Message, *int32, error) {
-	if err := req.CheckInput(s.cfg.partLimits(), c.d.names); err != nil {
+	limits := s.cfg.partLimits()
+	if c.level != nil && c.level.lowered {
+		limits = c.level.parts // the trust level's body bound
+	}
+	if err := req.CheckInput(limits, c.d.names); err != nil {
 		return nil, nil, err
 	}
 	if req.Message.Role != schemas.RoleUser {

@@ -37,8 +37,8 @@ func newEdgeMetrics(m *bus.Metrics) edgeMetrics {
 		streams:      m.Gauge("a2a_sse_streams_active", "SSE streams open on this edge."),
 		authFails:    m.Counter("a2a_auth_failures_total", "Requests whose credentials this edge refused, by the scheme they came by (apiKey, bearer, none) and why (missing, invalid, unavailable: the issuer's keys could not be fetched).", "scheme", "reason"),
 		trustCalls:   m.Counter("a2a_trust_calls_total", "A2A calls by the trust level the edge gave them (trust.go).", "level"),
-		trustRefused: m.Counter("a2a_trust_refusals_total", "A2A calls refused for their trust level, by level and why: level (the level is refused), agent (the level may not call the agent).", "level", "reason"),
-		limited:      m.Counter("a2a_rate_limited_total", "Requests this edge refused with 429, by the limit: caller (the caller's rate), address (the default rate of a source address, on the side doors), unfinished (the caller's unfinished tasks), backlog_share (the caller's share of an agent's backlog), streams (the address's share of the edge's streams).", "limit"),
+		trustRefused: m.Counter("a2a_trust_refusals_total", "A2A calls refused for their trust level, by level and why: level (the level is refused), agent (the level may not call the agent), skill (the level may not call the skill the message calls).", "level", "reason"),
+		limited:      m.Counter("a2a_rate_limited_total", "Requests this edge refused with 429, by the limit: caller (the caller's rate), address (the default rate of a source address, on the side doors), unfinished (the caller's unfinished tasks), backlog_share (the caller's share of an agent's backlog), streams (the address's share of the edge's streams), level_streams (a caller's streams at its trust level's bound).", "limit"),
 	}
 }
 
@@ -49,16 +49,34 @@ const (
 	limitUnfinished   = "unfinished"
 	limitBacklogShare = "backlog_share"
 	limitStreams      = "streams"
+	limitLevelStreams = "level_streams"
 )
 
-// openStream counts a stream from src against the edge's stream limits
-// (drainState.streamOpen), and a refusal of the address's share as a 429.
-func (s *Server) openStream(ctx context.Context, src netip.Addr) (func(), *schemas.Error) {
+// openStream counts a stream of c from src against its trust level's
+// bound of streams per caller (LevelLimits.MaxStreams) and the edge's
+// stream limits (drainState.streamOpen), and a refusal of the caller's or
+// the address's share as a 429.
+func (s *Server) openStream(ctx context.Context, src netip.Addr, c *call) (func(), *schemas.Error) {
+	var closeCaller func()
+	if limit := c.level.Limits.MaxStreams; limit > 0 {
+		var refused *schemas.Error
+		if closeCaller, refused = s.streamsOf.open(c, limit); refused != nil {
+			s.m.limited.Inc(limitLevelStreams)
+			return nil, refused
+		}
+	}
 	closeStream, refused := s.drain.streamOpen(ctx, src, s.cfg.MaxStreams)
 	if refused != nil && refused.Code == schemas.ErrRateLimited.Code {
 		s.m.limited.Inc(limitStreams)
 	}
-	return closeStream, refused
+	if closeCaller == nil {
+		return closeStream, refused
+	}
+	if refused != nil {
+		closeCaller()
+		return nil, refused
+	}
+	return func() { closeStream(); closeCaller() }, nil
 }
 
 // authFailed counts the credential a door refused (err from

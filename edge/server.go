@@ -276,6 +276,8 @@ type Server struct {
 	tasks       *bus.TaskWatcher
 	index       *bus.TaskIndex
 	rate        rateLimiter
+	trust       *trustPolicy  // Config.Trust as applied (compileTrust)
+	streamsOf   callerStreams // streams per caller at levels that bound them
 	agents      *bus.AgentDirectory
 	writes      *bus.WriteProbe
 	mux         *http.ServeMux
@@ -314,6 +316,7 @@ func New(b Bus, cfg Config) *Server {
 		m:           newEdgeMetrics(b.Metrics()),
 		bodies:      newBodyBudget(cfg.MaxBodyBuffer, cfg.MaxBodyBufferPerAddr, newBodyGauge(b.Metrics())),
 		started:     time.Now(),
+		trust:       compileTrust(cfg.Trust, cfg.Limits.Default, cfg.partLimits()),
 	}
 	s.agents.ReportBacklogs()
 	s.budgets = newBudgetGate(b, cfg.Budgets, s.agents, b.Metrics(), s.log)

@@ -17,11 +17,17 @@ import (
 // Trust levels, Aleph's way: every call gets a level from where it comes
 // from — its source network, its principal or tenant, its client
 // certificate's identity (a cert: principal) — by the first rule of the
-// policy that matches, and the level decides what the call may do. The
-// level is decided once per call by the admitTrust interceptor of the
-// service's chain, so no binding or dialect decides it for itself, and it
-// is recorded on the task a call creates (agents read it), in the call's
-// log line, its span and the metrics.
+// policy that matches, and the level decides what the call may do: which
+// agents and skills it may call, and the limits it is held to. The level
+// is decided once per call, by the front door's admitCaller right after
+// authentication (every door carrying A2A calls makes it: serve and the
+// in-process door), because the level's rate and body bound apply there,
+// before anything is decoded; it is decided again only when the call
+// moves to another tenant and a rule names tenants (moveToTenant). The
+// admitTrust interceptor of the service's chain then enforces what the
+// level allows, so no binding or dialect decides anything for itself. The
+// level is recorded on the task a call creates (agents read it), in the
+// call's log line, its span and the metrics.
 
 // The default levels' names. A policy may name its levels anything; these
 // are the ones its default rules give.
@@ -68,6 +74,45 @@ type TrustLevel struct {
 	Refuse bool
 	// Agents, if set, are the only agents the level may call.
 	Agents []string
+	// Skills, if set, are the only skills the level may call: a message
+	// (new task or follow-up) is admitted only for a skill on this list
+	// that the agent offers, named in its metadata (schemas.MetaSkill),
+	// or, when it names none, the one skill of an agent whose card offers
+	// exactly one (see callSkill).
+	Skills []string
+	// Limits are the level's own defaults for the limits of its calls.
+	Limits LevelLimits
+}
+
+// LevelLimits are the limits a trust level holds its calls to in place of
+// the edge's defaults (Config.Limits.Default): a zero field keeps the
+// edge's. An entry of Config.Limits for the caller's principal or tenant
+// still wins over the level's rate and unfinished-task quota, being the
+// more specific. These are the bounds that differ by who calls: a
+// partner's or the public's rate, quota and request size, and how many
+// streams it may hold; the bounds that protect the edge as a whole
+// (connections, body buffers, the agent's backlog, the task store) stay
+// the edge's.
+type LevelLimits struct {
+	// Rate is the sustained requests per second one caller of the level
+	// may send, and Burst how many at once (0: 1); a level that sets Rate
+	// sets both. Negative Rate: no rate limit at this level.
+	Rate  float64
+	Burst int
+	// MaxUnfinished and MaxUnfinishedBytes bound one caller's unfinished
+	// tasks and their stored bytes, as Limits' do; negative: no bound at
+	// this level.
+	MaxUnfinished      int
+	MaxUnfinishedBytes int64
+	// MaxBodyBytes lowers, for the level's calls, the bound of an HTTP
+	// request's body (Config.MaxBodyBytes) and, on every binding (gRPC and
+	// MCP calls have no body of the edge's to bound), of a message's
+	// content (Config.MaxMessageBytes). It never raises either.
+	MaxBodyBytes int64
+	// MaxStreams bounds the streams one caller of the level (counted as
+	// its rate is: a principal in its tenant, an anonymous source address)
+	// holds open on this edge at once, within the edge's own MaxStreams.
+	MaxStreams int
 }
 
 // defaultTrustRules follow the policy's own rules.
@@ -100,27 +145,113 @@ func (r *TrustRule) matches(src netip.Addr, who caller) bool {
 	return true
 }
 
-// level is the level of a call from src by who.
-func (p *TrustPolicy) level(src netip.Addr, who caller) string {
-	for i := range p.Rules {
-		if p.Rules[i].matches(src, who) {
-			return p.Rules[i].Level
-		}
-	}
-	for i := range defaultTrustRules {
-		if defaultTrustRules[i].matches(src, who) {
-			return defaultTrustRules[i].Level
-		}
-	}
-	return TrustPublic
-}
-
-// of is what level may do.
+// of is what level may do as the policy says it.
 func (p *TrustPolicy) of(level string) TrustLevel {
 	if l, ok := p.Levels[level]; ok {
 		return l
 	}
 	return TrustLevel{Refuse: level == TrustUntrusted}
+}
+
+// trustLevel is one level as the edge applies it, made once when the edge
+// is built (compileTrust): a call's level is a pointer its rule leads to,
+// with the limits already merged, so deciding and applying it costs no
+// map lookup, merge or allocation per call.
+type trustLevel struct {
+	TrustLevel
+	name string
+	// limits are the edge's default limits with the level's over them.
+	limits Limits
+	// parts are the edge's part limits, MaxMessageBytes lowered to the
+	// level's MaxBodyBytes; lowered says they differ from the edge's.
+	parts   schemas.PartLimits
+	lowered bool
+}
+
+// trustPolicy is a TrustPolicy as the edge applies it: its rules, then the
+// default rules, each leading to its compiled level.
+type trustPolicy struct {
+	rules []compiledRule
+	// byTenant: a rule names tenants, so moving a call to another tenant
+	// may change its level.
+	byTenant bool
+}
+
+type compiledRule struct {
+	TrustRule
+	level *trustLevel
+}
+
+// compileTrust makes the policy p applies, over the edge's default limits
+// and part limits.
+func compileTrust(p TrustPolicy, def Limits, parts schemas.PartLimits) *trustPolicy {
+	levels := map[string]*trustLevel{}
+	levelOf := func(name string) *trustLevel {
+		if l, ok := levels[name]; ok {
+			return l
+		}
+		l := &trustLevel{TrustLevel: p.of(name), name: name}
+		l.limits, l.parts, l.lowered = mergeLimits(l.Limits, def, parts)
+		levels[name] = l
+		return l
+	}
+	tp := &trustPolicy{}
+	for _, rs := range [][]TrustRule{p.Rules, defaultTrustRules} {
+		for _, r := range rs {
+			tp.rules = append(tp.rules, compiledRule{TrustRule: r, level: levelOf(r.Level)})
+			tp.byTenant = tp.byTenant || len(r.Tenants) > 0
+		}
+	}
+	return tp
+}
+
+// mergeLimits is def with the level's limits ll over it, and the part
+// limits with the level's body bound over them (lowered: they changed).
+func mergeLimits(ll LevelLimits, def Limits, parts schemas.PartLimits) (Limits, schemas.PartLimits, bool) {
+	l := def
+	switch {
+	case ll.Rate < 0:
+		l.Rate, l.Burst = 0, 0
+	case ll.Rate > 0:
+		l.Rate, l.Burst = ll.Rate, max(ll.Burst, 1)
+	}
+	switch {
+	case ll.MaxUnfinished < 0:
+		l.MaxUnfinished = 0
+	case ll.MaxUnfinished > 0:
+		l.MaxUnfinished = ll.MaxUnfinished
+	}
+	switch {
+	case ll.MaxUnfinishedBytes < 0:
+		l.MaxUnfinishedBytes = 0
+	case ll.MaxUnfinishedBytes > 0:
+		l.MaxUnfinishedBytes = ll.MaxUnfinishedBytes
+	}
+	lowered := ll.MaxBodyBytes > 0 && ll.MaxBodyBytes < int64(parts.MaxMessageBytes)
+	if lowered {
+		parts.MaxMessageBytes = int(ll.MaxBodyBytes)
+		parts.MaxPartBytes = min(parts.MaxPartBytes, parts.MaxMessageBytes)
+	}
+	return l, parts, lowered
+}
+
+// level is the level of a call from src by who: the first rule's that
+// matches (the default rules end with one that matches every call).
+func (p *trustPolicy) level(src netip.Addr, who caller) *trustLevel {
+	for i := range p.rules {
+		if p.rules[i].matches(src, who) {
+			return p.rules[i].level
+		}
+	}
+	return p.rules[len(p.rules)-1].level
+}
+
+// decideTrust gives c its trust level, from its source and caller as the
+// front door knows them (admitCaller; moveToTenant when the tenant changes
+// a rule's match).
+func (s *Server) decideTrust(c *call) {
+	c.level = s.trust.level(c.source, c.caller)
+	c.trust = c.level.name
 }
 
 // source is the address a request comes from as the policy sees it: its
@@ -193,25 +324,95 @@ func forwardedFor(h http.Header) []netip.Addr {
 	return out
 }
 
-// admitTrust is the interceptor that gives each call its trust level and
-// refuses what the level may not do: every call of a refused level
-// (untrusted), and a call of an agent the level's list leaves out.
+// admitTrust is the interceptor that enforces each call's trust level,
+// which the front door decided (decideTrust): it refuses every call of a
+// refused level (untrusted), a call of an agent the level's list leaves
+// out, and a message for a skill the level's list leaves out
+// (admitSkill).
 func (s *Server) admitTrust(ctx context.Context, inv *invocation, next invoker) (any, error) {
 	c := inv.call
-	p := &s.cfg.Trust
-	c.trust = p.level(c.source, c.caller)
+	if c.level == nil {
+		s.decideTrust(c) // a call no door admitted (the service's own tests)
+	}
+	l := c.level
 	if tracing.Enabled() {
 		trace.SpanFromContext(ctx).SetAttributes(attribute.String("a2abus.trust.level", c.trust))
 	}
 	s.m.trustCalls.Inc(c.trust)
-	l := p.of(c.trust)
 	switch {
 	case l.Refuse:
 		s.m.trustRefused.Inc(c.trust, "level")
 		return nil, schemas.Errorf(schemas.ErrPermissionDenied, "calls of trust level %q are refused here", c.trust)
 	case len(l.Agents) > 0 && !slices.Contains(l.Agents, c.agent):
 		s.m.trustRefused.Inc(c.trust, "agent")
-		return nil, schemas.Errorf(schemas.ErrPermissionDenied, "trust level %q may not call agent %q", c.trust, c.agent)
+		return nil, schemas.Errorf(schemas.ErrPermissionDenied, "trust level %q may not call agent %q; it may call %s", c.trust, c.agent, strings.Join(l.Agents, ", "))
+	case len(l.Skills) > 0 && (inv.op == opSendMessage || inv.op == opSendStreamingMessage):
+		if req, _ := inv.req.(*schemas.SendMessageRequest); req != nil && req.Message != nil {
+			if err := s.admitSkill(c, req.Message); err != nil {
+				s.m.trustRefused.Inc(c.trust, "skill")
+				return nil, err
+			}
+		}
 	}
 	return next(ctx, inv)
+}
+
+// callSkill is the skill (its id) msg calls at c's agent: the one its
+// metadata names (schemas.MetaSkill), else the agent's only skill when
+// its card — with its extended skills, for an authenticated caller —
+// offers exactly one; "" when it names none and the agent offers none or
+// several. It reads the edge's agent directory, never the bus, and does
+// not check that the agent offers a skill named (admitSkill does).
+func (s *Server) callSkill(c *call, msg *schemas.Message) string {
+	if id, _ := msg.Metadata[schemas.MetaSkill].(string); id != "" {
+		return id
+	}
+	reg, _ := s.agents.Get(c.agent)
+	ext := s.shownSkills(c)
+	if len(reg.Card.Skills)+len(ext) != 1 {
+		return ""
+	}
+	if len(ext) == 1 {
+		return ext[0].ID
+	}
+	return reg.Card.Skills[0].ID
+}
+
+// shownSkills are the extended skills c's agent shows c's caller (an
+// authenticated one; see extendedCard).
+func (s *Server) shownSkills(c *call) []schemas.AgentSkill {
+	if c.caller.principal == "" || !s.hasExtendedCard(c.agent) {
+		return nil
+	}
+	return s.cfg.ExtendedSkills[c.agent]
+}
+
+// offersSkill reports whether c's agent offers c's caller skill id.
+func (s *Server) offersSkill(c *call, id string) bool {
+	has := func(sk schemas.AgentSkill) bool { return sk.ID == id }
+	reg, _ := s.agents.Get(c.agent)
+	return slices.ContainsFunc(reg.Card.Skills, has) || slices.ContainsFunc(s.shownSkills(c), has)
+}
+
+// admitSkill refuses a message of a call whose level keeps it to some
+// skills, unless the skill it calls (callSkill) is one of them and its
+// agent offers it. The refusal names the skills the level may call.
+func (s *Server) admitSkill(c *call, msg *schemas.Message) error {
+	l := c.level
+	if v, ok := msg.Metadata[schemas.MetaSkill]; ok {
+		if id, _ := v.(string); id == "" {
+			return schemas.Errorf(schemas.ErrInvalidParams, "message.metadata[%q] must name a skill: a skill id of the agent's card, as a string", schemas.MetaSkill).With("field", "message.metadata."+schemas.MetaSkill)
+		}
+	}
+	allowed := strings.Join(l.Skills, ", ")
+	id := s.callSkill(c, msg)
+	switch {
+	case id == "":
+		return schemas.Errorf(schemas.ErrPermissionDenied, "trust level %q may call only the skills %s, and this message names none (agent %q offers more or fewer than one); name one in message.metadata[%q]", c.trust, allowed, c.agent, schemas.MetaSkill)
+	case !slices.Contains(l.Skills, id):
+		return schemas.Errorf(schemas.ErrPermissionDenied, "trust level %q may not call skill %q; it may call only %s", c.trust, id, allowed)
+	case !s.offersSkill(c, id):
+		return schemas.Errorf(schemas.ErrPermissionDenied, "agent %q offers no skill %q; trust level %q may call only %s, of those the agent's card offers", c.agent, id, c.trust, allowed)
+	}
+	return nil
 }

@@ -257,6 +257,11 @@ func SubjectRemote(taskID string) string { return subjectRemotePrefix + taskID }
 // notification only with that token. The token itself is never stored.
 const MetaRemotePushToken = "a2abus.remote.pushTokenSha256"
 
+// MetaSkill, in a message's metadata, names the skill (its id, as the
+// agent's card lists it) the message calls: what a trust level's skill
+// list admits (the edge's callSkill), and what the router kind routes by.
+const MetaSkill = "a2abus.skill"
+
 // SubjectDLQPush is the subject of a task's notifications given up on:
 // a2a.dlq.push.<taskId>, four tokens, so no agent's a2a.dlq.<agent>.
 func SubjectDLQPush(taskID string) string { return subjectDLQPrefix + "push." + taskID }

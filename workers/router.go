@@ -14,7 +14,8 @@ import (
 // The router agent kind: a task goes to one of the live agents that offer
 // the skill it needs — the healthy one with the least work queued or
 // running — as a child task, exactly as a fan-out sends to one target.
-// The skill is named in the message's metadata (MetaRouterSkill), or found
+// The skill is named in the message's metadata (schemas.MetaSkill, the key
+// every a2abus caller names a skill with, or the older MetaRouterSkill), or found
 // by matching the message's words against the agents' skills (names,
 // descriptions, tags, examples). The choice is recorded in the task's
 // metadata. No agent fits: the task is REJECTED saying why.
@@ -22,7 +23,8 @@ import (
 // Metadata keys of routing.
 const (
 	// MetaRouterSkill, in a message's metadata, names the skill (its id)
-	// the task needs.
+	// the task needs, as schemas.MetaSkill does (which wins when both are
+	// given); in the task's metadata, the skill the router chose.
 	MetaRouterSkill = "a2abus.router.skill"
 	// MetaRouterAgent and MetaRouterBacklog, in the task's metadata, say
 	// which agent was chosen and the backlog it had then.
@@ -56,13 +58,16 @@ func (r Router) Execute(ctx context.Context, req *Request, out *Emitter) error {
 	if err != nil {
 		return err
 	}
-	want, _ := req.Message.Metadata[MetaRouterSkill].(string)
+	want, _ := req.Message.Metadata[schemas.MetaSkill].(string)
+	if want == "" {
+		want, _ = req.Message.Metadata[MetaRouterSkill].(string)
+	}
 	cands := r.candidates(regs, want, wordsOf(req.Message.Text()))
 	if len(cands) == 0 {
 		if want != "" {
 			return out.Reject(ctx, fmt.Sprintf("no live agent offers the skill %q", want))
 		}
-		return out.Reject(ctx, "no live agent offers a skill that matches the message; name one in the message's metadata ("+MetaRouterSkill+")")
+		return out.Reject(ctx, "no live agent offers a skill that matches the message; name one in the message's metadata ("+schemas.MetaSkill+")")
 	}
 	// Load decides only among the best matches: their backlogs are read,
 	// no one else's.

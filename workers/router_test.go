@@ -57,8 +57,9 @@ func TestRouterChoosesTheLessLoadedAgent(t *testing.T) {
 	waitBacklogAt(t, b, "alpha", 3)
 
 	for name, md := range map[string]map[string]any{
-		"by skill": {workers.MetaRouterSkill: "translate"},
-		"by words": nil,
+		"by skill":              {schemas.MetaSkill: "translate"},
+		"by skill, the old key": {workers.MetaRouterSkill: "translate"},
+		"by words":              nil,
 	} {
 		id := submitMeta(t, b, "route", "please translate this into French", md)
 		rec := waitSettled(t, b, id)
@@ -70,7 +71,7 @@ func TestRouterChoosesTheLessLoadedAgent(t *testing.T) {
 	for _, c := range []struct{ text, skill string }{{"no words in common", ""}, {"x", "paint"}} {
 		var md map[string]any
 		if c.skill != "" {
-			md = map[string]any{workers.MetaRouterSkill: c.skill}
+			md = map[string]any{schemas.MetaSkill: c.skill}
 		}
 		rec := waitSettled(t, b, submitMeta(t, b, "route", c.text, md))
 		if rec.Task.Status.State != schemas.TaskStateRejected {

@@ -574,7 +574,7 @@ func (p *process) routerDefinition(a AgentConfig, o routerOptions) (workers.Defi
 		p.wantDirectory = true
 		p.monitors = append(p.monitors, directoryRunner{p})
 	}
-	desc := "Sends each task to the live agent that offers the skill it needs (named in the message's metadata as " + workers.MetaRouterSkill + ", or matched from its words) with the least work waiting."
+	desc := "Sends each task to the live agent that offers the skill it needs (named in the message's metadata as " + schemas.MetaSkill + " (or the older " + workers.MetaRouterSkill + "), or matched from its words) with the least work waiting."
 	return workers.Definition{
 		Name: a.Name,
 		Card: schemas.AgentCard{Name: a.Name, Description: desc, Version: "1.0.0",

@@ -3,11 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/a2abus/a2abus/edge"
+	"github.com/a2abus/a2abus/schemas"
 )
 
 // TrustConfig is the edge's trust policy as the config file writes it
@@ -17,7 +20,8 @@ import (
 //	  "trustedProxies": ["10.0.0.5"],
 //	  "rules": [{"level": "untrusted", "sources": ["203.0.113.0/24"]},
 //	            {"level": "local", "principals": ["cert:ops"]}],
-//	  "levels": {"public": {"agents": ["echo"]}}
+//	  "levels": {"public": {"agents": ["echo"], "skills": ["echo"],
+//	                        "limits": {"rate": 5, "burst": 10, "maxUnfinishedTasks": 20}}}
 //	}
 type TrustConfig struct {
 	Rules          []TrustRuleConfig           `json:"rules,omitempty"`
@@ -36,10 +40,61 @@ type TrustRuleConfig struct {
 }
 
 // TrustLevelConfig is what one level may do: refuse every call, or call
-// only the agents listed.
+// only the agents and skills listed, within its limits.
 type TrustLevelConfig struct {
-	Refuse bool     `json:"refuse,omitempty"`
-	Agents []string `json:"agents,omitempty"`
+	Refuse bool               `json:"refuse,omitempty"`
+	Agents []string           `json:"agents,omitempty"`
+	Skills []string           `json:"skills,omitempty"`
+	Limits *TrustLimitsConfig `json:"limits,omitempty"`
+}
+
+// TrustLimitsConfig is a level's limits (edge.LevelLimits): an absent or
+// zero field keeps the edge's (--rate-limit, --rate-burst,
+// --max-unfinished, --max-unfinished-bytes, --max-body-bytes,
+// --max-streams); -1 lifts the rate or an unfinished-task bound at the
+// level; maxBodyBytes and maxStreams only lower the edge's.
+type TrustLimitsConfig struct {
+	Rate               float64 `json:"rate,omitempty"`
+	Burst              int     `json:"burst,omitempty"`
+	MaxUnfinishedTasks int     `json:"maxUnfinishedTasks,omitempty"`
+	MaxUnfinishedBytes int64   `json:"maxUnfinishedBytes,omitempty"`
+	MaxBodyBytes       int64   `json:"maxBodyBytes,omitempty"`
+	MaxStreams         int     `json:"maxStreams,omitempty"`
+}
+
+// limits is the level's edge.LevelLimits, or what is wrong with them,
+// saying where.
+func (l *TrustLimitsConfig) limits(where string) (edge.LevelLimits, []error) {
+	if l == nil {
+		return edge.LevelLimits{}, nil
+	}
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s.%s: "+format, append([]any{where, field}, args...)...))
+	}
+	if l.Rate < 0 && l.Rate != -1 {
+		bad("rate", "%g is not a rate: requests a second above 0, or -1 for no rate limit at this level", l.Rate)
+	}
+	switch {
+	case l.Burst < 0:
+		bad("burst", "%d is not a burst: requests at once, at least 1", l.Burst)
+	case l.Burst > 0 && l.Rate <= 0:
+		bad("burst", "a burst goes with a rate: set rate too (the level's rate and burst replace the edge's together)")
+	}
+	if l.MaxUnfinishedTasks < -1 {
+		bad("maxUnfinishedTasks", "%d is not a bound: tasks above 0, or -1 for none at this level", l.MaxUnfinishedTasks)
+	}
+	if l.MaxUnfinishedBytes < -1 {
+		bad("maxUnfinishedBytes", "%d is not a bound: bytes above 0, or -1 for none at this level", l.MaxUnfinishedBytes)
+	}
+	if l.MaxBodyBytes < 0 {
+		bad("maxBodyBytes", "%d is not a bound: bytes above 0 (it can only lower the edge's --max-body-bytes)", l.MaxBodyBytes)
+	}
+	if l.MaxStreams < 0 {
+		bad("maxStreams", "%d is not a bound: streams above 0 that one caller of the level may hold open", l.MaxStreams)
+	}
+	return edge.LevelLimits{Rate: l.Rate, Burst: l.Burst, MaxUnfinished: l.MaxUnfinishedTasks, MaxUnfinishedBytes: l.MaxUnfinishedBytes,
+		MaxBodyBytes: l.MaxBodyBytes, MaxStreams: l.MaxStreams}, errs
 }
 
 var trustLevelName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
@@ -69,14 +124,28 @@ func (c TrustConfig) policy() (edge.TrustPolicy, error) {
 		}
 		p.Rules = append(p.Rules, edge.TrustRule{Level: r.Level, Sources: src, Principals: r.Principals, Tenants: r.Tenants})
 	}
-	for name, l := range c.Levels {
+	for _, name := range slices.Sorted(maps.Keys(c.Levels)) {
+		l := c.Levels[name]
+		where := "trust.levels." + name
 		if !trustLevelName.MatchString(name) {
 			errs = append(errs, fmt.Errorf("trust.levels: %q is not a level name (lower-case letters, digits, - and _, starting with a letter)", name))
 		}
+		for _, a := range l.Agents {
+			if !schemas.ValidAgentName(a) {
+				errs = append(errs, fmt.Errorf("%s.agents: %q is not an agent name", where, a))
+			}
+		}
+		for _, sk := range l.Skills {
+			if strings.TrimSpace(sk) == "" {
+				errs = append(errs, fmt.Errorf("%s.skills: an empty skill id (skills are named by their id on the agent's card)", where))
+			}
+		}
+		limits, lerrs := l.Limits.limits(where + ".limits")
+		errs = append(errs, lerrs...)
 		if p.Levels == nil {
 			p.Levels = map[string]edge.TrustLevel{}
 		}
-		p.Levels[name] = edge.TrustLevel{Refuse: l.Refuse, Agents: l.Agents}
+		p.Levels[name] = edge.TrustLevel{Refuse: l.Refuse, Agents: l.Agents, Skills: l.Skills, Limits: limits}
 	}
 	return p, errors.Join(errs...)
 }

@@ -3,14 +3,17 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/netip"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/a2abus/a2abus/bus/bustest"
+	"github.com/a2abus/a2abus/edge"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -30,12 +33,39 @@ func TestTrustConfigBecomesThePolicy(t *testing.T) {
 		p.Rules[1].Principals[0] != "cert:ops" || p.Levels["public"].Agents[0] != "echo" {
 		t.Fatalf("policy: %+v", p)
 	}
+
+	// A level's skills and limits, as the config file writes them.
+	var tc TrustConfig
+	if err := json.Unmarshal([]byte(`{"levels": {"public": {"agents": ["echo"], "skills": ["echo", "summarize"],
+	  "limits": {"rate": 2.5, "burst": 4, "maxUnfinishedTasks": 3, "maxUnfinishedBytes": 65536, "maxBodyBytes": 4096, "maxStreams": 2}},
+	  "local": {"limits": {"rate": -1, "maxUnfinishedTasks": -1}}}}`), &tc); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = tc.policy(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.Levels["public"], (edge.TrustLevel{Agents: []string{"echo"}, Skills: []string{"echo", "summarize"},
+		Limits: edge.LevelLimits{Rate: 2.5, Burst: 4, MaxUnfinished: 3, MaxUnfinishedBytes: 65536, MaxBodyBytes: 4096, MaxStreams: 2}}); !reflect.DeepEqual(got, want) {
+		t.Errorf("the public level: %+v, want %+v", got, want)
+	}
+	if got := p.Levels["local"].Limits; got != (edge.LevelLimits{Rate: -1, MaxUnfinished: -1}) {
+		t.Errorf("the local level's limits: %+v", got)
+	}
+
 	_, err = TrustConfig{
 		TrustedProxies: []string{"proxy.example"},
 		Rules:          []TrustRuleConfig{{Level: "Public!", Sources: []string{"10.0.0.0/33"}}, {Level: "x", Principals: []string{" "}}},
+		Levels: map[string]TrustLevelConfig{
+			"public":  {Agents: []string{"no/agent"}, Skills: []string{""}, Limits: &TrustLimitsConfig{Rate: -2, MaxBodyBytes: -1, MaxStreams: -3, MaxUnfinishedTasks: -5}},
+			"partner": {Limits: &TrustLimitsConfig{Burst: 3, MaxUnfinishedBytes: -9}},
+		},
 	}.policy()
 	for _, want := range []string{`trust.trustedProxies: "proxy.example" is neither an address nor a CIDR prefix`,
-		`trust.rules[0]: level "Public!" is not a level name`, `trust.rules[0].sources: "10.0.0.0/33"`, `trust.rules[1].principals: an empty principal name`} {
+		`trust.rules[0]: level "Public!" is not a level name`, `trust.rules[0].sources: "10.0.0.0/33"`, `trust.rules[1].principals: an empty principal name`,
+		`trust.levels.public.agents: "no/agent" is not an agent name`, `trust.levels.public.skills: an empty skill id`,
+		`trust.levels.public.limits.rate: -2 is not a rate`, `trust.levels.public.limits.maxBodyBytes: -1 is not a bound`,
+		`trust.levels.public.limits.maxStreams: -3 is not a bound`, `trust.levels.public.limits.maxUnfinishedTasks: -5 is not a bound`,
+		`trust.levels.partner.limits.burst: a burst goes with a rate`, `trust.levels.partner.limits.maxUnfinishedBytes: -9 is not a bound`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not say %q", err, want)
 		}
