@@ -207,6 +207,8 @@ type Bus struct {
 	push lazyBucket
 	// reg holds the run-time registry, bound on first use.
 	reg lazyBucket
+	// budgets holds the budgets' counters (budget.go), bound on first use.
+	budgets lazyBucket
 	// refusals are the server's refusals of this connection's publishes,
 	// for the operations waiting on them (see refusals).
 	refusals *refusals

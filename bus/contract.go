@@ -302,6 +302,24 @@ var contract = []store{
 			}
 		},
 	},
+	{
+		// Budgets' counters (budget.go): edges charge tasks, llm workers
+		// add tokens. Each write carries its own TTL, past its window.
+		bucket: schemas.BucketBudgets, kv: func(b *Bus) *jetstream.KeyValue { return &b.budgets.kv },
+		writers: everyRole, lazy: true,
+		kvConfig: func(c Config, st jetstream.StorageType) jetstream.KeyValueConfig {
+			return jetstream.KeyValueConfig{
+				Bucket:      schemas.BucketBudgets,
+				Description: "a2abus budget counters, one key per budget and window",
+				// Enables the per-key TTLs; the marker of an expired
+				// counter goes after this.
+				LimitMarkerTTL: time.Minute,
+				History:        1,
+				Storage:        st,
+				Replicas:       c.Replicas,
+			}
+		},
+	},
 }
 
 // workQueue is the configuration of the work stream and the intake, which

@@ -93,6 +93,10 @@ type call struct {
 	clientIDs, rawAnswer bool
 
 	obs *observation
+
+	// created: the call stored the task it starts (createTask), so what
+	// its budgets were charged for it stands (budget.go).
+	created bool
 }
 
 // caller is who sent a request: the principal the pipeline authenticated

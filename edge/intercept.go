@@ -175,13 +175,13 @@ func (ic *intercepted) WatchTasks(ctx context.Context, c *call, req *schemas.Wat
 // (tracecalls.go) holds all the rest, the call log sees every call's
 // outcome, the call gets its trust level and what the level may not do is
 // refused (trust.go), a call of an audited level is recorded before it
-// runs and after (audit.go), a new task is admitted before it reaches the
-// lifecycle (after the audit record, so its refusals are recorded too),
-// and one that needs a person's approval is marked to be held for it
-// (approval.go).
+// runs and after (audit.go), a new task is admitted, then charged to its
+// caller's budgets (budget.go) — both after the audit record, so their
+// refusals are recorded too — and one that needs a person's approval is
+// marked to be held for it (approval.go) before it reaches the lifecycle.
 func (s *Server) interceptors(load func(context.Context, string) (bus.AgentLoad, error), taskMaxBytes int64) []interceptor {
 	adm := &admission{cfg: &s.cfg, index: s.index, agents: s.agents, load: load, taskMaxBytes: taskMaxBytes, limited: s.m.limited}
-	return []interceptor{s.traceCalls, s.logCalls, s.admitTrust, s.auditCalls, adm.admitNewTasks, s.requireApproval}
+	return []interceptor{s.traceCalls, s.logCalls, s.admitTrust, s.auditCalls, adm.admitNewTasks, s.budgets.charge, s.requireApproval}
 }
 
 // logCalls logs each call at debug level: the operation, whom for, how it

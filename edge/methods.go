@@ -195,6 +195,7 @@ func (s *a2aService) createTask(ctx context.Context, c *call, msg *schemas.Messa
 		return nil, schemas.TaskNotFound(c.clientTaskID)
 	}
 	if err == nil {
+		c.created = true
 		traceTask(ctx, rec)
 		c.madeTask = rec.Task.ID
 	}

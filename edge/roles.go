@@ -23,6 +23,7 @@ type Bus interface {
 	AuditLog
 	RemoteInbox
 	Followers
+	Budgets(p bus.BudgetPolicy) *bus.Budgets
 	Config() bus.Config
 	Connected() bool
 	Metrics() *bus.Metrics

@@ -74,7 +74,9 @@ const (
 	// health, JWKS; metrics when configured public).
 	PolicyPublic
 	// PolicyCaller: a caller the front door authenticates as it does
-	// every A2A call (anyone, on an edge that authenticates no one).
+	// every A2A call (anyone, on an edge that authenticates no one); a
+	// side door of this policy (GET /a2a/budget) admits it with the same
+	// admitCaller, and always with LimitCaller.
 	PolicyCaller
 	// PolicyAdmin: admin principals. On an edge that authenticates no
 	// one: every caller when Config.OpenAdmin, else no one.
@@ -198,6 +200,8 @@ func routeTable() []routeDecl {
 		side("GET /a2a/admin/approvals", PolicyApprover, "admin", 0, (*Server).handleApprovals),
 		side("POST /a2a/admin/approvals/{task}", PolicyApprover, "admin", approvalDecisionMax, (*Server).handleApprovalDecision),
 		side("GET /a2a/admin/audit", PolicyAdmin, "admin", 0, (*Server).handleAudit),
+		// The caller's budgets (budget.go): admitted as an A2A call is.
+		callerSide("GET /a2a/budget", (*Server).handleBudget),
 		// The dashboard's page holds no data: every datum it shows comes
 		// from the API with its user's credentials (dashboard.go).
 		{
@@ -310,8 +314,8 @@ func routeRules(rt Route, bucket string) error {
 		return errors.New("no body bound")
 	case rt.FrontDoor && (rt.Policy != PolicyCaller || rt.Limit != LimitCaller):
 		return errors.New("a front door authenticates and limits callers")
-	case !rt.FrontDoor && (rt.Policy == PolicyCaller || rt.Limit == LimitCaller):
-		return errors.New("only the front door authenticates and limits callers")
+	case !rt.FrontDoor && (rt.Policy == PolicyCaller) != (rt.Limit == LimitCaller):
+		return errors.New("a side door authenticates and limits its callers together, as the front door (admitCaller)")
 	case rt.Limit == LimitAddress && bucket == "":
 		return errors.New("an address limit without a bucket")
 	}
@@ -391,6 +395,8 @@ func (s *Server) admission(p Policy) func(http.ResponseWriter, *http.Request) *h
 		return s.admitAdmin(true, s.cfg.Approvals.Approvers)
 	case PolicyWebhookToken:
 		return admitWebhook
+	case PolicyCaller:
+		return s.admitSideCaller
 	default:
 		return func(_ http.ResponseWriter, r *http.Request) *http.Request { return r }
 	}

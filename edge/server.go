@@ -162,6 +162,9 @@ type Config struct {
 	// Approvals says which new tasks wait for a person's approval and who
 	// gives it (approval.go).
 	Approvals ApprovalPolicy
+	// Budgets are what each principal and tenant may spend per period
+	// (budget.go); no rules: none.
+	Budgets bus.BudgetPolicy
 	// PublicMetrics serves /metrics without credentials when Auth is set;
 	// otherwise only admin principals read it.
 	PublicMetrics bool
@@ -292,6 +295,7 @@ type Server struct {
 	m           edgeMetrics
 	bodies      *bodyBudget // the memory request bodies hold (readBody)
 	cardSigs    cardSignatures
+	budgets     *budgetGate // Config.Budgets on the bus; nil: none
 	// started is when the edge was built: its own part of every card it
 	// serves (interfaces, capabilities, security) is unchanged since.
 	started time.Time
@@ -322,6 +326,7 @@ func New(b Bus, cfg Config) *Server {
 		trust:       compileTrust(cfg.Trust, cfg.Limits.Default, cfg.partLimits()),
 	}
 	s.agents.ReportBacklogs()
+	s.budgets = newBudgetGate(b, cfg.Budgets, s.agents, b.Metrics(), s.log)
 	s.svc = intercept(&a2aService{
 		cfg: &s.cfg, log: s.log, life: b, pushes: b, index: s.index, tasks: s.tasks, drain: &s.drain,
 		extendedCard: s.extendedCard,

@@ -236,6 +236,10 @@ type AgentRegistration struct {
 	// Remote is set for an agent whose work is proxied to an external A2A
 	// agent: where it is and how reachable it was at the last check.
 	Remote *RemoteAgentStatus `json:"remote,omitempty"`
+	// SpendsTokens is set for an agent whose runs spend model tokens
+	// counted against token budgets (the llm kind): edges refuse its new
+	// tasks while a tokens budget of the caller is spent.
+	SpendsTokens bool `json:"spendsTokens,omitempty"`
 	// Maintenance is not stored here: readers of the registry set it from
 	// the agent's RegistryEntry (why an admin put it in maintenance).
 	Maintenance string `json:"maintenance,omitempty"`

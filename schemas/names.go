@@ -59,6 +59,10 @@ const (
 	// BucketRegistry holds what admins set at run time, RegistryEntry by
 	// agent name: remote agents to run, and maintenance.
 	BucketRegistry = "A2A_REGISTRY"
+	// BucketBudgets holds the budgets' counters (BudgetCount), one key per
+	// budget and window (BudgetKey), changed only by compare-and-swap;
+	// each write carries a message TTL that outlives its window.
+	BucketBudgets = "A2A_BUDGETS"
 	// StreamNotify holds the wake-ups of push senders: at most one message
 	// per task (a2a.notify.<taskId>, work-queue retention, discard-new per
 	// subject), published after a write of a task whose record is marked
@@ -346,6 +350,16 @@ func Source(role, instance string) string { return fmt.Sprintf("urn:a2abus:%s:%s
 
 // SequenceString formats a task revision as the CloudEvents sequence value.
 func SequenceString(rev uint64) string { return fmt.Sprintf("%020d", rev) }
+
+// BudgetKey is the key of one window's counter of a budget in
+// BucketBudgets: <kind>.<scope>.<id digest>.<period seconds>.<window
+// start, Unix seconds>. The id (a principal or tenant name, any string) is
+// the first 16 bytes of its SHA-256 in hex, since KV keys take few
+// characters; the value names it for whoever reads the bucket.
+func BudgetKey(kind, scope, id string, period, start int64) string {
+	sum := sha256.Sum256([]byte(id))
+	return fmt.Sprintf("%s.%s.%s.%d.%d", kind, scope, hex.EncodeToString(sum[:16]), period, start)
+}
 
 // ContextKey is the key of a context id in BucketContexts: the hex SHA-256
 // of the id, since a client may choose any string and KV keys take few

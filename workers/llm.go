@@ -14,6 +14,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/a2abus/a2abus/bus"
 	"github.com/a2abus/a2abus/bus/tracing"
 	"github.com/a2abus/a2abus/schemas"
 )
@@ -53,7 +54,33 @@ type LLM struct {
 	// MaxHistory bounds the messages sent (the related tasks' and the
 	// task's, the latest kept); default 50.
 	MaxHistory int
+	// Budget, if set, holds the runs to the tokens budgets of the task's
+	// owner and tenant: a run whose budget is spent when it starts fails
+	// the task, and each completion's usage is counted once it is spent
+	// (so a budget can end over its limit by the completion that crossed
+	// it, and by a completion run again after a worker died before the
+	// task was stored finished).
+	Budget TokenBudget
 }
+
+// TokenBudget is what an agent that spends model tokens counts them
+// against (a *bus.Budgets): CheckTokens refuses with a
+// schemas.ErrRateLimited error while a tokens budget of o is spent;
+// AddTokens counts n tokens against each.
+type TokenBudget interface {
+	CheckTokens(ctx context.Context, o bus.Owner) error
+	AddTokens(ctx context.Context, o bus.Owner, n int64) error
+}
+
+// TokenSpender is an Agent whose runs spend model tokens: its runner
+// registers it so (AgentRegistration.SpendsTokens), and edges refuse its
+// new tasks while a tokens budget of the caller is spent.
+type TokenSpender interface {
+	SpendsTokens() bool
+}
+
+// SpendsTokens reports true: every completion spends tokens.
+func (l LLM) SpendsTokens() bool { return true }
 
 // errStreamDone ends the reading of a stream early (its end marker).
 var errStreamDone = errors.New("end of stream")
@@ -77,6 +104,14 @@ type chatChunk struct {
 
 // Execute sends the conversation and streams the answer.
 func (l LLM) Execute(ctx context.Context, req *Request, out *Emitter) (err error) {
+	owner := bus.Owner{Principal: req.Owner, Tenant: req.Tenant}
+	if l.Budget != nil {
+		if err := l.Budget.CheckTokens(ctx, owner); errors.Is(err, schemas.ErrRateLimited) {
+			return out.Fail(ctx, "not run: "+err.Error())
+		} else if err != nil {
+			return fmt.Errorf("the tokens budget cannot be checked: %w", err)
+		}
+	}
 	ctx, end := l.startChat(ctx)
 	defer func() { end(err) }()
 	msgs := l.conversation(ctx, req)
@@ -113,7 +148,7 @@ func (l LLM) Execute(ctx context.Context, req *Request, out *Emitter) (err error
 	defer resp.Body.Close()
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		// A server that does not stream answers one completion.
-		return l.whole(ctx, resp.Body, out)
+		return l.whole(ctx, resp.Body, out, owner)
 	}
 	art := schemas.Artifact{ArtifactID: "answer", Name: l.Model}
 	chunks := 0
@@ -160,11 +195,11 @@ func (l LLM) Execute(ctx context.Context, req *Request, out *Emitter) (err error
 	default:
 		return fmt.Errorf("the model's stream broke: %w", err)
 	}
-	return l.finish(ctx, out, art, chunks, usage, finish)
+	return l.finish(ctx, out, art, chunks, usage, finish, owner)
 }
 
 // whole reads a non-streamed completion.
-func (l LLM) whole(ctx context.Context, body io.Reader, out *Emitter) error {
+func (l LLM) whole(ctx context.Context, body io.Reader, out *Emitter, owner bus.Owner) error {
 	var r struct {
 		Choices []struct {
 			Message      chatMessage `json:"message"`
@@ -179,11 +214,12 @@ func (l LLM) whole(ctx context.Context, body io.Reader, out *Emitter) error {
 	if err := out.ArtifactChunk(ctx, art, false, false); err != nil {
 		return err
 	}
-	return l.finish(ctx, out, art, 1, r.Usage, r.Choices[0].FinishReason)
+	return l.finish(ctx, out, art, 1, r.Usage, r.Choices[0].FinishReason, owner)
 }
 
-// finish closes the answer, records the usage, and completes the task.
-func (l LLM) finish(ctx context.Context, out *Emitter, art schemas.Artifact, chunks int, usage json.RawMessage, finish string) error {
+// finish closes the answer, records the usage (in the task, and against
+// owner's tokens budgets), and completes the task.
+func (l LLM) finish(ctx context.Context, out *Emitter, art schemas.Artifact, chunks int, usage json.RawMessage, finish string, owner bus.Owner) error {
 	art.Parts = []schemas.Part{schemas.TextPart("")}
 	if err := out.ArtifactChunk(ctx, art, chunks > 0, true); err != nil {
 		return err
@@ -192,6 +228,9 @@ func (l LLM) finish(ctx context.Context, out *Emitter, art schemas.Artifact, chu
 		var u any
 		if json.Unmarshal(usage, &u) == nil {
 			traceUsage(ctx, u)
+			if err := l.countTokens(ctx, owner, u); err != nil {
+				return err
+			}
 			if err := out.Annotate(ctx, map[string]any{MetaLLMUsage: u}); err != nil {
 				return err
 			}
@@ -330,4 +369,29 @@ func traceUsage(ctx context.Context, u any) {
 	if n, ok := m["completion_tokens"].(float64); ok {
 		span.SetAttributes(tracing.GenAIOutputTokens.Int64(int64(n)))
 	}
+}
+
+// countTokens counts a completion's tokens (the usage's total_tokens,
+// else prompt_tokens plus completion_tokens) against owner's budgets,
+// even when the run is being canceled: they are spent.
+func (l LLM) countTokens(ctx context.Context, owner bus.Owner, u any) error {
+	m, ok := u.(map[string]any)
+	if l.Budget == nil || !ok {
+		return nil
+	}
+	n, _ := m["total_tokens"].(float64)
+	if n <= 0 {
+		p, _ := m["prompt_tokens"].(float64)
+		c, _ := m["completion_tokens"].(float64)
+		n = p + c
+	}
+	if n <= 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	if err := l.Budget.AddTokens(cctx, owner, int64(n)); err != nil {
+		return fmt.Errorf("the completion's %d tokens could not be counted against the budgets: %w", int64(n), err)
+	}
+	return nil
 }

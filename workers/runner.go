@@ -205,6 +205,9 @@ func (r *Runner) register(ctx context.Context) error {
 	if r.def.Live != nil {
 		reg.Card, reg.Remote = r.def.Live()
 	}
+	if t, ok := r.def.Agent.(TokenSpender); ok {
+		reg.SpendsTokens = t.SpendsTokens()
+	}
 	return r.b.RegisterAgent(ctx, reg)
 }
 

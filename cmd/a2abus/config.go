@@ -97,6 +97,9 @@ type Config struct {
 	// Approvals says which new tasks wait for a person's approval and who
 	// gives it (approvals.go).
 	Approvals ApprovalsConfig `json:"approvals,omitempty"`
+	// Budgets are what each principal and tenant may spend per period
+	// across the deployment (budget.go); every process reads the same.
+	Budgets []BudgetRuleConfig `json:"budgets,omitempty"`
 	// DefaultAgent is the agent served at "/"; default the first agent.
 	DefaultAgent string `json:"defaultAgent"`
 
@@ -779,6 +782,9 @@ func (c *Config) validate() error {
 		errs = append(errs, err)
 	}
 	if _, err := c.Trust.policy(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := budgetPolicy(c.Budgets); err != nil {
 		errs = append(errs, err)
 	}
 	seen := map[string]bool{}

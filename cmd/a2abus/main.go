@@ -77,6 +77,9 @@ A client of any A2A agent (-o text|json, --header 'Authorization: ...'):
                                   ends REJECTED with the reason
   a2abus audit URL                the audit record, as an admin (--principal, --task,
                                   --agent, --since 1h|RFC3339, --until, --limit, --json)
+  a2abus budget URL               the caller's budgets at an a2abus edge: limit, used,
+                                  left, when each resets (--json; admins: --principal,
+                                  --tenant)
   a2abus webhook --jwks URL       receive push notifications, verify and print them
                                   (--listen ADDR, --url URL as registered)
 
@@ -132,6 +135,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	if cmd == "audit" {
 		return runAudit(ctx, args[1:], stdout, stderr, getenv)
+	}
+	if cmd == "budget" {
+		return runBudget(ctx, args[1:], stdout, stderr, getenv)
 	}
 	if _, ok := clientCommands[cmd]; ok {
 		return runClient(ctx, cmd, args[1:], stdout, stderr)

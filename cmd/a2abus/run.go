@@ -278,7 +278,13 @@ func (p *process) startWorkers(ctx context.Context, cmd string, b *bus.Bus, pre 
 	for _, m := range p.monitors {
 		g.wg.Go(func() { m.Run(workCtx) })
 	}
+	budgets, _ := budgetPolicy(p.cfg.Budgets) // checked by validate
 	for i, def := range pre.defs {
+		if l, ok := def.Agent.(workers.LLM); ok && len(budgets.Rules) > 0 {
+			// The llm kind counts its tokens against the budgets.
+			l.Budget = b.Budgets(budgets)
+			def.Agent = l
+		}
 		r := workers.NewRunner(b, def, workers.Options{
 			Concurrency:   p.cfg.Agents[i].Concurrency,
 			ShutdownGrace: time.Duration(p.cfg.ShutdownGrace),
@@ -406,8 +412,9 @@ func (p *process) edgeConfig(pre *prepared) edge.Config {
 		Logger:             p.log,
 	}
 	ec.MaxBodyBuffer, ec.MaxBodyBufferPerAddr = p.cfg.MaxBodyBuffer, p.cfg.MaxBodyBufferPerAddr
-	ec.Trust, _ = p.cfg.Trust.policy()         // checked by validate
-	ec.Approvals, _ = p.cfg.Approvals.policy() // checked by validate
+	ec.Trust, _ = p.cfg.Trust.policy()          // checked by validate
+	ec.Approvals, _ = p.cfg.Approvals.policy()  // checked by validate
+	ec.Budgets, _ = budgetPolicy(p.cfg.Budgets) // checked by validate
 	if pre.cardKeys != nil {
 		ec.CardKeys = pre.cardKeys.get
 	}
