@@ -100,7 +100,7 @@ func runApprovals(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		path += "/" + pos[1]
 		body = schemas.ApprovalDecision{Decision: verb, Reason: *reason}
 	}
-	raw, err := adminCall(ctx, &o, base, path, body)
+	raw, err := adminCall(ctx, &o, base, path, body, 30*time.Second)
 	if err != nil {
 		return err
 	}
@@ -146,17 +146,18 @@ func cmpOr(s, def string) string {
 	return s
 }
 
-// adminCall makes one call of an edge's admin API with o's credentials:
-// a GET, or a POST of body; the answer's body, or an error saying what
-// the edge said.
-func adminCall(ctx context.Context, o *clientOptions, base, path string, body any) ([]byte, error) {
+// adminCall makes one call of an edge's own API (admin routes, the
+// caller's budgets) with o's credentials: a GET of path (with its query),
+// or a POST of body; the answer's body, or an error saying what the edge
+// said, bounded by timeout.
+func adminCall(ctx context.Context, o *clientOptions, base, path string, body any, timeout time.Duration) ([]byte, error) {
 	method := http.MethodGet
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		method, rd = http.MethodPost, bytes.NewReader(b)
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(cctx, method, base+path, rd)
 	if err != nil {
@@ -172,9 +173,23 @@ func adminCall(ctx context.Context, o *clientOptions, base, path string, body an
 		return nil, &cliError{msg: err.Error(), err: err}
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, &cliError{msg: "reading the edge's answer: " + err.Error(), err: err}
+	}
 	if resp.StatusCode/100 != 2 {
-		return nil, &cliError{msg: fmt.Sprintf("%s %s: %d %s", method, discovery.RedactURL(base+path), resp.StatusCode, strings.TrimSpace(string(raw)))}
+		msg := strings.TrimSpace(string(raw))
+		// A refusal of the A2A front door is a JSON error; say its message.
+		var st struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(raw, &st) == nil && st.Error.Message != "" {
+			msg = st.Error.Message
+		}
+		where, _, _ := strings.Cut(path, "?")
+		return nil, &cliError{msg: fmt.Sprintf("%s %s: %d %s", method, discovery.RedactURL(base+where), resp.StatusCode, msg)}
 	}
 	return raw, nil
 }

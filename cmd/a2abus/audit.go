@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
-	"github.com/a2abus/a2abus/discovery"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -60,25 +58,9 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		}
 	}
 	base := strings.TrimSuffix(pos[0], "/")
-	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(cctx, http.MethodGet, base+"/a2a/admin/audit?"+q.Encode(), nil)
+	raw, err := adminCall(ctx, &o, base, "/a2a/admin/audit?"+q.Encode(), nil, 60*time.Second)
 	if err != nil {
 		return err
-	}
-	req.Header = o.credentialHeader()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		err = discovery.RedactError(err, base)
-		return &cliError{msg: err.Error(), err: err}
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return &cliError{msg: "reading the edge's answer: " + err.Error(), err: err}
-	}
-	if resp.StatusCode != http.StatusOK {
-		return &cliError{msg: fmt.Sprintf("GET %s: %d %s", discovery.RedactURL(base+"/a2a/admin/audit"), resp.StatusCode, strings.TrimSpace(string(raw)))}
 	}
 	var r struct {
 		Records []schemas.AuditRecord `json:"records"`

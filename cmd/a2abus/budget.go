@@ -7,14 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/a2abus/a2abus/bus"
-	"github.com/a2abus/a2abus/discovery"
 	"github.com/a2abus/a2abus/schemas"
 )
 
@@ -108,35 +106,13 @@ func runBudget(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if *tenant != "" {
 		q.Set("tenant", *tenant)
 	}
-	target := base + "/a2a/budget"
+	path := "/a2a/budget"
 	if len(q) > 0 {
-		target += "?" + q.Encode()
+		path += "?" + q.Encode()
 	}
-	cctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(cctx, http.MethodGet, target, nil)
+	raw, err := adminCall(ctx, &o, base, path, nil, *timeout)
 	if err != nil {
 		return err
-	}
-	req.Header = o.credentialHeader()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		err = discovery.RedactError(err, base)
-		return &cliError{msg: err.Error(), err: err}
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		msg := strings.TrimSpace(string(raw))
-		var st struct {
-			Error struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(raw, &st) == nil && st.Error.Message != "" {
-			msg = st.Error.Message
-		}
-		return &cliError{msg: fmt.Sprintf("GET %s: %d %s", discovery.RedactURL(base+"/a2a/budget"), resp.StatusCode, msg)}
 	}
 	var list schemas.BudgetList
 	if err := json.Unmarshal(raw, &list); err != nil {

@@ -31,6 +31,11 @@
 # The extra flags go to every load run, after compare.sh's own. Environment:
 # COMPARE_SECONDS (measured seconds per run, default 10) and COMPARE_WARMUP
 # (seconds, default 2) shorten a smoke run: COMPARE_SECONDS=3 compare.sh 1.
+# COMPARE_CONFIGS="NAME=FILE ..." adds, per entry, this build of a2abus
+# started with --config FILE (policy.json: a trust level with an agent
+# list and approvals configured for another agent; audited.json: the same
+# level audited), and the summary gives each against a2abus without one:
+# COMPARE_CONFIGS="policy=policy/policy.json audited=policy/audited.json".
 # COMPARE_BASE=REV adds a fourth server, a2abus built at the git revision
 # REV ("base"), which takes its turns with the others: a change is judged
 # by before and after measured in the same rounds, not in two runs the
@@ -66,6 +71,16 @@ if [ -n "${COMPARE_BASE:-}" ]; then
 	fi
 fi
 
+# The config variants run on a2abus's own addresses: one server runs at a
+# time.
+declare -A cfgfile=()
+for nc in ${COMPARE_CONFIGS:-}; do
+	n="${nc%%=*}"
+	cfgfile[$n]="$(cd "$here" && realpath "${nc#*=}")"
+	servers+=("$n")
+	url[$n]="${url[a2abus]}" gurl[$n]="${gurl[a2abus]}" comm[$n]=a2abus
+done
+
 # start NAME: starts the server fresh in the background, as the process
 # itself (no wrapper shell: $pid is the server), and waits for its card.
 start() {
@@ -82,6 +97,11 @@ start() {
 		;;
 	a2a-go) "$bin/a2agoecho" --listen 127.0.0.1:9733 --grpc-listen 127.0.0.1:9734 >"$bin/$1.log" 2>&1 & ;;
 	a2a-js) node "$here/js/echo-server.mjs" --listen 127.0.0.1:9735 >"$bin/$1.log" 2>&1 & ;;
+	*)
+		rm -rf "$bin/data"
+		"$bin/a2abus" serve --listen 127.0.0.1:9731 --nats-listen 127.0.0.1:9732 --grpc-listen 127.0.0.1:9736 --data-dir "$bin/data" \
+			--rate-limit 0 --max-unfinished 0 --max-unfinished-bytes 0 --config "${cfgfile[$1]}" >"$bin/$1.log" 2>&1 &
+		;;
 	esac
 	pid=$!
 	for _ in $(seq 200); do
@@ -183,6 +203,12 @@ for who in [s for s in ("a2abus", "base") if s in servers]:
         if who == "a2abus" and "base" in servers:
             line += "   %7.2fx" % ratio(med["base"][i])
         print(line + "   (%s is better)" % better)
+# Each config variant against a2abus without one (the policy's cost).
+for who in [s for s in servers if s not in ("a2abus", "base", "a2a-go", "a2a-js")]:
+    print("%-8s / a2abus (of the medians)" % who)
+    for heading, i, better in ratios[:4]:
+        o = med["a2abus"][i]
+        print("  %-31s %7.2fx   (%s is better)" % (heading, med[who][i] / o if o else float("nan"), better))
 # The gRPC binding against the JSON-RPC binding of the same server, in the
 # same rounds (issue 32's target: at least 1).
 for who in [s for s in ("a2abus", "base", "a2a-go") if s in servers]:
