@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -38,6 +39,7 @@ func TestBaselineEchoCompletesATask(t *testing.T) {
 		} `json:"result"`
 		Error json.RawMessage `json:"error"`
 	}
+	before := completed.Load()
 	post(t, srv.URL, send, &out)
 	task := out.Result.Task
 	if out.Error != nil || task.Status.State != "TASK_STATE_COMPLETED" || len(task.Artifacts) != 1 ||
@@ -57,6 +59,16 @@ func TestBaselineEchoCompletesATask(t *testing.T) {
 		t.Fatalf("card: %v %v", res, err)
 	}
 	res.Body.Close()
+	// The task is counted where proxy.sh reads how many reached it.
+	res, err = http.Get(srv.URL + "/debug/completed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var n int64
+	if _, err := fmt.Fscan(res.Body, &n); err != nil || n != before+1 {
+		t.Fatalf("/debug/completed: %d (%v), want %d", n, err, before+1)
+	}
 }
 
 func post(t *testing.T, url, body string, v any) {
