@@ -68,10 +68,10 @@ func turnBody(taskID string, turn int) []byte {
 // BenchmarkGrowthTurns is one conversation of 100 turns on one task
 // through the edge: a blocking SendMessage each turn, the agent asking for
 // input every time, the task's history at its bound (100 messages) from
-// turn 51 on. One op is one conversation; turn100/turn1 is the time of
-// the 100th turn over the 1st's (the 1st creates the task, the others
-// continue it), turns91-100/turns2-11 the same growth on ten turns each,
-// steadier and without the create:
+// turn 51 on. One op is one conversation; turn100/turn1 is the median
+// time of the 100th turn over the 1st's (the 1st creates the task, the
+// others continue it), turns91-100/turns2-11 the same growth on ten turns
+// each, steadier and without the create:
 //
 //	go test -run '^$' -bench GrowthTurns -benchtime 20x ./edge/
 func BenchmarkGrowthTurns(b *testing.B) {
@@ -79,11 +79,11 @@ func BenchmarkGrowthTurns(b *testing.B) {
 	url := h.url + "/agents/asker"
 	c := &http.Client{}
 	postTurn(b, c, url, turnBody("", 1)) // warm up: consumers bound, connection open
-	var first, last, early, late time.Duration
+	var first, last, early, late []time.Duration
 	for b.Loop() {
 		t0 := time.Now()
 		out := postTurn(b, c, url, turnBody("", 1))
-		first += time.Since(t0)
+		first = append(first, time.Since(t0))
 		var r struct {
 			Result schemas.SendMessageResponse `json:"result"`
 		}
@@ -91,6 +91,7 @@ func BenchmarkGrowthTurns(b *testing.B) {
 			b.Fatalf("first turn: %v %.300s", err, out)
 		}
 		id := r.Result.Task.ID
+		var e, l time.Duration
 		for turn := 2; turn <= conversationTurns; turn++ {
 			body := turnBody(id, turn)
 			t0 := time.Now()
@@ -98,23 +99,33 @@ func BenchmarkGrowthTurns(b *testing.B) {
 			d := time.Since(t0)
 			switch {
 			case turn <= 11:
-				early += d
+				e += d
 			case turn > conversationTurns-10:
-				late += d
+				l += d
 			}
 			if turn == conversationTurns {
-				last += d
+				last = append(last, d)
 			}
 		}
+		early, late = append(early, e), append(late, l)
 		if !bytes.Contains(out, []byte("turn 100 of the conversation")) {
 			b.Fatalf("the last answer does not hold the last turn: %.300s", out)
 		}
 	}
-	n := float64(b.N)
-	b.ReportMetric(float64(first.Microseconds())/n, "turn1-µs")
-	b.ReportMetric(float64(last.Microseconds())/n, "turn100-µs")
-	b.ReportMetric(float64(last)/float64(first), "turn100/turn1")
-	b.ReportMetric(float64(late)/float64(early), "turns91-100/turns2-11")
+	b.ReportMetric(float64(median(first).Microseconds()), "turn1-µs")
+	b.ReportMetric(float64(median(last).Microseconds()), "turn100-µs")
+	b.ReportMetric(float64(median(last))/float64(median(first)), "turn100/turn1")
+	b.ReportMetric(float64(median(late))/float64(median(early)), "turns91-100/turns2-11")
+}
+
+// median is the middle of ds (the mean of the two middle ones for an
+// even count); ds is sorted in place. The growth ratios are of medians:
+// on a shared machine one op caught by another process's burst moves a
+// mean of a few ops far more than the growth measured.
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	n := len(ds)
+	return (ds[(n-1)/2] + ds[n/2]) / 2
 }
 
 // chunkBytes is the text of one streamed chunk of BenchmarkGrowthStream.
@@ -159,14 +170,14 @@ func streamCount(b *testing.B, base string, n int) {
 // streamed to its end by an SSE client (SendStreamingMessage), 32-byte
 // chunks appended to one artifact. perchunk1000/perchunk10 is the time a
 // chunk of the long task takes over a chunk of the short ones (theirs
-// carries a share of the task's own start and end):
+// carries a share of the task's own start and end), medians of the ops:
 //
 //	go test -run '^$' -bench GrowthStream -benchtime 5x ./edge/
 func BenchmarkGrowthStream(b *testing.B) {
 	const short, long, shorts = 10, 1000, 10
 	h := newHarness(b, harnessOptions{agents: []workers.Definition{{Name: "counter", Agent: counter}}})
 	streamCount(b, h.url, short) // warm up
-	var tShort, tLong time.Duration
+	var tShort, tLong []time.Duration
 	for b.Loop() {
 		t0 := time.Now()
 		for range shorts {
@@ -174,11 +185,10 @@ func BenchmarkGrowthStream(b *testing.B) {
 		}
 		t1 := time.Now()
 		streamCount(b, h.url, long)
-		tShort, tLong = tShort+t1.Sub(t0), tLong+time.Since(t1)
+		tShort, tLong = append(tShort, t1.Sub(t0)), append(tLong, time.Since(t1))
 	}
-	n := float64(b.N)
-	perShort := float64(tShort.Nanoseconds()) / (n * shorts * short)
-	perLong := float64(tLong.Nanoseconds()) / (n * long)
+	perShort := float64(median(tShort).Nanoseconds()) / (shorts * short)
+	perLong := float64(median(tLong).Nanoseconds()) / long
 	b.ReportMetric(perShort/1e3, "perchunk10-µs")
 	b.ReportMetric(perLong/1e3, "perchunk1000-µs")
 	b.ReportMetric(perLong/perShort, "perchunk1000/perchunk10")
