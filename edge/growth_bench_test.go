@@ -80,10 +80,12 @@ func BenchmarkGrowthTurns(b *testing.B) {
 	c := &http.Client{}
 	postTurn(b, c, url, turnBody("", 1)) // warm up: consumers bound, connection open
 	var first, last, early, late []time.Duration
+	var size1, size100 int // the answers' bytes: the task, its history growing to the bound
 	for b.Loop() {
 		t0 := time.Now()
 		out := postTurn(b, c, url, turnBody("", 1))
 		first = append(first, time.Since(t0))
+		size1 = len(out)
 		var r struct {
 			Result schemas.SendMessageResponse `json:"result"`
 		}
@@ -108,6 +110,7 @@ func BenchmarkGrowthTurns(b *testing.B) {
 			}
 		}
 		early, late = append(early, e), append(late, l)
+		size100 = len(out)
 		if !bytes.Contains(out, []byte("turn 100 of the conversation")) {
 			b.Fatalf("the last answer does not hold the last turn: %.300s", out)
 		}
@@ -116,6 +119,8 @@ func BenchmarkGrowthTurns(b *testing.B) {
 	b.ReportMetric(float64(median(last).Microseconds()), "turn100-µs")
 	b.ReportMetric(float64(median(last))/float64(median(first)), "turn100/turn1")
 	b.ReportMetric(float64(median(late))/float64(median(early)), "turns91-100/turns2-11")
+	b.ReportMetric(float64(size1), "turn1-answer-B")
+	b.ReportMetric(float64(size100), "turn100-answer-B")
 }
 
 // median is the middle of ds (the mean of the two middle ones for an
