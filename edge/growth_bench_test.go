@@ -57,11 +57,16 @@ func postTurn(b *testing.B, c *http.Client, url string, body []byte) []byte {
 }
 
 // turnBody is the blocking SendMessage of one turn; taskID is empty for
-// the first.
-func turnBody(taskID string, turn int) []byte {
+// the first. A history length (> 0) asks for that much of the history
+// in the answer.
+func turnBody(taskID string, turn int, history int32) []byte {
 	msg := schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleUser, TaskID: taskID,
 		Parts: []schemas.Part{schemas.TextPart("turn " + strconv.Itoa(turn) + " of the conversation")}}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": turn, "method": "SendMessage", "params": schemas.SendMessageRequest{Message: &msg}})
+	req := schemas.SendMessageRequest{Message: &msg}
+	if history > 0 {
+		req.Configuration = &schemas.SendMessageConfiguration{HistoryLength: &history}
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": turn, "method": "SendMessage", "params": req})
 	return body
 }
 
@@ -71,19 +76,29 @@ func turnBody(taskID string, turn int) []byte {
 // turn 51 on. One op is one conversation; turn100/turn1 is the median
 // time of the 100th turn over the 1st's (the 1st creates the task, the
 // others continue it), turns91-100/turns2-11 the same growth on ten turns
-// each, steadier and without the create:
+// each, steadier and without the create. In answer=history every answer
+// carries the whole history (the default); in answer=last2 the client
+// asks for the last two messages (historyLength 2), so what is left of
+// the growth is the bus's and the agent's, not the answer's:
 //
 //	go test -run '^$' -bench GrowthTurns -benchtime 20x ./edge/
 func BenchmarkGrowthTurns(b *testing.B) {
 	h := newHarness(b, harnessOptions{agents: []workers.Definition{{Name: "asker", Agent: asker}}})
 	url := h.url + "/agents/asker"
 	c := &http.Client{}
-	postTurn(b, c, url, turnBody("", 1)) // warm up: consumers bound, connection open
+	postTurn(b, c, url, turnBody("", 1, 0)) // warm up: consumers bound, connection open
+	b.Run("answer=history", func(b *testing.B) { conversations(b, c, url, 0) })
+	b.Run("answer=last2", func(b *testing.B) { conversations(b, c, url, 2) })
+}
+
+// conversations is BenchmarkGrowthTurns' op: one conversation of
+// conversationTurns turns, answers with history messages of it (0: all).
+func conversations(b *testing.B, c *http.Client, url string, history int32) {
 	var first, last, early, late []time.Duration
 	var size1, size100 int // the answers' bytes: the task, its history growing to the bound
 	for b.Loop() {
 		t0 := time.Now()
-		out := postTurn(b, c, url, turnBody("", 1))
+		out := postTurn(b, c, url, turnBody("", 1, history))
 		first = append(first, time.Since(t0))
 		size1 = len(out)
 		var r struct {
@@ -95,7 +110,7 @@ func BenchmarkGrowthTurns(b *testing.B) {
 		id := r.Result.Task.ID
 		var e, l time.Duration
 		for turn := 2; turn <= conversationTurns; turn++ {
-			body := turnBody(id, turn)
+			body := turnBody(id, turn, history)
 			t0 := time.Now()
 			out = postTurn(b, c, url, body)
 			d := time.Since(t0)
