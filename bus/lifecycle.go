@@ -417,7 +417,7 @@ func (b *Bus) Continue(ctx context.Context, o Owner, a Answer, follow Follow) (*
 			return nil
 		}
 	}
-	rec, rev, err := b.applyEventsIf(ctx, msg.TaskID, cur, curRev, nil, pre, []TaskEvent{{Continue: msg}})
+	rec, rev, stored, err := b.applyEventsStored(ctx, msg.TaskID, cur, curRev, nil, pre, []TaskEvent{{Continue: msg}})
 	switch {
 	case errors.Is(err, schemas.ErrTaskTerminal):
 		return nil, 0, schemas.Errorf(schemas.ErrUnsupportedOperation, "task %s is %s and accepts no more messages; start a new task in context %s and list this one in referenceTaskIds", msg.TaskID, rec.Task.Status.State, rec.Task.ContextID).With("taskId", msg.TaskID)
@@ -431,7 +431,10 @@ func (b *Bus) Continue(ctx context.Context, o Owner, a Answer, follow Follow) (*
 	if follow != nil {
 		follow(rec, rev)
 	}
-	_ = b.queue(context.WithoutCancel(ctx), rec, rev, nil, a.Publish)
+	// The work item carries the bytes the answer's write stored (when
+	// small): encoding the record again cost a second encoding of a
+	// record that grows with the conversation, up to the history bound.
+	_ = b.queue(context.WithoutCancel(ctx), rec, rev, stored, a.Publish)
 	return rec, rev, nil
 }
 

@@ -241,6 +241,14 @@ func objectEnd(b []byte) int {
 // written: the error matches errTooLarge. A negative slack (clientSlack)
 // bounds a client's write, whose refusal is ErrInvalidParams.
 func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord, cachedRev uint64, change func(*schemas.TaskRecord) error, slack int) (*schemas.TaskRecord, uint64, error) {
+	rec, rev, _, err := b.updateStored(ctx, id, cached, cachedRev, change, slack)
+	return rec, rev, err
+}
+
+// updateStored is update that also returns the bytes it stored (nil when
+// it stored nothing), so a caller that queues the task's work hands the
+// worker the record as stored at rev without encoding it again.
+func (b *Bus) updateStored(ctx context.Context, id string, cached *schemas.TaskRecord, cachedRev uint64, change func(*schemas.TaskRecord) error, slack int) (*schemas.TaskRecord, uint64, []byte, error) {
 	// The first read may come from a replica that lags (see consistent.go);
 	// once that read lost a compare-and-swap, or change refused what it
 	// showed, the record is read from the stream leader: a refusal is only
@@ -259,7 +267,7 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 				continue
 			}
 			if err != nil {
-				return nil, 0, err
+				return nil, 0, nil, err
 			}
 		}
 		wasFinished := rec.Task.Status.State.Terminal()
@@ -270,18 +278,18 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 				fresh = true
 				continue
 			}
-			return rec, rev, err
+			return rec, rev, nil, err
 		}
 		rec.TrimHistory(b.cfg.HistoryCap)
 		val, err := json.Marshal(rec)
 		if err != nil {
-			return nil, 0, fmt.Errorf("bus: encode task: %w", err)
+			return nil, 0, nil, fmt.Errorf("bus: encode task: %w", err)
 		}
 		if len(val) > int(b.cfg.TaskMaxValueSize)+slack {
 			if slack < 0 {
-				return nil, 0, fmt.Errorf("%w: %w", errTooLarge, b.messageTooLarge(len(val)).With("taskId", id))
+				return nil, 0, nil, fmt.Errorf("%w: %w", errTooLarge, b.messageTooLarge(len(val)).With("taskId", id))
 			}
-			return nil, 0, fmt.Errorf("%w: %w", errTooLarge, schemas.Errorf(schemas.ErrInvalidAgentResponse, "task %s would grow to %d bytes, more than the limit of %d", id, len(val), b.cfg.TaskMaxValueSize))
+			return nil, 0, nil, fmt.Errorf("%w: %w", errTooLarge, schemas.Errorf(schemas.ErrInvalidAgentResponse, "task %s would grow to %d bytes, more than the limit of %d", id, len(val), b.cfg.TaskMaxValueSize))
 		}
 		finished := rec.Task.Status.State.Terminal()
 		newRev, err := b.writeTask(ctx, rec, val, rev)
@@ -291,11 +299,11 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 				b.m.finished.Inc(rec.Agent, state)
 				b.m.duration.Observe(max(time.Since(rec.CreatedAt.Time), 0).Seconds(), rec.Agent, state)
 			}
-			return rec, newRev, nil
+			return rec, newRev, val, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
 			// No answer, or trouble: the write may have been stored.
-			return nil, 0, fmt.Errorf("%w: %w", errWriteUnclear, errUnavailable("bus: update task", err))
+			return nil, 0, nil, fmt.Errorf("%w: %w", errWriteUnclear, errUnavailable("bus: update task", err))
 		}
 		b.m.conflicts.Inc()
 		if !fresh {
@@ -307,10 +315,10 @@ func (b *Bus) update(ctx context.Context, id string, cached *schemas.TaskRecord,
 		select {
 		case <-time.After(time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 5)))):
 		case <-ctx.Done():
-			return nil, 0, ctx.Err()
+			return nil, 0, nil, ctx.Err()
 		}
 	}
-	return nil, 0, schemas.Errorf(schemas.ErrUnavailable, "task %s is being changed concurrently; retry", id)
+	return nil, 0, nil, schemas.Errorf(schemas.ErrUnavailable, "task %s is being changed concurrently; retry", id)
 }
 
 // writeTask stores a task record, with its index entry in the
@@ -461,8 +469,17 @@ func (b *Bus) ApplyEventsSince(ctx context.Context, taskID string, cached *schem
 // write, decided on the leader's record. A write found already applied
 // (an earlier attempt whose answer was lost) is only published.
 func (b *Bus) applyEventsIf(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, since *string, pre func(*schemas.TaskRecord) error, evs []TaskEvent) (*schemas.TaskRecord, uint64, error) {
+	rec, rev, _, err := b.applyEventsStored(ctx, taskID, cached, cachedRev, since, pre, evs)
+	return rec, rev, err
+}
+
+// applyEventsStored is applyEventsIf that also returns the bytes of the
+// record stored at rev when this call's own write stored them (nil when
+// the outcome was settled otherwise: an unclear write, a write found
+// applied, a too large result stored as a failure).
+func (b *Bus) applyEventsStored(ctx context.Context, taskID string, cached *schemas.TaskRecord, cachedRev uint64, since *string, pre func(*schemas.TaskRecord) error, evs []TaskEvent) (*schemas.TaskRecord, uint64, []byte, error) {
 	if len(evs) == 0 || len(evs) > MaxEventsPerWrite {
-		return nil, 0, fmt.Errorf("bus: apply %d events at once (1 to %d)", len(evs), MaxEventsPerWrite)
+		return nil, 0, nil, fmt.Errorf("bus: apply %d events at once (1 to %d)", len(evs), MaxEventsPerWrite)
 	}
 	for i := range evs {
 		if evs[i].ID == "" {
@@ -485,7 +502,7 @@ func (b *Bus) applyEventsIf(ctx context.Context, taskID string, cached *schemas.
 	if slices.ContainsFunc(evs, func(e TaskEvent) bool { return e.Continue != nil }) {
 		slack = b.clientSlack()
 	}
-	rec, rev, err := b.update(ctx, taskID, cached, cachedRev, change, slack)
+	rec, rev, stored, err := b.updateStored(ctx, taskID, cached, cachedRev, change, slack)
 	if unclear(err) {
 		rec, rev, err = b.settleUnclear(ctx, taskID, change, slack)
 	}
@@ -501,7 +518,7 @@ func (b *Bus) applyEventsIf(ctx context.Context, taskID string, cached *schemas.
 		evs = []TaskEvent{{ID: lastID, Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateFailed,
 			Message: &schemas.Message{MessageID: schemas.NewID(), Role: schemas.RoleAgent, Parts: []schemas.Part{schemas.TextPart(reason)}}}}}}
 		b.log.Warn("failing a task whose result is too large to store", "task_id", taskID, "err", err)
-		rec, rev, err = b.update(ctx, taskID, nil, 0, change, failureSlack)
+		rec, rev, stored, err = b.updateStored(ctx, taskID, nil, 0, change, failureSlack)
 		if unclear(err) {
 			rec, rev, err = b.settleUnclear(ctx, taskID, change, failureSlack)
 		}
@@ -510,12 +527,12 @@ func (b *Bus) applyEventsIf(ctx context.Context, taskID string, cached *schemas.
 		err = nil // stored by an earlier attempt; make sure it is published
 	}
 	if err != nil {
-		return rec, rev, err
+		return rec, rev, nil, err
 	}
 	if err := b.publishEvents(ctx, rec, rev, evs); err != nil {
-		return rec, rev, err
+		return rec, rev, nil, err
 	}
-	return rec, rev, nil
+	return rec, rev, stored, nil
 }
 
 // errTooLarge marks a task write refused because the record would pass

@@ -188,6 +188,10 @@ type Config struct {
 	// limit when it has one, else 512 MiB (see memlimit.go); 0 sets none;
 	// GOMEMLIMIT in the environment wins.
 	MemoryLimit int64 `json:"memoryLimit"`
+	// HeapFactor keeps the heap near the live set (memlimit.go's
+	// heapPolicy): the soft memory limit follows the live heap times this,
+	// within MemoryLimit. Default 2.5; 0 keeps the limit at MemoryLimit.
+	HeapFactor float64 `json:"heapFactor"`
 	// Pprof is a HOST:PORT where Go's profiler (net/http/pprof) is served,
 	// on its own listener so it is never exposed with the A2A port. Empty
 	// (the default) serves nothing.
@@ -421,6 +425,7 @@ func defaultConfig() Config {
 		LogLevel:         "info",
 		LogFormat:        "text",
 		GCPercent:        400,
+		HeapFactor:       2.5,
 		MemoryLimit:      autoMemoryLimit,
 	}
 }
@@ -528,6 +533,14 @@ func settings() []setting {
 			c.Outbound.AllowLoopback, c.Outbound.AllowPrivate, c.Outbound.AllowLinkLocal = b, b, b
 		})},
 		{"memory-limit", "A2ABUS_MEMORY_LIMIT", "soft memory limit of the process: bytes, or with KiB, MiB, GiB (default: three quarters of the container's memory limit, or 512MiB outside a container; 0 for none; GOMEMLIMIT in the environment wins)", size(func(c *Config) *int64 { return &c.MemoryLimit })},
+		{"heap-factor", "A2ABUS_HEAP_FACTOR", "keep the heap near the live set: the soft memory limit follows the live heap times this, within --memory-limit (default 2.5; 0 holds the limit at --memory-limit)", func(c *Config, v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 || (f > 0 && f < 1.2) {
+				return fmt.Errorf("must be 0 or a number from 1.2 (the limit must leave the collector room), got %q", v)
+			}
+			c.HeapFactor = f
+			return nil
+		}},
 		{"gc-percent", "A2ABUS_GC_PERCENT", "Go GC target percent of the process (default 400; GOGC in the environment wins)", num(func(c *Config) *int { return &c.GCPercent })},
 		{"metrics-listen", "A2ABUS_METRICS_LISTEN", "HOST:PORT serving Prometheus metrics at /metrics on their own listener, e.g. for a worker (an edge also serves /metrics; default off)", str(func(c *Config) *string { return &c.MetricsListen })},
 		{"pprof", "A2ABUS_PPROF", "HOST:PORT serving Go's profiler (net/http/pprof) for diagnosis; keep it on loopback (default off)", str(func(c *Config) *string { return &c.Pprof })},

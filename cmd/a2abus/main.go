@@ -165,14 +165,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	if ownsProcess && getenv("GOGC") == "" && cfg.GCPercent > 0 {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	if ownsProcess && getenv("GOMEMLIMIT") == "" {
 		if limit, why := memoryLimit(cfg.MemoryLimit, os.ReadFile); limit > 0 {
 			debug.SetMemoryLimit(limit)
-			log.Info("memory limit", "bytes", limit, "from", why)
+			log.Info("memory limit", "bytes", limit, "from", why, "heap_factor", cfg.HeapFactor)
+			if cfg.HeapFactor > 0 {
+				hp := heapPolicy{factor: cfg.HeapFactor, floor: min(heapPolicyFloor, limit), ceiling: limit}
+				go hp.run(ctx, time.Second, debug.SetMemoryLimit)
+			}
 		}
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	return (&process{cfg: cfg, log: log, out: stdout}).run(ctx, cmd)
 }
 
