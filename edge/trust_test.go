@@ -50,6 +50,14 @@ func TestUntrustedCallerIsRefusedOnEveryBinding(t *testing.T) {
 			}
 		})
 	}
+	// The side doors admitted as A2A calls are (the caller's budgets)
+	// refuse the level too.
+	if code, _, body := as(t, bobKey, "GET", h.url+"/a2a/budget", "", ""); code != http.StatusForbidden {
+		t.Errorf("bob's budgets: HTTP %d %s, want 403", code, body)
+	}
+	if code, _, body := as(t, aliceKey, "GET", h.url+"/a2a/budget", "", ""); code != http.StatusOK {
+		t.Errorf("alice's budgets: HTTP %d %s", code, body)
+	}
 }
 
 // from is an HTTP client whose connections come from the loopback
