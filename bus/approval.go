@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -122,9 +123,12 @@ func (b *Bus) settleApproval(ctx context.Context, id string, cur *schemas.TaskRe
 // settledError tells a decision that came too late what settled it.
 func settledError(id string, a *schemas.Approval) error {
 	var e *schemas.Error
-	if a.Decision == schemas.ApprovalExpired || a.Decision == schemas.ApprovalDeadline {
-		e = schemas.Errorf(schemas.ErrConflict, "the approval of task %s already %s at %s", id, map[string]string{schemas.ApprovalExpired: "expired", schemas.ApprovalDeadline: "reached the task's deadline"}[a.Decision], a.ExpiresAt.UTC().Format(time.RFC3339))
-	} else {
+	switch at := a.ExpiresAt.UTC().Format(time.RFC3339); a.Decision {
+	case schemas.ApprovalExpired:
+		e = schemas.Errorf(schemas.ErrConflict, "the approval of task %s already expired at %s", id, at)
+	case schemas.ApprovalDeadline:
+		e = schemas.Errorf(schemas.ErrConflict, "the approval of task %s already reached the task's deadline at %s", id, at)
+	default:
 		e = schemas.Errorf(schemas.ErrConflict, "task %s was already %s by %s", id, a.Decision, a.DecidedBy)
 	}
 	return errors.Join(e.With("taskId", id).With("decision", a.Decision), ErrApprovalSettled)
@@ -165,8 +169,8 @@ func (x *TaskIndex) approvalsPending() bool {
 	return len(x.approvals) > 0
 }
 
-// PendingApprovals lists the pending approvals of tenant, oldest request
-// first, at most limit (0: all), from the index and each task's record.
+// PendingApprovals lists the pending approvals of tenant, the soonest to
+// expire first, at most limit (0: all), from the index and each task's record.
 func (x *TaskIndex) PendingApprovals(ctx context.Context, tenant string, limit int) ([]schemas.ApprovalSummary, error) {
 	if err := x.catchUp(ctx); err != nil {
 		return nil, err
@@ -180,13 +184,7 @@ func (x *TaskIndex) PendingApprovals(ctx context.Context, tenant string, limit i
 	}
 	x.mu.RUnlock()
 	slices.SortFunc(ids, func(a, b *indexEntry) int {
-		if c := strings.Compare(a.id, b.id); a.Approval == b.Approval {
-			return c
-		}
-		if a.Approval < b.Approval {
-			return -1
-		}
-		return 1
+		return cmp.Or(cmp.Compare(a.Approval, b.Approval), strings.Compare(a.id, b.id))
 	})
 	out := []schemas.ApprovalSummary{}
 	for _, e := range ids {

@@ -79,13 +79,13 @@ func (s *Server) handleRegistryPut(w http.ResponseWriter, r *http.Request) {
 		writePlain(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	e.UpdatedBy = adminCaller(r)
+	e.UpdatedBy = adminCaller(r).principal
 	e.UpdatedAt = *schemas.Now()
-	if !s.auditAdminBefore(w, r, schemas.AuditActionRegistryPut, agent) {
+	if !s.auditAdminBefore(w, r, schemas.AuditActionRegistryPut, agent, "", schemas.AuditAdmitted) {
 		return
 	}
 	err = s.registry.PutRegistryEntry(r.Context(), e)
-	s.auditAdminAfter(r, schemas.AuditActionRegistryPut, agent, err)
+	s.auditAdminAfter(r, schemas.AuditActionRegistryPut, agent, "", schemas.AuditAdmitted, err)
 	if err != nil {
 		if se := schemas.AsError(err); se.Code == schemas.ErrInvalidParams.Code {
 			writePlain(w, http.StatusBadRequest, se.Message)
@@ -100,11 +100,11 @@ func (s *Server) handleRegistryPut(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleRegistryDelete(w http.ResponseWriter, r *http.Request) {
 	agent := r.PathValue("agent")
-	if !s.auditAdminBefore(w, r, schemas.AuditActionRegistryDelete, agent) {
+	if !s.auditAdminBefore(w, r, schemas.AuditActionRegistryDelete, agent, "", schemas.AuditAdmitted) {
 		return
 	}
 	err := s.registry.DeleteRegistryEntry(r.Context(), agent)
-	s.auditAdminAfter(r, schemas.AuditActionRegistryDelete, agent, err)
+	s.auditAdminAfter(r, schemas.AuditActionRegistryDelete, agent, "", schemas.AuditAdmitted, err)
 	if err != nil {
 		s.writeChangeFailed(w, agent, err)
 		return

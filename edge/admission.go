@@ -26,14 +26,11 @@ type admission struct {
 	limited      bus.Counter // a2a_rate_limited_total{limit}
 }
 
-// admitNewTasks admits a send that starts a task (its message names none:
-// the older dialect's follow-ups name theirs once legacyCall found it).
+// admitNewTasks admits a send that starts a task (newTask).
 func (s *admission) admitNewTasks(ctx context.Context, inv *invocation, next invoker) (any, error) {
-	if inv.op == opSendMessage || inv.op == opSendStreamingMessage {
-		if req, _ := inv.req.(*schemas.SendMessageRequest); req != nil && req.Message != nil && req.Message.TaskID == "" {
-			if err := s.admitTask(ctx, inv.call); err != nil {
-				return nil, err
-			}
+	if newTask(inv) != nil {
+		if err := s.admitTask(ctx, inv.call); err != nil {
+			return nil, err
 		}
 	}
 	return next(ctx, inv)

@@ -25,7 +25,7 @@ import (
 // decide the approvals of their tenant through two routes of the route
 // table (PolicyApprover):
 //
-//	GET  /a2a/admin/approvals         the pending ones, oldest first
+//	GET  /a2a/admin/approvals         the pending ones, soonest to expire first
 //	POST /a2a/admin/approvals/{task}  {"decision": "approve"|"deny", "reason": "…"}
 
 // ApprovalPolicy says which new tasks need an approval, who gives it, and
@@ -48,11 +48,8 @@ type ApprovalPolicy struct {
 // requireApproval marks a new task that needs an approval with what
 // requires it; the task is created held (createTask, bus.Submit).
 func (s *Server) requireApproval(ctx context.Context, inv *invocation, next invoker) (any, error) {
-	if inv.op != opSendMessage && inv.op != opSendStreamingMessage {
-		return next(ctx, inv)
-	}
-	req, _ := inv.req.(*schemas.SendMessageRequest)
-	if req == nil || req.Message == nil || req.Message.TaskID != "" {
+	msg := newTask(inv)
+	if msg == nil {
 		return next(ctx, inv)
 	}
 	c := inv.call
@@ -62,7 +59,7 @@ func (s *Server) requireApproval(ctx context.Context, inv *invocation, next invo
 		reasons = append(reasons, "agent "+c.agent)
 	}
 	if skills := p.Skills[c.agent]; len(skills) > 0 {
-		if sk := s.callSkill(c, req.Message); sk != "" && slices.Contains(skills, sk) {
+		if sk := s.callSkill(c, msg); sk != "" && slices.Contains(skills, sk) {
 			reasons = append(reasons, "skill "+sk+" of agent "+c.agent)
 		}
 	}
@@ -129,7 +126,7 @@ func (s *Server) handleApprovals(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	who := approverOf(r)
+	who := adminCaller(r)
 	list, err := s.index.PendingApprovals(r.Context(), who.tenant, limit)
 	if err != nil {
 		writeBusError(w, err)
@@ -160,21 +157,16 @@ func (s *Server) handleApprovalDecision(w http.ResponseWriter, r *http.Request) 
 	if d.Decision == "deny" {
 		decision = schemas.AuditDenied
 	}
-	if err := s.auditAdmin(r.Context(), r, schemas.AuditActionApprovalDecide, "", id, decision, schemas.AuditPending); err != nil {
-		s.log.Warn("an approval decision refused: its audit record could not be written", "task_id", id, "err", err)
-		w.Header().Set("Retry-After", "5")
-		writePlain(w, http.StatusServiceUnavailable, "the audit record of this decision could not be written, so it was not made; retry shortly")
+	if !s.auditAdminBefore(w, r, schemas.AuditActionApprovalDecide, "", id, decision) {
 		return
 	}
-	who := approverOf(r)
+	who := adminCaller(r)
 	rec, err := s.approvals.DecideApproval(r.Context(), bus.ApprovalDecider{Principal: who.principal, Tenant: who.tenant}, id, d)
 	agent := ""
 	if rec != nil {
 		agent = rec.Agent
 	}
-	if aerr := s.auditAdmin(context.WithoutCancel(r.Context()), r, schemas.AuditActionApprovalDecide, agent, id, decision, schemas.AuditOutcome(err)); aerr != nil {
-		s.log.Warn("the audit record of an approval decision's outcome could not be written (its first record stands)", "task_id", id, "err", aerr)
-	}
+	s.auditAdminAfter(r, schemas.AuditActionApprovalDecide, agent, id, decision, err)
 	if err != nil {
 		writeBusError(w, err)
 		return
@@ -194,10 +186,4 @@ func writeBusError(w http.ResponseWriter, err error) {
 	}
 	w.Header().Set("Retry-After", "5")
 	writePlain(w, http.StatusServiceUnavailable, "the bus cannot be reached now; retry ("+schemas.AsError(err).Message+")")
-}
-
-// approverOf is the approver admitApprover let through.
-func approverOf(r *http.Request) caller {
-	who, _ := r.Context().Value(adminKey{}).(caller)
-	return who
 }

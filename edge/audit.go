@@ -137,7 +137,7 @@ func (s *Server) auditAdmin(ctx context.Context, r *http.Request, action, agent,
 		Decision: decision, Outcome: outcome, Binding: "process",
 	}
 	if r != nil {
-		who, _ := r.Context().Value(adminKey{}).(caller)
+		who := adminCaller(r)
 		rec.Principal, rec.Tenant, rec.Binding = who.principal, who.tenant, "admin"
 		if src := s.cfg.Trust.source(r); src.IsValid() {
 			rec.Source = src.String()
@@ -150,8 +150,12 @@ func (s *Server) auditAdmin(ctx context.Context, r *http.Request, action, agent,
 // auditAdminBefore is the gap-free first record of an admin action made
 // through the admin API: it answers 503 and returns false when the record
 // cannot be stored, and the action must not be made.
-func (s *Server) auditAdminBefore(w http.ResponseWriter, r *http.Request, action, agent string) bool {
-	if err := s.auditAdmin(r.Context(), r, action, agent, "", schemas.AuditAdmitted, schemas.AuditPending); err != nil {
+//
+// taskID is the task the action is on ("" for none), decision what it
+// decides (schemas.AuditAdmitted for a change, AuditApproved or
+// AuditDenied for an approval).
+func (s *Server) auditAdminBefore(w http.ResponseWriter, r *http.Request, action, agent, taskID, decision string) bool {
+	if err := s.auditAdmin(r.Context(), r, action, agent, taskID, decision, schemas.AuditPending); err != nil {
 		s.log.Warn("an admin action refused: its audit record could not be written", "action", action, "agent", agent, "err", err)
 		w.Header().Set("Retry-After", "5")
 		writePlain(w, http.StatusServiceUnavailable, "the audit record of this change could not be written, so the change was not made; retry shortly")
@@ -162,8 +166,8 @@ func (s *Server) auditAdminBefore(w http.ResponseWriter, r *http.Request, action
 
 // auditAdminAfter records how an admin action made through the admin API
 // ended; a record that cannot be stored is logged.
-func (s *Server) auditAdminAfter(r *http.Request, action, agent string, err error) {
-	if aerr := s.auditAdmin(context.WithoutCancel(r.Context()), r, action, agent, "", schemas.AuditAdmitted, schemas.AuditOutcome(err)); aerr != nil {
+func (s *Server) auditAdminAfter(r *http.Request, action, agent, taskID, decision string, err error) {
+	if aerr := s.auditAdmin(context.WithoutCancel(r.Context()), r, action, agent, taskID, decision, schemas.AuditOutcome(err)); aerr != nil {
 		s.log.Warn("the audit record of an admin action's outcome could not be written (the action was made; its first record stands)",
 			"action", action, "agent", agent, "err", aerr)
 	}

@@ -43,22 +43,11 @@ func newBudgetGate(b Bus, p bus.BudgetPolicy, agents *bus.AgentDirectory, m *bus
 	}
 }
 
-// startsTask reports whether inv is a send that starts a task: its message
-// names none (the older dialect's follow-ups name theirs once legacyCall
-// found it).
-func startsTask(inv *invocation) bool {
-	if inv.op != opSendMessage && inv.op != opSendStreamingMessage {
-		return false
-	}
-	req, _ := inv.req.(*schemas.SendMessageRequest)
-	return req != nil && req.Message != nil && req.Message.TaskID == ""
-}
-
 // charge is the interceptor: a new task passes its caller's tokens
 // budgets (for an agent that spends tokens) and is charged to its tasks
 // budgets; a charge whose task is not created is refunded.
 func (g *budgetGate) charge(ctx context.Context, inv *invocation, next invoker) (any, error) {
-	if g == nil || !startsTask(inv) {
+	if g == nil || newTask(inv) == nil {
 		return next(ctx, inv)
 	}
 	c := inv.call

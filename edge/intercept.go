@@ -91,6 +91,20 @@ func through[Req, Resp any](ctx context.Context, ic *intercepted, c *call, op st
 	return r, err
 }
 
+// newTask is the message of a send that starts a task (its message names
+// none: the older dialect's follow-ups name theirs once legacyCall found
+// it), nil for every other call: what the interceptors that act on new
+// tasks only (admission, budgets, approvals) look at.
+func newTask(inv *invocation) *schemas.Message {
+	if inv.op != opSendMessage && inv.op != opSendStreamingMessage {
+		return nil
+	}
+	if req, _ := inv.req.(*schemas.SendMessageRequest); req != nil && req.Message != nil && req.Message.TaskID == "" {
+		return req.Message
+	}
+	return nil
+}
+
 // none is the result of the operations that answer with a stream or
 // nothing.
 type none struct{}

@@ -406,11 +406,11 @@ func (s *Server) admission(p Policy) func(http.ResponseWriter, *http.Request) *h
 // (adminCaller reads it), so no handler authenticates a second time.
 type adminKey struct{}
 
-// adminCaller is the principal admitAdmin let through ("" on an edge that
-// authenticates no one).
-func adminCaller(r *http.Request) string {
+// adminCaller is the caller admitAdmin let through (the zero caller on an
+// edge that authenticates no one).
+func adminCaller(r *http.Request) caller {
 	who, _ := r.Context().Value(adminKey{}).(caller)
-	return who.principal
+	return who
 }
 
 // admitAdmin admits admin principals when the edge authenticates. An edge
