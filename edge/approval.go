@@ -104,12 +104,6 @@ func (s *a2aService) approvalTimes(c *call) *schemas.Approval {
 	return &a
 }
 
-// Approvals is the approval half of the lifecycle, which the approvals
-// routes hold (and nothing else of it).
-type Approvals interface {
-	DecideApproval(ctx context.Context, by bus.ApprovalDecider, id string, d schemas.ApprovalDecision) (*schemas.TaskRecord, error)
-}
-
 // approvalsMax bounds one listing of pending approvals.
 const approvalsMax = 500
 

@@ -157,10 +157,7 @@ func (s *Server) admitSideCaller(w http.ResponseWriter, r *http.Request) *http.R
 		return nil
 	}
 	if c.level != nil && c.level.Refuse {
-		// A level refused on every binding is refused here too, as
-		// admitTrust refuses it in the service's chain.
-		s.m.trustRefused.Inc(c.trust, "level")
-		writeStatus(w, schemas.Errorf(schemas.ErrPermissionDenied, "calls of trust level %q are refused here", c.trust), 0)
+		writeStatus(w, s.refuseLevel(&c), 0)
 		return nil
 	}
 	return r.WithContext(context.WithValue(r.Context(), sideCallerKey{}, c.caller))

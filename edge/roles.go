@@ -65,6 +65,12 @@ type DeadLetters interface {
 	ListDeadLetters(ctx context.Context, kind string, limit int) ([]schemas.DeadLetterSummary, error)
 }
 
+// Approvals is the approval half of the lifecycle, which the approvals
+// routes hold (and nothing else of it).
+type Approvals interface {
+	DecideApproval(ctx context.Context, by bus.ApprovalDecider, id string, d schemas.ApprovalDecision) (*schemas.TaskRecord, error)
+}
+
 // AuditLog is the audit record (audit.go): appended to before an audited
 // call or admin action runs and after, read by the audit admin route.
 type AuditLog interface {

@@ -333,6 +333,14 @@ func forwardedFor(h http.Header) []netip.Addr {
 	return out
 }
 
+// refuseLevel is the refusal of a call whose level is refused, counted:
+// admitTrust's in the service's chain, and the side doors' admitted as
+// A2A calls are (admitSideCaller).
+func (s *Server) refuseLevel(c *call) *schemas.Error {
+	s.m.trustRefused.Inc(c.trust, "level")
+	return schemas.Errorf(schemas.ErrPermissionDenied, "calls of trust level %q are refused here", c.trust)
+}
+
 // admitTrust is the interceptor that enforces each call's trust level,
 // which the front door decided (decideTrust): it refuses every call of a
 // refused level (untrusted), a call of an agent the level's list leaves
@@ -352,8 +360,7 @@ func (s *Server) admitTrust(ctx context.Context, inv *invocation, next invoker) 
 	var refused error
 	switch {
 	case l.Refuse:
-		s.m.trustRefused.Inc(c.trust, "level")
-		refused = schemas.Errorf(schemas.ErrPermissionDenied, "calls of trust level %q are refused here", c.trust)
+		refused = s.refuseLevel(c)
 	case len(l.Agents) > 0 && !slices.Contains(l.Agents, c.agent):
 		s.m.trustRefused.Inc(c.trust, "agent")
 		refused = schemas.Errorf(schemas.ErrPermissionDenied, "trust level %q may not call agent %q; it may call %s", c.trust, c.agent, strings.Join(l.Agents, ", "))
