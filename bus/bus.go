@@ -201,6 +201,9 @@ type Bus struct {
 	// claims the ones this process has confirmed.
 	contexts jetstream.KeyValue
 	claims   contextClaims
+	// waiting holds the records of tasks this process saw settle
+	// waiting for their caller, for the caller's next message.
+	waiting *waitingRecords
 	// leases holds the leases of work one process does at a time.
 	leases jetstream.KeyValue
 	// push holds the tasks' push-notification configs, bound on first use.
@@ -294,7 +297,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
-	b := &Bus{cfg: cfg, nc: nc, js: js, source: schemas.Source(cfg.Role, cfg.Name), log: log, m: newBusMetrics(cfg.Metrics, nc),
+	b := &Bus{cfg: cfg, nc: nc, js: js, source: schemas.Source(cfg.Role, cfg.Name), log: log, m: newBusMetrics(cfg.Metrics, nc), waiting: newWaitingRecords(),
 		replays: make(chan struct{}, cfg.MaxReplays)}
 	b.refusals = refused
 	// A server that is not up yet, or a cluster that is still forming (no

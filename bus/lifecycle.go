@@ -401,7 +401,7 @@ type Answer struct {
 // cannot be queued now, the orphan sweep queues it.
 func (b *Bus) Continue(ctx context.Context, o Owner, a Answer, follow Follow) (*schemas.TaskRecord, uint64, error) {
 	msg := a.Message
-	cur, curRev, err := b.Task(ctx, o, msg.TaskID)
+	cur, curRev, err := b.answerable(ctx, o, msg.TaskID)
 	if err != nil {
 		return nil, 0, err
 	}

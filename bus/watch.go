@@ -37,7 +37,7 @@ type TaskWatcher struct {
 	b            *Bus
 	f            *follower
 	mu           sync.Mutex
-	waiters      map[string]map[chan []byte]struct{}
+	waiters      map[string]map[chan watched]struct{}
 	feeds        map[*TaskFeed]struct{} // see Feed (feed.go)
 	ready        chan struct{}
 	RecheckEvery time.Duration
@@ -50,7 +50,7 @@ func (b *Bus) NewTaskWatcher() *TaskWatcher {
 	return &TaskWatcher{
 		b:       b,
 		f:       b.newFollower("tasks", kvStream(schemas.BucketTasks), jetstream.DeliverNewPolicy, kvPrefix(schemas.BucketTasks)+">"),
-		waiters: map[string]map[chan []byte]struct{}{}, ready: make(chan struct{}), RecheckEvery: 5 * time.Second,
+		waiters: map[string]map[chan watched]struct{}{}, ready: make(chan struct{}), RecheckEvery: 5 * time.Second,
 	}
 }
 
@@ -78,16 +78,23 @@ func (t *TaskWatcher) Run(ctx context.Context) error {
 		}
 		if m.Op == jetstream.KeyValuePut {
 			id := strings.TrimPrefix(m.Subject, prefix)
-			t.notify(id, m.Value)
+			t.notify(id, watched{val: m.Value, rev: m.Seq})
 			t.feedChange(id, m)
 		}
 	}, func() { close(t.ready) })
 }
 
+// watched is one stored value of a task record as the follower handed it
+// on, with its revision.
+type watched struct {
+	val []byte
+	rev uint64
+}
+
 // notify hands the new value to every waiter of the task. Each waiter holds
 // at most one pending value, always the newest: updates arrive in revision
 // order, so an older pending value is replaced, never queued.
-func (t *TaskWatcher) notify(taskID string, val []byte) {
+func (t *TaskWatcher) notify(taskID string, val watched) {
 	t.mu.Lock()
 	for ch := range t.waiters[taskID] {
 		select {
@@ -103,12 +110,12 @@ func (t *TaskWatcher) notify(taskID string, val []byte) {
 	t.mu.Unlock()
 }
 
-func (t *TaskWatcher) register(taskID string) chan []byte {
-	ch := make(chan []byte, 1)
+func (t *TaskWatcher) register(taskID string) chan watched {
+	ch := make(chan watched, 1)
 	t.mu.Lock()
 	m := t.waiters[taskID]
 	if m == nil {
-		m = map[chan []byte]struct{}{}
+		m = map[chan watched]struct{}{}
 		t.waiters[taskID] = m
 	}
 	m[ch] = struct{}{}
@@ -116,7 +123,7 @@ func (t *TaskWatcher) register(taskID string) chan []byte {
 	return ch
 }
 
-func (t *TaskWatcher) unregister(taskID string, ch chan []byte) {
+func (t *TaskWatcher) unregister(taskID string, ch chan watched) {
 	t.mu.Lock()
 	if m := t.waiters[taskID]; m != nil {
 		delete(m, ch)
@@ -147,7 +154,7 @@ func (t *TaskWatcher) Watch(taskID string, current *schemas.TaskRecord) *TaskWai
 type TaskWait struct {
 	t    *TaskWatcher
 	id   string
-	ch   chan []byte
+	ch   chan watched
 	last *schemas.TaskRecord
 }
 
@@ -218,7 +225,8 @@ func (w *TaskWait) until(ctx context.Context, state func(schemas.TaskState) bool
 		select {
 		case <-ctx.Done():
 			return latest(), nil, ctx.Err()
-		case val := <-w.ch:
+		case got := <-w.ch:
+			val := got.val
 			if state != nil {
 				st, ok := peekState(val)
 				if ok && !state(st) {
@@ -226,6 +234,7 @@ func (w *TaskWait) until(ctx context.Context, state func(schemas.TaskState) bool
 					continue
 				}
 				if ok && lazy {
+					w.settled(st, got)
 					return nil, val, nil
 				}
 			}
@@ -236,11 +245,21 @@ func (w *TaskWait) until(ctx context.Context, state func(schemas.TaskState) bool
 			}
 			w.last, skipped, read = rec, nil, false
 			if done(rec) {
+				w.settled(rec.Task.Status.State, got)
 				return rec, nil, nil
 			}
 		case <-tick.C:
 			read = true
 		}
+	}
+}
+
+// settled hands a watched record the wait ended on to the bus's waiting
+// records when the task waits for its caller, whose next message is then
+// stored from it (see waitingRecords).
+func (w *TaskWait) settled(st schemas.TaskState, got watched) {
+	if st.Interrupted() {
+		w.t.b.waiting.put(w.id, got)
 	}
 }
 
