@@ -172,16 +172,23 @@ def show(rs, label):
         print("\nworked example (tasks/s = min over roles of instances x cores x 1e6 / core-µs of the role; edge %.0f, worker %.0f,"
               " R3 NATS %.0f in all, busiest node %.0f):" % (e, w, n3, busiest))
         print("  %-22s %8s %8s %8s" % ("edges, workers, nodes", "2 cores", "4 cores", "8 cores"))
-        for ne, nw, k in [(1, 1, 3), (2, 2, 3), (4, 4, 3), (4, 4, 5), (8, 8, 5)]:
-            cells = []
-            for cores in (2, 4, 8):
-                # 3 nodes hold every stream: the busiest bounds. 5 nodes: each
-                # stream on 3 of them; with leaders and replicas spread evenly the
-                # same total work is shared by 5, else the busiest bounds still.
-                nats_even = k * cores * 1e6 / n3 if k > 3 else cores * 1e6 / busiest
-                cells.append(min(ne * cores * 1e6 / e, nw * cores * 1e6 / w, nats_even))
-            print("  %-22s %8.0f %8.0f %8.0f" % ("%d, %d, %d" % (ne, nw, k), *cells))
+        for ne, nw, k in [(1, 1, 3), (2, 2, 3), (4, 4, 3), (2, 2, 5), (4, 4, 5), (8, 8, 5)]:
+            print("  %-22s %8.0f %8.0f %8.0f" % ("%d, %d, %d" % (ne, nw, k), *(
+                min(ne * cores * 1e6 / e, nw * cores * 1e6 / w, cores * 1e6 / nats_node(k, n3, busiest)) for cores in (2, 4, 8))))
 
+
+# The hot streams a blocking task writes: the intake, the work stream, the
+# events and the task bucket. R3 puts HOT x 3 replicas on the nodes.
+HOT = 4
+
+
+def nats_node(k, total, busiest):
+    """core-µs per task of the busiest of k nodes: the replicas of the hot
+    streams spread as evenly as they go (ceil(HOT x 3 / k) of them on the
+    busiest), times the leader imbalance measured on 3 nodes (busiest over
+    the mean), with every replica costing total / (HOT x 3)."""
+    imbalance = busiest / (total / 3)
+    return -(-HOT * 3 // k) * total / (HOT * 3) * imbalance
 
 rs = rounds()
 if which == "summary":
