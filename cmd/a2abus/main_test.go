@@ -327,8 +327,18 @@ func TestServeEdgeAndWorkerProcesses(t *testing.T) {
 			t.Errorf("worker metrics lack %s", name)
 		}
 	}
-	// serve's edge serves the metrics of the whole process on its port.
-	metrics(base+"/metrics", `a2a_rpc_requests_total{binding="jsonrpc",code="0",method="SendMessage"} 2`+"\n")
+	// serve's edge serves the metrics of the whole process on its port,
+	// its embedded NATS server's among them (the stored tasks in the task
+	// bucket's stream, which the one server leads).
+	sm := metrics(base+"/metrics", `a2a_rpc_requests_total{binding="jsonrpc",code="0",method="SendMessage"} 2`+"\n")
+	for _, want := range []string{"a2a_nats_in_msgs_total ", "a2a_nats_route_out_bytes_total 0\n", `a2a_nats_stream_leader{stream="KV_A2A_TASKS"} 1` + "\n"} {
+		if !strings.Contains(sm, want) {
+			t.Errorf("serve metrics lack %q", want)
+		}
+	}
+	if strings.Contains(wm, "a2a_nats_") {
+		t.Error("a worker, which runs no NATS server, serves a2a_nats_ families")
+	}
 
 	worker.stop(t)
 	edgeProc.stop(t)

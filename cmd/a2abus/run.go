@@ -44,7 +44,8 @@ func (p *process) run(ctx context.Context, cmd string) error {
 		return err
 	}
 	if srv != nil {
-		defer srv.Shutdown() // last: after every client has drained
+		defer srv.Shutdown()         // last: after every client has drained
+		srv.ReportMetrics(p.metrics) // its traffic, JetStream and streams, on this process's /metrics
 	}
 	if cmd == "node" {
 		return p.runNode(ctx, srv)
