@@ -97,6 +97,60 @@ func (d *dispatcher) held(agent string) int {
 	return q.held
 }
 
+// queueOf is the agent's queue in the term under way, nil when this
+// process holds no lease or no worker of the agent has asked yet.
+func (d *dispatcher) queueOf(agent string) *agentQueue {
+	d.mu.Lock()
+	t := d.cur
+	d.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	return t.agents[agent]
+}
+
+// direct moves a new item of caller straight to the agent's work subject
+// when this process holds the dispatch lease, nothing of the agent waits
+// for its turn here or is on its way to the work stream, and a worker's
+// request is open: the move the term would make the moment the item
+// arrived, without the intake's round trips (its publish, the delivery to
+// the holder, the acknowledgement). With nothing waiting there is no turn
+// to keep, and the credit spent is the one the move would have spent, so
+// the work stream still holds only what workers asked for. It reports
+// whether the item was stored in the work stream; when not, the caller
+// queues it in the intake as always (a copy the direct publish stored
+// after all is dropped there as a repeat of its event id when it moves).
+func (d *dispatcher) direct(ctx context.Context, agent, caller string, msg *nats.Msg) bool {
+	q := d.queueOf(agent)
+	if q == nil {
+		return false
+	}
+	spent, ok := q.takeDirect(caller)
+	if !ok {
+		return false
+	}
+	ack, err := d.b.js.PublishMsg(ctx, msg)
+	q.mu.Lock()
+	q.moving--
+	if err != nil || ack.Duplicate {
+		// Not stored, or stored before: no worker's request was answered.
+		q.credits = append(q.credits, spent)
+	}
+	q.mu.Unlock()
+	if err != nil {
+		return false
+	}
+	if !ack.Duplicate {
+		d.b.m.dispatched.Inc(agent)
+	}
+	return true
+}
+
 func (b *Bus) startDispatch() {
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &dispatcher{b: b, stop: cancel, done: make(chan struct{})}
@@ -619,21 +673,11 @@ func (q *agentQueue) add(m jetstream.Msg) {
 func (q *agentQueue) take() (*heldWork, credit) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	now := time.Now()
-	live := q.credits[:0]
-	for _, c := range q.credits {
-		if c.until.After(now) && c.n > 0 {
-			live = append(live, c)
-		}
-	}
-	q.credits = live
+	q.liveCredits(time.Now())
 	if len(q.credits) == 0 || q.held == 0 {
 		return nil, credit{}
 	}
-	spent := credit{1, q.credits[0].until}
-	if q.credits[0].n--; q.credits[0].n == 0 {
-		q.credits = q.credits[1:]
-	}
+	spent := q.spend()
 	var it *heldWork
 	for _, items := range q.callers {
 		if h := items[0]; it == nil || h.tag < it.tag || h.tag == it.tag && h.seq < it.seq {
@@ -659,6 +703,50 @@ func (q *agentQueue) take() (*heldWork, credit) {
 		}
 	}
 	return it, spent
+}
+
+// liveCredits drops the credits whose requests expired or are spent;
+// q.mu is held.
+func (q *agentQueue) liveCredits(now time.Time) {
+	live := q.credits[:0]
+	for _, c := range q.credits {
+		if c.until.After(now) && c.n > 0 {
+			live = append(live, c)
+		}
+	}
+	q.credits = live
+}
+
+// spend takes one from the oldest live credit; q.mu is held and a credit
+// is there.
+func (q *agentQueue) spend() credit {
+	spent := credit{1, q.credits[0].until}
+	if q.credits[0].n--; q.credits[0].n == 0 {
+		q.credits = q.credits[1:]
+	}
+	return spent
+}
+
+// takeDirect gives the credit a new item of caller moves with, straight
+// to the work stream (dispatcher.direct), when the agent has nothing
+// waiting here and nothing moving: the item's turn is taken as add and
+// take would take it. The caller settles it (moving) when the publish
+// has an answer.
+func (q *agentQueue) takeDirect(caller string) (credit, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.held > 0 || q.moving > 0 {
+		return credit{}, false
+	}
+	q.liveCredits(time.Now())
+	if len(q.credits) == 0 {
+		return credit{}, false
+	}
+	tag := max(q.vtime, q.finish[caller])
+	q.finish[caller] = tag + 1
+	q.vtime = tag
+	q.moving++
+	return q.spend(), true
 }
 
 // drop forgets the held work of task, acknowledging it in the intake.

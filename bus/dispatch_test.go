@@ -34,6 +34,21 @@ func heldByDispatcher(t *testing.T, b *Bus, agent string) int {
 	return b.dispatch.held(agent)
 }
 
+// workStreamEmpty checks that the agent's work stream queues nothing
+// (no worker asks): no item is pending there, and the one acknowledged
+// last is settled (an acknowledgement is a publish the consumer takes in
+// on its own, after a read of its counts may have been answered).
+func workStreamEmpty(t *testing.T, b *Bus, agent string) {
+	t.Helper()
+	if p, _ := consumerCounts(t, b, agent); p != 0 {
+		t.Fatalf("work stream holds %d pending with no worker asking, want none", p)
+	}
+	eventually(t, "the last acknowledgement to settle", func() bool {
+		p, ap := consumerCounts(t, b, agent)
+		return p == 0 && ap == 0
+	})
+}
+
 // The agent's workers get the callers' work in turn, not in the order it
 // was queued: a caller with five tasks queued first does not keep another
 // caller's single task waiting behind them.
@@ -67,9 +82,7 @@ func TestDispatchTakesCallersInTurn(t *testing.T) {
 	if want := []string{"a", "b", "c", "a", "c", "a", "a", "a"}; !slices.Equal(order, want) {
 		t.Fatalf("callers served in the order %v, want %v", order, want)
 	}
-	if p, ap := consumerCounts(t, b, "fair"); p != 0 || ap != 0 {
-		t.Fatalf("work stream holds %d pending and %d unacknowledged, want none", p, ap)
-	}
+	workStreamEmpty(t, b, "fair")
 }
 
 // Work waits in the intake until a worker asks for it: the work stream
@@ -86,9 +99,7 @@ func TestDispatchMovesWorkOnlyWhenAWorkerAsks(t *testing.T) {
 	}
 	take()
 	eventually(t, "the dispatcher to hold the other two", func() bool { return heldByDispatcher(t, b, "asked") == 2 })
-	if p, ap := consumerCounts(t, b, "asked"); p != 0 || ap != 0 {
-		t.Fatalf("work stream holds %d pending and %d unacknowledged with no worker asking, want none", p, ap)
-	}
+	workStreamEmpty(t, b, "asked")
 	// The dispatcher acknowledges the intake's copy of the item it moved
 	// after the move, so the backlog counts it until that lands.
 	eventually(t, "the backlog to be the 2 items waiting in the intake", func() bool {
@@ -196,12 +207,18 @@ func TestDispatchTakesBackADeliveryItNeverReceived(t *testing.T) {
 			once.Do(func() { close(reached); <-release })
 		}
 	}})
+	var released sync.Once
+	free := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(free) // a failure below must not leave the dispatcher waiting
 	wc := workConsumer(t, b, "astray")
-	// A worker's request makes the dispatcher take the agent up; its
-	// first fetch of the intake waits until the item is taken away.
+	// Queued before any worker asks, the item waits in the intake (with a
+	// request open it would go straight to the work stream: see
+	// dispatcher.direct). A worker's request then makes the dispatcher
+	// take the agent up; its first fetch of the intake waits until the
+	// item is taken away.
+	id := queueFor(t, b, "astray", schemas.CallerKey("", "a", ""), 1)[0]
 	go func() { _, _ = wc.Fetch(testCtx(t), 1, 200*time.Millisecond) }()
 	<-reached
-	id := queueFor(t, b, "astray", schemas.CallerKey("", "a", ""), 1)[0]
 	cons, err := b.js.Consumer(testCtx(t), schemas.StreamIntake, schemas.ConsumerIntake("astray"))
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +234,7 @@ func TestDispatchTakesBackADeliveryItNeverReceived(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("took %d deliveries away, want 1", n)
 	}
-	close(release)
+	free()
 	w := fetchOne(t, wc)
 	if w.Item.TaskID != id {
 		t.Fatalf("got work for %s, want %s", w.Item.TaskID, id)
@@ -253,4 +270,90 @@ func TestDispatchRecreatesItsIntakeConsumer(t *testing.T) {
 	}
 	queueFor(t, b, "gone", schemas.CallerKey("", "a", ""), 1)
 	take()
+}
+
+// intakeLastSeq is the intake stream's last sequence: every item ever
+// queued there.
+func intakeLastSeq(t *testing.T, b *Bus) uint64 {
+	t.Helper()
+	st, err := b.js.Stream(testCtx(t), schemas.StreamIntake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.LastSeq
+}
+
+// openCredit is how many items the dispatcher holds workers' requests
+// for, for agent.
+func openCredit(b *Bus, agent string) int {
+	q := b.dispatch.queueOf(agent)
+	if q == nil {
+		return 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.liveCredits(time.Now())
+	n := 0
+	for _, c := range q.credits {
+		n += c.n
+	}
+	return n
+}
+
+// With a worker asking and nothing waiting for its turn, a new item goes
+// straight to the work stream (the intake is never written), and counts
+// as its caller's turn; with no worker asking, new items queue in the
+// intake and move in turns, and the work stream holds only what workers
+// asked for.
+func TestDispatchDirectWhenNothingWaits(t *testing.T) {
+	b := newTestBus(t, Config{})
+	wc := workConsumer(t, b, "direct")
+	before := intakeLastSeq(t, b)
+	got := make(chan *Work, 1)
+	go func() {
+		ws, err := wc.Fetch(testCtx(t), 1, 10*time.Second)
+		if err == nil && len(ws) == 1 {
+			got <- ws[0]
+		}
+		close(got)
+	}()
+	eventually(t, "the worker's request to reach the dispatcher", func() bool { return openCredit(b, "direct") == 1 })
+	id := queueFor(t, b, "direct", schemas.CallerKey("", "a", ""), 1)[0]
+	w := <-got
+	if w == nil || w.Item.TaskID != id {
+		t.Fatalf("the asking worker got %v, want the work of %s", w, id)
+	}
+	if err := w.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	if after := intakeLastSeq(t, b); after != before {
+		t.Fatalf("the intake stored %d items for work that went straight to a waiting worker", after-before)
+	}
+	if openCredit(b, "direct") != 0 {
+		t.Fatal("the direct move did not spend the worker's request")
+	}
+
+	// No worker asking: items wait in the intake, in turns.
+	queued := append(queueFor(t, b, "direct", schemas.CallerKey("", "a", ""), 2), queueFor(t, b, "direct", schemas.CallerKey("", "b", ""), 1)...)
+	if after := intakeLastSeq(t, b); after != before+3 {
+		t.Fatalf("the intake stored %d items, want 3", after-before)
+	}
+	workStreamEmpty(t, b, "direct")
+	var order []string
+	for range 3 {
+		w := fetchOne(t, wc)
+		order = append(order, w.Item.TaskID)
+		if err := w.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The item that went straight to the worker was a's turn: b, which
+	// had none, goes first.
+	if want := []string{queued[2], queued[0], queued[1]}; !slices.Equal(order, want) {
+		t.Fatalf("taken in the order %v, want b's, then a's two %v", order, want)
+	}
 }

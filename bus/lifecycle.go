@@ -45,7 +45,8 @@ func refused(err error) bool {
 // schemas.WorkEventID(task, item.TaskRevision) unless o.ID is set: a repeat
 // of the same submission is de-duplicated by JetStream, whoever sends it.
 // The dispatch lease holder moves it to the agent's workers in the
-// caller's turn (dispatch.go). A publish with no clear answer is repeated
+// caller's turn (dispatch.go); when that is this process and the item's
+// turn is now, it goes to the work stream at once (dispatcher.direct). A publish with no clear answer is repeated
 // (same id) for up to submitRetryFor within ctx; a full work stream is
 // refused at once. Errors match schemas.ErrUnavailable when retrying later
 // may help.
@@ -73,6 +74,9 @@ func (b *Bus) queueWork(ctx context.Context, item *schemas.WorkItem, o PublishOp
 	caller := o.Caller
 	if caller == "" {
 		caller = schemas.CallerKey("", "", "")
+	}
+	if d := b.dispatch; d != nil && d.direct(ctx, item.Agent, caller, encodeMsg(schemas.SubjectWorkTask(item.Agent, item.TaskID), &ce)) {
+		return nil
 	}
 	msg := encodeMsg(schemas.SubjectIntake(item.Agent, caller, item.TaskID), &ce)
 	err = retryWithin(ctx, submitRetryFor, func(actx context.Context) (bool, error) {
