@@ -9,7 +9,11 @@
 #           in-memory store)
 #
 # Per round and server it measures, with `a2abus load` over JSON-RPC 1.0:
-#   c=1   blocking sends, 1 client: tasks/s and p50
+#   c=1   blocking sends, 1 client: tasks/s and p50; once a round also the
+#         floor under it, side by side with a2abus's p50: cmd/canned (a
+#         bare net/http server answering a canned task of the same size)
+#         to the same load generator, plus the bus's own round trips of
+#         one task (BenchmarkJetStreamFloor/senders=1, bus/floor_bench_test.go)
 #   c=64  blocking sends, 64 clients: tasks/s, p50 and p99, the CPU time
 #         the server's process spent per task (user+system over the
 #         warm-up and the run, divided by the tasks at the measured rate:
@@ -50,7 +54,11 @@ bin="$(mktemp -d)"
 pid=
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$bin"' EXIT
 (cd "$root" && go build -o "$bin/a2abus" ./cmd/a2abus)
-(cd "$here" && go build -o "$bin/a2agoecho" ./cmd/a2agoecho)
+(cd "$here" && go build -o "$bin/a2agoecho" ./cmd/a2agoecho && go build -o "$bin/canned" ./cmd/canned)
+# The floor under one client's latency (issue 35): a bare net/http server
+# answering a canned task (cmd/canned) and the bus's own round trips for
+# one task with no a2abus code (bus.BenchmarkJetStreamFloor/senders=1).
+(cd "$root" && go test -c -o "$bin/bus.test" ./bus)
 "$here/js/deps.sh"
 
 servers=(a2abus a2a-go a2a-js)
@@ -112,6 +120,20 @@ start() {
 	echo "$1 did not come up:" >&2; cat "$bin/$1.log" >&2; return 1
 }
 stop() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=; }
+
+# floor ROUND: the two parts of the one-client floor, each measured once a
+# round between the servers' one-client runs: the canned server's p50 to
+# the same load generator, and the bus floor's time a task.
+floor() {
+	"$bin/canned" --listen 127.0.0.1:9740 >"$bin/canned.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 100); do curl -sf http://127.0.0.1:9740/.well-known/agent-card.json >/dev/null && break; sleep 0.1; done
+	"$bin/a2abus" load --url http://127.0.0.1:9740 --clients 1 --duration "${secs}s" --warmup "${warm}s" -o json >"$bin/r$1-floor-http.json" ||
+		echo '{"ok": 0, "failed": -1}' >"$bin/r$1-floor-http.json"
+	stop
+	(cd "$root/bus" && "$bin/bus.test" -test.run '^$' -test.bench 'JetStreamFloor/senders=1$' -test.benchtime 2000x) |
+		awk '/^BenchmarkJetStreamFloor/ {print $3}' >"$bin/r$1-floor-bus.ns"
+}
 
 # cputicks: user+system clock ticks the server's process has used.
 cputicks() { awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0; }
@@ -179,9 +201,21 @@ def table(rows, tail=None):
     print("%-8s" % "server" + "".join("%10s" % m[0] for m in metrics) + ("  %s" % tail[0] if tail else ""))
     for s in servers:
         print("%-8s" % s + "".join(" " + m[2] % rows[s][i] for i, m in enumerate(metrics)) + ("  %s" % tail[1](s) if tail else ""))
+# The one-client floor (see floor in compare.sh): canned net/http p50 and
+# the bus's time a task, in ms, and their sum.
+def floor(r):
+    http = json.load(open(os.path.join(bindir, "r%s-floor-http.json" % r)))["latencyMs"]["p50"]
+    busms = float(open(os.path.join(bindir, "r%s-floor-bus.ns" % r)).read().split()[0]) / 1e6
+    return http, busms, http + busms
+def floorline(label, http, busms, total, c1):
+    return "%s c=1 p50: a2abus %.2f ms, floor %.2f ms (net/http canned %.2f + JetStream floor %.2f): a2abus / floor %.2fx" % (label, c1, total, http, busms, c1 / total if total else float("nan"))
 if sys.argv[2] == "round":
     r = sys.argv[3]
     table({s: [value(m[1], r, s) for m in metrics] for s in servers}, ("failed", lambda s: failed(r, s)))
+    try:
+        print(floorline("round " + r, *floor(r), value(metrics[1][1], r, "a2abus")))
+    except (OSError, KeyError, ValueError, IndexError):
+        print("round %s: no floor measured" % r)
     sys.exit()
 rounds = sorted({f.split("-")[0][1:] for f in os.listdir(bindir) if f.startswith("r") and f.endswith(".json")}, key=int)
 med = {s: [statistics.median([value(m[1], r, s) for r in rounds]) for m in metrics] for s in servers}
@@ -203,6 +237,12 @@ for who in [s for s in ("a2abus", "base") if s in servers]:
         if who == "a2abus" and "base" in servers:
             line += "   %7.2fx" % ratio(med["base"][i])
         print(line + "   (%s is better)" % better)
+try:
+    fl = [floor(r) for r in rounds]
+    med_floor = [statistics.median(f[i] for f in fl) for i in range(3)]
+    print(floorline("median", *med_floor, med["a2abus"][1]) + ", a2abus / a2a-js %.2fx" % (med["a2abus"][1] / med["a2a-js"][1]))
+except (OSError, KeyError, ValueError, IndexError, ZeroDivisionError):
+    pass
 # Each config variant against a2abus without one (the policy's cost).
 for who in [s for s in servers if s not in ("a2abus", "base", "a2a-go", "a2a-js")]:
     print("%-8s / a2abus (of the medians)" % who)
@@ -220,6 +260,7 @@ PY
 extra=("$@")
 for i in $(seq "$rounds"); do
 	for s in "${servers[@]}"; do measure "$i" c1 "$s" --clients 1; done
+	floor "$i"
 	for s in "${servers[@]}"; do measure "$i" c64 "$s" --clients 64; done
 	for s in "${servers[@]}"; do measure "$i" stream "$s" --clients 16 --mode stream; done
 	for s in "${servers[@]}"; do if [ -n "${gurl[$s]:-}" ]; then measure "$i" g64 "$s" --clients 64; fi; done
