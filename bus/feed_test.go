@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -15,11 +14,7 @@ import (
 func TestTaskFeedSeesWhatItsOwnerMay(t *testing.T) {
 	b := newTestBus(t, Config{})
 	ctx := testCtx(t)
-	tw := b.NewTaskWatcher()
-	wctx, stop := context.WithCancel(ctx)
-	t.Cleanup(stop)
-	go func() { _ = tw.Run(wctx) }()
-	<-tw.Ready()
+	tw := runTaskWatcher(t, b)
 
 	viewers := map[string]Owner{
 		"alice":          {Agent: "echo", Principal: "alice", Tenant: "t1"},

@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"context"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -55,11 +54,7 @@ func TestRawTask(t *testing.T) {
 func TestUntilStateRaw(t *testing.T) {
 	b := newTestBus(t, Config{})
 	ctx := testCtx(t)
-	tw := b.NewTaskWatcher()
-	wctx, stop := context.WithCancel(ctx)
-	t.Cleanup(stop)
-	go func() { _ = tw.Run(wctx) }()
-	<-tw.Ready()
+	tw := runTaskWatcher(t, b)
 
 	rec := &schemas.TaskRecord{Task: schemas.Task{ID: schemas.NewID(), ContextID: "c", Status: schemas.TaskStatus{State: schemas.TaskStateSubmitted}}, Agent: "a"}
 	rev, _, err := b.createTask(ctx, rec)

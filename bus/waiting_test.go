@@ -9,6 +9,18 @@ import (
 	"github.com/a2abus/a2abus/schemas"
 )
 
+// runTaskWatcher starts b's task watcher for the test and waits until it
+// follows the bucket.
+func runTaskWatcher(t *testing.T, b *Bus) *TaskWatcher {
+	t.Helper()
+	tw := b.NewTaskWatcher()
+	ctx, stop := context.WithCancel(testCtx(t))
+	t.Cleanup(stop)
+	go func() { _ = tw.Run(ctx) }()
+	<-tw.Ready()
+	return tw
+}
+
 // settleWaiting runs a wait on the task until it waits for its caller, as
 // a blocking send does, so the process holds the record it settled on.
 func settleWaiting(t *testing.T, b *Bus, tw *TaskWatcher, rec *schemas.TaskRecord, question string) {
@@ -39,11 +51,7 @@ func answerMsg(taskID, text string) *schemas.Message {
 func TestContinueFromAHeldRecordLosesNothingWrittenSince(t *testing.T) {
 	b := newTestBus(t, Config{})
 	ctx := testCtx(t)
-	tw := b.NewTaskWatcher()
-	wctx, stop := context.WithCancel(ctx)
-	t.Cleanup(stop)
-	go func() { _ = tw.Run(wctx) }()
-	<-tw.Ready()
+	tw := runTaskWatcher(t, b)
 	o := Owner{Agent: "echo", Principal: "alice", Tenant: "t1"}
 
 	// Nothing written since: the answer is stored from the held record.
@@ -98,11 +106,7 @@ func TestContinueFromAHeldRecordLosesNothingWrittenSince(t *testing.T) {
 func TestHeldRecordAnswersOnlyItsOwner(t *testing.T) {
 	b := newTestBus(t, Config{})
 	ctx := testCtx(t)
-	tw := b.NewTaskWatcher()
-	wctx, stop := context.WithCancel(ctx)
-	t.Cleanup(stop)
-	go func() { _ = tw.Run(wctx) }()
-	<-tw.Ready()
+	tw := runTaskWatcher(t, b)
 	rec := newRecord("echo")
 	rec.Owner, rec.Tenant = "alice", "t1"
 	createTask(t, b, rec)
