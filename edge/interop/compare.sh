@@ -131,7 +131,7 @@ floor() {
 	"$bin/a2abus" load --url http://127.0.0.1:9740 --clients 1 --duration "${secs}s" --warmup "${warm}s" -o json >"$bin/r$1-floor-http.json" ||
 		echo '{"ok": 0, "failed": -1}' >"$bin/r$1-floor-http.json"
 	stop
-	(cd "$root/bus" && "$bin/bus.test" -test.run '^$' -test.bench 'JetStreamFloor/senders=1$' -test.benchtime 2000x) |
+	(cd "$root/bus" && "$bin/bus.test" -test.run '^$' -test.bench 'JetStreamFloor/senders=1$' -test.benchtime 2000x 2>"$bin/floor-bus.log") |
 		awk '/^BenchmarkJetStreamFloor/ {print $3}' >"$bin/r$1-floor-bus.ns"
 }
 
