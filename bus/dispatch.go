@@ -134,7 +134,12 @@ func (d *dispatcher) direct(ctx context.Context, agent, caller string, msg *nats
 	if !ok {
 		return false
 	}
-	ack, err := d.b.js.PublishMsg(ctx, msg)
+	// A publish with no answer soon goes on through the intake, which
+	// retries; the work stream drops the intake's copy as a repeat if
+	// this one was stored after all.
+	pctx, cancel := context.WithTimeout(ctx, directPublishWait)
+	ack, err := d.b.js.PublishMsg(pctx, msg)
+	cancel()
 	q.mu.Lock()
 	q.moving--
 	if err != nil || ack.Duplicate {
@@ -150,6 +155,10 @@ func (d *dispatcher) direct(ctx context.Context, agent, caller string, msg *nats
 	}
 	return true
 }
+
+// directPublishWait bounds how long a direct move waits for the work
+// stream's answer before the item takes the intake's way instead.
+const directPublishWait = 2 * time.Second
 
 func (b *Bus) startDispatch() {
 	ctx, cancel := context.WithCancel(context.Background())
