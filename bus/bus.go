@@ -470,7 +470,7 @@ func newBusMetrics(m *Metrics, nc *nats.Conn) busMetrics {
 		work:        m.Counter("a2a_work_messages_total", "Work deliveries ended by this process, by how: ack (done or already finished), nak (handed back), term (never retried).", "agent", "outcome"),
 		redelivered: m.Counter("a2a_work_redeliveries_total", "Work deliveries taken that were not the first delivery of their item.", "agent"),
 		deadLetters: m.Counter("a2a_work_dead_letters_total", "Work items this process moved to the dead-letter stream.", "agent"),
-		dispatched:  m.Counter("a2a_work_dispatched_total", "Work items this process moved from the intake to their agent's workers, holding the dispatch lease.", "agent"),
+		dispatched:  m.Counter("a2a_work_dispatched_total", "Work items this process moved to their agent's workers, holding the dispatch lease: from the intake, or directly when their turn was now.", "agent"),
 		waiting:     m.Gauge("a2a_work_waiting", "Work items waiting for their caller's turn that this process holds, holding the dispatch lease.", "agent"),
 		finished:    m.Counter("a2a_tasks_finished_total", "Tasks this process moved to a terminal state, by state.", "agent", "state"),
 		duration:    m.Histogram("a2a_task_duration_seconds", "Time from a task's creation to the terminal state this process moved it to, by agent and state.", TaskDurationBuckets, "agent", "state"),

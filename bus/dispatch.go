@@ -125,7 +125,10 @@ func (d *dispatcher) queueOf(agent string) *agentQueue {
 // whether the item was stored in the work stream; when not, the caller
 // queues it in the intake as always (a copy the direct publish stored
 // after all is dropped there as a repeat of its event id when it moves).
-func (d *dispatcher) direct(ctx context.Context, agent, caller string, msg *nats.Msg) bool {
+// msg builds the work message, only once the move is sure: most items of
+// a busy agent, and every item queued by a process that holds no lease,
+// take the intake's way.
+func (d *dispatcher) direct(ctx context.Context, agent, caller string, msg func() *nats.Msg) bool {
 	q := d.queueOf(agent)
 	if q == nil {
 		return false
@@ -138,7 +141,7 @@ func (d *dispatcher) direct(ctx context.Context, agent, caller string, msg *nats
 	// retries; the work stream drops the intake's copy as a repeat if
 	// this one was stored after all.
 	pctx, cancel := context.WithTimeout(ctx, directPublishWait)
-	ack, err := d.b.js.PublishMsg(pctx, msg)
+	ack, err := d.b.js.PublishMsg(pctx, msg())
 	cancel()
 	q.mu.Lock()
 	q.moving--
@@ -662,8 +665,7 @@ func (q *agentQueue) add(m jetstream.Msg) {
 		return
 	}
 	q.mu.Lock()
-	tag := max(q.vtime, q.finish[caller])
-	q.finish[caller] = tag + 1
+	tag := q.turn(caller)
 	it := &heldWork{reply: m.Reply(), seq: md.Sequence.Stream, caller: caller, subject: schemas.SubjectWorkTask(agent, task), tag: tag}
 	if n := int64(len(m.Data())); q.t.heldBytes.Add(n) <= heldBodiesMax {
 		it.hdr, it.data = m.Headers(), m.Data()
@@ -738,9 +740,9 @@ func (q *agentQueue) spend() credit {
 
 // takeDirect gives the credit a new item of caller moves with, straight
 // to the work stream (dispatcher.direct), when the agent has nothing
-// waiting here and nothing moving: the item's turn is taken as add and
-// take would take it. The caller settles it (moving) when the publish
-// has an answer.
+// waiting here and nothing moving: the item takes its turn as add gives
+// it and is served at once, as take would serve it. The caller settles
+// it (moving) when the publish has an answer.
 func (q *agentQueue) takeDirect(caller string) (credit, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -751,11 +753,17 @@ func (q *agentQueue) takeDirect(caller string) (credit, bool) {
 	if len(q.credits) == 0 {
 		return credit{}, false
 	}
-	tag := max(q.vtime, q.finish[caller])
-	q.finish[caller] = tag + 1
-	q.vtime = tag
+	q.vtime = q.turn(caller)
 	q.moving++
 	return q.spend(), true
+}
+
+// turn gives a new item of caller its turn (see agentQueue): its caller's
+// previous item's plus one, or the turn being served; q.mu is held.
+func (q *agentQueue) turn(caller string) uint64 {
+	tag := max(q.vtime, q.finish[caller])
+	q.finish[caller] = tag + 1
+	return tag
 }
 
 // drop forgets the held work of task, acknowledging it in the intake.

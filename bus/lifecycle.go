@@ -46,9 +46,9 @@ func refused(err error) bool {
 // of the same submission is de-duplicated by JetStream, whoever sends it.
 // The dispatch lease holder moves it to the agent's workers in the
 // caller's turn (dispatch.go); when that is this process and the item's
-// turn is now, it goes to the work stream at once (dispatcher.direct). A publish with no clear answer is repeated
-// (same id) for up to submitRetryFor within ctx; a full work stream is
-// refused at once. Errors match schemas.ErrUnavailable when retrying later
+// turn is now, it goes to the work stream at once (dispatcher.direct). A
+// publish with no clear answer is repeated (same id) for up to
+// submitRetryFor within ctx; a full work stream is refused at once. Errors match schemas.ErrUnavailable when retrying later
 // may help.
 func (b *Bus) queueWork(ctx context.Context, item *schemas.WorkItem, o PublishOptions) error {
 	if !schemas.ValidAgentName(item.Agent) {
@@ -75,7 +75,9 @@ func (b *Bus) queueWork(ctx context.Context, item *schemas.WorkItem, o PublishOp
 	if caller == "" {
 		caller = schemas.CallerKey("", "", "")
 	}
-	if d := b.dispatch; d != nil && d.direct(ctx, item.Agent, caller, encodeMsg(schemas.SubjectWorkTask(item.Agent, item.TaskID), &ce)) {
+	if d := b.dispatch; d != nil && d.direct(ctx, item.Agent, caller, func() *nats.Msg {
+		return encodeMsg(schemas.SubjectWorkTask(item.Agent, item.TaskID), &ce)
+	}) {
 		return nil
 	}
 	msg := encodeMsg(schemas.SubjectIntake(item.Agent, caller, item.TaskID), &ce)
