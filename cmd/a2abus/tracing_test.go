@@ -219,9 +219,20 @@ func TestTraceFollowsATaskThroughTwoA2abusProcesses(t *testing.T) {
 	}
 
 	const call = "lf.a2a.v1.A2AService/SendMessage"
+	// The external a2abus's server span ends after its answer is written,
+	// later than its worker's spans, so it can reach the receiver in a
+	// later export batch: the wait covers it too.
+	extServed := func(s []recvSpan) bool {
+		for _, sp := range s {
+			if sp.service == "ext" && sp.Kind == tracepb.Span_SPAN_KIND_SERVER {
+				return true
+			}
+		}
+		return false
+	}
 	spans := recv.waitFor(t, traceID, 30*time.Second, func(s []recvSpan) bool {
 		return len(find(s, "gw", call)) == 1 && len(find(s, "ext", "invoke_agent echo")) == 1 && len(find(s, "ext", "send a2a.intake.echo")) == 1 &&
-			len(find(s, "gw", "invoke_agent far")) == 1 && len(find(s, "gw", "process a2a.work.far")) == 1
+			len(find(s, "gw", "invoke_agent far")) == 1 && len(find(s, "gw", "process a2a.work.far")) == 1 && extServed(s)
 	})
 	byID := map[string]recvSpan{}
 	for _, s := range spans {
