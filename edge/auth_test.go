@@ -500,3 +500,42 @@ func TestCardScopesAsArrays(t *testing.T) {
 		})
 	}
 }
+
+// With Card10Only every card route serves A2A 1.0's form alone, the one a
+// strict 1.0 card schema accepts, while 0.3's extended-card method still
+// answers the union card its clients read.
+func TestCard10OnlyServesThe10FormEverywhere(t *testing.T) {
+	a, err := auth.New(context.Background(), auth.Config{APIKeys: []auth.APIKey{{Key: aliceKey, Principal: "alice"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := schemas.AgentSkill{ID: "internal", Name: "Internal", Description: "only for callers we know", Tags: []string{"internal"}}
+	h := newHarness(t, harnessOptions{agents: []workers.Definition{workers.EchoDefinition("echo")},
+		edge: edge.Config{Auth: a, ExtendedSkills: map[string][]schemas.AgentSkill{"echo": {secret}}, Card10Only: true}})
+	for _, path := range []string{"/.well-known/agent-card.json", "/agents/echo/.well-known/agent-card.json"} {
+		t.Run(path, func(t *testing.T) {
+			status, _, body := as(t, "", "GET", h.url+path, "", "")
+			if status != 200 {
+				t.Fatalf("%d %s", status, body)
+			}
+			only10Card(t, body)
+			var c schemas.AgentCard
+			if err := json.Unmarshal(body, &c); err != nil || len(c.SupportedInterfaces) == 0 || c.Capabilities.ExtendedAgentCard == nil || !*c.Capabilities.ExtendedAgentCard {
+				t.Errorf("the 1.0 card lost what it declares: %s", body)
+			}
+		})
+	}
+	// The path only clients older than 1.0 fetch keeps the union card.
+	if _, _, b := as(t, "", "GET", h.url+"/.well-known/agent.json", "", ""); !bytes.Contains(b, []byte(`"url":`)) || !bytes.Contains(b, []byte(`"protocolVersion":"0.3.0"`)) {
+		t.Errorf("the legacy path's card is not the union card: %s", b)
+	}
+	_, _, b := as(t, aliceKey, "POST", h.url+"/agents/echo", "application/json", rpcBody(1, "agent/getAuthenticatedExtendedCard", nil))
+	var r struct {
+		Result struct {
+			URL, ProtocolVersion string
+		}
+	}
+	if err := json.Unmarshal(b, &r); err != nil || r.Result.URL == "" || r.Result.ProtocolVersion != "0.3.0" {
+		t.Errorf("0.3's extended card is not the union card: %s", b)
+	}
+}

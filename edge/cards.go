@@ -95,6 +95,9 @@ func (s *Server) card(reg schemas.AgentRegistration) schemas.AgentCard {
 	c = schemas.UnionCard(c)
 	s.declareSecurity(&c)
 	c.Signatures = nil // the edge's own, or none (signed)
+	if s.cfg.Card10Only {
+		c = s.card10(c)
+	}
 	return c
 }
 
@@ -125,7 +128,13 @@ func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	card, err := s.signed(s.card(reg))
+	served := s.card(reg)
+	if s.cfg.Card10Only && strings.HasSuffix(r.URL.Path, "/agent.json") {
+		// Only clients older than 1.0 read this path, and they find the
+		// endpoint in the union card's url alone.
+		served = s.card03(served)
+	}
+	card, err := s.signed(served)
 	if err != nil {
 		s.log.Error("signing the card failed", "agent", reg.Agent, "err", err)
 		http.Error(w, "signing the card failed", http.StatusInternalServerError)

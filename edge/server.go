@@ -156,6 +156,15 @@ type Config struct {
 	// {"list": []}}}), which that SDK cannot read and protobuf's own parsers
 	// and the 1.0 card schema require. Default false: the spec's form.
 	CardScopesAsArrays bool
+	// Card10Only serves every card (public, per agent, the listing's) in
+	// A2A 1.0's form alone (see card10) instead of the union card that
+	// carries 0.3's top-level url, preferredTransport and protocolVersion
+	// beside 1.0's fields. The union is the default because one card then
+	// serves both generations of clients (the spec: implementations SHOULD
+	// ignore unrecognized fields); a strict 1.0 validator, whose schema
+	// allows no other field, accepts only this form. 0.3's
+	// agent/getAuthenticatedExtendedCard answers the union card either way.
+	Card10Only bool
 	// Trust maps each call to its trust level and says what each level
 	// may do (trust.go); the zero policy is the defaults.
 	Trust TrustPolicy

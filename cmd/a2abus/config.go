@@ -32,6 +32,10 @@ type Config struct {
 	// securityRequirements as bare arrays, for the official Go SDK through
 	// v2.4.0 (see edge.Config.CardScopesAsArrays). Default false.
 	CardScopesAsArrays bool `json:"cardScopesAsArrays,omitempty"`
+	// CardForm is the form of the served cards: "union" (default; A2A
+	// 1.0's fields and 0.3's, one card both generations of clients read)
+	// or "1.0" (1.0's fields alone; see edge.Config.Card10Only).
+	CardForm string `json:"cardForm,omitempty"`
 	// TLSCert and TLSKey make the edge serve HTTPS (HTTP stays the default
 	// for local use); TLSClientCA is a PEM bundle of the CAs whose client
 	// certificates authenticate their subject (mutual TLS, see AuthConfig).
@@ -475,6 +479,7 @@ func settings() []setting {
 		{"listen", "A2ABUS_LISTEN", "edge HTTP address HOST:PORT (default 127.0.0.1:8080)", str(func(c *Config) *string { return &c.Listen })},
 		{"public-url", "A2ABUS_PUBLIC_URL", "base URL put in agent cards (default http://<listen>)", str(func(c *Config) *string { return &c.PublicURL })},
 		{"card-scopes-as-arrays", "A2ABUS_CARD_SCOPES_AS_ARRAYS", `write the scopes of the cards' securityRequirements as bare arrays ({"schemes":{"apiKey":[]}}), which the official Go SDK a2a-go v2 through v2.4.0 reads, instead of the spec's {"list":[]}: true or false (default false)`, boolean(func(c *Config) *bool { return &c.CardScopesAsArrays })},
+		{"card-form", "A2ABUS_CARD_FORM", `the form of the served agent cards: "union" (A2A 1.0's fields and 0.3's top-level url, preferredTransport and protocolVersion side by side, so clients of both versions read one card) or "1.0" (1.0's fields alone, which strict 1.0 card validators such as the TCK's schema accept; 0.3 clients that read only url then find no endpoint) (default union)`, str(func(c *Config) *string { return &c.CardForm })},
 		{"grpc-listen", "A2ABUS_GRPC_LISTEN", "serve A2A's gRPC binding (lf.a2a.v1) on HOST:PORT, cleartext HTTP/2 or TLS with --tls-cert; agents' cards declare it (default: off)", str(func(c *Config) *string { return &c.GRPCListen })},
 		{"data-dir", "A2ABUS_DATA_DIR", "JetStream store directory of the embedded NATS server (default ./a2abus-data)", str(func(c *Config) *string { return &c.DataDir })},
 		{"nats-listen", "A2ABUS_NATS_LISTEN", `embedded NATS client address HOST:PORT, or "off" (default 127.0.0.1:4222)`, str(func(c *Config) *string { return &c.NATSListen })},
@@ -842,6 +847,11 @@ func (c *Config) validate() error {
 	}
 	if t := c.Outbound.CardTrust; t.RequireSigned && t.KeysFile == "" && t.JWKSURL == "" {
 		errs = append(errs, errors.New("--card-require-signed needs the keys cards must be signed with: --card-trust-keys FILE or --card-trust-jwks-url URL"))
+	}
+	switch c.CardForm {
+	case "", "union", "1.0":
+	default:
+		errs = append(errs, fmt.Errorf(`card form %q is not "union" or "1.0"`, c.CardForm))
 	}
 	switch c.LogFormat {
 	case "text", "json":

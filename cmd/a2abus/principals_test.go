@@ -149,3 +149,32 @@ func TestCardScopesAsArraysSetting(t *testing.T) {
 		}
 	}
 }
+
+// --card-form (and its variable) reaches the edge's configuration: the
+// union card by default, 1.0's form alone with "1.0", and any other form
+// refused at start-up, saying which there are.
+func TestCardFormSetting(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want bool
+	}{
+		{nil, nil, false},
+		{[]string{"--card-form", "union"}, nil, false},
+		{[]string{"--card-form", "1.0"}, nil, true},
+		{nil, map[string]string{"A2ABUS_CARD_FORM": "1.0"}, true},
+	} {
+		cfg, err := loadConfig(flag.NewFlagSet("t", flag.ContinueOnError), c.args, func(k string) string { return c.env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &process{cfg: cfg, log: slog.New(slog.DiscardHandler), out: io.Discard}
+		if got := p.edgeConfig(&prepared{}).Card10Only; got != c.want {
+			t.Errorf("%v %v: Card10Only %v, want %v", c.args, c.env, got, c.want)
+		}
+	}
+	_, err := loadConfig(flag.NewFlagSet("t", flag.ContinueOnError), []string{"--card-form", "0.3"}, func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), `"union" or "1.0"`) {
+		t.Errorf("--card-form 0.3: %v, want it refused naming the forms", err)
+	}
+}

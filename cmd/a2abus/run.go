@@ -407,6 +407,7 @@ func (p *process) edgeConfig(pre *prepared) edge.Config {
 		Auth:               pre.authn,
 		ExtendedSkills:     p.extendedSkills(),
 		CardScopesAsArrays: p.cfg.CardScopesAsArrays,
+		Card10Only:         p.cfg.CardForm == "1.0",
 		PublicMetrics:      p.cfg.Auth.PublicMetrics,
 		OpenAdmin:          p.openAdmin,
 		RemoteEnvAllow:     p.cfg.RemoteEnvAllow,
