@@ -104,6 +104,64 @@ func TestPublishWorkThenFetch(t *testing.T) {
 	}
 }
 
+// A finished item's acknowledgement is held back until the next item is
+// acknowledged (so a work-queue stream at one client does not empty its
+// last block, and open a new block file, for every item), and is sent
+// when the deferral passes or the consumer closes: nothing finished stays
+// unacknowledged.
+func TestAckOfTheLastItemIsHeldBackThenSent(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	wc := workConsumer(t, b, "held")
+	wc.acks.wait = time.Hour // only the next acknowledgement or Close sends it
+	first, second := newRecord("held"), newRecord("held")
+	for _, rec := range []*schemas.TaskRecord{first, second} {
+		if err := b.queueWork(ctx, workItem(rec), PublishOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w1 := fetchTask(t, wc, first.Task.ID)
+	if err := w1.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	wc.acks.mu.Lock()
+	held := wc.acks.held == w1.msg
+	wc.acks.mu.Unlock()
+	if !held {
+		t.Fatal("the first item's acknowledgement was not held back")
+	}
+	w2 := fetchTask(t, wc, second.Task.ID)
+	if err := w2.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	// The second acknowledgement sends the first: only the second item
+	// remains in the stream until the consumer closes.
+	eventually(t, "the first item to leave the queue", func() bool {
+		_, ap := consumerCounts(t, b, "held")
+		return ap == 1 && streamMsgs(t, b, schemas.StreamWork) == 1
+	})
+	if err := wc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second item to leave the queue once the consumer closed", func() bool {
+		_, ap := consumerCounts(t, b, "held")
+		return ap == 0 && streamMsgs(t, b, schemas.StreamWork) == 0
+	})
+
+	// Without a next item or a close, the deferral passing sends it.
+	wc.acks.mu.Lock()
+	wc.acks.wait = time.Millisecond
+	wc.acks.mu.Unlock()
+	third := newRecord("held")
+	if err := b.queueWork(ctx, workItem(third), PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fetchTask(t, wc, third.Task.ID).Ack(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the last item to leave the queue after the deferral", func() bool { return streamMsgs(t, b, schemas.StreamWork) == 0 })
+}
+
 // Fetch asks for one item and then takes what else is ready: it neither
 // waits for n items nor leaves ready ones behind.
 func TestFetchReturnsWhatIsAvailable(t *testing.T) {

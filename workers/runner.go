@@ -187,6 +187,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	fetchers.Wait()
 	close(jobs)
+	defer wc.Close()
 
 	// Shutdown: give in-flight work the grace period, then stop it.
 	done := make(chan struct{})
