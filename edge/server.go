@@ -339,6 +339,10 @@ func New(b Bus, cfg Config) *Server {
 	s.svc = intercept(&a2aService{
 		cfg: &s.cfg, log: s.log, life: b, pushes: b, index: s.index, tasks: s.tasks, drain: &s.drain,
 		extendedCard: s.extendedCard,
+		makesTasks: func(agent string) bool {
+			reg, ok := s.agents.Get(agent)
+			return ok && reg.MakesTasks
+		},
 	}, s.interceptors(b.AgentLoad, b.Config().TaskMaxBytes)...)
 	s.v1, s.v03 = s.dialects()
 	s.openFang = s.openFangDialect()

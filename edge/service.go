@@ -50,6 +50,9 @@ type a2aService struct {
 	drain  *drainState
 	// extendedCard builds the called agent's extended card (cards.go).
 	extendedCard func(c *call) (schemas.AgentCard, error)
+	// makesTasks reports whether an agent registered as answering with
+	// tasks only (schemas.AgentRegistration.MakesTasks).
+	makesTasks func(agent string) bool
 }
 
 var _ service = (*a2aService)(nil)

@@ -210,14 +210,27 @@ func (s *a2aService) SendStreamingMessage(ctx context.Context, c *call, req *sch
 		sendSnapshot(out, c, snap, snapRev, histLen)
 		return nil
 	}
-	// The response's headers leave with the first events, in one write,
+	// The agent's first event decides the shape: a Reply is a message-only
+	// exchange; anything else makes it a task, announced by its snapshot.
+	// An agent that answers with tasks only has its task announced at
+	// once: the client sees it accepted while the agent works. Otherwise
+	// the response's headers leave with the first events, in one write,
 	// unless the agent takes longer than streamHeadersWait to say
 	// anything: then they leave alone, so the client knows the stream is
 	// open.
+	announced := false
+	announce := func() error {
+		if announced {
+			return nil
+		}
+		announced = true
+		return sendSnapshot(out, c, snap, snapRev, histLen)
+	}
+	if s.makesTasks != nil && s.makesTasks(c.agent) && announce() != nil {
+		return nil
+	}
 	headers := time.NewTimer(streamHeadersWait)
 	defer headers.Stop()
-	// The agent's first event decides the shape: a Reply is a message-only
-	// exchange; anything else makes it a task, announced by its snapshot.
 	keep := time.NewTicker(s.cfg.KeepAlive)
 	defer keep.Stop()
 	for {
@@ -226,7 +239,7 @@ func (s *a2aService) SendStreamingMessage(ctx context.Context, c *call, req *sch
 			if graceOver(ctx) {
 				// Cut by shutdown before the agent said anything: the
 				// client gets the task, to resume it by, and the error.
-				if sendSnapshot(out, c, snap, snapRev, histLen) == nil {
+				if announce() == nil {
 					_ = out.fail(errResumeElsewhere())
 				}
 			}
@@ -242,19 +255,19 @@ func (s *a2aService) SendStreamingMessage(ctx context.Context, c *call, req *sch
 		case us, ok := <-reader.C():
 			if !ok {
 				// The client gets the task, to resume it by, and why.
-				if sendSnapshot(out, c, snap, snapRev, histLen) == nil {
+				if announce() == nil {
 					readerBroke(out, reader)
 				}
 				return nil
 			}
-			if u := us[0]; u.Reply != nil {
+			if u := us[0]; u.Reply != nil && !announced {
 				out.hold()
 				_ = out.send(c.eventID(u.Cursor, u.Generation), &schemas.StreamResponse{Message: u.Reply})
 				_ = out.release()
 				return nil
 			}
 			out.hold()
-			if sendSnapshot(out, c, snap, snapRev, histLen) != nil {
+			if announce() != nil {
 				return nil
 			}
 			last, end := s.sendReady(out, c, us, reader, schemas.TaskState.Settled)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -663,6 +664,61 @@ func TestManySubscribersShareOneConsumer(t *testing.T) {
 		}
 		if !strings.Contains(last, "TASK_STATE_CANCELED") {
 			t.Fatalf("subscriber %d ended with %s", i, last)
+		}
+	}
+}
+
+// gatedTaskMaker answers once its gate opens, and registers as an agent
+// that answers with tasks only (workers.TaskMaker).
+type gatedTaskMaker struct{ gate <-chan struct{} }
+
+func (g gatedTaskMaker) Execute(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return out.Complete(ctx, "done")
+}
+
+func (gatedTaskMaker) MakesTasks() bool { return true }
+
+// A streamed send to an agent that answers with tasks only opens with the
+// task at once, while the agent has said nothing: the client sees its
+// task accepted, and can resume by its event id, before the work is done.
+// Any other agent's stream waits for its first event, which may be a
+// message alone (TestSendStreamingMessageReplyIsOneMessage).
+func TestStreamOfATaskMakerOpensWithTheTask(t *testing.T) {
+	gate := make(chan struct{})
+	var opened atomic.Bool
+	// Should the task not be announced, the agent still ends (and the
+	// test with it, failing) rather than hanging the package.
+	safety := time.AfterFunc(30*time.Second, func() { opened.Store(true); close(gate) })
+	h := newHarness(t, harnessOptions{agents: []workers.Definition{{Name: "maker", Agent: gatedTaskMaker{gate}}}})
+	s, failed := openStream(t, h.url, "maker", "SendStreamingMessage", send(userMessage("go"), false), "")
+	if failed != nil {
+		t.Fatalf("stream refused: %+v", failed.Error)
+	}
+	first, ok := s.next()
+	if !ok {
+		t.Fatal("the stream ended before its first event")
+	}
+	if opened.Load() {
+		t.Fatal("the task was announced only once the agent answered")
+	}
+	if r := s.result(first); r.Task == nil || r.Task.Status.State != schemas.TaskStateSubmitted || first.id == "" {
+		t.Fatalf("first event %s (id %q), want the submitted task with an id to resume by", kind(r), first.id)
+	}
+	if safety.Stop() {
+		close(gate)
+	}
+	_, rs := s.all()
+	if len(rs) == 0 || kind(rs[len(rs)-1]) != "status:TASK_STATE_COMPLETED" {
+		t.Fatalf("after the task: %s", kinds(rs))
+	}
+	for _, r := range rs {
+		if r.Task != nil {
+			t.Errorf("the task was announced twice: %s", kinds(rs))
 		}
 	}
 }

@@ -240,6 +240,11 @@ type AgentRegistration struct {
 	// counted against token budgets (the llm kind): edges refuse its new
 	// tasks while a tokens budget of the caller is spent.
 	SpendsTokens bool `json:"spendsTokens,omitempty"`
+	// MakesTasks is set for an agent that answers every message with a
+	// task, never with a message alone: an edge then opens a streamed
+	// send with the task at once, where it otherwise waits for the
+	// agent's first event to learn which answer the stream carries.
+	MakesTasks bool `json:"makesTasks,omitempty"`
 	// Maintenance is not stored here: readers of the registry set it from
 	// the agent's RegistryEntry (why an admin put it in maintenance).
 	Maintenance string `json:"maintenance,omitempty"`

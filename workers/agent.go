@@ -168,6 +168,9 @@ type Emitter struct {
 	since   *string
 	stale   bool
 	settled bool // the agent ended or interrupted the task
+	// tasksOnly refuses Reply: the agent registered as a TaskMaker, and
+	// edges announce its streams with the task before it says anything.
+	tasksOnly bool
 
 	mu          sync.Mutex
 	ending      bool // the agent asked for its run's end (a settling status, a reply)
@@ -556,6 +559,9 @@ func (e *Emitter) Reply(ctx context.Context, msg schemas.Message) error {
 	msg.Role = schemas.RoleAgent
 	if err := msg.Validate(); err != nil {
 		return fmt.Errorf("workers: reply: %w", err)
+	}
+	if e.tasksOnly {
+		return errors.New("workers: reply: the agent is a TaskMaker (it answers with tasks only, and its streams begin with the task), so it cannot answer with a message alone")
 	}
 	return e.emit(ctx, true, bus.TaskEvent{Reply: &msg})
 }

@@ -245,7 +245,7 @@ func (r *Runner) keepDeadline(ctx context.Context, d *delivery, next func(contex
 // emitter is the Emitter of the delivery's turn, writing from the task as
 // the turn starts from it.
 func (r *Runner) emitter(ctx context.Context, d *delivery) *Emitter {
-	return &Emitter{w: r.b, taskID: d.w.Item.TaskID, ctx: ctx, rec: d.rec, rev: d.rev, since: d.since}
+	return &Emitter{w: r.b, taskID: d.w.Item.TaskID, ctx: ctx, rec: d.rec, rev: d.rev, since: d.since, tasksOnly: makesTasks(r.def.Agent)}
 }
 
 // runAgent runs the agent's turn. The agent's first event decides what

@@ -24,6 +24,9 @@ type Echo struct {
 	Delay time.Duration
 }
 
+// MakesTasks reports true: every message makes a task, whatever it asks.
+func (Echo) MakesTasks() bool { return true }
+
 // MaxEchoChunks bounds the chunks of one echo: past WordsPerChunk ×
 // MaxEchoChunks words, chunks hold more words each.
 const MaxEchoChunks = 64

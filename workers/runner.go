@@ -209,6 +209,7 @@ func (r *Runner) register(ctx context.Context) error {
 	if t, ok := r.def.Agent.(TokenSpender); ok {
 		reg.SpendsTokens = t.SpendsTokens()
 	}
+	reg.MakesTasks = makesTasks(r.def.Agent)
 	return r.b.RegisterAgent(ctx, reg)
 }
 

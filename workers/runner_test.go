@@ -131,3 +131,43 @@ func TestHeartbeatsKeepALongTaskWithItsWorker(t *testing.T) {
 		t.Fatalf("state %s after %d runs of the agent, want COMPLETED after 1", rec.Task.Status.State, runs.Load())
 	}
 }
+
+// replyingTaskMaker declares it answers with tasks only, then tries to
+// answer with a message alone.
+type replyingTaskMaker struct{}
+
+func (replyingTaskMaker) Execute(ctx context.Context, req *workers.Request, out *workers.Emitter) error {
+	if err := out.Reply(ctx, *workers.AgentMessage("a message alone")); err != nil {
+		return out.Fail(ctx, err.Error())
+	}
+	return nil
+}
+
+func (replyingTaskMaker) MakesTasks() bool { return true }
+
+// An agent that is a TaskMaker registers so (edges announce its streams
+// with the task before it answers), and its Emitter holds it to it: a
+// message alone is refused, and the task fails saying why, never a
+// message where its stream already began with a task.
+func TestTaskMakersRegisterSoAndCannotReply(t *testing.T) {
+	_, b := bustest.New(t, bustest.Options{})
+	startRunner(t, b, workers.EchoDefinition("echo"), workers.Options{})
+	startRunner(t, b, workers.Definition{Name: "liar", Agent: replyingTaskMaker{}}, workers.Options{})
+	rec := waitSettled(t, b, submit(t, b, "liar", "hello"))
+	if rec.Reply != nil || rec.Task.Status.State != schemas.TaskStateFailed || !strings.Contains(rec.Task.Status.Message.Text(), "TaskMaker") {
+		t.Fatalf("a TaskMaker's reply: state %s, reply %v, status %v", rec.Task.Status.State, rec.Reply, rec.Task.Status.Message)
+	}
+	waitSettled(t, b, submit(t, b, "echo", "hello"))
+	// A runner registers before it takes work: both registrations are in
+	// the registry the directory reads before it is ready.
+	dir := b.NewAgentDirectory()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = dir.Run(ctx) }()
+	<-dir.Ready()
+	for _, agent := range []string{"echo", "liar"} {
+		if reg, ok := dir.Get(agent); !ok || !reg.MakesTasks {
+			t.Errorf("%s's registration (found %v) does not say it makes tasks only", agent, ok)
+		}
+	}
+}

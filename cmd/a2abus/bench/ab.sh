@@ -85,8 +85,10 @@ ticks, rss = map(int, open(os.path.join(tmp, "r%s-b%s.proc" % (r, b))).read().sp
 tasks = d["perSecond"] * (float(os.environ["AB_SECS"]) + float(os.environ["AB_WARM"]))
 cpu = ticks * 1e6 / float(os.environ["CLK_TCK"]) / tasks if tasks else float("nan")
 lat = d.get("latencyMs", {})
-print("round %s  %-24s %8.0f/s  p50 %7.3f  p99 %8.2f ms  cpu/task %6.0f µs  rss %5.0f MiB  failed %s"
-      % (r, name, d["perSecond"], lat.get("p50", float("nan")), lat.get("p99", float("nan")), cpu, rss / 1024, d.get("failed", 0)))
+first = d.get("firstEventMs")
+print("round %s  %-24s %8.0f/s  p50 %7.3f  p99 %8.2f ms%s  cpu/task %6.0f µs  rss %5.0f MiB  failed %s"
+      % (r, name, d["perSecond"], lat.get("p50", float("nan")), lat.get("p99", float("nan")),
+         "  first event p50 %.3f ms" % first["p50"] if first else "", cpu, rss / 1024, d.get("failed", 0)))
 PY
 }
 clk="$(getconf CLK_TCK)"
@@ -101,7 +103,7 @@ import json, os, statistics, sys
 tmp, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 print("median of %d round(s), %s s measured per run:" % (rounds, os.environ["AB_SECS"]))
 for b, name in enumerate(names):
-    rate, p50, p99, cpu, rss = [], [], [], [], []
+    rate, p50, p99, cpu, rss, first = [], [], [], [], [], []
     for r in range(1, rounds + 1):
         d = json.load(open(os.path.join(tmp, "r%d-b%d.json" % (r, b))))
         ticks, kb = map(int, open(os.path.join(tmp, "r%d-b%d.proc" % (r, b))).read().split())
@@ -109,6 +111,9 @@ for b, name in enumerate(names):
         lat = d.get("latencyMs", {})
         rate.append(d["perSecond"]); p50.append(lat.get("p50", float("nan"))); p99.append(lat.get("p99", float("nan")))
         cpu.append(ticks * 1e6 / float(os.environ["CLK_TCK"]) / tasks); rss.append(kb / 1024)
+        if d.get("firstEventMs"):
+            first.append(d["firstEventMs"]["p50"])
     m = statistics.median
-    print("  %-24s %8.0f/s  p50 %7.3f  p99 %8.2f ms  cpu/task %6.0f µs  rss %5.0f MiB" % (name, m(rate), m(p50), m(p99), m(cpu), m(rss)))
+    print("  %-24s %8.0f/s  p50 %7.3f  p99 %8.2f ms%s  cpu/task %6.0f µs  rss %5.0f MiB" % (name, m(rate), m(p50), m(p99),
+          "  first event p50 %.3f ms" % m(first) if first else "", m(cpu), m(rss)))
 PY
