@@ -92,6 +92,12 @@ done
 # start NAME: starts the server fresh in the background, as the process
 # itself (no wrapper shell: $pid is the server), and waits for its card.
 start() {
+	# Something already answering there (a server left over from another
+	# run) would be measured in this one's place.
+	if curl -s -o /dev/null --max-time 2 "${url[$1]}/" || { [ -n "${gurl[$1]:-}" ] && curl -s -o /dev/null --max-time 2 "${gurl[$1]}/"; }; then
+		echo "something already listens on ${url[$1]} or ${gurl[$1]:-its gRPC address}: stop it first, or it is measured in $1's place" >&2
+		return 1
+	fi
 	case "$1" in
 	a2abus)
 		rm -rf "$bin/data"
