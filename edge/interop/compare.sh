@@ -74,7 +74,8 @@ if [ -n "${COMPARE_BASE:-}" ]; then
 	(cd "$bin/base-src" && go build -o "$bin/base/a2abus" ./cmd/a2abus)
 	git -C "$root" worktree remove -f "$bin/base-src"
 	servers+=(base)
-	if "$bin/base/a2abus" serve --help 2>&1 | grep -q -- --grpc-listen; then
+	# serve --help exits 2 and spells its flags with one dash.
+	if { "$bin/base/a2abus" serve --help 2>&1 || true; } | grep -q -- '-grpc-listen '; then
 		gurl[base]=http://127.0.0.1:9739
 	fi
 fi
