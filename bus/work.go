@@ -216,7 +216,9 @@ func (wc *WorkConsumer) newWork(m jetstream.Msg) *Work {
 	return w
 }
 
-// Ack reports the work done; it is removed from the queue.
+// Ack reports the work done; it is removed from the queue with the
+// consumer's next acknowledgement, after ackDeferral, or when the
+// consumer closes (see deferredAck).
 func (w *Work) Ack() error {
 	w.count("ack")
 	if w.wc != nil {
