@@ -48,8 +48,8 @@ func refused(err error) bool {
 // caller's turn (dispatch.go); when that is this process and the item's
 // turn is now, it goes to the work stream at once (dispatcher.direct). A
 // publish with no clear answer is repeated (same id) for up to
-// submitRetryFor within ctx; a full work stream is refused at once. Errors match schemas.ErrUnavailable when retrying later
-// may help.
+// submitRetryFor within ctx; a full work stream is refused at once.
+// Errors match schemas.ErrUnavailable when retrying later may help.
 func (b *Bus) queueWork(ctx context.Context, item *schemas.WorkItem, o PublishOptions) error {
 	if !schemas.ValidAgentName(item.Agent) {
 		return fmt.Errorf("bus: queue work: invalid agent name %q", item.Agent)

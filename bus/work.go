@@ -95,16 +95,19 @@ func (d *deferredAck) flush() error {
 	return m.Ack()
 }
 
+// stop sends the acknowledgement held back and stops the deferral's timer.
+func (d *deferredAck) stop() error {
+	d.mu.Lock()
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	d.mu.Unlock()
+	return d.flush()
+}
+
 // Close sends the acknowledgement still held back; the consumer's worker
 // calls it when it stops taking work.
-func (wc *WorkConsumer) Close() error {
-	wc.acks.mu.Lock()
-	if wc.acks.timer != nil {
-		wc.acks.timer.Stop()
-	}
-	wc.acks.mu.Unlock()
-	return wc.acks.flush()
-}
+func (wc *WorkConsumer) Close() error { return wc.acks.stop() }
 
 // WorkConsumer binds to the durable work consumer of agent, creating or
 // updating it first (idempotent).

@@ -124,17 +124,23 @@ func (s *Server) cardModified(reg schemas.AgentRegistration) time.Time {
 }
 
 func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
-	reg, ok := s.servedRegistration(w, r)
-	if !ok {
-		return
+	if reg, ok := s.servedRegistration(w, r); ok {
+		s.writeCard(w, r, reg, s.card(reg))
 	}
-	served := s.card(reg)
-	if s.cfg.Card10Only && strings.HasSuffix(r.URL.Path, "/agent.json") {
-		// Only clients older than 1.0 read this path, and they find the
-		// endpoint in the union card's url alone.
-		served = s.card03(served)
+}
+
+// handleLegacyCard serves the path only clients older than 1.0 fetch: the
+// union card, whose url is where they find the endpoint, whatever form
+// the other card routes serve (Config.Card10Only).
+func (s *Server) handleLegacyCard(w http.ResponseWriter, r *http.Request) {
+	if reg, ok := s.servedRegistration(w, r); ok {
+		s.writeCard(w, r, reg, s.card03(s.card(reg)))
 	}
-	card, err := s.signed(served)
+}
+
+// writeCard answers with reg's card c, signed, cacheable and conditional.
+func (s *Server) writeCard(w http.ResponseWriter, r *http.Request, reg schemas.AgentRegistration, c schemas.AgentCard) {
+	card, err := s.signed(c)
 	if err != nil {
 		s.log.Error("signing the card failed", "agent", reg.Agent, "err", err)
 		http.Error(w, "signing the card failed", http.StatusInternalServerError)

@@ -184,7 +184,7 @@ func routeTable() []routeDecl {
 		rpc,
 		front("POST /agents/{agent}", jsonRPC, formJSONRPC, decodeJSONRPC),
 		side("GET /.well-known/agent-card.json", PolicyPublic, "card", 0, (*Server).handleCard),
-		side("GET /.well-known/agent.json", PolicyPublic, "card", 0, (*Server).handleCard), // the path older clients fetch
+		side("GET /.well-known/agent.json", PolicyPublic, "card", 0, (*Server).handleLegacyCard), // the path older clients fetch
 		side("GET /agents/{agent}/.well-known/agent-card.json", PolicyPublic, "card", 0, (*Server).handleCard),
 		// Aleph's capability discovery: the card's skills as a list, public
 		// and limited as the card they are derived from (gateway.go).

@@ -226,7 +226,7 @@ func (s *a2aService) SendStreamingMessage(ctx context.Context, c *call, req *sch
 		announced = true
 		return sendSnapshot(out, c, snap, snapRev, histLen)
 	}
-	if s.makesTasks != nil && s.makesTasks(c.agent) && announce() != nil {
+	if s.makesTasks(c.agent) && announce() != nil {
 		return nil
 	}
 	headers := time.NewTimer(streamHeadersWait)

@@ -58,6 +58,21 @@ type Agent interface {
 	Execute(ctx context.Context, req *Request, out *Emitter) error
 }
 
+// TaskMaker is an Agent that answers every message with a task, never
+// with a message alone (Emitter.Reply, which its Emitter then refuses):
+// its runner registers it so (AgentRegistration.MakesTasks), and edges
+// open its streamed sends with the task at once instead of waiting for
+// its first event to learn which answer the stream carries.
+type TaskMaker interface {
+	MakesTasks() bool
+}
+
+// makesTasks reports whether agent declares itself a TaskMaker.
+func makesTasks(agent Agent) bool {
+	m, ok := agent.(TaskMaker)
+	return ok && m.MakesTasks()
+}
+
 // AgentFunc adapts a function to the Agent interface.
 type AgentFunc func(ctx context.Context, req *Request, out *Emitter) error
 

@@ -72,21 +72,6 @@ type TokenBudget interface {
 	AddTokens(ctx context.Context, o bus.Owner, n int64) error
 }
 
-// TaskMaker is an Agent that answers every message with a task, never
-// with a message alone (Emitter.Reply, which its Emitter then refuses):
-// its runner registers it so (AgentRegistration.MakesTasks), and edges
-// open its streamed sends with the task at once instead of waiting for
-// its first event to learn which answer the stream carries.
-type TaskMaker interface {
-	MakesTasks() bool
-}
-
-// makesTasks reports whether agent declares itself a TaskMaker.
-func makesTasks(agent Agent) bool {
-	m, ok := agent.(TaskMaker)
-	return ok && m.MakesTasks()
-}
-
 // TokenSpender is an Agent whose runs spend model tokens: its runner
 // registers it so (AgentRegistration.SpendsTokens), and edges refuse its
 // new tasks while a tokens budget of the caller is spent.
