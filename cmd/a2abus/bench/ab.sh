@@ -2,8 +2,10 @@
 # A/B of a2abus builds in one sitting: the way a performance change is
 # judged (ARCHITECTURE's Where the time goes) when compare.sh's three
 # servers are more than the question needs. It builds a2abus at each
-# revision given (a git revision, or "." for the working tree as it is),
-# then, round after round, starts each build's `serve` fresh (new data
+# revision given (a git revision, or "." for the working tree as it is;
+# an arm "REV FLAGS..." in one word also gives that arm's serve its own
+# flags, so one build can be measured against itself with a setting
+# changed, e.g. ". --heap-factor 2"), then, round after round, starts each build's `serve` fresh (new data
 # directory, embedded NATS, echo agent, no request limits) and drives it
 # with `a2abus load` (the working tree's, the same for every build), the
 # builds taking turns in an order that flips every round so drift on a
@@ -15,6 +17,7 @@
 #   cmd/a2abus/bench/ab.sh [-r rounds] [-c clients] [-d seconds] REV... [-- load flags...]
 #   e.g. ab.sh -r 4 -c 1 -d 5 HEAD~1 .      one client, 4 rounds of 5 s
 #        ab.sh -c 16 HEAD . -- --mode stream
+#        ab.sh -c 64 . ". --heap-factor 2"   one build, a setting A/B
 #
 # Defaults: 4 rounds, 1 client, 5 s measured after 1 s of warm-up. Extra
 # `serve` flags for every build: AB_SERVE_FLAGS. Ports 9761–9762 (compare.sh
@@ -27,7 +30,7 @@ while getopts "r:c:d:" o; do
 	r) rounds="$OPTARG" ;;
 	c) clients="$OPTARG" ;;
 	d) secs="$OPTARG" ;;
-	*) sed -n '2,24p' "$0" >&2; exit 2 ;;
+	*) sed -n '2,28p' "$0" >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -35,33 +38,38 @@ revs=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do revs+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 extra=("$@")
-if [ ${#revs[@]} -lt 1 ]; then sed -n '2,24p' "$0" >&2; exit 2; fi
+if [ ${#revs[@]} -lt 1 ]; then sed -n '2,28p' "$0" >&2; exit 2; fi
 
 tmp="$(mktemp -d)"
 pid=
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 (cd "$root" && go build -o "$tmp/load" ./cmd/a2abus)
-names=()
+names=() flags=()
+declare -A built # revision -> the build of it, made once
 for i in "${!revs[@]}"; do
-	rev="${revs[$i]}" name="$i:${revs[$i]}"
-	names+=("$name")
+	read -r rev armflags <<<"${revs[$i]}"
+	names+=("$i:${revs[$i]}")
+	flags+=("${armflags:-}")
 	mkdir -p "$tmp/b$i"
-	if [ "$rev" = "." ]; then
+	if [ -n "${built[$rev]:-}" ]; then
+		cp "${built[$rev]}" "$tmp/b$i/a2abus"
+	elif [ "$rev" = "." ]; then
 		(cd "$root" && go build -o "$tmp/b$i/a2abus" ./cmd/a2abus)
 	else
 		git -C "$root" worktree add -f --detach "$tmp/src$i" "$rev" -q
 		(cd "$tmp/src$i" && go build -o "$tmp/b$i/a2abus" ./cmd/a2abus)
 		git -C "$root" worktree remove -f "$tmp/src$i"
 	fi
+	built[$rev]="$tmp/b$i/a2abus"
 done
 
 url=http://127.0.0.1:9761
 cputicks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 run() { # ROUND BUILD-INDEX
 	rm -rf "$tmp/data"
-	# shellcheck disable=SC2086 # AB_SERVE_FLAGS is a list of flags
+	# shellcheck disable=SC2086 # AB_SERVE_FLAGS and an arm's flags are lists of flags
 	"$tmp/b$2/a2abus" serve --listen 127.0.0.1:9761 --nats-listen 127.0.0.1:9762 --data-dir "$tmp/data" \
-		--rate-limit 0 --max-unfinished 0 --max-unfinished-bytes 0 ${AB_SERVE_FLAGS:-} >"$tmp/serve.log" 2>&1 &
+		--rate-limit 0 --max-unfinished 0 --max-unfinished-bytes 0 ${AB_SERVE_FLAGS:-} ${flags[$2]} >"$tmp/serve.log" 2>&1 &
 	pid=$!
 	local ok=
 	for _ in $(seq 300); do
