@@ -19,17 +19,22 @@ import (
 // error ends the loop at once: a caller learns in a moment that this
 // process can no longer reach the bus.
 func retryWithin(ctx context.Context, window time.Duration, attempt func(context.Context) (done bool, err error)) error {
-	ctx, cancel := context.WithTimeout(ctx, window)
+	// Nearly every step is done at its first attempt, which so gets one
+	// context of its own and no second one for the window: a blocking task
+	// takes several steps, and each context is a timer and an entry in its
+	// parent's children.
+	end := time.Now().Add(window)
+	actx, acancel := context.WithTimeout(ctx, min(attemptLimit, window))
+	done, err := attempt(actx)
+	acancel()
+	if done {
+		return err
+	}
+	ctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
 	wait := 50 * time.Millisecond
 	var last error
 	for {
-		actx, acancel := context.WithTimeout(ctx, attemptLimit)
-		done, err := attempt(actx)
-		acancel()
-		if done {
-			return err
-		}
 		if err != nil {
 			last = err
 			if errors.Is(err, nats.ErrConnectionClosed) {
@@ -45,6 +50,12 @@ func retryWithin(ctx context.Context, window time.Duration, attempt func(context
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, time.Second)
+		actx, acancel := context.WithTimeout(ctx, attemptLimit)
+		done, err = attempt(actx)
+		acancel()
+		if done {
+			return err
+		}
 	}
 }
 
