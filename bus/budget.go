@@ -406,7 +406,9 @@ func (bs *Budgets) add(ctx context.Context, c budgetCounter, delta, ceiling int6
 		data, _ := json.Marshal(next)
 		m := nats.NewMsg(kvPrefix(schemas.BucketBudgets) + c.key)
 		m.Data = data
-		_, err = bs.b.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
+		expectLastSubjectSeq(m, rev)
+		withTTL(m, ttl)
+		_, err = bs.b.publish(ctx, m)
 		if err == nil {
 			return next.Used, true, nil
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,7 +140,7 @@ func (d *dispatcher) direct(ctx context.Context, agent, caller string, msg func(
 	// retries; the work stream drops the intake's copy as a repeat if
 	// this one was stored after all.
 	pctx, cancel := context.WithTimeout(ctx, directPublishWait)
-	ack, err := d.b.js.PublishMsg(pctx, msg())
+	ack, err := d.b.publish(pctx, msg())
 	cancel()
 	q.mu.Lock()
 	q.moving--
@@ -242,9 +241,9 @@ func (b *Bus) holdShortLease(ctx context.Context, name string, ttl time.Duration
 	// API does not offer: the write it makes, with the TTL header.
 	m := nats.NewMsg(kvPrefix(schemas.BucketLeases) + name)
 	m.Data = []byte(b.source)
-	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(e.Revision(), 10))
-	m.Header.Set(jetstream.MsgTTLHeader, ttl.String())
-	if _, err := b.js.PublishMsg(actx, m); err != nil {
+	expectLastSubjectSeq(m, e.Revision())
+	withTTL(m, ttl)
+	if _, err := b.publish(actx, m); err != nil {
 		var api *jetstream.APIError
 		if errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
 			return false, nil // taken meanwhile

@@ -55,7 +55,7 @@ func (b *Bus) deadLetter(ctx context.Context, agent string, seq uint64, orig *na
 	m.Header.Set(schemas.HeaderDLQStreamSeq, strconv.FormatUint(seq, 10))
 	m.Header.Set(nats.MsgIdHdr, "dlq-"+strconv.FormatUint(seq, 10)) // one copy, whoever moves it
 	m.Data = orig.Data
-	if _, err := b.js.PublishMsg(ctx, m); err != nil {
+	if _, err := b.publish(ctx, m); err != nil {
 		return errUnavailable("bus: dead-letter work", err)
 	}
 	b.m.deadLetters.Inc(agent)

@@ -810,7 +810,8 @@ func (b *Bus) dropEvents(ctx context.Context, tasks []goneTask) (int, []goneTask
 		m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 		m.Header.Set(schemas.HeaderTaskDeleted, "true")
 		m.Header.Set(nats.MsgIdHdr, t.id+".deleted")
-		_, err := b.js.PublishMsg(ctx, m, jetstream.WithMsgTTL(time.Second))
+		withTTL(m, time.Second)
+		_, err := b.publish(ctx, m)
 		done[i] = err == nil
 		return done[i]
 	})

@@ -82,7 +82,7 @@ func (b *Bus) queueWork(ctx context.Context, item *schemas.WorkItem, o PublishOp
 	}
 	msg := encodeMsg(schemas.SubjectIntake(item.Agent, caller, item.TaskID), &ce)
 	err = retryWithin(ctx, submitRetryFor, func(actx context.Context) (bool, error) {
-		_, err := b.js.PublishMsg(actx, msg)
+		_, err := b.publish(actx, msg)
 		return err == nil || refused(err), err
 	})
 	if err != nil {

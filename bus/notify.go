@@ -56,7 +56,7 @@ func (b *Bus) WakePush(ctx context.Context, taskID string) error {
 	msg := encodeMsg(schemas.SubjectNotify(taskID), &ce)
 	published := false
 	err = retryWithin(context.WithoutCancel(ctx), publishRetryFor, func(actx context.Context) (bool, error) {
-		_, err := b.js.PublishMsg(actx, msg)
+		_, err := b.publish(actx, msg)
 		if pendingWake(err) {
 			return true, nil // covered by the pending one
 		}
@@ -356,7 +356,7 @@ func (b *Bus) DeadLetterPush(ctx context.Context, taskID, configID, eventID, rea
 	m.Header.Set(nats.MsgIdHdr, "dlq-push-"+configID+"-"+eventID)
 	m.Header.Set("Content-Type", schemas.ContentTypeA2A)
 	m.Data = body
-	if _, err := b.js.PublishMsg(ctx, m); err != nil {
+	if _, err := b.publish(ctx, m); err != nil {
 		return errUnavailable("bus: dead-letter notification", err)
 	}
 	b.m.pushDeadLetters.Inc()

@@ -334,11 +334,11 @@ func (b *Bus) writeTask(ctx context.Context, rec *schemas.TaskRecord, val []byte
 	if h := appendIndexEntry(make([]byte, 0, 256), rec.IndexEntry()); len(h) <= maxIndexHeader {
 		m.Header.Set(schemas.HeaderTaskIndex, string(h))
 	}
-	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(rev)}
+	expectLastSubjectSeq(m, rev)
 	if rec.Task.Status.State.Terminal() {
-		opts = append(opts, jetstream.WithMsgTTL(b.cfg.TaskTTL))
+		withTTL(m, b.cfg.TaskTTL)
 	}
-	pa, err := b.js.PublishMsg(ctx, m, opts...)
+	pa, err := b.publish(ctx, m)
 	if err == nil {
 		return pa.Sequence, nil
 	}
@@ -780,7 +780,7 @@ const publishRetryFor = 30 * time.Second
 // still publishes what it stored); publishRetryFor bounds it.
 func (b *Bus) publishStored(ctx context.Context, msg *nats.Msg) error {
 	err := retryWithin(context.WithoutCancel(ctx), publishRetryFor, func(actx context.Context) (bool, error) {
-		_, err := b.js.PublishMsg(actx, msg)
+		_, err := b.publish(actx, msg)
 		return err == nil, err
 	})
 	if err != nil {
