@@ -71,17 +71,17 @@ func TestUntilStateRaw(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, raw, err := w.UntilStateRaw(ctx, schemas.TaskState.Terminal)
-	if err != nil || got != nil || raw == nil {
-		t.Fatalf("UntilStateRaw: record %v raw %q err %v; want the raw update only", got, raw, err)
+	if err != nil || got != nil || raw.Val == nil || raw.WellFormed {
+		t.Fatalf("UntilStateRaw: record %v raw %q err %v; want the raw update only, unchecked", got, raw.Val, err)
 	}
-	dec, err := DecodeRecord(raw)
+	dec, err := DecodeRecord(raw.Val)
 	if err != nil || dec.Task.Status.State != schemas.TaskStateCompleted {
 		t.Fatalf("raw update decodes to %+v, %v", dec, err)
 	}
 	// A wait whose record already satisfies it returns that record.
 	w2 := tw.Watch(rec.Task.ID, dec)
 	defer w2.Close()
-	if got, raw, err := w2.UntilStateRaw(ctx, schemas.TaskState.Terminal); err != nil || got != dec || raw != nil {
-		t.Fatalf("settled wait: %v %q %v", got, raw, err)
+	if got, raw, err := w2.UntilStateRaw(ctx, schemas.TaskState.Terminal); err != nil || got != dec || raw.Val != nil {
+		t.Fatalf("settled wait: %v %q %v", got, raw.Val, err)
 	}
 }

@@ -7,13 +7,16 @@ import (
 	"github.com/a2abus/a2abus/schemas"
 )
 
-// waitingRecords holds, per process, the stored bytes of tasks this
-// process last saw settle waiting for their caller (INPUT_REQUIRED or
+// waitingRecords holds, per process, the records of tasks this process
+// last saw settle waiting for their caller (INPUT_REQUIRED or
 // AUTH_REQUIRED), as a TaskWait received them from the task bucket's
 // follower: the record a blocking send answered with. The caller's next
-// message (Continue) starts its compare-and-swap from those bytes instead
+// message (Continue) starts its compare-and-swap from that record instead
 // of reading the task again, which saves a read of a record that grows
-// with the conversation (up to the history bound). Nothing here is
+// with the conversation (up to the history bound). A wait that answered
+// with the stored bytes holds the record decoded (it decoded them then, in
+// place of checking them, see UntilStateRaw), so the next message does
+// not decode them again; any other wait holds the bytes. Nothing here is
 // trusted to be current: the compare-and-swap on the revision decides,
 // and a record changed since is read again as if none were held (see
 // updateStored). Ownership is checked on the held record, whose owner,
@@ -23,43 +26,64 @@ import (
 // oldest go first.
 type waitingRecords struct {
 	mu      sync.Mutex
-	m       map[string]watched
+	m       map[string]held
 	order   []string // insertion order; ids taken or replaced are skipped on eviction
 	bytes   int
 	maxN    int
 	maxSize int
 }
 
+// held is one record of waitingRecords: its stored bytes, or the record
+// decoded from them, and the revision they were stored at.
+type held struct {
+	val  []byte
+	rec  *schemas.TaskRecord
+	rev  uint64
+	size int // what it counts against the bound
+}
+
+// decodedSize is what a record held decoded counts against the bound, per
+// byte of its stored form: its strings are copies of the stored text, and
+// every message and part a struct besides.
+const decodedSize = 3
+
+func heldBytes(w watched) held { return held{val: w.val, rev: w.rev, size: len(w.val)} }
+
+func heldDecoded(rec *schemas.TaskRecord, w watched) held {
+	return held{rec: rec, rev: w.rev, size: decodedSize * len(w.val)}
+}
+
 // Bounds of waitingRecords: enough for every conversation a busy edge
-// has in flight between turns, a small share of its memory.
+// has in flight between turns, a small share of its memory (the bytes
+// count a decoded record at decodedSize times its stored size).
 const (
 	waitingMaxRecords = 4096
-	waitingMaxBytes   = 16 << 20
+	waitingMaxBytes   = 32 << 20
 )
 
 func newWaitingRecords() *waitingRecords {
-	return &waitingRecords{m: map[string]watched{}, maxN: waitingMaxRecords, maxSize: waitingMaxBytes}
+	return &waitingRecords{m: map[string]held{}, maxN: waitingMaxRecords, maxSize: waitingMaxBytes}
 }
 
-// put holds w as task id's latest record, replacing what was held.
-func (c *waitingRecords) put(id string, w watched) {
-	if c == nil || len(w.val) > c.maxSize/16 {
+// put holds h as task id's latest record, replacing what was held.
+func (c *waitingRecords) put(id string, h held) {
+	if c == nil || h.size > c.maxSize/16 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.m[id]; ok {
-		c.bytes -= len(old.val)
+		c.bytes -= old.size
 	} else {
 		c.order = append(c.order, id)
 	}
-	c.m[id] = w
-	c.bytes += len(w.val)
+	c.m[id] = h
+	c.bytes += h.size
 	for len(c.m) > c.maxN || c.bytes > c.maxSize {
 		oldest := c.order[0]
 		c.order = c.order[1:]
 		if old, ok := c.m[oldest]; ok {
-			c.bytes -= len(old.val)
+			c.bytes -= old.size
 			delete(c.m, oldest)
 		}
 	}
@@ -76,27 +100,31 @@ func (c *waitingRecords) put(id string, w watched) {
 }
 
 // take removes and returns what is held for task id.
-func (c *waitingRecords) take(id string) (watched, bool) {
+func (c *waitingRecords) take(id string) (held, bool) {
 	if c == nil {
-		return watched{}, false
+		return held{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w, ok := c.m[id]
+	h, ok := c.m[id]
 	if ok {
 		delete(c.m, id)
-		c.bytes -= len(w.val)
+		c.bytes -= h.size
 	}
-	return w, ok
+	return h, ok
 }
 
 // answerable is the task o answers (Continue) and its revision: the
 // record held since it settled waiting, when it is o's, else read as Task
 // reads it.
 func (b *Bus) answerable(ctx context.Context, o Owner, id string) (*schemas.TaskRecord, uint64, error) {
-	if w, ok := b.waiting.take(id); ok {
-		if rec, err := decodeRecord(w.val); err == nil && o.Owns(rec) {
-			return rec, w.rev, nil
+	if h, ok := b.waiting.take(id); ok {
+		rec, err := h.rec, error(nil)
+		if rec == nil {
+			rec, err = decodeRecord(h.val)
+		}
+		if err == nil && o.Owns(rec) {
+			return rec, h.rev, nil
 		}
 	}
 	return b.Task(ctx, o, id)

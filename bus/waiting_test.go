@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -32,11 +33,16 @@ func settleWaiting(t *testing.T, b *Bus, tw *TaskWatcher, rec *schemas.TaskRecor
 	if _, _, err := b.applyEvents(ctx, rec.Task.ID, nil, 0, []TaskEvent{status(schemas.TaskStateInputRequired, agentMsg(question))}); err != nil {
 		t.Fatal(err)
 	}
-	if _, raw, err := w.UntilStateRaw(ctx, schemas.TaskState.Settled); err != nil || raw == nil {
-		t.Fatalf("the wait did not end on the watched update: %q %v", raw, err)
+	_, raw, err := w.UntilStateRaw(ctx, schemas.TaskState.Settled)
+	if err != nil || raw.Val == nil {
+		t.Fatalf("the wait did not end on the watched update: %q %v", raw.Val, err)
 	}
-	if _, ok := b.waiting.m[rec.Task.ID]; !ok {
-		t.Fatal("the record the wait settled on is not held")
+	// The record is held decoded, and its bytes are answered unchecked.
+	if h, ok := b.waiting.m[rec.Task.ID]; !ok || h.rec == nil || !raw.WellFormed {
+		t.Fatalf("the record the wait settled on is not held decoded (held %v, well-formed %v)", ok, raw.WellFormed)
+	}
+	if task, ok := raw.Task(); !ok || !bytes.Contains(task, []byte(question)) {
+		t.Fatalf("the answer from the held bytes: %q %v", task, ok)
 	}
 }
 
@@ -125,10 +131,10 @@ func TestHeldRecordAnswersOnlyItsOwner(t *testing.T) {
 // The held records are bounded in count and bytes, the oldest going
 // first, and a replaced record counts once.
 func TestWaitingRecordsBounded(t *testing.T) {
-	c := &waitingRecords{m: map[string]watched{}, maxN: 3, maxSize: 1000}
+	c := &waitingRecords{m: map[string]held{}, maxN: 3, maxSize: 1000}
 	val := func(n int) []byte { return make([]byte, n) }
 	for i := range 5 {
-		c.put("t"+strconv.Itoa(i), watched{val: val(10), rev: uint64(i)})
+		c.put("t"+strconv.Itoa(i), heldBytes(watched{val: val(10), rev: uint64(i)}))
 	}
 	if len(c.m) != 3 || c.bytes != 30 {
 		t.Fatalf("%d held, %d bytes; want 3, 30", len(c.m), c.bytes)
@@ -139,18 +145,33 @@ func TestWaitingRecordsBounded(t *testing.T) {
 	if w, ok := c.take("t4"); !ok || w.rev != 4 {
 		t.Errorf("the newest record: %v %v", w, ok)
 	}
-	c.put("t3", watched{val: val(50), rev: 9})
+	c.put("t3", heldBytes(watched{val: val(50), rev: 9}))
 	if c.bytes != 60 || len(c.m) != 2 {
 		t.Fatalf("after replacing t3: %d bytes, %d held; want 60, 2", c.bytes, len(c.m))
 	}
-	c.put("big", watched{val: val(63)}) // past a sixteenth of the bound: not held
+	c.put("big", heldBytes(watched{val: val(63)})) // past a sixteenth of the bound: not held
 	if _, ok := c.m["big"]; ok {
 		t.Error("a record past the per-record bound was held")
 	}
 	for i := range 20 {
-		c.put("b"+strconv.Itoa(i), watched{val: val(60)})
+		c.put("b"+strconv.Itoa(i), heldBytes(watched{val: val(60)}))
 	}
 	if c.bytes > 1000 || len(c.m) > 3 || len(c.order) > 2*3+1 {
 		t.Fatalf("%d bytes, %d held, order of %d: past the bounds", c.bytes, len(c.m), len(c.order))
+	}
+	// A record held decoded counts decodedSize times its stored bytes.
+	c.put("d", heldDecoded(&schemas.TaskRecord{}, watched{val: val(20)}))
+	if h := c.m["d"]; h.rec == nil || h.size != decodedSize*20 {
+		t.Fatalf("a decoded record held as %+v", h)
+	}
+	if c.put("d2", heldDecoded(&schemas.TaskRecord{}, watched{val: val(15)})); len(c.m) > 3 || c.bytes > 1000 {
+		t.Fatalf("%d bytes, %d held: past the bounds", c.bytes, len(c.m))
+	}
+	if _, ok := c.m["d2"]; !ok {
+		t.Fatal("a decoded record within the per-record bound was not held")
+	}
+	c.put("dbig", heldDecoded(&schemas.TaskRecord{}, watched{val: val(21)})) // 63 counted: past a sixteenth
+	if _, ok := c.m["dbig"]; ok {
+		t.Error("a decoded record past the per-record bound was held")
 	}
 }

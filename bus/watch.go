@@ -179,22 +179,37 @@ func (w *TaskWait) UntilState(ctx context.Context, done func(schemas.TaskState) 
 
 // UntilStateRaw is UntilState for a caller that may not need the record
 // decoded: when the update that satisfies done came from the watch, it
-// returns that stored record's JSON (raw) and a nil record, and the caller
-// decodes it only if it must (see RawTask). Otherwise, and with every
-// error, it returns what UntilState returns and a nil raw.
-func (w *TaskWait) UntilStateRaw(ctx context.Context, done func(schemas.TaskState) bool) (*schemas.TaskRecord, []byte, error) {
-	return w.until(ctx, done, func(r *schemas.TaskRecord) bool { return done(r.Task.Status.State) }, true)
+// returns that stored record (raw) and a nil record, and the caller
+// decodes it only if it must (see StoredRecord.Task). Otherwise, and with
+// every error, it returns what UntilState returns and a zero raw.
+func (w *TaskWait) UntilStateRaw(ctx context.Context, done func(schemas.TaskState) bool) (*schemas.TaskRecord, StoredRecord, error) {
+	rec, raw, err := w.until(ctx, done, func(r *schemas.TaskRecord) bool { return done(r.Task.Status.State) }, true)
+	return rec, raw, err
 }
+
+// StoredRecord is a task record as stored, not decoded for the caller.
+type StoredRecord struct {
+	Val []byte
+	// WellFormed is set when the bus decoded Val: a task that waits for
+	// its caller is held decoded for the caller's next message (see
+	// waitingRecords), and the decode proves Val is JSON, which RawTask
+	// would otherwise check byte by byte, a cost that grows with the
+	// conversation.
+	WellFormed bool
+}
+
+// Task is RawTask of the record, not checked again when it is WellFormed.
+func (s StoredRecord) Task() ([]byte, bool) { return rawTask(s.Val, !s.WellFormed) }
 
 // until is the one wait behind Until, UntilState and UntilStateRaw.
 // With lazy, a watched update whose state satisfies state is returned
 // undecoded.
-func (w *TaskWait) until(ctx context.Context, state func(schemas.TaskState) bool, done func(*schemas.TaskRecord) bool, lazy bool) (*schemas.TaskRecord, []byte, error) {
+func (w *TaskWait) until(ctx context.Context, state func(schemas.TaskState) bool, done func(*schemas.TaskRecord) bool, lazy bool) (*schemas.TaskRecord, StoredRecord, error) {
 	tick := time.NewTicker(w.t.RecheckEvery)
 	defer tick.Stop()
 	read := w.last == nil // read KV now if the caller holds nothing
 	if !read && done(w.last) {
-		return w.last, nil, nil
+		return w.last, StoredRecord{}, nil
 	}
 	// skipped is the newest value not decoded because its state did not
 	// satisfy the condition; it is decoded only if the wait ends without a
@@ -213,18 +228,18 @@ func (w *TaskWait) until(ctx context.Context, state func(schemas.TaskState) bool
 			rec, _, err := w.t.b.GetTask(ctx, w.id)
 			if err != nil {
 				if ctx.Err() != nil && latest() != nil {
-					return latest(), nil, ctx.Err()
+					return latest(), StoredRecord{}, ctx.Err()
 				}
-				return nil, nil, err
+				return nil, StoredRecord{}, err
 			}
 			w.last, skipped = rec, nil
 			if done(rec) {
-				return rec, nil, nil
+				return rec, StoredRecord{}, nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return latest(), nil, ctx.Err()
+			return latest(), StoredRecord{}, ctx.Err()
 		case got := <-w.ch:
 			val := got.val
 			if state != nil {
@@ -234,8 +249,13 @@ func (w *TaskWait) until(ctx context.Context, state func(schemas.TaskState) bool
 					continue
 				}
 				if ok && lazy {
-					w.settled(st, got)
-					return nil, val, nil
+					if st.Interrupted() {
+						if rec, err := decodeRecord(val); err == nil {
+							w.t.b.waiting.put(w.id, heldDecoded(rec, got))
+							return nil, StoredRecord{Val: val, WellFormed: true}, nil
+						}
+					}
+					return nil, StoredRecord{Val: val}, nil
 				}
 			}
 			rec, err := decodeRecord(val)
@@ -245,21 +265,16 @@ func (w *TaskWait) until(ctx context.Context, state func(schemas.TaskState) bool
 			}
 			w.last, skipped, read = rec, nil, false
 			if done(rec) {
-				w.settled(rec.Task.Status.State, got)
-				return rec, nil, nil
+				if rec.Task.Status.State.Interrupted() {
+					// The caller has this record to answer with: the
+					// bytes are held, to be decoded for the next message.
+					w.t.b.waiting.put(w.id, heldBytes(got))
+				}
+				return rec, StoredRecord{}, nil
 			}
 		case <-tick.C:
 			read = true
 		}
-	}
-}
-
-// settled hands a watched record the wait ended on to the bus's waiting
-// records when the task waits for its caller, whose next message is then
-// stored from it (see waitingRecords).
-func (w *TaskWait) settled(st schemas.TaskState, got watched) {
-	if st.Interrupted() {
-		w.t.b.waiting.put(w.id, got)
 	}
 }
 

@@ -147,18 +147,18 @@ func (s *a2aService) send(ctx context.Context, c *call, req *schemas.SendMessage
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.BlockingTimeout)
 		// Only an answer that is the stored task as is may skip the decode.
 		var last *schemas.TaskRecord
-		var raw []byte
+		var raw bus.StoredRecord
 		if allowRaw && histLen == nil {
 			last, raw, err = wait.UntilStateRaw(wctx, schemas.TaskState.Settled)
 		} else {
 			last, err = wait.UntilState(wctx, schemas.TaskState.Settled)
 		}
 		cancel()
-		if raw != nil {
-			if task, ok := bus.RawTask(raw); ok {
+		if raw.Val != nil {
+			if task, ok := raw.Task(); ok {
 				return nil, preEncoded(task), nil
 			}
-			if last, err = bus.DecodeRecord(raw); err != nil {
+			if last, err = bus.DecodeRecord(raw.Val); err != nil {
 				return nil, nil, schemas.Errorf(schemas.ErrInternal, "task %s: %v", rec.Task.ID, err)
 			}
 		}
