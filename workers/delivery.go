@@ -58,7 +58,7 @@ func (r *Runner) pipeline() func(context.Context, *delivery) {
 // are stored, nak (with back-off) when the bus failed or the worker is
 // shutting down, dead-lettered when it cannot run.
 func (r *Runner) handle(base context.Context, w *Work) {
-	r.deliver(base, &delivery{w: w, base: base, log: r.log.With("task_id", w.Item.TaskID, "ce_id", w.EventID, "attempt", w.Attempt)})
+	r.deliver(base, &delivery{w: w, base: base, log: deliveryLogger(r.log, "task_id", w.Item.TaskID, "ce_id", w.EventID, "attempt", w.Attempt)})
 }
 
 // deadLetterMalformed moves a work item that could not be read to the
