@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,10 +50,15 @@ type family struct {
 }
 
 // NewMetrics returns a registry holding the Go runtime's and the
-// process's collectors.
+// process's collectors. The runtime's include the live heap
+// (go_gc_heap_live_bytes: what the last collection kept), which the heap
+// policy keeps the process's memory a multiple of (cmd/a2abus/memlimit.go):
+// memory is read against it, not against what garbage fills between
+// collections.
 func NewMetrics() *Metrics {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return &Metrics{reg: reg, families: map[string]family{}}
 }
 

@@ -69,7 +69,7 @@ func TestMetricsText(t *testing.T) {
 		}
 	}
 	fams := parseText(t, text)
-	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "go_gc_duration_seconds", "process_open_fds", "process_resident_memory_bytes", "process_cpu_seconds_total"} {
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "go_gc_heap_live_bytes", "go_gc_duration_seconds", "process_open_fds", "process_resident_memory_bytes", "process_cpu_seconds_total"} {
 		if fams[name] == nil {
 			t.Errorf("exposition lacks %s", name)
 		}
