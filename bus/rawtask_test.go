@@ -71,7 +71,7 @@ func TestUntilStateRaw(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, raw, err := w.UntilStateRaw(ctx, schemas.TaskState.Terminal)
-	if err != nil || got != nil || raw.Val == nil || raw.WellFormed {
+	if err != nil || got != nil || raw.Val == nil || raw.wellFormed {
 		t.Fatalf("UntilStateRaw: record %v raw %q err %v; want the raw update only, unchecked", got, raw.Val, err)
 	}
 	dec, err := DecodeRecord(raw.Val)

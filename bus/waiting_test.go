@@ -38,8 +38,8 @@ func settleWaiting(t *testing.T, b *Bus, tw *TaskWatcher, rec *schemas.TaskRecor
 		t.Fatalf("the wait did not end on the watched update: %q %v", raw.Val, err)
 	}
 	// The record is held decoded, and its bytes are answered unchecked.
-	if h, ok := b.waiting.m[rec.Task.ID]; !ok || h.rec == nil || !raw.WellFormed {
-		t.Fatalf("the record the wait settled on is not held decoded (held %v, well-formed %v)", ok, raw.WellFormed)
+	if h, ok := b.waiting.m[rec.Task.ID]; !ok || h.rec == nil || !raw.wellFormed {
+		t.Fatalf("the record the wait settled on is not held decoded (held %v, well-formed %v)", ok, raw.wellFormed)
 	}
 	if task, ok := raw.Task(); !ok || !bytes.Contains(task, []byte(question)) {
 		t.Fatalf("the answer from the held bytes: %q %v", task, ok)

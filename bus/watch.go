@@ -183,23 +183,22 @@ func (w *TaskWait) UntilState(ctx context.Context, done func(schemas.TaskState) 
 // decodes it only if it must (see StoredRecord.Task). Otherwise, and with
 // every error, it returns what UntilState returns and a zero raw.
 func (w *TaskWait) UntilStateRaw(ctx context.Context, done func(schemas.TaskState) bool) (*schemas.TaskRecord, StoredRecord, error) {
-	rec, raw, err := w.until(ctx, done, func(r *schemas.TaskRecord) bool { return done(r.Task.Status.State) }, true)
-	return rec, raw, err
+	return w.until(ctx, done, func(r *schemas.TaskRecord) bool { return done(r.Task.Status.State) }, true)
 }
 
 // StoredRecord is a task record as stored, not decoded for the caller.
 type StoredRecord struct {
 	Val []byte
-	// WellFormed is set when the bus decoded Val: a task that waits for
+	// wellFormed is set when the bus decoded Val: a task that waits for
 	// its caller is held decoded for the caller's next message (see
 	// waitingRecords), and the decode proves Val is JSON, which RawTask
 	// would otherwise check byte by byte, a cost that grows with the
-	// conversation.
-	WellFormed bool
+	// conversation. Only the bus sets it: it waives a check.
+	wellFormed bool
 }
 
-// Task is RawTask of the record, not checked again when it is WellFormed.
-func (s StoredRecord) Task() ([]byte, bool) { return rawTask(s.Val, !s.WellFormed) }
+// Task is RawTask of the record, not checked again when the bus decoded it.
+func (s StoredRecord) Task() ([]byte, bool) { return rawTask(s.Val, !s.wellFormed) }
 
 // until is the one wait behind Until, UntilState and UntilStateRaw.
 // With lazy, a watched update whose state satisfies state is returned
@@ -252,7 +251,7 @@ func (w *TaskWait) until(ctx context.Context, state func(schemas.TaskState) bool
 					if st.Interrupted() {
 						if rec, err := decodeRecord(val); err == nil {
 							w.t.b.waiting.put(w.id, heldDecoded(rec, got))
-							return nil, StoredRecord{Val: val, WellFormed: true}, nil
+							return nil, StoredRecord{Val: val, wellFormed: true}, nil
 						}
 					}
 					return nil, StoredRecord{Val: val}, nil

@@ -58,7 +58,7 @@ func (r *Runner) pipeline() func(context.Context, *delivery) {
 // are stored, nak (with back-off) when the bus failed or the worker is
 // shutting down, dead-lettered when it cannot run.
 func (r *Runner) handle(base context.Context, w *Work) {
-	r.deliver(base, &delivery{w: w, base: base, log: deliveryLogger(r.log, "task_id", w.Item.TaskID, "ce_id", w.EventID, "attempt", w.Attempt)})
+	r.deliver(base, &delivery{w: w, base: base, log: deliveryLogger(r.log, slog.String("task_id", w.Item.TaskID), slog.String("ce_id", w.EventID), slog.Uint64("attempt", w.Attempt))})
 }
 
 // deadLetterMalformed moves a work item that could not be read to the
@@ -245,7 +245,7 @@ func (r *Runner) keepDeadline(ctx context.Context, d *delivery, next func(contex
 // emitter is the Emitter of the delivery's turn, writing from the task as
 // the turn starts from it.
 func (r *Runner) emitter(ctx context.Context, d *delivery) *Emitter {
-	return &Emitter{w: r.b, taskID: d.w.Item.TaskID, ctx: ctx, rec: d.rec, rev: d.rev, since: d.since, tasksOnly: makesTasks(r.def.Agent)}
+	return &Emitter{w: r.b, taskID: d.w.Item.TaskID, ctx: ctx, rec: d.rec, rev: d.rev, since: d.since, tasksOnly: r.tasksOnly}
 }
 
 // runAgent runs the agent's turn. The agent's first event decides what

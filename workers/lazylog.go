@@ -10,7 +10,7 @@ import (
 // event, attempt, trace) are handed to the runner's handler only when the
 // delivery logs a line. A child logger's handler formats its attributes
 // when it is made, and every work item gets one while most log nothing:
-// made eagerly it was ~1% of a blocking task's CPU.
+// made eagerly it was ~1.3% of serve's CPU at 64 clients.
 type lazyAttrs struct {
 	base  slog.Handler
 	attrs []slog.Attr
@@ -18,16 +18,10 @@ type lazyAttrs struct {
 	h     slog.Handler
 }
 
-// deliveryLogger returns base with args as its attributes, formatted at
-// the first line logged.
-func deliveryLogger(base *slog.Logger, args ...any) *slog.Logger {
-	h := &lazyAttrs{base: base.Handler()}
-	for len(args) > 1 {
-		k, _ := args[0].(string)
-		h.attrs = append(h.attrs, slog.Any(k, args[1]))
-		args = args[2:]
-	}
-	return slog.New(h)
+// deliveryLogger returns base with attrs, formatted at the first line
+// logged.
+func deliveryLogger(base *slog.Logger, attrs ...slog.Attr) *slog.Logger {
+	return slog.New(&lazyAttrs{base: base.Handler(), attrs: attrs})
 }
 
 func (l *lazyAttrs) handler() slog.Handler {

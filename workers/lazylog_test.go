@@ -15,7 +15,7 @@ func TestDeliveryLoggerWritesItsAttributesWhenItLogs(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	base := slog.New(slog.NewTextHandler(lockedWriter{&buf, &mu}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("component", "worker")
-	log := deliveryLogger(base, "task_id", "t1", "attempt", uint64(2))
+	log := deliveryLogger(base, slog.String("task_id", "t1"), slog.Uint64("attempt", 2))
 	log.Debug("not written")
 	if h := log.Handler().(*lazyAttrs); h.h != nil {
 		t.Fatal("the attributes were formatted for a line below the level")

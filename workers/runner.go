@@ -62,6 +62,9 @@ type Runner struct {
 	opt  Options
 	log  *slog.Logger
 	hbEv time.Duration
+	// tasksOnly is whether the agent is a TaskMaker: registered so, and
+	// its Emitters refuse Reply.
+	tasksOnly bool
 	// delegation is what its agents' requests delegate through.
 	delegation Delegation
 	// deliver takes a delivery through the runner's policies to its
@@ -116,6 +119,7 @@ func NewRunner(b WorkBus, def Definition, opt Options) *Runner {
 		delegation: busDelegation{Lifecycle: b, registry: opt.Registry},
 		log:        opt.Logger.With("component", "worker", "agent", def.Name, "instance", opt.Instance),
 		hbEv:       b.Config().AckWait / 3,
+		tasksOnly:  makesTasks(def.Agent),
 		running:    map[string]context.CancelCauseFunc{},
 		ready:      make(chan struct{}),
 	}
@@ -209,7 +213,7 @@ func (r *Runner) register(ctx context.Context) error {
 	if t, ok := r.def.Agent.(TokenSpender); ok {
 		reg.SpendsTokens = t.SpendsTokens()
 	}
-	reg.MakesTasks = makesTasks(r.def.Agent)
+	reg.MakesTasks = r.tasksOnly
 	return r.b.RegisterAgent(ctx, reg)
 }
 
