@@ -473,7 +473,20 @@ func (e *Emitter) Status(ctx context.Context, state schemas.TaskState, msg *sche
 // it is not there yet. It is one status update, seen by subscribers, and
 // returns once stored: what the agent started is known before it goes on.
 func (e *Emitter) Annotate(ctx context.Context, md map[string]any) error {
-	return e.emit(ctx, true, bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateWorking}, Metadata: md}})
+	return e.emit(ctx, true, annotation(md))
+}
+
+// annotateQueued is Annotate queued like progress: the write starts at
+// once, in order with every other event, but the caller goes on while it
+// is made (an error is that of an earlier write, or this one's at the
+// next call). For an agent whose next events are already at hand (a
+// relay), so they can go out in the same write.
+func (e *Emitter) annotateQueued(ctx context.Context, md map[string]any) error {
+	return e.emit(ctx, false, annotation(md))
+}
+
+func annotation(md map[string]any) bus.TaskEvent {
+	return bus.TaskEvent{Status: &schemas.TaskStatusUpdateEvent{Status: schemas.TaskStatus{State: schemas.TaskStateWorking}, Metadata: md}}
 }
 
 // Working reports progress: the task stays WORKING with a new message.

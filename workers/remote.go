@@ -239,13 +239,17 @@ func (l *relay) event(ctx context.Context, ev *schemas.StreamResponse) error {
 }
 
 // learn records the external task's ids in the local task the first time
-// they are seen.
+// they are seen. The write is queued, not waited for: it starts at once,
+// before any later event of the task (one writer, in order), so a
+// redelivery finds the ids exactly as soon as it would if the relay
+// waited, while the external agent's next events, usually in the same
+// read, join it in one write instead of costing one of their own.
 func (l *relay) learn(ctx context.Context, id, contextID string) error {
 	if id == "" || id == l.extID {
 		return nil
 	}
 	l.extID, l.extCtx = id, contextID
-	return l.out.Annotate(ctx, map[string]any{MetaRemoteTaskID: id, MetaRemoteContextID: contextID, MetaRemoteURL: l.r.URL})
+	return l.out.annotateQueued(ctx, map[string]any{MetaRemoteTaskID: id, MetaRemoteContextID: contextID, MetaRemoteURL: l.r.URL})
 }
 
 func (l *relay) status(ctx context.Context, st schemas.TaskStatus) error {
@@ -378,7 +382,13 @@ func (r Remote) executePush(ctx context.Context, req *Request, out *Emitter, cl 
 				n.done <- nil // a task snapshot (0.3) with nothing new
 				continue
 			}
-			if err = rel.event(ctx, sr); err != nil {
+			// The external agent hears "taken" only once what it said is
+			// stored: relayed chunks and annotations are queued, so the
+			// answer waits for the queue.
+			if err = rel.event(ctx, sr); err == nil {
+				err = out.Flush(ctx)
+			}
+			if err != nil {
 				n.done <- fmt.Errorf("%w: storing it failed", bus.ErrNoRemoteListener)
 				return err
 			}

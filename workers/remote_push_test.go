@@ -2,7 +2,10 @@ package workers_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -124,5 +127,93 @@ func TestRemoteAgentInPushModeSurvivesARestart(t *testing.T) {
 	rec := waitSettled(t, b, id)
 	if rec.Task.Status.State != schemas.TaskStateCompleted || len(rec.Task.Artifacts) != 1 || artifactText(rec.Task.Artifacts[0]) != "first second" {
 		t.Fatalf("local task after the restart: %s %+v", rec.Task.Status.State, rec.Task.Artifacts)
+	}
+}
+
+// pushOnlyAgent is an external agent that takes a message, answers with
+// its task WORKING, and leaves the rest to the test, which plays its push
+// sender with the config it was given.
+type pushOnlyAgent struct {
+	configs chan schemas.TaskPushNotificationConfig
+}
+
+func (p *pushOnlyAgent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, "not JSON", http.StatusBadRequest)
+		return
+	}
+	task := schemas.Task{ID: "ext-1", ContextID: "ctx-1", Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}
+	var result any = task
+	switch req.Method {
+	case "SendMessage":
+		var sm schemas.SendMessageRequest
+		if err := json.Unmarshal(req.Params, &sm); err != nil || sm.Configuration == nil || sm.Configuration.TaskPushNotificationConfig == nil {
+			http.Error(w, "no push config", http.StatusBadRequest)
+			return
+		}
+		p.configs <- *sm.Configuration.TaskPushNotificationConfig
+		result = schemas.SendMessageResponse{Task: &task}
+	case "GetTask":
+	case "CancelTask":
+		task.Status.State = schemas.TaskStateCanceled
+		result = task
+	default:
+		http.Error(w, "unexpected "+req.Method, http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
+}
+
+// A notification is answered as taken only once what it says is in the
+// local task: the external sender forgets what it delivered, so a chunk
+// acknowledged before it was stored would be lost with the worker.
+func TestRemotePushNotificationIsTakenOnceStored(t *testing.T) {
+	agent := &pushOnlyAgent{configs: make(chan schemas.TaskPushNotificationConfig, 1)}
+	ts := httptest.NewServer(agent)
+	t.Cleanup(ts.Close)
+	_, b := bustest.New(t, bustest.Options{})
+	base := startEdge(t, b, edge.Config{})
+	startRunner(t, b, pushRemoteDef(t, "far", ts.URL, b, base, time.Hour), workers.Options{})
+
+	id := submit(t, b, "far", "hello")
+	cfg := recv(t, agent.configs, "the push config")
+	notify := func(body string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", cfg.URL, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(schemas.HeaderNotificationToken, cfg.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("notification answered %d", resp.StatusCode)
+		}
+	}
+	const chunks = 20
+	for i := range chunks {
+		notify(fmt.Sprintf(`{"artifactUpdate":{"taskId":"ext-1","contextId":"ctx-1","artifact":{"artifactId":"out","parts":[{"text":"c%d"}]},"append":%t,"lastChunk":%t}}`, i, i > 0, i == chunks-1))
+		rec, _, err := b.GetTask(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.Task.Artifacts) != 1 || len(rec.Task.Artifacts[0].Parts) != i+1 {
+			t.Fatalf("chunk %d was taken before it was stored: artifacts %+v", i, rec.Task.Artifacts)
+		}
+		if rec.Task.Metadata[workers.MetaRemoteTaskID] != "ext-1" {
+			t.Fatalf("the external task's id is not stored: %v", rec.Task.Metadata)
+		}
+	}
+	notify(`{"statusUpdate":{"taskId":"ext-1","contextId":"ctx-1","status":{"state":"TASK_STATE_COMPLETED"}}}`)
+	rec, _, err := b.GetTask(context.Background(), id)
+	if err != nil || rec.Task.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("after the last notification: %v %v", rec.Task.Status.State, err)
 	}
 }

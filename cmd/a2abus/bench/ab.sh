@@ -23,7 +23,15 @@
 #        ab.sh -c 64 . ". --heap-factor 2"   one build, a setting A/B
 #
 # Defaults: 4 rounds, 1 client, 5 s measured after 1 s of warm-up. Extra
-# `serve` flags for every build: AB_SERVE_FLAGS. Ports 9761–9763 (compare.sh
+# `serve` flags for every build: AB_SERVE_FLAGS; the agent driven: AB_PATH,
+# a path on serve's URL (default none: serve's own echo agent); a server
+# started fresh beside every serve: AB_BESIDE, a command line, with
+# AB_BESIDE_URL, a URL that answers once it is up. E.g. the remote kind in
+# front of a2a-go (edge/interop/cmd/a2agoecho, whose store only grows):
+#   AB_BESIDE="$bin/a2agoecho --listen 127.0.0.1:9743"
+#   AB_BESIDE_URL=http://127.0.0.1:9743/.well-known/agent-card.json
+#   AB_SERVE_FLAGS="--config proxy.json" AB_PATH=/agents/goecho ab.sh ...
+# Ports 9761–9763 (compare.sh
 # uses 9731–9740, proxy.sh 9741–9744, capacity.sh 9750–9779, tck.sh 9801–9803).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
@@ -33,7 +41,7 @@ while getopts "r:c:d:" o; do
 	r) rounds="$OPTARG" ;;
 	c) clients="$OPTARG" ;;
 	d) secs="$OPTARG" ;;
-	*) sed -n '2,28p' "$0" >&2; exit 2 ;;
+	*) sed -n '2,35p' "$0" >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -41,11 +49,11 @@ revs=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do revs+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 extra=("$@")
-if [ ${#revs[@]} -lt 1 ]; then sed -n '2,28p' "$0" >&2; exit 2; fi
+if [ ${#revs[@]} -lt 1 ]; then sed -n '2,35p' "$0" >&2; exit 2; fi
 
 tmp="$(mktemp -d)"
-pid=
-trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
+pid= bpid=
+trap 'kill $pid $bpid 2>/dev/null || true; wait $pid $bpid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 (cd "$root" && go build -o "$tmp/load" ./cmd/a2abus)
 names=() flags=()
 declare -A built # revision -> the build of it, made once
@@ -70,8 +78,21 @@ url=http://127.0.0.1:9761
 cputicks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 # gauge NAME: the value of an unlabelled metric of serve's, or nan.
 gauge() { curl -sf http://127.0.0.1:9763/metrics | awk -v n="$1" '$1 == n {v = $2} END {print (v == "" ? "nan" : v)}'; }
+# beside: AB_BESIDE started fresh, once AB_BESIDE_URL answers.
+beside() {
+	[ -n "${AB_BESIDE:-}" ] || return 0
+	bash -c "exec $AB_BESIDE" >"$tmp/beside.log" 2>&1 &
+	bpid=$!
+	for _ in $(seq 300); do
+		if curl -sf "${AB_BESIDE_URL:?AB_BESIDE wants AB_BESIDE_URL}" >/dev/null; then return 0; fi
+		kill -0 "$bpid" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "AB_BESIDE did not come up:" >&2; cat "$tmp/beside.log" >&2; exit 1
+}
 run() { # ROUND BUILD-INDEX
 	rm -rf "$tmp/data"
+	beside
 	# shellcheck disable=SC2086 # AB_SERVE_FLAGS and an arm's flags are lists of flags
 	"$tmp/b$2/a2abus" serve --listen 127.0.0.1:9761 --nats-listen 127.0.0.1:9762 --metrics-listen 127.0.0.1:9763 --data-dir "$tmp/data" \
 		--rate-limit 0 --max-unfinished 0 --max-unfinished-bytes 0 ${AB_SERVE_FLAGS:-} ${flags[$2]} >"$tmp/serve.log" 2>&1 &
@@ -85,10 +106,10 @@ run() { # ROUND BUILD-INDEX
 	if [ -z "$ok" ]; then echo "serve of ${names[$2]} did not come up:" >&2; cat "$tmp/serve.log" >&2; exit 1; fi
 	local t0 t1 rss a0 a1 b0 b1 live
 	t0="$(cputicks)" a0="$(gauge go_memstats_mallocs_total)" b0="$(gauge go_memstats_alloc_bytes_total)"
-	"$tmp/load" load --url "$url" --clients "$clients" --duration "${secs}s" --warmup "${warm}s" -o json "${extra[@]}" >"$tmp/r$1-b$2.json"
+	"$tmp/load" load --url "$url${AB_PATH:-}" --clients "$clients" --duration "${secs}s" --warmup "${warm}s" -o json "${extra[@]}" >"$tmp/r$1-b$2.json"
 	t1="$(cputicks)" a1="$(gauge go_memstats_mallocs_total)" b1="$(gauge go_memstats_alloc_bytes_total)"
 	rss="$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")" live="$(gauge go_gc_heap_live_bytes)"
-	kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+	kill "$pid" $bpid; wait "$pid" $bpid 2>/dev/null || true; pid= bpid=
 	echo "$((t1 - t0)) $rss $a0 $a1 $b0 $b1 $live" >"$tmp/r$1-b$2.proc"
 	python3 "$tmp/figures.py" run "$tmp" "$1" "$2" "${names[$2]}"
 }
