@@ -138,13 +138,8 @@ type pushOnlyAgent struct {
 }
 
 func (p *pushOnlyAgent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, "not JSON", http.StatusBadRequest)
+	req, ok := readRPCCall(w, r)
+	if !ok {
 		return
 	}
 	task := schemas.Task{ID: "ext-1", ContextID: "ctx-1", Status: schemas.TaskStatus{State: schemas.TaskStateWorking}}

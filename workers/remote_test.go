@@ -353,14 +353,26 @@ func startMiniAgent(t *testing.T) (*miniAgent, string) {
 	return m, ts.URL + "/a2a"
 }
 
-func (m *miniAgent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
-	}
+// rpcCall is a JSON-RPC request as the fake external agents read it.
+type rpcCall struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// readRPCCall reads a JSON-RPC request; ok is false (and 400 answered)
+// when the body is not one.
+func readRPCCall(w http.ResponseWriter, r *http.Request) (req rpcCall, ok bool) {
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, "not JSON", http.StatusBadRequest)
+		return req, false
+	}
+	return req, true
+}
+
+func (m *miniAgent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req, ok := readRPCCall(w, r)
+	if !ok {
 		return
 	}
 	answer := func(key string, v any) {
