@@ -49,7 +49,10 @@ func TestCrashedWorkersTaskIsFinishedByAnother(t *testing.T) {
 		t.Fatalf("status message %q", got)
 	}
 	// The redelivered run went on numbering the task's events where the
-	// crashed one left it: one generation per event, none twice.
+	// crashed one left it: one generation per event, none twice. The
+	// record is stored before its events are published: the log is read
+	// once it holds the record's last event.
+	readAll(t, healthy, id)
 	gens := bustest.Generations(t, healthy, id)
 	if len(gens) == 0 || gens[len(gens)-1] != rec.Generation {
 		t.Fatalf("the log's generations %v end short of the task's %d", gens, rec.Generation)

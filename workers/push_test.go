@@ -146,9 +146,11 @@ func pushTask(t *testing.T, b *bus.Bus, text string, cfg schemas.TaskPushNotific
 	return rec.Task.ID
 }
 
-// storedIDs are the ids of the task's stored events, in order.
+// storedIDs are the ids of the task's stored events, in order, once the
+// log holds the settled record's last event (see readAll).
 func storedIDs(t *testing.T, b *bus.Bus, id string) []string {
 	t.Helper()
+	readAll(t, b, id)
 	var ids []string
 	for _, e := range bustest.StoredEvents(t, b, id) {
 		for _, u := range e.Updates {

@@ -131,14 +131,18 @@ func waitFor(t *testing.T, b *bus.Bus, id, what string, cond func(*schemas.TaskR
 	return rec
 }
 
-// readAll returns the task's events so far (it is settled).
+// readAll returns the task's events up to its settled record's, waiting
+// (bounded) for those its writer stored but has not published yet: a
+// record is stored before its events are.
 func readAll(t *testing.T, b *bus.Bus, id string) []bus.TaskUpdate {
 	t.Helper()
-	rec, rev, err := b.GetTask(context.Background(), id)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rec, rev, err := b.GetTask(ctx, id)
 	if err != nil || !rec.Task.Status.State.Settled() {
 		t.Fatalf("task %s: %v", id, err)
 	}
-	r, err := b.ReadEvents(context.Background(), id, 0, 256)
+	r, err := b.ReadEvents(ctx, id, 0, 256)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,10 +151,11 @@ func readAll(t *testing.T, b *bus.Bus, id string) []bus.TaskUpdate {
 	for u := range r.Events() {
 		out = append(out, u)
 		if u.Cursor >= bus.RecordCursor(rec, rev) {
-			break
+			return out
 		}
 	}
-	return out
+	t.Fatalf("task %s: the log ended before the record's last event (%v): %+v", id, r.Err(), out)
+	return nil
 }
 
 // A remote agent relays the external agent's stream event by event, keeps
