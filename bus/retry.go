@@ -24,9 +24,12 @@ func retryWithin(ctx context.Context, window time.Duration, attempt func(context
 	// takes several steps, and each context is a timer and an entry in its
 	// parent's children.
 	end := time.Now().Add(window)
-	actx, acancel := context.WithTimeout(ctx, min(attemptLimit, window))
-	done, err := attempt(actx)
-	acancel()
+	try := func(ctx context.Context, limit time.Duration) (bool, error) {
+		actx, cancel := context.WithTimeout(ctx, limit)
+		defer cancel()
+		return attempt(actx)
+	}
+	done, err := try(ctx, min(attemptLimit, window))
 	if done {
 		return err
 	}
@@ -50,10 +53,7 @@ func retryWithin(ctx context.Context, window time.Duration, attempt func(context
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, time.Second)
-		actx, acancel := context.WithTimeout(ctx, attemptLimit)
-		done, err = attempt(actx)
-		acancel()
-		if done {
+		if done, err = try(ctx, attemptLimit); done {
 			return err
 		}
 	}

@@ -116,7 +116,7 @@ run() { # ROUND BUILD-INDEX
 # figures.py turns a run's files into its figures, for the per-run line
 # and for the medians alike.
 cat >"$tmp/figures.py" <<'PY'
-import json, math, os, statistics, sys
+import json, os, statistics, sys
 
 def figures(tmp, r, b):
     d = json.load(open(os.path.join(tmp, "r%s-b%s.json" % (r, b))))
