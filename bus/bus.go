@@ -204,6 +204,9 @@ type Bus struct {
 	// waiting holds the records of tasks this process saw settle
 	// waiting for their caller, for the caller's next message.
 	waiting *waitingRecords
+	// handover hands records this process wrote to its own readers
+	// (handover.go).
+	handover *handover
 	// leases holds the leases of work one process does at a time.
 	leases jetstream.KeyValue
 	// push holds the tasks' push-notification configs, bound on first use.
@@ -297,7 +300,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
-	b := &Bus{cfg: cfg, nc: nc, js: js, source: schemas.Source(cfg.Role, cfg.Name), log: log, m: newBusMetrics(cfg.Metrics, nc), waiting: newWaitingRecords(),
+	b := &Bus{cfg: cfg, nc: nc, js: js, source: schemas.Source(cfg.Role, cfg.Name), log: log, m: newBusMetrics(cfg.Metrics, nc), waiting: newWaitingRecords(), handover: newHandover(),
 		replays: make(chan struct{}, cfg.MaxReplays)}
 	b.refusals = refused
 	// A server that is not up yet, or a cluster that is still forming (no

@@ -440,6 +440,7 @@ func (b *Bus) Continue(ctx context.Context, o Owner, a Answer, follow Follow) (*
 	// The work item carries the bytes the answer's write stored (when
 	// small): encoding the record again cost a second encoding of a
 	// record that grows with the conversation, up to the history bound.
+	b.handWork(rec, rev, stored)
 	_ = b.queue(context.WithoutCancel(ctx), rec, rev, stored, a.Publish)
 	return rec, rev, nil
 }

@@ -296,8 +296,12 @@ func (b *Bus) updateStored(ctx context.Context, id string, cached *schemas.TaskR
 			return nil, 0, nil, fmt.Errorf("%w: %w", errTooLarge, schemas.Errorf(schemas.ErrInvalidAgentResponse, "task %s would grow to %d bytes, more than the limit of %d", id, len(val), b.cfg.TaskMaxValueSize))
 		}
 		finished := rec.Task.Status.State.Terminal()
+		held := b.holdSettled(rec, val)
 		newRev, err := b.writeTask(ctx, rec, val, rev)
 		if err == nil {
+			if held {
+				b.waiting.confirm(id, val, newRev)
+			}
 			if finished && !wasFinished {
 				state := string(rec.Task.Status.State)
 				b.m.finished.Inc(rec.Agent, state)

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"sync"
 
@@ -34,7 +35,11 @@ type waitingRecords struct {
 }
 
 // held is one record of waitingRecords: its stored bytes, or the record
-// decoded from them, and the revision they were stored at.
+// decoded from them, and the revision they were stored at. A record its
+// writer held before the write (heldWriting) has its bytes and the record
+// they encode, and no revision until the write or a wait that sees those
+// bytes stored gives it one (confirm, claim); until then it answers no
+// message (take's caller reads instead).
 type held struct {
 	val  []byte
 	rec  *schemas.TaskRecord
@@ -51,6 +56,12 @@ func heldBytes(w watched) held { return held{val: w.val, rev: w.rev, size: len(w
 
 func heldDecoded(rec *schemas.TaskRecord, w watched) held {
 	return held{rec: rec, rev: w.rev, size: decodedSize * len(w.val)}
+}
+
+// heldWriting is rec, which val encodes, held by its writer before val is
+// written.
+func heldWriting(rec *schemas.TaskRecord, val []byte) held {
+	return held{rec: rec, val: val, size: (decodedSize + 1) * len(val)}
 }
 
 // Bounds of waitingRecords: enough for every conversation a busy edge
@@ -99,6 +110,62 @@ func (c *waitingRecords) put(id string, h held) {
 	}
 }
 
+// claimLocked reports whether task id's record as got shows it is held
+// decoded: held at got's revision, or held by its writer before the write
+// with got's very bytes, which then gets got's revision.
+func (c *waitingRecords) claimLocked(id string, got watched) (held, bool) {
+	h, ok := c.m[id]
+	if !ok || h.rec == nil {
+		return held{}, false
+	}
+	if h.rev == 0 && h.val != nil && bytes.Equal(h.val, got.val) {
+		h.rev, h.val = got.rev, nil
+		c.m[id] = h
+	}
+	return h, h.rev == got.rev
+}
+
+// claim reports whether task id's record as got is held decoded (see
+// claimLocked).
+func (c *waitingRecords) claim(id string, got watched) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.claimLocked(id, got)
+	return ok
+}
+
+// copyClaimed is a copy of task id's record as got when it is held
+// decoded (claim), else nil: cheaper than decoding got's bytes, and the
+// copy is the caller's to change.
+func (c *waitingRecords) copyClaimed(id string, got watched) *schemas.TaskRecord {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h, ok := c.claimLocked(id, got); ok {
+		return h.rec.Clone()
+	}
+	return nil
+}
+
+// confirm gives the record its writer held with val (heldWriting) the
+// revision val was written at.
+func (c *waitingRecords) confirm(id string, val []byte, rev uint64) {
+	if c == nil || len(val) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h, ok := c.m[id]; ok && h.rev == 0 && len(h.val) == len(val) && &h.val[0] == &val[0] {
+		h.rev, h.val = rev, nil
+		c.m[id] = h
+	}
+}
+
 // take removes and returns what is held for task id.
 func (c *waitingRecords) take(id string) (held, bool) {
 	if c == nil {
@@ -118,7 +185,7 @@ func (c *waitingRecords) take(id string) (held, bool) {
 // record held since it settled waiting, when it is o's, else read as Task
 // reads it.
 func (b *Bus) answerable(ctx context.Context, o Owner, id string) (*schemas.TaskRecord, uint64, error) {
-	if h, ok := b.waiting.take(id); ok {
+	if h, ok := b.waiting.take(id); ok && h.rev != 0 {
 		rec := h.rec
 		if rec == nil {
 			rec, _ = decodeRecord(h.val)

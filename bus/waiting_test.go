@@ -110,13 +110,9 @@ func TestContinueFromAHeldRecordLosesNothingWrittenSince(t *testing.T) {
 // A held record answers only its owner: another caller's answer to it is
 // not found, as when nothing is held.
 func TestHeldRecordAnswersOnlyItsOwner(t *testing.T) {
-	b := newTestBus(t, Config{})
-	ctx := testCtx(t)
-	tw := runTaskWatcher(t, b)
 	rec := newRecord("echo")
-	rec.Owner, rec.Tenant = "alice", "t1"
-	createTask(t, b, rec)
-	settleWaiting(t, b, tw, rec, "which one?")
+	b := aliceWaiting(t, rec)
+	ctx := testCtx(t)
 	for _, o := range []Owner{{Agent: "echo", Principal: "mallory", Tenant: "t1"}, {Agent: "echo", Principal: "alice", Tenant: "t2"}, {Agent: "other", Principal: "alice", Tenant: "t1"}} {
 		if _, _, err := b.Continue(ctx, o, Answer{Message: answerMsg(rec.Task.ID, "mine now")}, nil); !errors.Is(err, schemas.ErrTaskNotFound) {
 			t.Errorf("%+v answering alice's task: %v, want not found", o, err)

@@ -47,11 +47,20 @@ type TaskWatcher struct {
 
 // NewTaskWatcher returns a watcher; call Run to start it.
 func (b *Bus) NewTaskWatcher() *TaskWatcher {
-	return &TaskWatcher{
+	t := &TaskWatcher{
 		b:       b,
 		f:       b.newFollower("tasks", kvStream(schemas.BucketTasks), jetstream.DeliverNewPolicy, kvPrefix(schemas.BucketTasks)+">"),
 		waiters: map[string]map[chan watched]struct{}{}, ready: make(chan struct{}), RecheckEvery: 5 * time.Second,
 	}
+	b.handover.addWatcher(t)
+	return t
+}
+
+// hasWaiters reports whether a wait follows the task.
+func (t *TaskWatcher) hasWaiters(taskID string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.waiters[taskID]) > 0
 }
 
 // Ready is closed once the watcher is consuming updates.
@@ -249,6 +258,11 @@ func (w *TaskWait) until(ctx context.Context, state func(schemas.TaskState) bool
 				}
 				if ok && lazy {
 					if st.Interrupted() {
+						if w.t.b.waiting.claim(w.id, got) {
+							// Its writer in this process held it
+							// (holdSettled): the bytes are its encoding.
+							return nil, StoredRecord{Val: val, wellFormed: true}, nil
+						}
 						if rec, err := decodeRecord(val); err == nil {
 							w.t.b.waiting.put(w.id, heldDecoded(rec, got))
 							return nil, StoredRecord{Val: val, wellFormed: true}, nil
@@ -257,16 +271,20 @@ func (w *TaskWait) until(ctx context.Context, state func(schemas.TaskState) bool
 					return nil, StoredRecord{Val: val}, nil
 				}
 			}
-			rec, err := decodeRecord(val)
-			if err != nil {
-				read = true
-				continue
+			rec := w.t.b.waiting.copyClaimed(w.id, got)
+			if rec == nil {
+				var err error
+				if rec, err = decodeRecord(val); err != nil {
+					read = true
+					continue
+				}
 			}
 			w.last, skipped, read = rec, nil, false
 			if done(rec) {
-				if rec.Task.Status.State.Interrupted() {
+				if rec.Task.Status.State.Interrupted() && !w.t.b.waiting.claim(w.id, got) {
 					// The caller has this record to answer with: the
-					// bytes are held, to be decoded for the next message.
+					// bytes are held, to be decoded for the next message
+					// (unless its writer held it decoded already).
 					w.t.b.waiting.put(w.id, heldBytes(got))
 				}
 				return rec, StoredRecord{}, nil

@@ -119,6 +119,7 @@ func (b *Bus) WorkConsumer(ctx context.Context, agent string) (*WorkConsumer, er
 	if err != nil {
 		return nil, fmt.Errorf("bus: bind work consumer of %s: %w", agent, err)
 	}
+	b.handover.addAgent(agent)
 	return &WorkConsumer{c: c, agent: agent, b: b}, nil
 }
 

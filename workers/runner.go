@@ -285,16 +285,17 @@ func (r *Runner) canceledHere(taskID string) bool {
 	return ok
 }
 
-// snapshot is the task record a first delivery carries (see
-// schemas.WorkItem.Record), its revision and the last event the first
-// write must find; nil when the item carries none (or one that is not
-// this task's), and the store is read instead.
+// snapshot is the task record a first delivery starts from (Work.Snapshot:
+// the record this process's edge handed over, or the one the item carries,
+// see schemas.WorkItem.Record), its revision and the last event the first
+// write must find; nil when there is none (or one that is not this task's
+// or no longer SUBMITTED), and the store is read instead.
 func snapshot(w *Work) (*schemas.TaskRecord, uint64, *string) {
-	if w.Attempt != 1 || w.Item.TaskRevision == 0 || len(w.Item.Record) == 0 {
+	if w.Attempt != 1 || w.Item.TaskRevision == 0 {
 		return nil, 0, nil
 	}
-	rec, err := bus.DecodeRecord(w.Item.Record)
-	if err != nil || rec.Task.ID != w.Item.TaskID || rec.Task.Status.State != schemas.TaskStateSubmitted {
+	rec := w.Snapshot()
+	if rec == nil || rec.Task.ID != w.Item.TaskID || rec.Task.Status.State != schemas.TaskStateSubmitted {
 		return nil, 0, nil
 	}
 	since := rec.LastEventID
