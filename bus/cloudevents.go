@@ -232,49 +232,6 @@ func structuredSize(e *outEvent) int {
 	return n + base64.StdEncoding.EncodedLen(len(e.data))
 }
 
-// appendJSONString appends s as a JSON string; as encoding/json does, a
-// byte that is not UTF-8 is written as U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			if r, size := utf8.DecodeRuneInString(s[i:]); r != utf8.RuneError || size != 1 {
-				i += size
-				continue
-			}
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if c >= 0x20 && c != '"' && c != '\\' {
-			i++
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-		}
-		i++
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
 // decodeMsgs reads the events of a NATS message: a JSON batch, or one event
 // in either content mode. A batch is refused whole if any event in it is
 // malformed, or if it is empty.

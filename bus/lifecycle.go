@@ -121,7 +121,7 @@ func (b *Bus) queueSubmission(ctx context.Context, rec *schemas.TaskRecord, rev 
 func workSnapshot(rec *schemas.TaskRecord, stored []byte) []byte {
 	if stored == nil {
 		var err error
-		if stored, err = json.Marshal(rec); err != nil {
+		if stored, err = encodeRecord(rec); err != nil {
 			return nil
 		}
 	}

@@ -41,7 +41,7 @@ func (b *Bus) createTask(ctx context.Context, rec *schemas.TaskRecord) (uint64, 
 	if rec.Generation == 0 {
 		rec.Generation = 1 // a task is created at generation 1 (A2A 1.1)
 	}
-	val, err := json.Marshal(rec)
+	val, err := encodeRecord(rec)
 	if err != nil {
 		return 0, nil, fmt.Errorf("bus: encode task: %w", err)
 	}
@@ -285,7 +285,7 @@ func (b *Bus) updateStored(ctx context.Context, id string, cached *schemas.TaskR
 			return rec, rev, nil, err
 		}
 		rec.TrimHistory(b.cfg.HistoryCap)
-		val, err := json.Marshal(rec)
+		val, err := encodeRecord(rec)
 		if err != nil {
 			return nil, 0, nil, fmt.Errorf("bus: encode task: %w", err)
 		}
