@@ -99,24 +99,27 @@ func (b *Bus) holdSettled(rec *schemas.TaskRecord, val []byte) bool {
 }
 
 // Snapshot is the task record a worker may start this work from instead
-// of reading the store: the record its process handed over at the
-// revision the item submits, else the one the item carries (decoded), or
-// nil. The caller checks it is the item's task, still SUBMITTED; a
+// of reading the store: the one the item carries (decoded), else the
+// record its process handed over at the revision the item submits (only
+// a record too large for the item is handed over, so an item that carries
+// one takes no look at the hand-over), or nil. The caller checks it is the item's task, still SUBMITTED; a
 // snapshot is only for a first delivery (see schemas.WorkItem.Record).
 // The record is the caller's to change.
 func (w *Work) Snapshot() *schemas.TaskRecord {
-	if w.Item.TaskRevision == 0 || w.b == nil {
+	switch {
+	case w.Item.TaskRevision == 0:
+		return nil
+	case len(w.Item.Record) > 0:
+		rec, err := DecodeRecord(w.Item.Record)
+		if err != nil {
+			return nil
+		}
+		return rec
+	case w.b == nil:
 		return nil
 	}
 	if h, ok := w.b.handover.work.take(w.Item.TaskID); ok && h.rec != nil && h.rev == w.Item.TaskRevision {
 		return h.rec
 	}
-	if len(w.Item.Record) == 0 {
-		return nil
-	}
-	rec, err := DecodeRecord(w.Item.Record)
-	if err != nil {
-		return nil
-	}
-	return rec
+	return nil
 }

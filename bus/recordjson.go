@@ -55,7 +55,7 @@ func (e *recordEncoder) record(r *schemas.TaskRecord) {
 		e.message(r.Reply)
 	}
 	e.b = append(e.b, `,"createdAt":`...)
-	e.b = appendTimestamp(e.b, r.CreatedAt)
+	e.b = r.CreatedAt.AppendJSON(e.b)
 	e.str(`,"dialect":`, r.Dialect)
 	e.str(`,"clientTaskId":`, r.ClientTaskID)
 	e.str(`,"owner":`, r.Owner)
@@ -71,22 +71,22 @@ func (e *recordEncoder) record(r *schemas.TaskRecord) {
 	e.int(`,"generation":`, int64(r.Generation))
 	if r.Deadline != nil {
 		e.b = append(e.b, `,"deadline":`...)
-		e.b = appendTimestamp(e.b, *r.Deadline)
+		e.b = r.Deadline.AppendJSON(e.b)
 	}
 	if a := r.Approval; a != nil {
 		e.b = append(e.b, `,"approval":{"reasons":`...)
 		e.strings(a.Reasons)
 		e.str(`,"approvers":`, a.Approvers)
 		e.b = append(e.b, `,"requestedAt":`...)
-		e.b = appendTimestamp(e.b, a.RequestedAt)
+		e.b = a.RequestedAt.AppendJSON(e.b)
 		e.b = append(e.b, `,"expiresAt":`...)
-		e.b = appendTimestamp(e.b, a.ExpiresAt)
+		e.b = a.ExpiresAt.AppendJSON(e.b)
 		e.str(`,"expiresFor":`, a.ExpiresFor)
 		e.str(`,"decision":`, a.Decision)
 		e.str(`,"decidedBy":`, a.DecidedBy)
 		if a.DecidedAt != nil {
 			e.b = append(e.b, `,"decidedAt":`...)
-			e.b = appendTimestamp(e.b, *a.DecidedAt)
+			e.b = a.DecidedAt.AppendJSON(e.b)
 		}
 		e.str(`,"reason":`, a.Reason)
 		e.b = append(e.b, '}')
@@ -106,7 +106,7 @@ func (e *recordEncoder) task(t *schemas.Task) {
 	}
 	if t.Status.Timestamp != nil {
 		e.b = append(e.b, `,"timestamp":`...)
-		e.b = appendTimestamp(e.b, *t.Status.Timestamp)
+		e.b = t.Status.Timestamp.AppendJSON(e.b)
 	}
 	e.b = append(e.b, '}')
 	list(e, `,"artifacts":`, t.Artifacts, e.artifact)
@@ -259,13 +259,6 @@ func (e *recordEncoder) marshal(v any) {
 		return
 	}
 	e.b = append(e.b, j...)
-}
-
-// appendTimestamp is schemas.Timestamp's MarshalJSON, appended.
-func appendTimestamp(b []byte, t schemas.Timestamp) []byte {
-	b = append(b, '"')
-	b = t.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
-	return append(b, '"')
 }
 
 // appendJSONString writes s as encoding/json writes a string (every JSON

@@ -291,8 +291,14 @@ type Timestamp struct{ time.Time }
 func Now() *Timestamp { return &Timestamp{time.Now().UTC().Truncate(time.Millisecond)} }
 
 // MarshalJSON writes the time as "2006-01-02T15:04:05.000Z".
-func (t Timestamp) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + t.UTC().Format("2006-01-02T15:04:05.000Z07:00") + `"`), nil
+func (t Timestamp) MarshalJSON() ([]byte, error) { return t.AppendJSON(nil), nil }
+
+// AppendJSON appends what MarshalJSON writes (for encoders that write
+// into a buffer of their own).
+func (t Timestamp) AppendJSON(b []byte) []byte {
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	return append(b, '"')
 }
 
 // UnmarshalJSON reads an RFC 3339 time; a missing zone is read as UTC, as
