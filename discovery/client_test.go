@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1150,6 +1151,91 @@ func startSSE(w http.ResponseWriter, body string) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	_, _ = io.WriteString(w, body)
 	http.NewResponseController(w).Flush()
+}
+
+// After a stream's last event the agent may take a moment to end its
+// answer. The client reads that end after handing on the event, so the
+// connection goes back to the pool and the next call to the agent does
+// not dial again; an agent that never ends the stream has it closed.
+func TestStreamConnectionReusedAfterTheLastEvent(t *testing.T) {
+	const working = `data: {"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"t","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}}` + "\n\n"
+	const completed = `data: {"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"t","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}}}` + "\n\n"
+	finished := make(chan struct{}, 4)
+	var dialed atomic.Int32
+	end := make(chan struct{})       // the test lets a lingering answer end
+	linger := make(chan struct{}, 1) // the next answer never ends by itself
+	gone := make(chan struct{}, 1)   // that answer's client went away
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		startSSE(w, working)
+		startSSE(w, ": still here\n\n"+completed)
+		select {
+		case <-linger:
+			<-r.Context().Done()
+			gone <- struct{}{}
+		case <-end:
+		}
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dialed.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	defer discovery.OnStreamReleased(func(url string) {
+		if url == srv.URL {
+			finished <- struct{}{}
+		}
+	})()
+	c, err := discovery.NewClient(discovery.Endpoint{URL: srv.URL, Binding: schemas.BindingJSONRPC, Version: "1.0"}, loopback())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	readAll := func() {
+		t.Helper()
+		s, err := c.SendStreamingMessage(ctx, &schemas.SendMessageRequest{Message: text("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		var states []schemas.TaskState
+		for {
+			ev, err := s.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			states = append(states, ev.StatusUpdate.Status.State)
+		}
+		if len(states) != 2 || states[1] != schemas.TaskStateCompleted {
+			t.Fatalf("events: %v", states)
+		}
+	}
+	// The agent ends each answer a moment after its last event: the
+	// event is handed on before that end, and the connection is kept.
+	for range 3 {
+		readAll()
+		end <- struct{}{}
+		<-finished
+	}
+	if n := dialed.Load(); n != 1 {
+		t.Fatalf("%d connections for 3 streams: the connection was not reused", n)
+	}
+	// An agent that never ends its answer has the connection closed.
+	linger <- struct{}{}
+	readAll()
+	<-gone
+	<-finished
+	readAll()
+	end <- struct{}{}
+	<-finished
+	if n := dialed.Load(); n != 2 {
+		t.Fatalf("%d connections: the lingering answer's connection should be closed and one dialed after it", n)
+	}
 }
 
 // SSE as agents write it: comments, CRLF, data split over lines, ids on

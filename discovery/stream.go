@@ -260,9 +260,47 @@ func (s *Stream) Next() (*schemas.StreamResponse, error) {
 		}
 		if final {
 			s.done = true
-			s.close()
+			s.finish()
 		}
 		return ev, nil
+	}
+}
+
+// After an SSE stream's last event the agent still ends its answer (the
+// chunked body's last chunk, perhaps a comment); net/http reuses the
+// connection only for a body read to its end, and closes one closed
+// before. finish reads that end in the background, at most
+// streamTailBytes for at most streamTailWait, so the next call to the
+// agent finds the connection idle instead of dialing (and, over TLS,
+// shaking hands) again; an agent that keeps the stream open past the wait
+// has it closed.
+const (
+	streamTailBytes = 4 << 10
+	streamTailWait  = 250 * time.Millisecond
+)
+
+// finish releases an SSE stream whose last event was read (see
+// streamTailBytes); the caller has its event at once.
+func (s *Stream) finish() {
+	s.release.Do(func() {
+		stop := time.AfterFunc(streamTailWait, s.cancel)
+		go func() {
+			_, _ = io.Copy(io.Discard, io.LimitReader(s.rd, streamTailBytes))
+			_ = s.body.Close()
+			stop.Stop()
+			s.cancel()
+			s.released()
+		}()
+	})
+}
+
+// streamReleased, when set (tests), is called with a stream's URL each
+// time the stream has released its connection.
+var streamReleased atomic.Pointer[func(url string)]
+
+func (s *Stream) released() {
+	if f := streamReleased.Load(); f != nil {
+		(*f)(s.url)
 	}
 }
 
@@ -294,6 +332,7 @@ func (s *Stream) close() {
 			_ = s.body.Close()
 		}
 		s.cancel()
+		s.released()
 	})
 }
 
