@@ -13,8 +13,8 @@ import (
 )
 
 // follower follows the messages of some subjects of a stream, in stream
-// order, for one process: the task watcher and the agent directory each run
-// one. It exists because the KV watcher of nats.go (a push ordered consumer
+// order, for one process: the task index (carrying the task watcher on an
+// edge), the agent directory and the event hub each run one. It exists because the KV watcher of nats.go (a push ordered consumer
 // with a 5s idle heartbeat and a back-off growing to 10s) notices a consumer
 // lost with a cluster node only after 10-15s and resumes seconds after the
 // stream is back; meanwhile nothing is delivered.
@@ -44,6 +44,14 @@ type follower struct {
 	// headersOnly asks for the headers of each message without its data
 	// (followMsg.Size says how large the data is).
 	headersOnly bool
+	// valuesOnceCaughtUp limits headersOnly to the catch-up: once
+	// everything pending at start was handed on, the follower replaces its
+	// consumer with one that delivers data too, starting after the cursor.
+	// A follower that serves both the task index (which catches up on
+	// headers) and the task watcher (which answers with values) is one
+	// consumer instead of two: every write of the bucket is delivered to
+	// the process once.
+	valuesOnceCaughtUp bool
 
 	// heartbeat is the idle heartbeat asked with every pull; two missed
 	// ones end the consumer.
@@ -66,6 +74,7 @@ type follower struct {
 	cursor     uint64 // stream sequence of the last message handed on, or the one before where to start
 	positioned bool   // cursor is set: later consumers start at cursor+1
 	caughtUp   bool   // everything pending when the follower started was handed on
+	announced  bool   // caughtUp was called
 }
 
 // followMsg is one message handed on by a follower.
@@ -140,6 +149,9 @@ func (f *follower) setFollowing(name string) {
 var (
 	errFollowGap  = errors.New("a gap in the consumer sequence")
 	errFollowConn = errors.New("the connection was lost")
+	// errFollowValues ends a headers-only session that caught up, for a
+	// follower whose data is wanted from then on (valuesOnceCaughtUp).
+	errFollowValues = errors.New("caught up on headers; following with values")
 )
 
 // run hands every message to handle, in stream order, from the goroutine
@@ -172,6 +184,10 @@ func (f *follower) run(ctx context.Context, handle func(followMsg), caughtUp fun
 		if ctx.Err() != nil {
 			return nil
 		}
+		if errors.Is(err, errFollowValues) {
+			attempts = 0
+			continue
+		}
 		if live {
 			// Replace at once: the first attempt often succeeds (a deleted
 			// consumer, a reconnect to a healthy node).
@@ -200,7 +216,7 @@ func (f *follower) config() jetstream.ConsumerConfig {
 		Replicas:          1,
 		InactiveThreshold: f.inactive,
 		DeliverPolicy:     f.start,
-		HeadersOnly:       f.headersOnly,
+		HeadersOnly:       f.headersOnly && !(f.valuesOnceCaughtUp && f.caughtUp),
 	}
 	if len(f.subjects) == 1 {
 		cfg.FilterSubject = f.subjects[0]
@@ -264,6 +280,14 @@ func (f *follower) session(ctx context.Context, statuses <-chan nats.Status, han
 	pending := info.NumPending // at creation
 	if !f.caughtUp && pending == 0 {
 		f.caughtUp = true
+	}
+	// A follower that goes on with values is caught up once the consumer
+	// that delivers them is live.
+	if f.caughtUp && cfg.HeadersOnly && f.valuesOnceCaughtUp {
+		return true, errFollowValues
+	}
+	if f.caughtUp && !f.announced {
+		f.announced = true
 		caughtUp()
 	}
 	var dseq, received uint64
@@ -289,7 +313,7 @@ func (f *follower) session(ctx context.Context, statuses <-chan nats.Status, han
 		}
 		f.cursor, f.positioned = meta.Sequence.Stream, true
 		size := len(msg.Data())
-		if f.headersOnly {
+		if cfg.HeadersOnly {
 			size, _ = strconv.Atoi(msg.Headers().Get(nats.MsgSize))
 		}
 		handle(followMsg{
@@ -304,6 +328,10 @@ func (f *follower) session(ctx context.Context, statuses <-chan nats.Status, han
 		})
 		if !f.caughtUp && (meta.NumPending == 0 || received >= pending) {
 			f.caughtUp = true
+			if cfg.HeadersOnly && f.valuesOnceCaughtUp {
+				return true, errFollowValues
+			}
+			f.announced = true
 			caughtUp()
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -515,5 +516,90 @@ func TestSweepDropsEventsOfDeletedTasks(t *testing.T) {
 	// is stored reads no event from it.
 	if us, err := decodeUpdates(&nats.Msg{Header: nats.Header{schemas.HeaderTaskDeleted: {"true"}}}); err != nil || len(us) != 0 {
 		t.Fatalf("the marker read as %v, %v", us, err)
+	}
+}
+
+// An index that carries the task watcher (as an edge's does) is the
+// process's one consumer of the task bucket: it catches up on headers,
+// then follows with values, which the watcher's waits answer from; a
+// change it delivered without its value reaches a wait as a prompt to
+// read the record again, not as nothing.
+func TestIndexCarriesTheWatcher(t *testing.T) {
+	b := newTestBus(t, Config{})
+	ctx := testCtx(t)
+	before := mkTask(t, b, "echo", "alice", "c1", schemas.TaskStateWorking, time.Now())
+	x := b.NewTaskIndex()
+	tw := b.NewTaskWatcher()
+	tw.RecheckEvery = time.Hour // only what the follower hands on counts
+	var tapMu sync.Mutex
+	var taps []followMsg
+	tw.tap = func(m followMsg) {
+		tapMu.Lock()
+		taps = append(taps, m)
+		tapMu.Unlock()
+	}
+	x.Carry(tw)
+	startRun(t, ctx, "task index", x.Run, x.Ready())
+	startRun(t, ctx, "task watcher", tw.Run, tw.Ready())
+	if !tw.Following() {
+		t.Fatal("the carried watcher is not following once ready")
+	}
+	// The catch-up was headers only, as the index alone asks.
+	tapMu.Lock()
+	if len(taps) != 1 || !taps[0].Initial || len(taps[0].Value) != 0 || taps[0].Size == 0 {
+		t.Fatalf("catch-up handed the watcher %+v, want the one stored task's headers", taps)
+	}
+	tapMu.Unlock()
+	// One consumer of the bucket serves both, and it delivers values.
+	cons, err := b.js.Consumer(ctx, kvStream(schemas.BucketTasks), x.f.consumerName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cons.CachedInfo().Config.HeadersOnly {
+		t.Fatal("the follower still asks for headers only after catching up")
+	}
+
+	// A change after the catch-up: the wait answers with the delivered
+	// value, and the index lists the new state.
+	w := tw.Watch(before.Task.ID, before)
+	defer w.Close()
+	if _, _, err := b.applyEvents(ctx, before.Task.ID, nil, 0, []TaskEvent{status(schemas.TaskStateCompleted, agentMsg("done"))}); err != nil {
+		t.Fatal(err)
+	}
+	rec, raw, err := w.UntilStateRaw(ctx, schemas.TaskState.Terminal)
+	if err != nil || rec != nil || raw.Val == nil {
+		t.Fatalf("the wait did not end on the delivered value: %v %q %v", rec, raw.Val, err)
+	}
+	stored, rev, err := b.GetTask(ctx, before.Task.ID)
+	if err != nil || stored.Task.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("stored: %+v %v", stored, err)
+	}
+	tapMu.Lock()
+	last := taps[len(taps)-1]
+	tapMu.Unlock()
+	if last.Initial || last.Seq != rev || len(last.Value) == 0 {
+		t.Fatalf("the change reached the watcher as %+v, want its value at revision %d", last, rev)
+	}
+	page, err := x.List(ctx, ListQuery{Owner: Owner{Agent: "echo", Principal: "alice", Tenant: "t1"}, Limit: 10})
+	if err != nil || len(page.Tasks) != 1 || page.Tasks[0].Task.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("the index lists %+v (%v)", page.Tasks, err)
+	}
+
+	// A change handed on without its value (as during a catch-up) wakes
+	// the wait, which reads the record again. A watcher of its own, fed
+	// by hand, so no follower hands the value on first.
+	hand := b.NewTaskWatcher()
+	hand.RecheckEvery = time.Hour
+	other := mkTask(t, b, "echo", "alice", "c2", schemas.TaskStateWorking, time.Now())
+	w2 := hand.Watch(other.Task.ID, other)
+	defer w2.Close()
+	_, rev2, err := b.applyEvents(ctx, other.Task.ID, nil, 0, []TaskEvent{status(schemas.TaskStateCompleted, agentMsg("done"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hand.handle(followMsg{Subject: kvPrefix(schemas.BucketTasks) + other.Task.ID, Seq: rev2, Op: jetstream.KeyValuePut, Size: 1, Initial: true})
+	got, err := w2.UntilState(ctx, schemas.TaskState.Terminal)
+	if err != nil || got.Task.Status.State != schemas.TaskStateCompleted {
+		t.Fatalf("a change without its value did not end the wait: %+v %v", got, err)
 	}
 }

@@ -43,6 +43,9 @@ type TaskWatcher struct {
 	RecheckEvery time.Duration
 	// tap, when set (tests), sees every message the follower hands on.
 	tap func(followMsg)
+	// carried is set when a task index's follower hands the watcher its
+	// messages (TaskIndex.Carry): Run then starts no follower of its own.
+	carried bool
 }
 
 // NewTaskWatcher returns a watcher; call Run to start it.
@@ -78,19 +81,29 @@ func (t *TaskWatcher) Following() bool { return t.f.Following() }
 func (t *TaskWatcher) NotFollowingFor() time.Duration { return t.f.NotFollowingFor() }
 
 // Run consumes task updates until ctx ends; it returns nil then. It keeps
-// trying while the bus is unreachable.
+// trying while the bus is unreachable. A watcher a task index carries
+// (TaskIndex.Carry) is fed by the index's Run; its Run only waits for ctx.
 func (t *TaskWatcher) Run(ctx context.Context) error {
-	prefix := kvPrefix(schemas.BucketTasks)
-	return t.f.run(ctx, func(m followMsg) {
-		if t.tap != nil {
-			t.tap(m)
-		}
-		if m.Op == jetstream.KeyValuePut {
-			id := strings.TrimPrefix(m.Subject, prefix)
-			t.notify(id, watched{val: m.Value, rev: m.Seq})
-			t.feedChange(id, m)
-		}
-	}, func() { close(t.ready) })
+	if t.carried {
+		<-ctx.Done()
+		return nil
+	}
+	return t.f.run(ctx, t.handle, func() { close(t.ready) })
+}
+
+// handle takes one message of the task bucket. A value the follower
+// delivered without its data (a carrying index's catch-up, see
+// follower.valuesOnceCaughtUp) reaches the task's waits as a change with
+// no value: each reads the record again (see until).
+func (t *TaskWatcher) handle(m followMsg) {
+	if t.tap != nil {
+		t.tap(m)
+	}
+	if m.Op == jetstream.KeyValuePut {
+		id := strings.TrimPrefix(m.Subject, kvPrefix(schemas.BucketTasks))
+		t.notify(id, watched{val: m.Value, rev: m.Seq})
+		t.feedChange(id, m)
+	}
 }
 
 // watched is one stored value of a task record as the follower handed it

@@ -334,6 +334,9 @@ func New(b Bus, cfg Config) *Server {
 		started:     time.Now(),
 		trust:       compileTrust(cfg.Trust, cfg.Limits.Default, cfg.partLimits()),
 	}
+	// One follower of the task bucket for both: each write reaches the
+	// edge once.
+	s.index.Carry(s.tasks)
 	s.agents.ReportBacklogs()
 	s.budgets = newBudgetGate(b, cfg.Budgets, s.agents, b.Metrics(), s.log)
 	s.svc = intercept(&a2aService{
