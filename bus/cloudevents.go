@@ -67,7 +67,7 @@ type attr struct{ name, value string }
 // (extensions with an empty value are left out) and data as JSON, and
 // checks what the CloudEvents spec asks of it.
 func (b *Bus) newEvent(id, typ, subject string, data any, ext ...attr) (outEvent, error) {
-	enc, err := json.Marshal(data)
+	enc, err := encodeData(data)
 	if err != nil {
 		return outEvent{}, fmt.Errorf("bus: encode %s data: %w", typ, err)
 	}

@@ -51,6 +51,12 @@ func refused(err error) bool {
 // submitRetryFor within ctx; a full work stream is refused at once.
 // Errors match schemas.ErrUnavailable when retrying later may help.
 func (b *Bus) queueWork(ctx context.Context, item *schemas.WorkItem, o PublishOptions) error {
+	return b.queueItem(ctx, item, item, o)
+}
+
+// queueItem is queueWork with the event's data given: the item, or an
+// ownWorkItem of it when its record is encodeRecord's.
+func (b *Bus) queueItem(ctx context.Context, item *schemas.WorkItem, data any, o PublishOptions) error {
 	if !schemas.ValidAgentName(item.Agent) {
 		return fmt.Errorf("bus: queue work: invalid agent name %q", item.Agent)
 	}
@@ -66,7 +72,7 @@ func (b *Bus) queueWork(ctx context.Context, item *schemas.WorkItem, o PublishOp
 		defer span.End()
 		o.Traceparent = tracing.Traceparent(ctx)
 	}
-	ce, err := b.newEvent(o.ID, schemas.TypeWorkExecute, item.TaskID, item,
+	ce, err := b.newEvent(o.ID, schemas.TypeWorkExecute, item.TaskID, data,
 		attr{schemas.ExtTraceparent, o.Traceparent}, attr{schemas.ExtA2AVersion, o.A2AVersion})
 	if err != nil {
 		return err
@@ -113,7 +119,7 @@ func (b *Bus) queueSubmission(ctx context.Context, rec *schemas.TaskRecord, rev 
 	if o.Traceparent == "" {
 		o.Traceparent = rec.Traceparent
 	}
-	return b.queueWork(ctx, item, o)
+	return b.queueItem(ctx, item, ownWorkItem{item}, o)
 }
 
 // workSnapshot is the record a work item carries: stored, the bytes as

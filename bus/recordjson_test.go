@@ -65,6 +65,10 @@ func randFill(r *rand.Rand, v reflect.Value, depth int) {
 		if r.IntN(3) > 0 {
 			v.SetInt(r.Int64N(1<<40) - 1<<39)
 		}
+	case reflect.Uint64:
+		if r.IntN(3) > 0 {
+			v.SetUint(r.Uint64())
+		}
 	case reflect.Bool:
 		v.SetBool(r.IntN(2) == 0)
 	case reflect.Pointer:
@@ -125,6 +129,86 @@ func TestEncodeRecordIsMarshal(t *testing.T) {
 			}
 			t.Fatalf("record %d differs at byte %d:\n got %s\nwant %s", i, at, got[max(0, at-80):min(len(got), at+80)], want[max(0, at-80):min(len(want), at+80)])
 		}
+	}
+}
+
+// encodeData writes what json.Marshal writes for the data of every event
+// a task stores (status, artifact, reply) and of a work item, with any
+// field set, empty or missing, and falls back to encoding/json for
+// anything else.
+func TestEncodeDataIsMarshal(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	fill := func(v any) any {
+		randFill(r, reflect.ValueOf(v).Elem(), 0)
+		return v
+	}
+	for i := range 4000 {
+		var v any
+		switch i % 4 {
+		case 0:
+			v = fill(&schemas.TaskStatusUpdateEvent{})
+		case 1:
+			v = fill(&schemas.TaskArtifactUpdateEvent{})
+		case 2:
+			v = fill(&schemas.Message{})
+		default:
+			// A work item's record is one encodeRecord wrote.
+			item := fill(&schemas.WorkItem{}).(*schemas.WorkItem)
+			if item.Record != nil {
+				var rec schemas.TaskRecord
+				randFill(r, reflect.ValueOf(&rec).Elem(), 0)
+				if enc, err := encodeRecord(&rec); err == nil {
+					item.Record = enc
+				}
+			}
+			v = ownWorkItem{item}
+		}
+		want, wantErr := json.Marshal(v)
+		if w, ok := v.(ownWorkItem); ok {
+			want, wantErr = json.Marshal(w.WorkItem)
+		}
+		got, err := encodeData(v)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("%T %d: error %v, json.Marshal's %v", v, i, err, wantErr)
+		}
+		if err == nil && !bytes.Equal(got, want) {
+			t.Fatalf("%T %d differs:\n got %s\nwant %s", v, i, got, want)
+		}
+	}
+	for _, v := range []any{(*schemas.TaskStatusUpdateEvent)(nil), (*schemas.Message)(nil), schemas.PushWake{TaskID: "t<1>"}, nil} {
+		want, _ := json.Marshal(v)
+		if got, err := encodeData(v); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%T: %s %v, want %s", v, got, err, want)
+		}
+	}
+}
+
+func BenchmarkEncodeData(b *testing.B) {
+	rec := newRecord("echo")
+	val, err := encodeRecord(rec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	art := &schemas.TaskArtifactUpdateEvent{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Artifact: schemas.Artifact{ArtifactID: "echo", Parts: rec.Task.History[0].Parts}, LastChunk: true}
+	item := ownWorkItem{&schemas.WorkItem{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Agent: "echo", Message: rec.Task.History[0], TaskRevision: 7, Record: val}}
+	for _, c := range []struct {
+		name string
+		v    any
+	}{{"artifact", art}, {"workItem", item}} {
+		b.Run(c.name+"/encodeData", func(b *testing.B) {
+			for b.Loop() {
+				_, _ = encodeData(c.v)
+			}
+		})
+		v := c.v
+		if w, ok := v.(ownWorkItem); ok {
+			v = w.WorkItem
+		}
+		b.Run(c.name+"/json.Marshal", func(b *testing.B) {
+			for b.Loop() {
+				_, _ = json.Marshal(v)
+			}
+		})
 	}
 }
 
