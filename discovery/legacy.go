@@ -355,18 +355,18 @@ func (w *legacyWire) stream(ctx context.Context, call legacyStreamCall) (*Stream
 // does not know the method in the stream itself is polled, by the stream,
 // from the task call.task returns.
 func (w *legacyWire) sse(ctx context.Context, call legacyStreamCall) (*Stream, *schemas.Task, error) {
-	req, cancel, err := w.streamRequest(ctx, http.MethodPost, w.ep.URL, w.rpcBody(call.method, call.params), call.lastEventID)
+	req, sc, err := w.streamRequest(ctx, http.MethodPost, w.ep.URL, w.rpcBody(call.method, call.params), call.lastEventID)
 	if err != nil {
 		return nil, nil, err
 	}
 	ctx = req.Context() // the stream's, which Close ends: the poller's too
-	res, sse, err := w.startStream(req, cancel)
+	res, sse, err := w.startStream(req, sc.Cancel)
 	if err != nil {
 		return nil, nil, err
 	}
 	if sse {
 		w.route.CompareAndSwap(routeUnknown, routeRPC)
-		s := w.sseStream(req, res, cancel, w.decode(call.contextID, call.subscribe))
+		s := w.sseStream(req, res, sc, w.decode(call.contextID, call.subscribe))
 		s.refused = func() (*poller, error) {
 			call.refused.Store(true)
 			t, err := call.task(ctx)
@@ -377,7 +377,7 @@ func (w *legacyWire) sse(ctx context.Context, call legacyStreamCall) (*Stream, *
 		}
 		return s, nil, nil
 	}
-	defer cancel()
+	defer sc.Cancel()
 	defer drain(res.Body)
 	body, err := w.readBody(req, res)
 	if err != nil {

@@ -153,7 +153,7 @@ func (w restWire) call(ctx context.Context, method, tenant, path string, q url.V
 // error object is the agent's error.
 func (w restWire) stream(ctx context.Context, method, tenant, path string, body any, lastEventID string, subscribe bool) (*Stream, error) {
 	ends := streamEnd(subscribe)
-	req, cancel, err := w.streamRequest(ctx, method, w.address(tenant, path, nil), body, lastEventID)
+	req, sc, err := w.streamRequest(ctx, method, w.address(tenant, path, nil), body, lastEventID)
 	if err != nil {
 		return nil, err
 	}
@@ -170,5 +170,5 @@ func (w restWire) stream(ctx context.Context, method, tenant, path string, body 
 		}
 		return ev, ends(ev), nil
 	}
-	return w.openStream(req, cancel, decode)
+	return w.openStream(req, sc, decode)
 }

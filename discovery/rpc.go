@@ -74,7 +74,7 @@ func (c *conn) rpc(ctx context.Context, method string, params any, out any) erro
 func (c *conn) rpcStream(ctx context.Context, method string, params any, lastEventID string, subscribe bool,
 	read func(result []byte) (ev *schemas.StreamResponse, final bool, err error)) (*Stream, error) {
 	ends := streamEnd(subscribe)
-	req, cancel, err := c.streamRequest(ctx, http.MethodPost, c.ep.URL, c.rpcBody(method, params), lastEventID)
+	req, sc, err := c.streamRequest(ctx, http.MethodPost, c.ep.URL, c.rpcBody(method, params), lastEventID)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func (c *conn) rpcStream(ctx context.Context, method string, params any, lastEve
 		}
 		return ev, ends(ev) || final, nil
 	}
-	return c.openStream(req, cancel, decode)
+	return c.openStream(req, sc, decode)
 }
 
 // rpcEvent reads one stream event of a JSON-RPC stream: a response whose

@@ -40,6 +40,7 @@ type Stream struct {
 	decode  decodeFunc
 	release sync.Once
 	cancel  context.CancelFunc
+	detach  func() // lets the request outlive the caller's context (finish); nil for a stream of no request
 	closed  atomic.Bool
 	// events, when set, makes the events instead of an SSE body: a gRPC
 	// stream's (grpc.go), or the poller of an agent of the older dialect
@@ -120,34 +121,56 @@ func v1Event(b []byte) (*schemas.StreamResponse, bool, error) {
 }
 
 // streamRequest is a request for an event stream, made with a context of
-// its own that cancel ends (the Stream's Close, or whoever gives up on it
-// before); lastEventID, when set, asks to resume after that event.
-func (c *conn) streamRequest(ctx context.Context, method, u string, body any, lastEventID string) (*http.Request, context.CancelFunc, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	req, err := c.newRequest(ctx, method, u, body)
+// its own that sc ends (the Stream's Close, or whoever gives up on it
+// before), and that the caller's ctx ends too until the stream's last
+// event (see streamCancel); lastEventID, when set, asks to resume after
+// that event.
+func (c *conn) streamRequest(ctx context.Context, method, u string, body any, lastEventID string) (*http.Request, *streamCancel, error) {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	sc := &streamCancel{cancel: cancel, stop: context.AfterFunc(ctx, cancel)}
+	req, err := c.newRequest(rctx, method, u, body)
 	if err != nil {
-		cancel()
+		sc.Cancel()
 		return nil, nil, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	if lastEventID != "" {
 		req.Header.Set("Last-Event-ID", lastEventID)
 	}
-	return req, cancel, nil
+	return req, sc, nil
 }
 
-// openStream sends req (made with a context that cancel ends) and returns
+// streamCancel ends a stream's request. The caller's context ends it as
+// well until Detach: the caller usually gives up its context as soon as
+// it has the last event (a worker's run ends), and the end of the answer
+// the stream then still reads (finish) must not be cut, or the connection
+// goes with it.
+type streamCancel struct {
+	cancel context.CancelFunc
+	stop   func() bool // of the caller's context ending the request
+}
+
+// Cancel ends the request.
+func (c *streamCancel) Cancel() {
+	c.stop()
+	c.cancel()
+}
+
+// Detach lets the request outlive the caller's context.
+func (c *streamCancel) Detach() { c.stop() }
+
+// openStream sends req (made with a context that sc ends) and returns
 // the stream of its answer. The agent has the client's Timeout to start
 // answering; the stream then lasts as long as the task.
-func (c *conn) openStream(req *http.Request, cancel context.CancelFunc, decode decodeFunc) (*Stream, error) {
-	res, sse, err := c.startStream(req, cancel)
+func (c *conn) openStream(req *http.Request, sc *streamCancel, decode decodeFunc) (*Stream, error) {
+	res, sse, err := c.startStream(req, sc.Cancel)
 	if err != nil {
 		return nil, err
 	}
 	if !sse {
 		// An error before the stream starts comes as an ordinary answer:
 		// JSON-RPC (HTTP 200), google.rpc.Status, or something not A2A.
-		defer cancel()
+		defer sc.Cancel()
 		defer drain(res.Body)
 		body, err := c.readBody(req, res)
 		if err != nil {
@@ -162,7 +185,7 @@ func (c *conn) openStream(req *http.Request, cancel context.CancelFunc, decode d
 		}
 		return nil, c.notA2A(req, res, body)
 	}
-	return c.sseStream(req, res, cancel, decode), nil
+	return c.sseStream(req, res, sc, decode), nil
 }
 
 // startStream sends req (made with a context that cancel ends) and waits
@@ -189,9 +212,9 @@ func (c *conn) startStream(req *http.Request, cancel context.CancelFunc) (res *h
 }
 
 // sseStream is the Stream of an event-stream answer.
-func (c *conn) sseStream(req *http.Request, res *http.Response, cancel context.CancelFunc, decode decodeFunc) *Stream {
+func (c *conn) sseStream(req *http.Request, res *http.Response, sc *streamCancel, decode decodeFunc) *Stream {
 	return &Stream{url: redact(req.URL), body: res.Body, rd: bufio.NewReaderSize(res.Body, 16<<10), max: c.opts.MaxResponseBytes,
-		decode: decode, cancel: cancel}
+		decode: decode, cancel: sc.Cancel, detach: sc.Detach}
 }
 
 // Next returns the next event, io.EOF after the last one, ErrStreamClosed
@@ -274,15 +297,17 @@ func (s *Stream) Next() (*schemas.StreamResponse, error) {
 // agent finds the connection idle instead of dialing (and, over TLS,
 // shaking hands) again; an agent that keeps the stream open past the wait
 // has it closed.
-const (
-	streamTailBytes = 4 << 10
-	streamTailWait  = 250 * time.Millisecond
-)
+const streamTailBytes = 4 << 10
+
+var streamTailWait = 250 * time.Millisecond // a variable for tests
 
 // finish releases an SSE stream whose last event was read (see
 // streamTailBytes); the caller has its event at once.
 func (s *Stream) finish() {
 	s.release.Do(func() {
+		if s.detach != nil {
+			s.detach()
+		}
 		stop := time.AfterFunc(streamTailWait, s.cancel)
 		go func() {
 			_, _ = io.Copy(io.Discard, io.LimitReader(s.rd, streamTailBytes))

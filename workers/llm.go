@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -126,8 +127,21 @@ func (l LLM) Execute(ctx context.Context, req *Request, out *Emitter) (err error
 	if d <= 0 {
 		d = 5 * time.Minute
 	}
-	cctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
+	// The call's context is the run's for cancellation only until the
+	// answer's [DONE]: the run ends right after it, and the read of the
+	// answer's end that keeps the connection (keepConnection) must not be
+	// cut by it.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	unfollow := context.AfterFunc(ctx, cancel)
+	// kept is set when the answer ended with [DONE]: its tail is read in
+	// the background (keepConnection), which ends cctx.
+	kept := false
+	defer func() {
+		if !kept {
+			unfollow()
+			cancel()
+		}
+	}()
 	key := ""
 	if l.APIKey != nil {
 		var err error
@@ -145,7 +159,11 @@ func (l LLM) Execute(ctx context.Context, req *Request, out *Emitter) (err error
 	if ok, err := providerAnswer(ctx, out, "the model", resp, err); !ok {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() {
+		if !kept {
+			_ = resp.Body.Close()
+		}
+	}()
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		// A server that does not stream answers one completion.
 		return l.whole(ctx, resp.Body, out, owner)
@@ -157,6 +175,7 @@ func (l LLM) Execute(ctx context.Context, req *Request, out *Emitter) (err error
 	var badChunk, emitErr error
 	err = readSSE(resp.Body, func(_ string, data []byte) error {
 		if string(bytes.TrimSpace(data)) == "[DONE]" {
+			kept = true
 			return errStreamDone
 		}
 		var c chatChunk
@@ -182,6 +201,10 @@ func (l LLM) Execute(ctx context.Context, req *Request, out *Emitter) (err error
 		}
 		return nil
 	})
+	if kept {
+		unfollow()
+		keepConnection(resp.Body, cancel)
+	}
 	switch {
 	case emitErr != nil:
 		return emitErr
@@ -197,6 +220,34 @@ func (l LLM) Execute(ctx context.Context, req *Request, out *Emitter) (err error
 	}
 	return l.finish(ctx, out, art, chunks, usage, finish, owner)
 }
+
+// After a provider's [DONE] its answer still ends (the chunked body's last
+// chunk); net/http keeps a connection for the next request only when the
+// body was read to its end, and drops one closed before, so the next
+// completion would dial and shake hands over TLS again. keepConnection
+// reads that end in the background, at most streamTailBytes for at most
+// streamTailWait, then closes the body and ends the request's context
+// (cancel); a provider that keeps the answer open past that has it closed.
+func keepConnection(body io.ReadCloser, cancel context.CancelFunc) {
+	stop := time.AfterFunc(streamTailWait, cancel)
+	go func() {
+		_, _ = io.Copy(io.Discard, io.LimitReader(body, streamTailBytes))
+		_ = body.Close()
+		stop.Stop()
+		cancel()
+		if f := connectionReleased.Load(); f != nil {
+			(*f)()
+		}
+	}()
+}
+
+const streamTailBytes = 4 << 10
+
+var streamTailWait = 250 * time.Millisecond // a variable for tests
+
+// connectionReleased, when set (tests), is called once keepConnection
+// has released a connection.
+var connectionReleased atomic.Pointer[func()]
 
 // whole reads a non-streamed completion.
 func (l LLM) whole(ctx context.Context, body io.Reader, out *Emitter, owner bus.Owner) error {

@@ -3,6 +3,7 @@ package workers_test
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/a2abus/a2abus/bus/bustest"
 	"github.com/a2abus/a2abus/schemas"
@@ -134,5 +136,51 @@ func TestLLMAgentStreamsAChatCompletion(t *testing.T) {
 	rec = waitSettled(t, b, submit(t, b, "chat", "Hi again"))
 	if rec.Task.Status.State != schemas.TaskStateFailed || !strings.Contains(rec.Task.Status.Message.Text(), "Incorrect API key") || !strings.Contains(rec.Task.Status.Message.Text(), "401") {
 		t.Fatalf("a refused key: %s %v", rec.Task.Status.State, rec.Task.Status.Message)
+	}
+}
+
+// A provider that ends its answer a moment after [DONE] keeps its
+// connection for the next completion: the agent reads that end after
+// finishing the task, instead of closing the answer before it (which
+// makes net/http drop the connection and the next call dial and shake
+// hands again). Completions one after another then need at most two
+// connections (net/http returns one to its pool a moment after the end
+// was read), not one each.
+func TestLLMAgentKeepsTheProviderConnection(t *testing.T) {
+	released := make(chan struct{}, 8)
+	defer workers.OnConnectionReleased(func() { released <- struct{}{} })()
+	defer workers.SetStreamTailWait(time.Minute)() // the test ends each answer
+	end := make(chan struct{})
+	var dialed atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, part := range strings.SplitAfter(string(openAIFixture(t)), "\n\n") {
+			_, _ = w.Write([]byte(part))
+			w.(http.Flusher).Flush()
+		}
+		<-end
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dialed.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	_, b := bustest.New(t, bustest.Options{})
+	startRunner(t, b, def("chat", workers.LLM{BaseURL: srv.URL + "/v1", Model: "gpt-4o-mini"}), workers.Options{})
+	const tasks = 6
+	for i := range tasks {
+		// The task is answered before the provider's answer ends.
+		rec := waitSettled(t, b, submit(t, b, "chat", "Hi there"))
+		if rec.Task.Status.State != schemas.TaskStateCompleted || artifactText(rec.Task.Artifacts[0]) != "Hello! How can I help?" {
+			t.Fatalf("task %d: %s %+v", i, rec.Task.Status.State, rec.Task.Artifacts)
+		}
+		end <- struct{}{}
+		<-released
+	}
+	if n := dialed.Load(); n > 2 {
+		t.Fatalf("%d connections for %d completions: the connection was not kept", n, tasks)
 	}
 }
