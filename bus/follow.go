@@ -14,9 +14,10 @@ import (
 
 // follower follows the messages of some subjects of a stream, in stream
 // order, for one process: the task index (carrying the task watcher on an
-// edge), the agent directory and the event hub each run one. It exists because the KV watcher of nats.go (a push ordered consumer
-// with a 5s idle heartbeat and a back-off growing to 10s) notices a consumer
-// lost with a cluster node only after 10-15s and resumes seconds after the
+// edge), the agent directory and the event hub each run one. It exists
+// because the KV watcher of nats.go (a push ordered consumer with a 5s
+// idle heartbeat and a back-off growing to 10s) notices a consumer lost
+// with a cluster node only after 10-15s and resumes seconds after the
 // stream is back; meanwhile nothing is delivered.
 //
 // The follower owns one ephemeral consumer at a time (AckNone, memory, R1,
@@ -278,17 +279,8 @@ func (f *follower) session(ctx context.Context, statuses <-chan nats.Status, han
 	defer f.setFollowing("")
 	onLive()
 	pending := info.NumPending // at creation
-	if !f.caughtUp && pending == 0 {
-		f.caughtUp = true
-	}
-	// A follower that goes on with values is caught up once the consumer
-	// that delivers them is live.
-	if f.caughtUp && cfg.HeadersOnly && f.valuesOnceCaughtUp {
+	if (f.caughtUp || pending == 0) && f.reachedEnd(cfg.HeadersOnly, caughtUp) {
 		return true, errFollowValues
-	}
-	if f.caughtUp && !f.announced {
-		f.announced = true
-		caughtUp()
 	}
 	var dseq, received uint64
 	for {
@@ -326,15 +318,27 @@ func (f *follower) session(ctx context.Context, statuses <-chan nats.Status, han
 			Stored:  meta.Timestamp,
 			Initial: !f.caughtUp,
 		})
-		if !f.caughtUp && (meta.NumPending == 0 || received >= pending) {
-			f.caughtUp = true
-			if cfg.HeadersOnly && f.valuesOnceCaughtUp {
-				return true, errFollowValues
-			}
-			f.announced = true
-			caughtUp()
+		if !f.caughtUp && (meta.NumPending == 0 || received >= pending) && f.reachedEnd(cfg.HeadersOnly, caughtUp) {
+			return true, errFollowValues
 		}
 	}
+}
+
+// reachedEnd marks the follower caught up with what was pending when it
+// started and calls caughtUp the first time, unless the session delivers
+// headers only and the follower goes on with values
+// (valuesOnceCaughtUp): then the session should end (true), and the
+// follower is caught up once the consumer that delivers values is live.
+func (f *follower) reachedEnd(headersOnly bool, caughtUp func()) (endSession bool) {
+	f.caughtUp = true
+	if headersOnly && f.valuesOnceCaughtUp {
+		return true
+	}
+	if !f.announced {
+		f.announced = true
+		caughtUp()
+	}
+	return false
 }
 
 // discard deletes a consumer the follower gave up, in the background and

@@ -158,23 +158,31 @@ func (e *recordEncoder) status(s *schemas.TaskStatus) {
 	e.b = append(e.b, '}')
 }
 
-func (e *recordEncoder) statusEvent(ev *schemas.TaskStatusUpdateEvent) {
+// taskIDs opens an object with the members every event and work item
+// starts with.
+func (e *recordEncoder) taskIDs(taskID, contextID string) {
 	e.b = append(e.b, `{"taskId":`...)
-	e.b = appendJSONString(e.b, ev.TaskID)
+	e.b = appendJSONString(e.b, taskID)
 	e.b = append(e.b, `,"contextId":`...)
-	e.b = appendJSONString(e.b, ev.ContextID)
-	e.b = append(e.b, `,"status":`...)
-	e.status(&ev.Status)
-	e.meta(`,"metadata":`, ev.Metadata)
-	e.int(`,"generation":`, int64(ev.Generation))
+	e.b = appendJSONString(e.b, contextID)
+}
+
+// eventEnd closes an event with the members every event ends with.
+func (e *recordEncoder) eventEnd(md map[string]any, gen schemas.Generation) {
+	e.meta(`,"metadata":`, md)
+	e.int(`,"generation":`, int64(gen))
 	e.b = append(e.b, '}')
 }
 
+func (e *recordEncoder) statusEvent(ev *schemas.TaskStatusUpdateEvent) {
+	e.taskIDs(ev.TaskID, ev.ContextID)
+	e.b = append(e.b, `,"status":`...)
+	e.status(&ev.Status)
+	e.eventEnd(ev.Metadata, ev.Generation)
+}
+
 func (e *recordEncoder) artifactEvent(ev *schemas.TaskArtifactUpdateEvent) {
-	e.b = append(e.b, `{"taskId":`...)
-	e.b = appendJSONString(e.b, ev.TaskID)
-	e.b = append(e.b, `,"contextId":`...)
-	e.b = appendJSONString(e.b, ev.ContextID)
+	e.taskIDs(ev.TaskID, ev.ContextID)
 	e.b = append(e.b, `,"artifact":`...)
 	e.artifact(&ev.Artifact)
 	if ev.Append {
@@ -183,18 +191,13 @@ func (e *recordEncoder) artifactEvent(ev *schemas.TaskArtifactUpdateEvent) {
 	if ev.LastChunk {
 		e.b = append(e.b, `,"lastChunk":true`...)
 	}
-	e.meta(`,"metadata":`, ev.Metadata)
-	e.int(`,"generation":`, int64(ev.Generation))
-	e.b = append(e.b, '}')
+	e.eventEnd(ev.Metadata, ev.Generation)
 }
 
 // workItem writes a work item whose record encodeRecord wrote (see
 // ownWorkItem).
 func (e *recordEncoder) workItem(w *schemas.WorkItem) {
-	e.b = append(e.b, `{"taskId":`...)
-	e.b = appendJSONString(e.b, w.TaskID)
-	e.b = append(e.b, `,"contextId":`...)
-	e.b = appendJSONString(e.b, w.ContextID)
+	e.taskIDs(w.TaskID, w.ContextID)
 	e.b = append(e.b, `,"agent":`...)
 	e.b = appendJSONString(e.b, w.Agent)
 	e.b = append(e.b, `,"message":`...)
